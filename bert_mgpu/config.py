@@ -1,0 +1,132 @@
+"""Configuration objects: `BertConfig` (Google's `bert_config.json`) and run configs.
+
+`BertConfig` reads and writes exactly Google's JSON keys. Keys it does not know (for example
+`pooler_fc_size`, `directionality` in Google's Chinese config) are kept and written back, never
+fatal, so a config round-trips unchanged.
+"""
+
+import copy
+import dataclasses
+import json
+import os
+from typing import Any, Dict, Optional
+
+# Google's keys and defaults (modeling.BertConfig.__init__), in Google's order.
+_GOOGLE_DEFAULTS = (
+    ("vocab_size", None),
+    ("hidden_size", 768),
+    ("num_hidden_layers", 12),
+    ("num_attention_heads", 12),
+    ("intermediate_size", 3072),
+    ("hidden_act", "gelu"),
+    ("hidden_dropout_prob", 0.1),
+    ("attention_probs_dropout_prob", 0.1),
+    ("max_position_embeddings", 512),
+    ("type_vocab_size", 16),
+    ("initializer_range", 0.02),
+)
+
+
+class BertConfigError(ValueError):
+    """A `bert_config.json` that cannot describe a model; the message names the file and key."""
+
+
+@dataclasses.dataclass
+class BertConfig:
+    """Configuration of a `BertModel`, with Google's attribute names and defaults.
+
+    Attributes are Google's: `vocab_size`, `hidden_size`, `num_hidden_layers`,
+    `num_attention_heads`, `intermediate_size`, `hidden_act`, `hidden_dropout_prob`,
+    `attention_probs_dropout_prob`, `max_position_embeddings`, `type_vocab_size`,
+    `initializer_range`. Unknown JSON keys live in `extra` and are also readable as attributes.
+    """
+
+    vocab_size: Optional[int] = None
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 16
+    initializer_range: float = 0.02
+    extra: Dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __getattr__(self, name):
+        # Only called when normal lookup fails: expose unknown JSON keys as attributes.
+        extra = self.__dict__.get("extra", {})
+        if name in extra:
+            return extra[name]
+        raise AttributeError(name)
+
+    @classmethod
+    def from_dict(cls, json_object: Dict[str, Any], source: str = "<dict>") -> "BertConfig":
+        """Builds a config from a dict of Google's keys; unknown keys go to `extra`."""
+        if not isinstance(json_object, dict):
+            raise BertConfigError(f"{source}: expected a JSON object, got {type(json_object).__name__}")
+        known = {name for name, _ in _GOOGLE_DEFAULTS}
+        kwargs = {k: v for k, v in json_object.items() if k in known}
+        extra = {k: v for k, v in json_object.items() if k not in known}
+        config = cls(**kwargs, extra=copy.deepcopy(extra))
+        config.validate(source)
+        return config
+
+    @classmethod
+    def from_json_file(cls, json_file: str) -> "BertConfig":
+        """Reads Google's `bert_config.json`; errors name the file."""
+        import tensorflow as tf  # local: reading from gs:// etc. goes through tf.io.gfile
+
+        if not tf.io.gfile.exists(json_file):
+            raise BertConfigError(f"{json_file}: bert_config file not found")
+        with tf.io.gfile.GFile(json_file, "r") as reader:
+            text = reader.read()
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise BertConfigError(f"{json_file}:{e.lineno}: invalid JSON ({e.msg})") from None
+        return cls.from_dict(obj, source=json_file)
+
+    def validate(self, source: str = "<config>") -> None:
+        """Checks the values a model needs; raises `BertConfigError` naming the key."""
+        def need_int(key, minimum=1):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise BertConfigError(
+                    f"{source}: '{key}' must be an integer >= {minimum}, got {value!r}")
+
+        for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                    "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+            need_int(key)
+        if self.hidden_size % self.num_attention_heads:
+            raise BertConfigError(
+                f"{source}: hidden_size ({self.hidden_size}) is not a multiple of "
+                f"num_attention_heads ({self.num_attention_heads})")
+        for key in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            value = getattr(self, key)
+            if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+                raise BertConfigError(f"{source}: '{key}' must be in [0, 1), got {value!r}")
+
+    def to_dict(self) -> Dict[str, Any]:
+        """Google's keys in Google's order, then the unknown keys as read."""
+        output = {name: getattr(self, name) for name, _ in _GOOGLE_DEFAULTS}
+        output.update(copy.deepcopy(self.extra))
+        return output
+
+    def to_json_string(self) -> str:
+        """Serializes like Google's `BertConfig.to_json_string` (indent 2, sorted keys)."""
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    def to_json_file(self, json_file: str) -> None:
+        """Writes the config atomically (temporary file, then rename)."""
+        directory = os.path.dirname(os.path.abspath(json_file))
+        os.makedirs(directory, exist_ok=True)
+        tmp = json_file + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(self.to_json_string())
+        os.replace(tmp, json_file)
+
+    def replace(self, **changes) -> "BertConfig":
+        """A copy with some fields changed (e.g. dropout off for evaluation)."""
+        return dataclasses.replace(self, extra=copy.deepcopy(self.extra), **changes)

@@ -1,0 +1,1 @@
+"""Data: TFRecord feature specs, pretraining-data creation, task processors, input pipelines."""

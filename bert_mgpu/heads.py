@@ -1,0 +1,156 @@
+"""Output heads with Google's variable scopes: masked LM, next sentence, classifier.
+
+- `MaskedLMHead`: `cls/predictions/transform/dense/{kernel,bias}`,
+  `cls/predictions/transform/LayerNorm/{beta,gamma}`, `cls/predictions/output_bias`; the output
+  projection is the transposed word-embedding table (tied weights). Computed only at the masked
+  positions.
+- `NextSentenceHead`: `cls/seq_relationship/output_weights` [2, hidden],
+  `cls/seq_relationship/output_bias` [2].
+- `ClassifierHead`: root-level `output_weights` [num_labels, hidden] and `output_bias`, as
+  Google's `run_classifier.create_model`.
+
+Losses are returned with their parts (sum of weighted per-example losses and the weight total) so
+that a multi-tower trainer can normalise by the *global* count of masked tokens, which keeps
+N towers equal to one device on the same global batch.
+"""
+
+from typing import Dict
+
+import tensorflow as tf
+
+from bert_mgpu import modeling
+
+# Google adds this to the masked-LM weight total so a batch without masked tokens is not 0/0.
+MASKED_LM_DENOMINATOR_EPSILON = 1e-5
+# run_classifier.create_model hard-codes keep_prob=0.9 on the pooled output in training.
+CLASSIFIER_DROPOUT_PROB = 0.1
+
+
+class MaskedLMHead(tf.Module):
+    """Google's `get_masked_lm_output`: transform, LayerNorm, tied decoder, output bias."""
+
+    def __init__(self, config, scope="cls/predictions"):
+        super().__init__(name=None)
+        self.config = config
+        self._store = modeling.ParameterStore()
+        h = config.hidden_size
+        self.transform = modeling.Dense(
+            self._store, f"{scope}/transform/dense", h, h, config.initializer_range,
+            activation=modeling.get_activation(config.hidden_act))
+        self.layer_norm = modeling.LayerNorm(self._store, f"{scope}/transform", h)
+        # One bias per vocabulary entry; the weights are the word embeddings.
+        self.output_bias = self._store.add(f"{scope}/output_bias", [config.vocab_size],
+                                           modeling.zeros_initializer)
+
+    def named_variables(self):
+        return self._store.as_dict()
+
+    def __call__(self, sequence_output, embedding_table, positions, label_ids=None,
+                 label_weights=None) -> Dict[str, tf.Tensor]:
+        """Log-probabilities at the masked positions and, given labels, the loss.
+
+        Args:
+          sequence_output: float Tensor [B, S, H].
+          embedding_table: float Variable [vocab_size, H] (the model's word embeddings).
+          positions: int32 Tensor [B, P], the masked positions (padding entries are 0).
+          label_ids: optional int32 Tensor [B, P], the original token ids.
+          label_weights: optional float Tensor [B, P], 1.0 for real predictions, 0.0 for padding.
+
+        Returns:
+          dict with `log_probs` (float32 [B*P, vocab_size]) and, when labels are given,
+          `per_example_loss` ([B*P]), `numerator` (scalar, sum of weighted losses),
+          `denominator` (scalar, sum of weights) and `loss` = numerator / (denominator + 1e-5),
+          Google's per-batch normalisation.
+        """
+        input_tensor = modeling.gather_indexes(sequence_output, positions)  # [B*P, H]
+        input_tensor = self.transform(input_tensor)
+        input_tensor = self.layer_norm(input_tensor)
+        logits = tf.matmul(input_tensor, tf.cast(embedding_table, input_tensor.dtype),
+                           transpose_b=True)  # [B*P, V]
+        logits = tf.nn.bias_add(logits, tf.cast(self.output_bias, logits.dtype))
+        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+        result = {"log_probs": log_probs}
+        if label_ids is None:
+            return result
+        label_ids = tf.reshape(label_ids, [-1])
+        label_weights = tf.reshape(tf.cast(label_weights, tf.float32), [-1])
+        # -log p(label); equal to Google's one-hot product, without the [B*P, V] one-hot matrix.
+        per_example_loss = -tf.gather(log_probs, label_ids, axis=1, batch_dims=1)
+        numerator = tf.reduce_sum(label_weights * per_example_loss)
+        denominator = tf.reduce_sum(label_weights)
+        result.update(
+            per_example_loss=per_example_loss,
+            numerator=numerator,
+            denominator=denominator,
+            loss=numerator / (denominator + MASKED_LM_DENOMINATOR_EPSILON))
+        return result
+
+
+class NextSentenceHead(tf.Module):
+    """Google's `get_next_sentence_output`: a 2-way classifier on the pooled output."""
+
+    def __init__(self, config, scope="cls/seq_relationship"):
+        super().__init__(name=None)
+        self._store = modeling.ParameterStore()
+        # Stored [2, H] and applied transposed, as Google does.
+        self.output_weights = self._store.add(
+            f"{scope}/output_weights", [2, config.hidden_size],
+            modeling.truncated_normal_initializer(config.initializer_range))
+        self.output_bias = self._store.add(f"{scope}/output_bias", [2], modeling.zeros_initializer)
+
+    def named_variables(self):
+        return self._store.as_dict()
+
+    def __call__(self, pooled_output, labels=None) -> Dict[str, tf.Tensor]:
+        """Args: pooled_output float [B, H]; labels optional int32 [B] (0 = IsNext, 1 = random).
+
+        Returns:
+          dict with `log_probs` float32 [B, 2] and, given labels, `per_example_loss` [B] and
+          `loss` (the mean over the batch).
+        """
+        return _softmax_classifier(pooled_output, self.output_weights, self.output_bias, labels)
+
+
+class ClassifierHead(tf.Module):
+    """Google's `run_classifier.create_model` head: dropout, then a linear layer, on the pooled
+    output; variables at the root: `output_weights` [num_labels, H], `output_bias` [num_labels]."""
+
+    def __init__(self, config, num_labels, dropout_prob=CLASSIFIER_DROPOUT_PROB):
+        super().__init__(name=None)
+        if num_labels < 1:
+            raise ValueError(f"num_labels must be >= 1, got {num_labels}")
+        self.num_labels = num_labels
+        self.dropout_prob = dropout_prob
+        self._store = modeling.ParameterStore()
+        self.output_weights = self._store.add(
+            "output_weights", [num_labels, config.hidden_size],
+            modeling.truncated_normal_initializer(0.02))  # Google: stddev=0.02, not the config's
+        self.output_bias = self._store.add("output_bias", [num_labels], modeling.zeros_initializer)
+
+    def named_variables(self):
+        return self._store.as_dict()
+
+    def __call__(self, pooled_output, labels=None, training=False) -> Dict[str, tf.Tensor]:
+        """Args: pooled_output float [B, H]; labels optional int32 [B]; training Python bool.
+
+        Returns:
+          dict with `logits` [B, num_labels], `probabilities`, `log_probs` and, given labels,
+          `per_example_loss` [B] and `loss` (mean).
+        """
+        output_layer = modeling.dropout(pooled_output, self.dropout_prob, training)
+        return _softmax_classifier(output_layer, self.output_weights, self.output_bias, labels)
+
+
+def _softmax_classifier(features, output_weights, output_bias, labels):
+    """logits = features @ output_weights^T + bias; log-softmax; mean cross-entropy."""
+    logits = tf.matmul(features, tf.cast(output_weights, features.dtype), transpose_b=True)
+    logits = tf.cast(tf.nn.bias_add(logits, tf.cast(output_bias, logits.dtype)), tf.float32)
+    log_probs = tf.nn.log_softmax(logits, axis=-1)
+    result = {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1),
+              "log_probs": log_probs}
+    if labels is not None:
+        labels = tf.reshape(labels, [-1])
+        per_example_loss = -tf.gather(log_probs, labels, axis=1, batch_dims=1)
+        result.update(per_example_loss=per_example_loss,
+                      loss=tf.reduce_mean(per_example_loss))
+    return result

@@ -1,0 +1,516 @@
+"""The BERT model as a `tf.Module` of named `tf.Variable`s, with Google's numerics and names.
+
+Everything here follows Google's `modeling.py` (Devlin et al.): post-LayerNorm transformer,
+`"gelu"` is the tanh approximation, the attention mask adder is -10000, scores are scaled by
+1/sqrt(head_size), LayerNorm epsilon is 1e-12, dropout only in training, and the variable names are
+exactly the ones in Google's checkpoints (`bert/embeddings/word_embeddings`,
+`bert/encoder/layer_N/attention/self/query/kernel`, ...). No Keras: the variables are created once
+in `__init__` (their shapes are known from the config), so calling the model N times inside one
+`tf.function` (one call per tower) creates no variables and shares all weights.
+
+Shape legend used in comments, as in Google's code:
+  B = batch size (number of sequences)
+  F = `from_tensor` sequence length
+  T = `to_tensor` sequence length
+  N = `num_attention_heads`
+  H = `size_per_head`
+"""
+
+import collections
+import math
+from typing import Dict, List, Mapping, NamedTuple
+
+import tensorflow as tf
+
+from bert_mgpu.config import BertConfig
+
+LAYER_NORM_EPSILON = 1e-12
+# Added to the attention scores of masked positions before the softmax (Google's value; large
+# enough to zero the probability, small enough not to overflow in float16).
+ATTENTION_MASK_ADDER = -10000.0
+
+
+def gelu(x):
+    """Gaussian Error Linear Unit, the tanh approximation Google's BERT uses as `"gelu"`.
+
+    Args:
+      x: float Tensor to perform activation on.
+
+    Returns:
+      `x` with the GELU activation applied, same shape and dtype.
+    """
+    cdf = 0.5 * (1.0 + tf.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * tf.pow(x, 3))))
+    return x * cdf
+
+
+def gelu_exact(x):
+    """GELU with the exact Gaussian CDF (erf), which Hugging Face calls `"gelu"`."""
+    return 0.5 * x * (1.0 + tf.math.erf(x / math.sqrt(2.0)))
+
+
+# Activation names accepted in `hidden_act`. Google's `modeling.get_activation` knows
+# linear/relu/gelu/tanh; "gelu_new" is Hugging Face's name for the same tanh form, and
+# "gelu_exact" is an extension for converted checkpoints trained with the erf form.
+_ACTIVATIONS = {
+    "linear": None,
+    "relu": tf.nn.relu,
+    "gelu": gelu,
+    "gelu_new": gelu,
+    "gelu_exact": gelu_exact,
+    "tanh": tf.tanh,
+}
+
+
+def get_activation(activation_string):
+    """Maps an activation name (as in `bert_config.json`) to a function.
+
+    Args:
+      activation_string: one of "linear", "relu", "gelu" (tanh approximation, Google's),
+        "gelu_new" (same), "gelu_exact" (erf), "tanh"; or a callable, or None / "" for linear.
+
+    Returns:
+      A function of one Tensor, or None for the linear activation.
+
+    Raises:
+      ValueError: the name is unknown.
+    """
+    if not isinstance(activation_string, str):
+        return activation_string
+    if not activation_string:
+        return None
+    act = activation_string.lower()
+    if act not in _ACTIVATIONS:
+        raise ValueError(f"Unsupported activation: {activation_string!r} "
+                         f"(supported: {', '.join(sorted(_ACTIVATIONS))})")
+    return _ACTIVATIONS[act]
+
+
+def dropout(input_tensor, dropout_prob, training):
+    """Dropout that is the identity outside training or when `dropout_prob` is 0.
+
+    Args:
+      input_tensor: float Tensor.
+      dropout_prob: Python float, the probability of dropping out a value (not of keeping it).
+      training: Python bool.
+
+    Returns:
+      A Tensor of the same shape as `input_tensor`.
+    """
+    if not training or dropout_prob is None or dropout_prob == 0.0:
+        return input_tensor
+    return tf.nn.dropout(input_tensor, rate=dropout_prob)
+
+
+def layer_norm(input_tensor, gamma, beta, epsilon=LAYER_NORM_EPSILON):
+    """LayerNorm over the last dimension, as `tf.contrib.layers.layer_norm` in Google's code.
+
+    Args:
+      input_tensor: float Tensor of shape [..., D].
+      gamma: float Variable of shape [D] (Google's `LayerNorm/gamma`).
+      beta: float Variable of shape [D] (Google's `LayerNorm/beta`).
+      epsilon: variance epsilon, 1e-12 as Google.
+
+    Returns:
+      float Tensor of the shape and dtype of `input_tensor`. Statistics are computed in at least
+      float32 so float16 activations do not lose the variance.
+    """
+    dtype = input_tensor.dtype
+    x = input_tensor
+    if dtype in (tf.float16, tf.bfloat16):
+        x = tf.cast(x, tf.float32)
+    mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+    inv = tf.math.rsqrt(variance + epsilon) * tf.cast(gamma, x.dtype)
+    out = x * inv + (tf.cast(beta, x.dtype) - mean * inv)
+    return tf.cast(out, dtype)
+
+
+def get_shape_list(tensor, expected_rank=None, name=None):
+    """Returns the shape of `tensor` as a list, static dimensions as ints, dynamic as scalars.
+
+    Args:
+      tensor: a Tensor.
+      expected_rank: optional int or list of ints; raises if the rank is not one of them.
+      name: optional name of the tensor for the error message.
+
+    Returns:
+      A list with one entry per dimension.
+    """
+    if expected_rank is not None:
+        ranks = expected_rank if isinstance(expected_rank, (list, tuple)) else [expected_rank]
+        if tensor.shape.ndims not in ranks:
+            raise ValueError(f"Tensor {name or getattr(tensor, 'name', '')!s} has rank "
+                             f"{tensor.shape.ndims}, expected one of {ranks}: shape {tensor.shape}")
+    static = tensor.shape.as_list()
+    dynamic = tf.shape(tensor)
+    return [dim if dim is not None else dynamic[i] for i, dim in enumerate(static)]
+
+
+def reshape_to_matrix(input_tensor):
+    """Reshapes a >= rank 2 tensor to a rank 2 tensor ([-1, width])."""
+    if input_tensor.shape.ndims == 2:
+        return input_tensor
+    width = input_tensor.shape[-1]
+    return tf.reshape(input_tensor, [-1, width])
+
+
+def reshape_from_matrix(output_tensor, orig_shape_list):
+    """Reshapes a rank 2 tensor back to `orig_shape_list[:-1] + [width]`."""
+    if len(orig_shape_list) == 2:
+        return output_tensor
+    width = get_shape_list(output_tensor)[-1]
+    return tf.reshape(output_tensor, orig_shape_list[:-1] + [width])
+
+
+def create_attention_mask_from_input_mask(from_tensor, to_mask):
+    """Creates a 3D attention mask from a 2D padding mask.
+
+    Args:
+      from_tensor: Tensor of shape [B, F, ...] (only the first two dimensions are used).
+      to_mask: int32 Tensor of shape [B, T], 1 for real tokens and 0 for padding.
+
+    Returns:
+      float32 Tensor of shape [B, F, T]: 1.0 where position f may attend to position t.
+    """
+    from_shape = get_shape_list(from_tensor)
+    batch_size, from_seq_length = from_shape[0], from_shape[1]
+    to_shape = get_shape_list(to_mask, expected_rank=2)
+    to_seq_length = to_shape[1]
+    to_mask = tf.cast(tf.reshape(to_mask, [batch_size, 1, to_seq_length]), tf.float32)
+    # Every query position sees the same keys: broadcast the key mask along F.
+    broadcast_ones = tf.ones(shape=[batch_size, from_seq_length, 1], dtype=tf.float32)
+    return broadcast_ones * to_mask
+
+
+def truncated_normal_initializer(stddev):
+    """Google's `create_initializer`: a truncated normal (re-drawn beyond 2 stddev)."""
+    def init(shape, dtype=tf.float32):
+        return tf.random.truncated_normal(shape, stddev=stddev, dtype=dtype)
+    return init
+
+
+class ParameterStore:
+    """An ordered mapping from Google's variable names to `tf.Variable`s.
+
+    Every module of the project keeps its weights in one of these, so checkpoints, optimizers and
+    tower code see plain `name -> variable` mappings with Google's names and no wrapper scope.
+    """
+
+    def __init__(self):
+        self._vars: "collections.OrderedDict[str, tf.Variable]" = collections.OrderedDict()
+
+    def add(self, name, shape, initializer, dtype=tf.float32, trainable=True):
+        """Creates and registers a variable; duplicate names are a programming error."""
+        if name in self._vars:
+            raise ValueError(f"variable {name} created twice")
+        var = tf.Variable(initializer(shape, dtype=dtype), name=name, trainable=trainable)
+        self._vars[name] = var
+        return var
+
+    def __getitem__(self, name):
+        return self._vars[name]
+
+    def __contains__(self, name):
+        return name in self._vars
+
+    def items(self):
+        return self._vars.items()
+
+    def as_dict(self) -> Dict[str, tf.Variable]:
+        return collections.OrderedDict(self._vars)
+
+
+def zeros_initializer(shape, dtype=tf.float32):
+    return tf.zeros(shape, dtype=dtype)
+
+
+def ones_initializer(shape, dtype=tf.float32):
+    return tf.ones(shape, dtype=dtype)
+
+
+class Dense:
+    """A dense layer's weights (`<scope>/kernel` [in, out], `<scope>/bias` [out]) and its call."""
+
+    def __init__(self, store, scope, in_width, out_width, initializer_range, activation=None):
+        self.kernel = store.add(f"{scope}/kernel", [in_width, out_width],
+                                truncated_normal_initializer(initializer_range))
+        self.bias = store.add(f"{scope}/bias", [out_width], zeros_initializer)
+        self.activation = activation
+
+    def __call__(self, x):
+        """x: float Tensor [M, in] -> float Tensor [M, out] (rank 2, as Google keeps it)."""
+        y = tf.matmul(x, tf.cast(self.kernel, x.dtype))
+        y = tf.nn.bias_add(y, tf.cast(self.bias, x.dtype))
+        return self.activation(y) if self.activation is not None else y
+
+
+class LayerNorm:
+    """`<scope>/LayerNorm/{beta,gamma}` and the normalization."""
+
+    def __init__(self, store, scope, width):
+        self.beta = store.add(f"{scope}/LayerNorm/beta", [width], zeros_initializer)
+        self.gamma = store.add(f"{scope}/LayerNorm/gamma", [width], ones_initializer)
+
+    def __call__(self, x):
+        return layer_norm(x, self.gamma, self.beta)
+
+
+class BertOutputs(NamedTuple):
+    """What `BertModel.__call__` returns.
+
+    Attributes:
+      sequence_output: float Tensor [batch_size, seq_length, hidden_size], the last layer.
+      pooled_output: float Tensor [batch_size, hidden_size], tanh(dense(first token)).
+      all_encoder_layers: list of float Tensors [batch_size, seq_length, hidden_size], one per
+        layer (the last one is `sequence_output`).
+      embedding_output: float Tensor [batch_size, seq_length, hidden_size], the input to layer 0.
+      embedding_table: the word embedding Variable [vocab_size, hidden_size].
+    """
+    sequence_output: tf.Tensor
+    pooled_output: tf.Tensor
+    all_encoder_layers: List[tf.Tensor]
+    embedding_output: tf.Tensor
+    embedding_table: tf.Variable
+
+
+class _TransformerLayer:
+    """One post-LN transformer block's weights under `bert/encoder/layer_<i>/`."""
+
+    def __init__(self, store, scope, config):
+        h, i, r = config.hidden_size, config.intermediate_size, config.initializer_range
+        self.query = Dense(store, f"{scope}/attention/self/query", h, h, r)
+        self.key = Dense(store, f"{scope}/attention/self/key", h, h, r)
+        self.value = Dense(store, f"{scope}/attention/self/value", h, h, r)
+        self.attention_output = Dense(store, f"{scope}/attention/output/dense", h, h, r)
+        self.attention_layer_norm = LayerNorm(store, f"{scope}/attention/output", h)
+        self.intermediate = Dense(store, f"{scope}/intermediate/dense", h, i, r,
+                                  activation=get_activation(config.hidden_act))
+        self.output = Dense(store, f"{scope}/output/dense", i, h, r)
+        self.output_layer_norm = LayerNorm(store, f"{scope}/output", h)
+
+
+class BertModel(tf.Module):
+    """BERT ("Bidirectional Encoder Representations from Transformers"), Google's model.
+
+    Example:
+      model = BertModel(BertConfig.from_json_file("bert_config.json"))
+      out = model(input_ids, input_mask, token_type_ids, training=True)
+      out.pooled_output  # [batch_size, hidden_size]
+
+    The weights are created in the constructor (random, Google's initializers) and are listed
+    with Google's names by `named_variables()`; load a checkpoint into them with
+    `bert_mgpu.checkpoint.init_from_checkpoint`.
+    """
+
+    def __init__(self, config: BertConfig, scope: str = "bert"):
+        """Creates the weights.
+
+        Args:
+          config: `BertConfig`.
+          scope: the name prefix, "bert" as in Google's checkpoints.
+        """
+        super().__init__(name=None)
+        config.validate()
+        self.config = config
+        self.scope = scope
+        self._store = ParameterStore()
+        store, h, r = self._store, config.hidden_size, config.initializer_range
+        init = truncated_normal_initializer(r)
+        emb = f"{scope}/embeddings"
+        self.word_embeddings = store.add(f"{emb}/word_embeddings", [config.vocab_size, h], init)
+        self.token_type_embeddings = store.add(
+            f"{emb}/token_type_embeddings", [config.type_vocab_size, h], init)
+        self.position_embeddings = store.add(
+            f"{emb}/position_embeddings", [config.max_position_embeddings, h], init)
+        self.embedding_layer_norm = LayerNorm(store, emb, h)
+        self.layers = [_TransformerLayer(store, f"{scope}/encoder/layer_{i}", config)
+                       for i in range(config.num_hidden_layers)]
+        self.pooler = Dense(store, f"{scope}/pooler/dense", h, h, r, activation=tf.tanh)
+
+    def named_variables(self) -> Dict[str, tf.Variable]:
+        """Google's name -> Variable, in creation order."""
+        return self._store.as_dict()
+
+    def __call__(self, input_ids, input_mask=None, token_type_ids=None, training=False):
+        """Runs the model.
+
+        Args:
+          input_ids: int32 Tensor of shape [batch_size, seq_length].
+          input_mask: optional int32 Tensor [batch_size, seq_length], 1 = real token, 0 = pad.
+          token_type_ids: optional int32 Tensor [batch_size, seq_length] (segment ids).
+          training: Python bool; dropout is applied only when True.
+
+        Returns:
+          `BertOutputs`.
+        """
+        config = self.config
+        input_ids = tf.convert_to_tensor(input_ids)
+        batch_size, seq_length = get_shape_list(input_ids, expected_rank=2, name="input_ids")
+        if isinstance(seq_length, int) and seq_length > config.max_position_embeddings:
+            raise ValueError(f"sequence length {seq_length} is longer than "
+                             f"max_position_embeddings ({config.max_position_embeddings})")
+        if input_mask is None:
+            input_mask = tf.ones([batch_size, seq_length], dtype=tf.int32)
+        if token_type_ids is None:
+            token_type_ids = tf.zeros([batch_size, seq_length], dtype=tf.int32)
+        input_mask = tf.convert_to_tensor(input_mask)
+        token_type_ids = tf.convert_to_tensor(token_type_ids)
+
+        # Embeddings: word + token type + position, then LayerNorm and dropout.
+        embedding_output = self.embed(input_ids, token_type_ids, training)  # [B, S, H]
+
+        attention_mask = create_attention_mask_from_input_mask(input_ids, input_mask)  # [B,F,T]
+        all_encoder_layers = self.encode(embedding_output, attention_mask, training)
+        sequence_output = all_encoder_layers[-1]
+        # The pooler takes the hidden state of the first token ([CLS]).
+        first_token_tensor = sequence_output[:, 0, :]  # [B, H]
+        pooled_output = self.pooler(first_token_tensor)
+        return BertOutputs(sequence_output, pooled_output, all_encoder_layers,
+                           embedding_output, self.word_embeddings)
+
+    def embed(self, input_ids, token_type_ids, training):
+        """Embedding lookup, post-processing (token type, position), LayerNorm and dropout.
+
+        Args:
+          input_ids: int32 Tensor [B, S].
+          token_type_ids: int32 Tensor [B, S].
+          training: Python bool.
+
+        Returns:
+          float32 Tensor [B, S, hidden_size].
+        """
+        seq_length = get_shape_list(input_ids)[1]
+        # A gather (not Google's optional one-hot matmul): same values, and the gradient is an
+        # IndexedSlices, which the tower averaging handles without densifying the table.
+        output = tf.gather(self.word_embeddings, input_ids)  # [B, S, H]
+        output += tf.gather(self.token_type_embeddings, token_type_ids)
+        # Positions 0..S-1 of the table, broadcast over the batch.
+        output += tf.expand_dims(self.position_embeddings[:seq_length], 0)
+        output = self.embedding_layer_norm(output)
+        return dropout(output, self.config.hidden_dropout_prob, training)
+
+    def encode(self, embedding_output, attention_mask, training):
+        """The transformer stack ("Attention is All You Need" encoder, post-LN).
+
+        Args:
+          embedding_output: float Tensor [B, S, hidden_size].
+          attention_mask: float Tensor [B, F, T] (F = T = S), 1 = may attend.
+          training: Python bool.
+
+        Returns:
+          list of float Tensors [B, S, hidden_size], one per layer.
+        """
+        config = self.config
+        input_shape = get_shape_list(embedding_output, expected_rank=3)
+        batch_size, seq_length = input_shape[0], input_shape[1]
+        # Keep the activations as a 2D [B*S, H] matrix through the stack (as Google does): every
+        # dense layer is then one plain GEMM.
+        prev_output = reshape_to_matrix(embedding_output)
+        all_layer_outputs = []
+        for layer in self.layers:
+            layer_input = prev_output
+            attention_output = attention_layer(
+                layer_input, layer_input, layer.query, layer.key, layer.value,
+                attention_mask=attention_mask,
+                num_attention_heads=config.num_attention_heads,
+                attention_probs_dropout_prob=config.attention_probs_dropout_prob,
+                training=training, batch_size=batch_size,
+                from_seq_length=seq_length, to_seq_length=seq_length)
+            attention_output = layer.attention_output(attention_output)
+            attention_output = dropout(attention_output, config.hidden_dropout_prob, training)
+            attention_output = layer.attention_layer_norm(attention_output + layer_input)
+
+            intermediate_output = layer.intermediate(attention_output)
+            layer_output = layer.output(intermediate_output)
+            layer_output = dropout(layer_output, config.hidden_dropout_prob, training)
+            layer_output = layer.output_layer_norm(layer_output + attention_output)
+            prev_output = layer_output
+            all_layer_outputs.append(reshape_from_matrix(layer_output, input_shape))
+        return all_layer_outputs
+
+
+def attention_layer(from_tensor, to_tensor, query, key, value, attention_mask,
+                    num_attention_heads, attention_probs_dropout_prob, training,
+                    batch_size, from_seq_length, to_seq_length):
+    """Multi-headed scaled dot-product attention from `from_tensor` to `to_tensor`.
+
+    Args:
+      from_tensor: float Tensor [B*F, N*H].
+      to_tensor: float Tensor [B*T, N*H].
+      query, key, value: `Dense` projections N*H -> N*H (linear).
+      attention_mask: float Tensor [B, F, T], 1 = may attend, 0 = masked; or None.
+      num_attention_heads: N.
+      attention_probs_dropout_prob: dropout on the attention probabilities.
+      training: Python bool.
+      batch_size, from_seq_length, to_seq_length: B, F, T (ints or scalar Tensors).
+
+    Returns:
+      float Tensor [B*F, N*H], the per-head context vectors concatenated.
+    """
+    width = from_tensor.shape[-1]
+    size_per_head = width // num_attention_heads
+
+    def to_heads(t, seq_length):
+        t = tf.reshape(t, [batch_size, seq_length, num_attention_heads, size_per_head])
+        return tf.transpose(t, [0, 2, 1, 3])
+
+    query_layer = to_heads(query(from_tensor), from_seq_length)  # [B, N, F, H]
+    key_layer = to_heads(key(to_tensor), to_seq_length)  # [B, N, T, H]
+    value_layer = to_heads(value(to_tensor), to_seq_length)  # [B, N, T, H]
+
+    # `attention_scores` = [B, N, F, T]
+    attention_scores = tf.matmul(query_layer, key_layer, transpose_b=True)
+    attention_scores *= tf.cast(1.0 / math.sqrt(float(size_per_head)), attention_scores.dtype)
+    if attention_mask is not None:
+        attention_mask = tf.expand_dims(attention_mask, axis=1)  # [B, 1, F, T]
+        # 0.0 where attending is allowed, -10000.0 where masked: after the softmax the masked
+        # positions are effectively removed.
+        adder = (1.0 - tf.cast(attention_mask, tf.float32)) * ATTENTION_MASK_ADDER
+        attention_scores += tf.cast(adder, attention_scores.dtype)
+    attention_probs = tf.nn.softmax(attention_scores)  # [B, N, F, T]
+    # Dropping out whole tokens to attend to, as in the original Transformer.
+    attention_probs = dropout(attention_probs, attention_probs_dropout_prob, training)
+
+    context_layer = tf.matmul(attention_probs, value_layer)  # [B, N, F, H]
+    context_layer = tf.transpose(context_layer, [0, 2, 1, 3])  # [B, F, N, H]
+    return tf.reshape(context_layer, [-1, num_attention_heads * size_per_head])  # [B*F, N*H]
+
+
+def gather_indexes(sequence_tensor, positions):
+    """Gathers the vectors at `positions` of every sequence of the batch.
+
+    Args:
+      sequence_tensor: float Tensor [B, S, W].
+      positions: int32 Tensor [B, P].
+
+    Returns:
+      float Tensor [B*P, W].
+    """
+    batch_size, seq_length, width = get_shape_list(sequence_tensor, expected_rank=3)
+    flat_offsets = tf.reshape(tf.range(0, batch_size, dtype=tf.int32) * seq_length, [-1, 1])
+    flat_positions = tf.reshape(tf.cast(positions, tf.int32) + flat_offsets, [-1])
+    flat_sequence_tensor = tf.reshape(sequence_tensor, [batch_size * seq_length, width])
+    return tf.gather(flat_sequence_tensor, flat_positions)
+
+
+def merge_named_variables(*modules) -> Dict[str, tf.Variable]:
+    """Merges `named_variables()` of several modules; a name used twice is an error."""
+    merged: Dict[str, tf.Variable] = collections.OrderedDict()
+    for module in modules:
+        for name, var in module.named_variables().items():
+            if name in merged:
+                raise ValueError(f"variable {name} defined by two modules")
+            merged[name] = var
+    return merged
+
+
+def variable_shapes(named: Mapping[str, tf.Variable]) -> Dict[str, List[int]]:
+    """name -> shape as a list of ints."""
+    return {name: var.shape.as_list() for name, var in named.items()}
+
+
+__all__ = [
+    "BertConfig", "BertModel", "BertOutputs", "ParameterStore", "Dense", "LayerNorm",
+    "attention_layer", "create_attention_mask_from_input_mask", "dropout", "gather_indexes",
+    "gelu", "gelu_exact", "get_activation", "get_shape_list", "layer_norm",
+    "merge_named_variables", "truncated_normal_initializer", "variable_shapes",
+]

@@ -1,0 +1,58 @@
+"""Locating and running the reference implementations installed in the oracle virtualenv.
+
+The oracle venv (`make oracle`, .venv-oracle) holds Google's original code and Hugging Face's; the
+project never imports it. Tests run it in a subprocess and skip when it is absent.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ORACLES = os.path.join(REPO, "tests", "oracles")
+MATERIAL = os.path.abspath(os.path.join(REPO, "..", "shared", "material"))
+
+
+def oracle_python():
+    """Path of the oracle interpreter, or None."""
+    path = os.environ.get("BERT_MGPU_ORACLE_PYTHON") or os.path.join(
+        REPO, ".venv-oracle", "bin", "python")
+    return path if os.path.exists(path) else None
+
+
+def require_oracle():
+    """The oracle interpreter; skips the test when it is not installed."""
+    path = oracle_python()
+    if path is None:
+        pytest.skip("oracle venv not installed (run `make oracle`)")
+    return path
+
+
+def require_material(*parts):
+    """A path under ../shared/material; skips the test when it is absent."""
+    path = os.path.join(MATERIAL, *parts)
+    if not os.path.exists(path):
+        pytest.skip(f"test material not available: {path}")
+    return path
+
+
+def run_oracle_script(script, *args, timeout=600):
+    """Runs tests/oracles/<script> with the oracle interpreter; returns its stdout."""
+    python = require_oracle()
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run([python, os.path.join(ORACLES, script), *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr[-5000:])
+        raise AssertionError(f"oracle {script} failed with exit code {proc.returncode}")
+    return proc.stdout
+
+
+def run_json_request(script, request, tmp_path, timeout=600):
+    """Writes `request` to JSON, runs the oracle script on it."""
+    path = tmp_path / f"{script}.request.json"
+    path.write_text(json.dumps(request))
+    return run_oracle_script(script, path, timeout=timeout)

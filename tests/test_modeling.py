@@ -1,0 +1,208 @@
+"""BertModel and heads: Google's variable names and shapes, Google's numerics.
+
+The references are Google's own code: `tests/golden/google_variables_2layer.json` is the variable
+list Google's modeling.py + run_pretraining heads + run_classifier head create for TINY_CONFIG
+(written by tests/oracles/google_modeling.py), and the parity tests run Google's modeling.py in
+the oracle venv on the same weights and inputs.
+"""
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_mgpu import heads, modeling
+from bert_mgpu.config import BertConfig
+
+from _oracle import REPO, run_json_request
+
+TINY_CONFIG = {
+    "vocab_size": 100, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "intermediate_size": 37, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+    "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 64, "type_vocab_size": 2,
+    "initializer_range": 0.02,
+}
+NUM_LABELS = 3
+GOLDEN = os.path.join(REPO, "tests", "golden", "google_variables_2layer.json")
+
+
+def build_all(config_dict=TINY_CONFIG, seed=1):
+    tf.random.set_seed(seed)
+    config = BertConfig.from_dict(config_dict)
+    model = modeling.BertModel(config)
+    mlm = heads.MaskedLMHead(config)
+    nsp = heads.NextSentenceHead(config)
+    clf = heads.ClassifierHead(config, NUM_LABELS)
+    return config, model, mlm, nsp, clf
+
+
+def make_inputs(seed=0, batch=3, seq=16, preds=4):
+    rng = np.random.RandomState(seed)
+    lengths = [seq, 11, 5][:batch]
+    input_ids = np.zeros([batch, seq], np.int32)
+    input_mask = np.zeros([batch, seq], np.int32)
+    segment_ids = np.zeros([batch, seq], np.int32)
+    for b, n in enumerate(lengths):
+        input_ids[b, :n] = rng.randint(1, 100, size=n)
+        input_mask[b, :n] = 1
+        segment_ids[b, n // 2:n] = 1
+    positions = np.zeros([batch, preds], np.int32)
+    ids = np.zeros([batch, preds], np.int32)
+    weights = np.zeros([batch, preds], np.float32)
+    for b, n in enumerate(lengths):
+        k = min(preds, n - 2)
+        positions[b, :k] = np.sort(rng.choice(np.arange(1, n), size=k, replace=False))
+        ids[b, :k] = rng.randint(1, 100, size=k)
+        weights[b, :k] = 1.0
+    return {
+        "input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids,
+        "masked_lm_positions": positions, "masked_lm_ids": ids, "masked_lm_weights": weights,
+        "next_sentence_labels": rng.randint(0, 2, size=[batch]).astype(np.int32),
+        "label_ids": rng.randint(0, NUM_LABELS, size=[batch]).astype(np.int32),
+    }
+
+
+def test_variable_names_and_shapes_equal_googles():
+    _, model, mlm, nsp, clf = build_all()
+    ours = modeling.variable_shapes(modeling.merge_named_variables(model, mlm, nsp, clf))
+    with open(GOLDEN) as f:
+        google = {name: shape for name, shape in json.load(f)}
+    assert sorted(ours) == sorted(google)
+    assert ours == google
+
+
+def test_golden_list_is_what_googles_code_creates(tmp_path):
+    """Regenerates the golden list with Google's code (oracle venv) and compares."""
+    inputs = make_inputs()
+    np.savez(tmp_path / "in.npz", **inputs)
+    run_json_request("google_modeling.py", {
+        "config": TINY_CONFIG, "inputs": str(tmp_path / "in.npz"), "weights": None,
+        "heads": True, "num_labels": NUM_LABELS, "output": str(tmp_path / "out.npz"),
+        "names": str(tmp_path / "names.json")}, tmp_path)
+    with open(tmp_path / "names.json") as f:
+        regenerated = json.load(f)
+    with open(GOLDEN) as f:
+        assert json.load(f) == regenerated
+
+
+def test_outputs_match_googles_modeling_on_same_weights(tmp_path):
+    config, model, mlm, nsp, clf = build_all()
+    named = modeling.merge_named_variables(model, mlm, nsp, clf)
+    np.savez(tmp_path / "w.npz", **{k.replace("/", "|"): v.numpy() for k, v in named.items()})
+    inputs = make_inputs()
+    np.savez(tmp_path / "in.npz", **inputs)
+    run_json_request("google_modeling.py", {
+        "config": TINY_CONFIG, "inputs": str(tmp_path / "in.npz"),
+        "weights": str(tmp_path / "w.npz"), "heads": True, "num_labels": NUM_LABELS,
+        "output": str(tmp_path / "out.npz"), "names": str(tmp_path / "names.json")}, tmp_path)
+    google = dict(np.load(tmp_path / "out.npz"))
+
+    out = model(inputs["input_ids"], inputs["input_mask"], inputs["segment_ids"],
+                training=False)
+    tol = dict(atol=1e-5, rtol=0)
+    np.testing.assert_allclose(out.sequence_output, google["sequence_output"], **tol)
+    np.testing.assert_allclose(out.pooled_output, google["pooled_output"], **tol)
+    np.testing.assert_allclose(out.embedding_output, google["embedding_output"], **tol)
+    for i, layer in enumerate(out.all_encoder_layers):
+        np.testing.assert_allclose(layer, google[f"layer_{i}"], **tol)
+
+    m = mlm(out.sequence_output, out.embedding_table, inputs["masked_lm_positions"],
+            inputs["masked_lm_ids"], inputs["masked_lm_weights"])
+    np.testing.assert_allclose(m["log_probs"], google["masked_lm_log_probs"], **tol)
+    np.testing.assert_allclose(m["loss"], google["masked_lm_loss"], **tol)
+    n = nsp(out.pooled_output, inputs["next_sentence_labels"])
+    np.testing.assert_allclose(n["log_probs"], google["next_sentence_log_probs"], **tol)
+    np.testing.assert_allclose(n["loss"], google["next_sentence_loss"], **tol)
+    c = clf(out.pooled_output, inputs["label_ids"], training=False)
+    np.testing.assert_allclose(c["logits"], google["classifier_logits"], **tol)
+    np.testing.assert_allclose(c["probabilities"], google["classifier_probabilities"], **tol)
+    np.testing.assert_allclose(c["loss"], google["classifier_loss"], **tol)
+
+
+def test_gelu_is_the_tanh_approximation():
+    x = np.linspace(-5, 5, 101).astype(np.float32)
+    expected = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    np.testing.assert_allclose(modeling.gelu(tf.constant(x)), expected, atol=1e-6)
+    exact = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x], np.float32)
+    np.testing.assert_allclose(modeling.gelu_exact(tf.constant(x)), exact, atol=1e-6)
+    assert modeling.get_activation("linear") is None
+    with pytest.raises(ValueError, match="swish"):
+        modeling.get_activation("swish")
+
+
+def test_attention_ignores_padding_and_layer_norm_epsilon():
+    """Changing the ids under input_mask == 0 must not change the real positions' outputs."""
+    _, model, *_ = build_all()
+    inputs = make_inputs()
+    out1 = model(inputs["input_ids"], inputs["input_mask"], inputs["segment_ids"])
+    ids2 = np.where(inputs["input_mask"] == 1, inputs["input_ids"], 7)
+    out2 = model(ids2, inputs["input_mask"], inputs["segment_ids"])
+    real = inputs["input_mask"].astype(bool)
+    np.testing.assert_allclose(out1.sequence_output.numpy()[real],
+                               out2.sequence_output.numpy()[real], atol=1e-5)
+    # LayerNorm of a constant row is beta (variance 0, epsilon 1e-12 keeps it finite).
+    y = modeling.layer_norm(tf.fill([2, 8], 3.0), tf.ones([8]), tf.fill([8], 0.5))
+    np.testing.assert_allclose(y, np.full([2, 8], 0.5), atol=1e-6)
+
+
+def test_dropout_only_in_training():
+    _, model, *_ = build_all()
+    inputs = make_inputs()
+    args = (inputs["input_ids"], inputs["input_mask"], inputs["segment_ids"])
+    a = model(*args, training=False).sequence_output
+    b = model(*args, training=False).sequence_output
+    np.testing.assert_array_equal(a, b)
+    c = model(*args, training=True).sequence_output
+    assert np.abs(a.numpy() - c.numpy()).max() > 1e-3
+
+
+def test_model_in_tf_function_creates_no_variables_and_is_reused():
+    _, model, mlm, *_ = build_all()
+    inputs = make_inputs()
+
+    @tf.function
+    def two_towers(ids, mask, seg):
+        # The same model called twice in one trace, as the tower trainer does.
+        a = model(ids[:2], mask[:2], seg[:2]).pooled_output
+        b = model(ids[2:], mask[2:], seg[2:]).pooled_output
+        return tf.concat([a, b], 0)
+
+    n_vars = len(model.trainable_variables)
+    towers = two_towers(inputs["input_ids"], inputs["input_mask"], inputs["segment_ids"])
+    assert len(model.trainable_variables) == n_vars
+    whole = model(inputs["input_ids"], inputs["input_mask"], inputs["segment_ids"]).pooled_output
+    np.testing.assert_allclose(towers, whole, atol=1e-6)
+
+
+def test_too_long_sequence_is_a_clear_error():
+    _, model, *_ = build_all()
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        model(np.ones([1, 65], np.int32))
+
+
+def test_config_round_trip_keeps_unknown_keys(tmp_path):
+    google_chinese = dict(TINY_CONFIG, directionality="bidi", pooler_fc_size=768,
+                          pooler_num_attention_heads=12, pooler_type="first_token_transform")
+    path = tmp_path / "bert_config.json"
+    path.write_text(json.dumps(google_chinese))
+    config = BertConfig.from_json_file(str(path))
+    assert config.pooler_fc_size == 768
+    assert json.loads(config.to_json_string()) == google_chinese
+    config.to_json_file(str(tmp_path / "copy.json"))
+    assert BertConfig.from_json_file(str(tmp_path / "copy.json")) == config
+
+
+def test_config_errors_name_file_and_key(tmp_path):
+    from bert_mgpu.config import BertConfigError
+    bad = tmp_path / "bert_config.json"
+    bad.write_text(json.dumps(dict(TINY_CONFIG, num_attention_heads=5)))
+    with pytest.raises(BertConfigError, match="bert_config.json.*num_attention_heads"):
+        BertConfig.from_json_file(str(bad))
+    bad.write_text("{\n  \"vocab_size\": 10,\n  oops\n}")
+    with pytest.raises(BertConfigError, match=r"bert_config.json:3: invalid JSON"):
+        BertConfig.from_json_file(str(bad))
+    with pytest.raises(BertConfigError, match="not found"):
+        BertConfig.from_json_file(str(tmp_path / "missing.json"))

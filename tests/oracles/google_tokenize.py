@@ -10,6 +10,7 @@ REQUEST.json holds a list of jobs, each a dict with
     vocab_file: str;
     do_lower_case: bool;
     preserve_unused_tokens: bool, optional (Google's flag, default False);
+    tokenizer: "full" (default) for `FullTokenizer`, or "basic" for `BasicTokenizer` (ids None);
     output: "hash" (default) for a short digest per text, or "tokens" for tokens and ids;
     dump_vocab: bool, optional: also return Google's `load_vocab` result as a token list.
 
@@ -45,6 +46,9 @@ def line_digest(tokens, ids):
 def run_job(job):
     flags.FLAGS.preserve_unused_tokens = bool(job.get("preserve_unused_tokens", False))
     tokenizer = tokenization.FullTokenizer(job["vocab_file"], do_lower_case=job["do_lower_case"])
+    basic = job.get("tokenizer", "full") == "basic"
+    if basic:
+        tokenizer = tokenizer.basic_tokenizer
     with open(job["texts_file"], encoding="ascii") as f:
         texts = [json.loads(line) for line in f]
     start = time.perf_counter()
@@ -52,7 +56,7 @@ def run_job(job):
     seconds = time.perf_counter() - start
     lines = []
     for tokens in all_tokens:
-        ids = tokenizer.convert_tokens_to_ids(tokens)
+        ids = None if basic else tokenizer.convert_tokens_to_ids(tokens)
         if job.get("output", "hash") == "tokens":
             lines.append([tokens, ids])
         else:

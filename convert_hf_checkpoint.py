@@ -1,0 +1,34 @@
+#!/usr/bin/env python
+"""Converts a Hugging Face BERT folder into Google's checkpoint layout.
+
+Usage:
+  python convert_hf_checkpoint.py --hf_model_dir=path/to/hf_bert --output_dir=path/to/google_bert \
+    [--gelu=exact|tanh]
+
+Reads config.json, model.safetensors (or pytorch_model.bin; PyTorch is not needed) and vocab.txt;
+writes bert_config.json, bert_model.ckpt.{index,data-00000-of-00001} and vocab.txt, which every
+script here (and Google's own code, with --gelu=tanh) takes as --bert_config_file,
+--init_checkpoint and --vocab_file.
+
+Hugging Face's "gelu" is the exact erf form; Google's "gelu" is the tanh approximation.
+--gelu=exact (default) keeps the model's numerics and writes hidden_act "gelu_exact";
+--gelu=tanh writes Google's "gelu".
+"""
+
+from absl import app, logging
+
+from bert_mgpu import cli
+from bert_mgpu.scripts import run_main
+
+cli.define_convert_hf_flags()
+
+
+def main(_):
+    from bert_mgpu.hf_checkpoint import convert_folder
+    cfg = cli.convert_hf_config()
+    for what, path in convert_folder(cfg.hf_model_dir, cfg.output_dir, cfg.gelu).items():
+        logging.info("wrote %s: %s", what, path)
+
+
+if __name__ == "__main__":
+    app.run(run_main(main))

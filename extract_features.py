@@ -1,0 +1,29 @@
+#!/usr/bin/env python
+"""Extracts pre-computed feature vectors from BERT (Google's extract_features.py, TF2).
+
+Usage (Google's flags):
+  python extract_features.py \
+    --input_file=input.txt --output_file=output.jsonl \
+    --vocab_file=$BERT_BASE_DIR/vocab.txt \
+    --bert_config_file=$BERT_BASE_DIR/bert_config.json \
+    --init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt \
+    --layers=-1,-2,-3,-4 --max_seq_length=128 --batch_size=8
+
+One example per input line; a sentence pair is written `text_a ||| text_b`.
+"""
+
+from absl import app
+
+from bert_mgpu import cli
+from bert_mgpu.scripts import run_main
+
+cli.define_extract_features_flags()
+
+
+def main(_):
+    from bert_mgpu.feature_extraction import extract_features
+    extract_features(cli.extract_features_config())
+
+
+if __name__ == "__main__":
+    app.run(run_main(main))

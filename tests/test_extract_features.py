@@ -1,0 +1,149 @@
+"""extract_features.py: Google's output format, every line, and real-weights parity.
+
+The parity reference is Hugging Face's BertModel run on all-MiniLM-L6-v2
+(`../shared/material/fixtures/minilm_reference/hf_reference.npz`): `seq_gelu_new` with the tanh
+GELU Google's BERT computes, `seq_gelu` with the exact erf GELU. The weights go through our
+converter and our script, so the whole chain is checked against an independent implementation.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from bert_mgpu import feature_extraction, hf_checkpoint, tokenization
+from bert_mgpu.data.sequence import pack_tokens, truncate_seq_pair
+
+from _oracle import REPO, minilm_model_dir, require_material
+
+
+def detokenize(tokens):
+    """WordPiece tokens -> a text that the uncased tokenizer maps back to the same tokens."""
+    return " ".join(tokens).replace(" ##", "")
+
+
+@pytest.fixture(scope="module")
+def reference():
+    path = require_material("fixtures", "minilm_reference", "hf_reference.npz")
+    return dict(np.load(path))
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    model_dir = minilm_model_dir()
+    out = tmp_path_factory.mktemp("minilm")
+    return {gelu: hf_checkpoint.convert_folder(model_dir, str(out / gelu), gelu=gelu)
+            for gelu in ("tanh", "exact")}
+
+
+def reference_lines(reference, tokenizer):
+    """The fixture's 3 pairs as `a ||| b` lines, checked to tokenize back to the same ids."""
+    lines = []
+    for ids, types, mask in zip(reference["input_ids"], reference["token_type_ids"],
+                                reference["attention_mask"]):
+        n = int(mask.sum())
+        tokens = tokenizer.convert_ids_to_tokens(ids[:n].tolist())
+        sep = tokens.index("[SEP]")
+        lines.append(f"{detokenize(tokens[1:sep])} ||| {detokenize(tokens[sep + 1:n - 1])}")
+        packed = pack_tokens(*[tokenizer.tokenize(t) for t in lines[-1].split(" ||| ")],
+                             len(ids), tokenizer.convert_tokens_to_ids)
+        assert packed.input_ids == ids.tolist() and packed.segment_ids == types.tolist()
+    return lines
+
+
+def run_script(args, timeout=300):
+    return subprocess.run([sys.executable, os.path.join(REPO, "extract_features.py"), *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("gelu,key", [("tanh", "seq_gelu_new"), ("exact", "seq_gelu")])
+def test_minilm_parity_through_the_script(converted, reference, tmp_path, gelu, key):
+    paths = converted[gelu]
+    tokenizer = tokenization.FullTokenizer(paths["vocab"], do_lower_case=True)
+    lines = reference_lines(reference, tokenizer)
+    input_file = tmp_path / "input.txt"
+    input_file.write_text("\n".join(lines) + "\n")
+    output_file = tmp_path / "output.jsonl"
+    proc = run_script([f"--input_file={input_file}", f"--output_file={output_file}",
+                       f"--vocab_file={paths['vocab']}",
+                       f"--bert_config_file={paths['bert_config']}",
+                       f"--init_checkpoint={paths['checkpoint']}", "--layers=-1,-2",
+                       "--max_seq_length=32", "--batch_size=2", "--do_lower_case=true"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    outputs = [json.loads(line) for line in output_file.read_text().splitlines()]
+    assert [o["linex_index"] for o in outputs] == [0, 1, 2]
+    worst = 0.0
+    for row, out in enumerate(outputs):
+        n = int(reference["attention_mask"][row].sum())
+        assert len(out["features"]) == n
+        values = np.array([f["layers"][0]["values"] for f in out["features"]])
+        assert [f["layers"][0]["index"] for f in out["features"]] == [-1] * n
+        worst = max(worst, np.abs(values - reference[key][row, :n]).max())
+    assert worst <= 1e-5, worst
+
+
+def test_pooled_output_parity(converted, reference):
+    from bert_mgpu.config import BertConfig
+    paths = converted["tanh"]
+    extractor = feature_extraction.FeatureExtractor(
+        BertConfig.from_json_file(paths["bert_config"]), paths["checkpoint"], [-1], 32)
+    out = extractor.model(reference["input_ids"], reference["attention_mask"],
+                          reference["token_type_ids"], training=False)
+    np.testing.assert_allclose(out.pooled_output, reference["pool_gelu_new"], atol=1e-5, rtol=0)
+
+
+def test_google_json_layout_and_every_line(converted, tmp_path):
+    paths = converted["tanh"]
+    text = "Hello world\n\nA pair ||| of texts\n" + "word " * 200 + "\nlast line without newline"
+    input_file = tmp_path / "in.txt"
+    input_file.write_text(text)
+    output_file = tmp_path / "out.jsonl"
+    proc = run_script([f"--input_file={input_file}", f"--output_file={output_file}",
+                       f"--vocab_file={paths['vocab']}",
+                       f"--bert_config_file={paths['bert_config']}",
+                       f"--init_checkpoint={paths['checkpoint']}", "--max_seq_length=16",
+                       "--batch_size=3"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    raw = output_file.read_text().splitlines()
+    assert len(raw) == 5
+    # Key order and spacing are json.dumps of Google's OrderedDicts.
+    assert raw[0].startswith('{"linex_index": 0, "features": [{"token": "[CLS]", "layers": '
+                             '[{"index": -1, "values": [')
+    outputs = [json.loads(line) for line in raw]
+    assert [f["token"] for f in outputs[0]["features"]] == ["[CLS]", "hello", "world", "[SEP]"]
+    assert [f["token"] for f in outputs[1]["features"]] == ["[CLS]", "[SEP]"]
+    assert [f["token"] for f in outputs[2]["features"]] == [
+        "[CLS]", "a", "pair", "[SEP]", "of", "texts", "[SEP]"]
+    assert len(outputs[3]["features"]) == 16  # truncated to max_seq_length
+    layers = outputs[0]["features"][0]["layers"]
+    assert [layer["index"] for layer in layers] == [-1, -2, -3, -4]
+    assert len(layers[0]["values"]) == 384
+    for value in layers[0]["values"]:
+        assert value == round(value, 6)
+    assert not os.path.exists(str(output_file) + ".incomplete")
+
+
+def test_bad_input_is_one_line_naming_the_flag(converted, tmp_path):
+    paths = converted["tanh"]
+    common = [f"--output_file={tmp_path / 'o.jsonl'}", f"--vocab_file={paths['vocab']}",
+              f"--bert_config_file={paths['bert_config']}",
+              f"--init_checkpoint={paths['checkpoint']}"]
+    proc = run_script([f"--input_file={tmp_path / 'missing.txt'}"] + common)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1].endswith(f"missing.txt not found")
+    (tmp_path / "in.txt").write_text("x\n")
+    proc = run_script([f"--input_file={tmp_path / 'in.txt'}", "--layers=-7"] + common)
+    assert proc.returncode == 1 and "--layers: index -7" in proc.stderr.strip().splitlines()[-1]
+    assert not os.path.exists(tmp_path / "o.jsonl")
+
+
+def test_truncate_seq_pair_takes_from_the_longer():
+    a, b = list("abcdef"), list("xyz")
+    truncate_seq_pair(a, b, 6)
+    assert a == list("abc") and b == list("xyz")
+    a, b = list("ab"), list("xy")
+    truncate_seq_pair(a, b, 3)
+    assert a == list("ab") and b == list("x")  # on a tie b loses a token

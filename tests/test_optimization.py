@@ -1,4 +1,5 @@
-"""Tests of bert_mgpu.optimization against hand-computed numbers and independent numpy code."""
+"""Tests of bert_mgpu.optimization against hand-computed numbers, independent numpy code and
+Google's own optimization.py (oracle venv)."""
 
 import numpy as np
 import pytest
@@ -266,3 +267,46 @@ def test_lamb_trust_ratio_is_one_for_zero_weights():
     opt.apply_gradients({"dense/kernel": tf.constant([1.0, -2.0, 0.5])}, step=0)
     # Step 1 with bias correction: m_hat = g, v_hat = g^2, so r = g / (|g| + 1e-6) = sign(g).
     np.testing.assert_allclose(var.numpy(), [-0.1, 0.1, -0.1], rtol=1e-5)
+
+
+# -- against Google's own optimizer (oracle venv) -------------------------------------------
+
+def test_schedule_clipping_and_update_match_googles_create_optimizer(tmp_path):
+    """Six steps through warmup and decay, with clipping active, vs Google's TF1 code."""
+    from _oracle import run_json_request
+
+    rng = np.random.RandomState(7)
+    shapes = {"bert/encoder/layer_0/output/dense/kernel": [4, 3],
+              "bert/encoder/layer_0/output/dense/bias": [3],
+              "bert/encoder/layer_0/output/LayerNorm/gamma": [3],
+              "output_weights": [2, 4]}
+    init = {n: rng.normal(size=s).astype(np.float32) for n, s in shapes.items()}
+    num_steps, init_lr, train_steps, warmup = 6, 0.05, 8, 2
+    # Gradient scale varies so that some steps are clipped (global norm > 1) and some not.
+    grads = {f"{t}:{n}": (rng.normal(size=s) * (0.1 if t % 2 else 2.0)).astype(np.float32)
+             for t in range(num_steps) for n, s in shapes.items()}
+    np.savez(tmp_path / "w.npz", **{n.replace("/", "|"): v for n, v in init.items()})
+    np.savez(tmp_path / "g.npz", **{k.replace("/", "|"): v for k, v in grads.items()})
+    run_json_request("google_optimizer.py", {
+        "weights": str(tmp_path / "w.npz"), "grads": str(tmp_path / "g.npz"),
+        "num_steps": num_steps, "init_lr": init_lr, "num_train_steps": train_steps,
+        "num_warmup_steps": warmup, "output": str(tmp_path / "out.npz")}, tmp_path)
+    google = {k.replace("|", "/"): v for k, v in np.load(tmp_path / "out.npz").items()}
+
+    variables = {n: tf.Variable(v, name=n) for n, v in init.items()}
+    global_step = optimization.create_global_step()
+    opt = optimization.AdamWeightDecay(
+        optimization.learning_rate_schedule(init_lr, train_steps, warmup))
+    opt.build(variables)
+    lrs = []
+    for t in range(num_steps):
+        clipped, _ = optimization.clip_by_global_norm(
+            {n: tf.constant(grads[f"{t}:{n}"]) for n in shapes}, 1.0)
+        lrs.append(float(opt.apply_gradients(clipped, global_step)))
+        global_step.assign_add(1)
+    assert int(google["global_step"]) == int(global_step.numpy()) == num_steps
+    np.testing.assert_allclose(lrs, google["learning_rates"], rtol=1e-6)
+    for name, var in variables.items():
+        np.testing.assert_allclose(var.numpy(), google[name], atol=1e-6, rtol=1e-5)
+    for name, slot in opt.slot_variables().items():
+        np.testing.assert_allclose(slot.numpy(), google[name], atol=1e-7, rtol=1e-5)

@@ -23,11 +23,12 @@ treats tab, newline and carriage return as spaces). Stage 2 is a bounded memo `c
 whose misses run the reference algorithm, so the output is Google's by construction, and natural
 text repeats its words so often that nearly every chunk is a dictionary hit.
 
-tensorflow-text was considered (a compiled pipeline of its ops reaches ~1.7M tokens/s on the KJV
-Bible) and not chosen: the memo pipeline is faster on this machine (see `bench/tokenization.py`
-and docs/benchmarks.md for the measured figures against Hugging Face `tokenizers` and Google's
-code), it is exact by construction rather than by case-by-case normalisation fixes, and it needs no
-extra dependency nor a TensorFlow import (~5 s) to tokenize.
+tensorflow-text was considered (a compiled pipeline of its ops reached ~1.7M tokens/s on the KJV
+Bible) and not chosen: the memo pipeline is faster (about 4M tokens/s on the KJV on the project's
+2-core machine, starting from an empty memo: 5-6x Hugging Face's Rust `tokenizers` using both
+cores, ~20x Google's code; `bench/tokenization.py` measures it, docs/benchmarks.md has the
+figures), it is exact by construction rather than by case-by-case normalisation fixes, and it
+needs neither an extra dependency nor a TensorFlow import (~5 s) to tokenize.
 
 SentencePiece
 -------------
@@ -105,10 +106,10 @@ def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
     else:
         return
     raise ValueError(
-        f"You passed in `--do_lower_case={actual_flag}` with `--init_checkpoint={init_checkpoint}`. "
-        f"However, `{model_name}` seems to be a {case_name} model, so you should pass in "
-        f"`--do_lower_case={opposite_flag}` so that the fine-tuning matches how the model was "
-        "pre-training. If this error is wrong, please just comment out this check.")
+        f"You passed in `--do_lower_case={actual_flag}` with "
+        f"`--init_checkpoint={init_checkpoint}`. However, `{model_name}` seems to be a "
+        f"{case_name} model, so you should pass in `--do_lower_case={opposite_flag}` so that the "
+        "fine-tuning matches how the model was pre-training. If this error is wrong, please just comment out this check.")
 
 
 def convert_to_unicode(text):
@@ -424,8 +425,8 @@ class BasicTokenizer:
 
     def _clean_text(self, text):
         """Deletes NUL, U+FFFD and control characters; turns whitespace into " " (as Google)."""
-        return "".join("" if c in "\x00\ufffd" or _is_control(c) else " " if _is_whitespace(c) else c
-                       for c in text)
+        return "".join("" if c in "\x00\ufffd" or _is_control(c)
+                       else " " if _is_whitespace(c) else c for c in text)
 
     def _tokenize_chinese_chars(self, text):
         """Puts a space on both sides of every CJK ideograph."""
@@ -640,13 +641,15 @@ class FullTokenizer:
 
     def _wordpieces_of_chunk(self, chunk):
         """Google's tokens for one whitespace-free chunk of cleaned text (the memo's miss path)."""
-        output = []
+        # pylint: disable=protected-access
         basic = self.basic_tokenizer
-        for token in basic._tokenize_chunk(chunk):  # pylint: disable=protected-access
-            if basic.preserve_unused_tokens and basic._preserve(token):  # pylint: disable=protected-access
+        tokenize_word = self.wordpiece_tokenizer._tokenize_word
+        output = []
+        for token in basic._tokenize_chunk(chunk):
+            if basic.preserve_unused_tokens and basic._preserve(token):
                 output.append(token)
             else:
-                output.extend(self.wordpiece_tokenizer._tokenize_word(token))  # pylint: disable=protected-access
+                output.extend(tokenize_word(token))
         return output
 
     def tokenize(self, text):

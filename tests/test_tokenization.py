@@ -625,3 +625,13 @@ def test_spm_splits_comma_after_digits(spm_model):
     assert "".join(ours[ours.index("x") + 1:ours.index("\u2581then")]) == "1990,"
     # Pieces without the pattern are untouched.
     assert ours[:3] == raw[:3] == ["\u2581in", "\u2581the", "\u2581year"]
+
+
+def test_spm_sampling_keeps_the_text(spm_model):
+    path, sp = spm_model
+    text = tokenization.preprocess_text("And God said, Let there be light: and there was light.")
+    best = tokenization.encode_pieces(sp, text)
+    assert best == sp.encode(text, out_type=str)
+    samples = [tokenization.encode_pieces(sp, text, sample=True) for _ in range(20)]
+    assert all("".join(s) == "".join(best) for s in samples)
+    assert any(s != best for s in samples)

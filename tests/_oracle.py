@@ -13,7 +13,21 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ORACLES = os.path.join(REPO, "tests", "oracles")
-MATERIAL = os.path.abspath(os.path.join(REPO, "..", "shared", "material"))
+DATA = os.path.join(REPO, "data")  # what the repo ships (vocabularies, the KJV corpus)
+
+
+def _find_material():
+    """../shared/material next to the checkout, else the workplace's copy (CI clones elsewhere)."""
+    candidates = [os.environ.get("BERT_MGPU_MATERIAL"),
+                  os.path.join(os.path.dirname(REPO), "shared", "material"),
+                  "/work/shared/material"]
+    for path in candidates:
+        if path and os.path.isdir(path):
+            return os.path.abspath(path)
+    return os.path.abspath(candidates[1])
+
+
+MATERIAL = _find_material()
 
 
 def oracle_python():

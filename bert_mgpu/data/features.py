@@ -1,0 +1,92 @@
+"""The single source of TFRecord feature names, dtypes and shapes (Google's formats).
+
+Pretraining records (Google's `create_pretraining_data.py` → `run_pretraining.py`):
+  input_ids, input_mask, segment_ids        int64 [max_seq_length]
+  masked_lm_positions, masked_lm_ids        int64 [max_predictions_per_seq]
+  masked_lm_weights                         float [max_predictions_per_seq]
+  next_sentence_labels                      int64 [1]
+Classifier records (Google's `run_classifier.py` `file_based_convert_examples_to_features`):
+  input_ids, input_mask, segment_ids        int64 [max_seq_length]
+  label_ids, is_real_example                int64 [1]
+
+TFRecords store int64; `parse_example` casts to int32 after parsing, as Google's `_decode_record`
+does (int32 is what the model and the GPU kernels want).
+"""
+
+import collections
+from typing import Dict, Mapping, Sequence
+
+# Reading protobufs and parsing records needs TensorFlow; writing the feature dicts does not
+# (create_pretraining_data builds tf.train.Example protos in the writer), so TF is imported lazily.
+
+PRETRAINING_FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
+                        "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
+CLASSIFIER_FEATURES = ("input_ids", "input_mask", "segment_ids", "label_ids", "is_real_example")
+FLOAT_FEATURES = frozenset({"masked_lm_weights"})
+
+
+def pretraining_shapes(max_seq_length: int, max_predictions_per_seq: int) -> Dict[str, int]:
+    """Feature name -> fixed length of a pretraining record."""
+    return collections.OrderedDict([
+        ("input_ids", max_seq_length), ("input_mask", max_seq_length),
+        ("segment_ids", max_seq_length), ("masked_lm_positions", max_predictions_per_seq),
+        ("masked_lm_ids", max_predictions_per_seq), ("masked_lm_weights", max_predictions_per_seq),
+        ("next_sentence_labels", 1)])
+
+
+def classifier_shapes(max_seq_length: int) -> Dict[str, int]:
+    """Feature name -> fixed length of a classifier record."""
+    return collections.OrderedDict([
+        ("input_ids", max_seq_length), ("input_mask", max_seq_length),
+        ("segment_ids", max_seq_length), ("label_ids", 1), ("is_real_example", 1)])
+
+
+def feature_spec(shapes: Mapping[str, int]):
+    """name -> tf.io.FixedLenFeature for `tf.io.parse_single_example`/`parse_example`."""
+    import tensorflow as tf
+    return {name: tf.io.FixedLenFeature([length], tf.float32 if name in FLOAT_FEATURES
+                                        else tf.int64)
+            for name, length in shapes.items()}
+
+
+def parse_example(serialized, shapes: Mapping[str, int]):
+    """Parses one or a batch of serialized records; int64 features become int32 (as Google).
+
+    Args:
+      serialized: string Tensor, scalar or [batch].
+      shapes: from `pretraining_shapes` / `classifier_shapes`.
+
+    Returns:
+      dict name -> Tensor ([length] or [batch, length]); int32 except `masked_lm_weights`.
+    """
+    import tensorflow as tf
+    spec = feature_spec(shapes)
+    if serialized.shape.ndims == 0:
+        parsed = tf.io.parse_single_example(serialized, spec)
+    else:
+        parsed = tf.io.parse_example(serialized, spec)
+    return {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t
+            for name, t in parsed.items()}
+
+
+def to_example_bytes(values: Mapping[str, Sequence]) -> bytes:
+    """Serializes a feature dict (name -> list of ints / floats) as a tf.train.Example."""
+    import tensorflow as tf
+    feature = {}
+    for name, vals in values.items():
+        if name in FLOAT_FEATURES:
+            feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=list(vals)))
+        else:
+            feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=list(vals)))
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+def record_lengths(serialized: bytes) -> Dict[str, int]:
+    """name -> number of values in one serialized record (to check it against the flags)."""
+    import tensorflow as tf
+    example = tf.train.Example.FromString(serialized)
+    out = {}
+    for name, feature in example.features.feature.items():
+        kind = feature.WhichOneof("kind")
+        out[name] = len(getattr(feature, kind).value) if kind else 0
+    return out

@@ -113,6 +113,9 @@ HANDWRITTEN = [
     "a\ud800b \udfff", "Hello, World! I'm the TOKENIZER.", "unwanted running unwantedX",
     "UNwant\u00E9d,running", " \tHeLLo!how  \n Are yoU?  ", "ah\u535A\u63A8zz",
     "\u00a8 \u00b4 \u02dc \u1fed \u1fee \u0385", "\u2028", "\x1c", "\u00a0", "\u200b",
+    # Texts of CJK ideographs and punctuation only (the solo-character shortcut), and near misses.
+    "你好", "你好！？", "“你好”", "。。。", "、", "你好!", "\uf900\uf901你", "你\u037e好\u0387",
+    "你好\u0301", "你\u200b好", "你 好", "你好a", "你好Σ", "丁一丁，丁。", "\U00020000\U0002a6df",
 ]
 
 

@@ -139,3 +139,117 @@ def convert_hf_config() -> ConvertHfConfig:
     require("hf_model_dir", "output_dir")
     return ConvertHfConfig(hf_model_dir=FLAGS.hf_model_dir, output_dir=FLAGS.output_dir,
                            gelu=FLAGS.gelu)
+
+
+# ---------------------------------------------------------------------------------------------
+# create_pretraining_data.py
+
+@dataclasses.dataclass(frozen=True)
+class CreatePretrainingDataConfig:
+    """What create_pretraining_data.py needs: Google's flags (same meaning) and the new ones."""
+    input_file: str
+    output_file: str
+    vocab_file: str
+    do_lower_case: bool = True
+    do_whole_word_mask: bool = False
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    random_seed: int = 12345
+    dupe_factor: int = 10
+    masked_lm_prob: float = 0.15
+    short_seq_prob: float = 0.1
+    num_workers: int = 0
+    shard_size_mb: float = 8.0
+    sentence_order_prediction: bool = False
+    no_next_sentence: bool = False
+    span_masking: bool = False
+    span_length: int = 0
+    word_segmented_input: bool = False
+    progress_interval: float = 10.0
+
+
+def define_create_pretraining_data_flags():
+    # Google's flags, names, defaults and help.
+    flags.DEFINE_string("input_file", None,
+                        "Input raw text file (or comma-separated list of files; globs allowed). "
+                        "One sentence per line, a blank line between documents; '.gz' files "
+                        "are read decompressed.")
+    flags.DEFINE_string("output_file", None, "Output TF example file (or comma-separated list "
+                        "of files; instances are written round-robin across them).")
+    flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was "
+                        "trained on.")
+    flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text. Should be "
+                      "True for uncased models and False for cased models.")
+    flags.DEFINE_bool("do_whole_word_mask", False, "Whether to use whole word masking rather "
+                      "than per-WordPiece masking.")
+    flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
+    flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM "
+                         "predictions per sequence.")
+    flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
+    flags.DEFINE_integer("dupe_factor", 10, "Number of times to duplicate the input data (with "
+                         "different masks).")
+    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
+    flags.DEFINE_float("short_seq_prob", 0.1, "Probability of creating sequences which are "
+                       "shorter than the maximum length.")
+    # New flags; their defaults keep Google's output.
+    flags.DEFINE_integer("num_workers", 0, "0: Google's mode, the whole input in memory, output "
+                         "identical to Google's script. N>=1: sharded mode for large corpora: "
+                         "shards of --shard_size_mb made by N processes, each with a seed "
+                         "derived from --random_seed; memory bounded by the shard size.")
+    flags.DEFINE_float("shard_size_mb", 8.0, "Sharded mode: input MB per shard (cut at "
+                       "document boundaries). The output depends on it, not on --num_workers.")
+    flags.DEFINE_bool("sentence_order_prediction", False, "ALBERT's sentence-order prediction: "
+                      "segment B always follows A in the document; label 1 means they were "
+                      "swapped.")
+    flags.DEFINE_bool("no_next_sentence", False, "Masked-LM-only single-segment instances "
+                      "([CLS] text [SEP], segment_ids 0, next_sentence_labels 0).")
+    flags.DEFINE_bool("span_masking", False, "Mask one contiguous span of whole words per "
+                      "instance instead of scattered tokens.")
+    flags.DEFINE_integer("span_length", 0, "With --span_masking: words per span; 0 fills the "
+                         "usual masking budget min(max_predictions_per_seq, "
+                         "round(length * masked_lm_prob)).")
+    flags.DEFINE_bool("word_segmented_input", False, "Input words are separated by whitespace "
+                      "(e.g. Chinese run through a word segmenter): mask whole words, as "
+                      "Chinese-BERT-wwm.")
+    flags.DEFINE_float("progress_interval", 10.0, "Seconds between progress lines.")
+
+
+def create_pretraining_data_config() -> CreatePretrainingDataConfig:
+    require("input_file", "output_file", "vocab_file")
+    single = FLAGS.no_next_sentence
+    min_length = 4 if single else 5
+    if FLAGS.max_seq_length < min_length:
+        raise FlagError(f"--max_seq_length must be >= {min_length} (room for [CLS], "
+                        f"{'[SEP]' if single else '[SEP], [SEP]'} and 2 tokens), got "
+                        f"{FLAGS.max_seq_length}")
+    most = FLAGS.max_seq_length - (2 if single else 3)
+    if not 1 <= FLAGS.max_predictions_per_seq <= most:
+        raise FlagError(f"--max_predictions_per_seq must be in [1, {most}] (the maskable tokens "
+                        f"of --max_seq_length={FLAGS.max_seq_length}), got "
+                        f"{FLAGS.max_predictions_per_seq}")
+    if FLAGS.dupe_factor < 1:
+        raise FlagError(f"--dupe_factor must be >= 1, got {FLAGS.dupe_factor}")
+    if not 0.0 < FLAGS.masked_lm_prob <= 1.0:
+        raise FlagError(f"--masked_lm_prob must be in (0, 1], got {FLAGS.masked_lm_prob}")
+    if not 0.0 <= FLAGS.short_seq_prob <= 1.0:
+        raise FlagError(f"--short_seq_prob must be in [0, 1], got {FLAGS.short_seq_prob}")
+    if FLAGS.num_workers < 0:
+        raise FlagError(f"--num_workers must be >= 0, got {FLAGS.num_workers}")
+    if FLAGS.shard_size_mb <= 0:
+        raise FlagError(f"--shard_size_mb must be > 0, got {FLAGS.shard_size_mb}")
+    if FLAGS.span_length < 0:
+        raise FlagError(f"--span_length must be >= 0, got {FLAGS.span_length}")
+    if FLAGS.sentence_order_prediction and FLAGS.no_next_sentence:
+        raise FlagError("--sentence_order_prediction and --no_next_sentence exclude each other")
+    return CreatePretrainingDataConfig(
+        input_file=FLAGS.input_file, output_file=FLAGS.output_file,
+        vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
+        do_whole_word_mask=FLAGS.do_whole_word_mask, max_seq_length=FLAGS.max_seq_length,
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq, random_seed=FLAGS.random_seed,
+        dupe_factor=FLAGS.dupe_factor, masked_lm_prob=FLAGS.masked_lm_prob,
+        short_seq_prob=FLAGS.short_seq_prob, num_workers=FLAGS.num_workers,
+        shard_size_mb=FLAGS.shard_size_mb,
+        sentence_order_prediction=FLAGS.sentence_order_prediction,
+        no_next_sentence=FLAGS.no_next_sentence, span_masking=FLAGS.span_masking,
+        span_length=FLAGS.span_length, word_segmented_input=FLAGS.word_segmented_input,
+        progress_interval=FLAGS.progress_interval)

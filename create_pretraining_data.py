@@ -1,0 +1,31 @@
+#!/usr/bin/env python
+"""Creates masked-LM / next-sentence pretraining TFRecords (Google's create_pretraining_data.py).
+
+Usage (Google's flags; the same input, vocabulary, flags and seed give Google's records):
+  python create_pretraining_data.py \
+    --input_file=./sample_text.txt --output_file=/tmp/tf_examples.tfrecord \
+    --vocab_file=$BERT_BASE_DIR/vocab.txt --do_lower_case=True \
+    --max_seq_length=128 --max_predictions_per_seq=20 --masked_lm_prob=0.15 \
+    --random_seed=12345 --dupe_factor=5
+
+Input: one sentence per line, a blank line between documents. Large corpora: add
+--num_workers=N (sharded mode, memory bounded by --shard_size_mb). Options Google's script does not
+have: --sentence_order_prediction, --no_next_sentence, --span_masking [--span_length],
+--word_segmented_input. TensorFlow is not imported.
+"""
+
+from absl import app
+
+from bert_mgpu import cli
+from bert_mgpu.scripts import run_main
+
+cli.define_create_pretraining_data_flags()
+
+
+def main(_):
+    from bert_mgpu.data.pretraining_data import create_pretraining_data
+    create_pretraining_data(cli.create_pretraining_data_config())
+
+
+if __name__ == "__main__":
+    app.run(run_main(main))

@@ -142,6 +142,125 @@ def convert_hf_config() -> ConvertHfConfig:
 
 
 # ---------------------------------------------------------------------------------------------
+# Trainer flags shared by run_pretraining.py and run_classifier_mgpu.py
+
+def define_trainer_flags():
+    """The multi-GPU fork's and this project's training flags (not in Google's scripts)."""
+    flags.DEFINE_integer("n_gpus", 1, "Number of towers (model replicas in one graph). Tower i "
+                         "runs on visible GPU i % (number of GPUs); more towers than GPUs is "
+                         "allowed. train_batch_size is per tower. Without a GPU the CPU is split "
+                         "into n_gpus logical devices.")
+    flags.DEFINE_integer("num_accumulation_steps", 1, "Micro-batches (each train_batch_size x "
+                         "n_gpus) whose gradients are summed before one update.")
+    flags.DEFINE_bool("use_xla", False, "Compile each tower's forward and backward pass with "
+                      "XLA.")
+    flags.DEFINE_enum("precision", "fp32", ["fp32", "fp16", "bf16"], "Activation precision: "
+                      "fp16 uses dynamic loss scaling (non-finite steps are skipped), bf16 none; "
+                      "variables stay fp32.")
+    flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "adamw = Google's "
+                      "AdamWeightDecay; lamb = layer-wise adaptive (large batches).")
+    flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept in output_dir (0 = all).")
+    flags.DEFINE_integer("random_seed", 12345, "Seed of the input order, of dropout and of the "
+                         "initialisation of variables not loaded from a checkpoint.")
+    flags.DEFINE_integer("log_every_n_steps", 100, "Log and write summaries every N updates.")
+
+
+def train_config(output_dir, num_train_steps, num_warmup_steps, init_checkpoint=None):
+    """TrainConfig from the shared trainer flags and Google's common training flags."""
+    from bert_mgpu.config import TrainConfig
+
+    cfg = TrainConfig(
+        output_dir=output_dir, train_batch_size=FLAGS.train_batch_size, n_gpus=FLAGS.n_gpus,
+        num_accumulation_steps=FLAGS.num_accumulation_steps, num_train_steps=num_train_steps,
+        num_warmup_steps=num_warmup_steps, learning_rate=FLAGS.learning_rate,
+        optimizer=FLAGS.optimizer, precision=FLAGS.precision, use_xla=FLAGS.use_xla,
+        save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+        keep_checkpoint_max=FLAGS.keep_checkpoint_max,
+        log_every_n_steps=FLAGS.log_every_n_steps, random_seed=FLAGS.random_seed,
+        init_checkpoint=init_checkpoint)
+    try:
+        cfg.validate()
+    except ValueError as e:
+        raise FlagError(str(e)) from None
+    return cfg
+
+
+def flag_values_dict():
+    """name -> value of every flag this module defined for the running script (run_config.json).
+    """
+    return {flag.name: flag.value for flag in FLAGS.get_flags_for_module(__name__)}
+
+
+# ---------------------------------------------------------------------------------------------
+# run_pretraining.py
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingConfig:
+    """What run_pretraining.py needs (Google's flags, same meaning, plus the trainer's)."""
+    bert_config_file: str
+    input_file: str
+    output_dir: str
+    max_seq_length: int
+    max_predictions_per_seq: int
+    do_train: bool
+    do_eval: bool
+    eval_batch_size: int
+    max_eval_steps: int
+    train: "object"  # config.TrainConfig
+    flags: dict
+
+
+def define_pretraining_flags():
+    flags.DEFINE_string("bert_config_file", None, "The config json file corresponding to the "
+                        "pre-trained BERT model. This specifies the model architecture.")
+    flags.DEFINE_string("input_file", None, "Input TF example files (can be a glob or comma "
+                        "separated).")
+    flags.DEFINE_string("output_dir", None, "The output directory where the model checkpoints "
+                        "will be written.")
+    flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually from a "
+                        "pre-trained BERT model).")
+    flags.DEFINE_integer("max_seq_length", 128, "The maximum total input sequence length after "
+                         "WordPiece tokenization. Must match the data generation.")
+    flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM "
+                         "predictions per sequence. Must match data generation.")
+    flags.DEFINE_bool("do_train", False, "Whether to run training.")
+    flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
+    flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training, per tower.")
+    flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
+    flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
+    flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps (updates).")
+    flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.")
+    flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model "
+                         "checkpoint.")
+    flags.DEFINE_integer("iterations_per_loop", 1000, "Accepted for compatibility; ignored.")
+    flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
+    _define_tpu_flags()
+    define_trainer_flags()
+
+
+def pretraining_config() -> PretrainingConfig:
+    require("bert_config_file", "input_file", "output_dir")
+    if not FLAGS.do_train and not FLAGS.do_eval:
+        raise FlagError("At least one of `do_train` or `do_eval` must be True.")
+    for name in ("max_seq_length", "max_predictions_per_seq", "eval_batch_size",
+                 "max_eval_steps"):
+        if getattr(FLAGS, name) < 1:
+            raise FlagError(f"--{name} must be >= 1, got {getattr(FLAGS, name)}")
+    if FLAGS["iterations_per_loop"].present:
+        logging.warning("--iterations_per_loop is a TPU flag: accepted and ignored.")
+    warn_ignored_tpu_flags()
+    return PretrainingConfig(
+        bert_config_file=FLAGS.bert_config_file, input_file=FLAGS.input_file,
+        output_dir=FLAGS.output_dir, max_seq_length=FLAGS.max_seq_length,
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq, do_train=FLAGS.do_train,
+        do_eval=FLAGS.do_eval, eval_batch_size=FLAGS.eval_batch_size,
+        max_eval_steps=FLAGS.max_eval_steps,
+        train=train_config(FLAGS.output_dir, FLAGS.num_train_steps, FLAGS.num_warmup_steps,
+                           FLAGS.init_checkpoint),
+        flags=flag_values_dict())
+
+
+# ---------------------------------------------------------------------------------------------
 # create_pretraining_data.py
 
 @dataclasses.dataclass(frozen=True)

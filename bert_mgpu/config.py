@@ -130,3 +130,58 @@ class BertConfig:
     def replace(self, **changes) -> "BertConfig":
         """A copy with some fields changed (e.g. dropout off for evaluation)."""
         return dataclasses.replace(self, extra=copy.deepcopy(self.extra), **changes)
+
+
+PRECISIONS = ("fp32", "fp16", "bf16")
+OPTIMIZERS = ("adamw", "lamb")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """How to train, whatever the task (built from flags by cli.py; nothing reads FLAGS).
+
+    Batch semantics follow the multi-GPU fork: `train_batch_size` is per tower, one update sees
+    `train_batch_size * n_gpus * num_accumulation_steps` examples (times the number of workers),
+    and `num_train_steps` counts updates.
+    """
+    output_dir: str
+    train_batch_size: int = 32
+    n_gpus: int = 1
+    num_accumulation_steps: int = 1
+    num_train_steps: int = 100000
+    num_warmup_steps: int = 10000
+    learning_rate: float = 5e-5
+    optimizer: str = "adamw"
+    precision: str = "fp32"
+    use_xla: bool = False
+    clip_norm: float = 1.0
+    save_checkpoints_steps: int = 1000
+    keep_checkpoint_max: int = 5
+    log_every_n_steps: int = 100
+    random_seed: int = 12345
+    init_checkpoint: Optional[str] = None
+
+    @property
+    def global_batch_size(self) -> int:
+        """Examples per update on one worker."""
+        return self.train_batch_size * self.n_gpus * self.num_accumulation_steps
+
+    def validate(self) -> None:
+        """Raises ValueError naming the flag of the first impossible value."""
+        for name in ("train_batch_size", "n_gpus", "num_accumulation_steps", "num_train_steps",
+                     "save_checkpoints_steps", "log_every_n_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name} must be >= 1, got {getattr(self, name)}")
+        if self.num_warmup_steps < 0:
+            raise ValueError(f"--num_warmup_steps must be >= 0, got {self.num_warmup_steps}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"--precision must be one of {', '.join(PRECISIONS)}, "
+                             f"got {self.precision!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, "
+                             f"got {self.optimizer!r}")
+        if not self.learning_rate > 0:
+            raise ValueError(f"--learning_rate must be > 0, got {self.learning_rate}")
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dataclasses.asdict(self)

@@ -67,7 +67,7 @@ class MaskedLMHead(tf.Module):
         input_tensor = self.layer_norm(input_tensor)
         logits = tf.matmul(input_tensor, tf.cast(embedding_table, input_tensor.dtype),
                            transpose_b=True)  # [B*P, V]
-        logits = tf.nn.bias_add(logits, tf.cast(self.output_bias, logits.dtype))
+        logits = tf.nn.bias_add(logits, tf.cast(modeling.param(self.output_bias), logits.dtype))
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
         result = {"log_probs": log_probs}
         if label_ids is None:
@@ -96,7 +96,8 @@ class NextSentenceHead(tf.Module):
         self.output_weights = self._store.add(
             f"{scope}/output_weights", [2, config.hidden_size],
             modeling.truncated_normal_initializer(config.initializer_range))
-        self.output_bias = self._store.add(f"{scope}/output_bias", [2], modeling.zeros_initializer)
+        self.output_bias = self._store.add(f"{scope}/output_bias", [2],
+                                           modeling.zeros_initializer)
 
     def named_variables(self):
         return self._store.as_dict()
@@ -108,7 +109,8 @@ class NextSentenceHead(tf.Module):
           dict with `log_probs` float32 [B, 2] and, given labels, `per_example_loss` [B] and
           `loss` (the mean over the batch).
         """
-        return _softmax_classifier(pooled_output, self.output_weights, self.output_bias, labels)
+        return _softmax_classifier(pooled_output, modeling.param(self.output_weights),
+                                   modeling.param(self.output_bias), labels)
 
 
 class ClassifierHead(tf.Module):
@@ -125,7 +127,8 @@ class ClassifierHead(tf.Module):
         self.output_weights = self._store.add(
             "output_weights", [num_labels, config.hidden_size],
             modeling.truncated_normal_initializer(0.02))  # Google: stddev=0.02, not the config's
-        self.output_bias = self._store.add("output_bias", [num_labels], modeling.zeros_initializer)
+        self.output_bias = self._store.add("output_bias", [num_labels],
+                                           modeling.zeros_initializer)
 
     def named_variables(self):
         return self._store.as_dict()
@@ -138,7 +141,8 @@ class ClassifierHead(tf.Module):
           `per_example_loss` [B] and `loss` (mean).
         """
         output_layer = modeling.dropout(pooled_output, self.dropout_prob, training)
-        return _softmax_classifier(output_layer, self.output_weights, self.output_bias, labels)
+        return _softmax_classifier(output_layer, modeling.param(self.output_weights),
+                                   modeling.param(self.output_bias), labels)
 
 
 def _softmax_classifier(features, output_weights, output_bias, labels):
@@ -154,3 +158,109 @@ def _softmax_classifier(features, output_weights, output_bias, labels):
         result.update(per_example_loss=per_example_loss,
                       loss=tf.reduce_mean(per_example_loss))
     return result
+
+
+class BertPretrainer(tf.Module):
+    """Google's pretraining model: `BertModel` + masked LM + next sentence, as a trainer task.
+
+    The trainer (training.py) splits a global batch over towers (and accumulation micro-steps)
+    and sums the towers' contributions; for that to equal one device on the whole batch, every
+    normaliser comes from the *global* batch (`context`): the masked-LM loss is divided by the
+    global sum of `masked_lm_weights` (+1e-5, Google's epsilon), the next-sentence loss by the
+    global number of examples.
+    """
+
+    def __init__(self, config, compute_dtype=tf.float32):
+        super().__init__(name=None)
+        self.config = config
+        self.bert = modeling.BertModel(config, compute_dtype=compute_dtype)
+        self.masked_lm = MaskedLMHead(config)
+        self.next_sentence = NextSentenceHead(config)
+
+    def named_variables(self):
+        return modeling.merge_named_variables(self.bert, self.masked_lm, self.next_sentence)
+
+    @staticmethod
+    def context(features) -> Dict[str, tf.Tensor]:
+        """Normalisers of a global batch (additive: summed over workers by the cluster code)."""
+        return {
+            "masked_lm_weight_sum": tf.reduce_sum(tf.cast(features["masked_lm_weights"],
+                                                          tf.float32)),
+            "num_examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32),
+        }
+
+    def _forward(self, features, training):
+        out = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
+                        training=training)
+        mlm = self.masked_lm(out.sequence_output, out.embedding_table,
+                             features["masked_lm_positions"], features["masked_lm_ids"],
+                             features["masked_lm_weights"])
+        nsp = self.next_sentence(out.pooled_output, features["next_sentence_labels"])
+        return mlm, nsp
+
+    def tower_loss(self, features, context, scale, training=True) -> Dict:
+        """One tower's share of the global loss, times `scale` (the number of towers).
+
+        Args:
+          features: the tower's slice of the batch (Google's pretraining features).
+          context: `context()` of the global batch.
+          scale: float, the number of towers the trainer averages over (so the average of the
+            towers' `loss` is this slice's share of the global loss).
+          training: Python bool (dropout).
+
+        Returns:
+          dict: `loss` (scalar float32) and `sums` (additive statistics for logging).
+        """
+        mlm, nsp = self._forward(features, training)
+        mlm_share = mlm["numerator"] / (context["masked_lm_weight_sum"]
+                                        + MASKED_LM_DENOMINATOR_EPSILON)
+        nsp_sum = tf.reduce_sum(nsp["per_example_loss"])
+        nsp_share = nsp_sum / context["num_examples"]
+        return {"loss": scale * (mlm_share + nsp_share),
+                "sums": {"masked_lm_numerator": mlm["numerator"],
+                         "next_sentence_loss_sum": nsp_sum}}
+
+    @staticmethod
+    def metrics(sums, context) -> Dict[str, tf.Tensor]:
+        """Losses of the global batch from the summed tower statistics (what is logged)."""
+        mlm = sums["masked_lm_numerator"] / (context["masked_lm_weight_sum"]
+                                             + MASKED_LM_DENOMINATOR_EPSILON)
+        nsp = sums["next_sentence_loss_sum"] / context["num_examples"]
+        return {"loss": mlm + nsp, "masked_lm_loss": mlm, "next_sentence_loss": nsp}
+
+    def eval_sums(self, features) -> Dict[str, tf.Tensor]:
+        """Additive statistics of one eval batch for Google's eval metrics (no dropout)."""
+        mlm, nsp = self._forward(features, training=False)
+        weights = tf.reshape(tf.cast(features["masked_lm_weights"], tf.float32), [-1])
+        mlm_pred = tf.argmax(mlm["log_probs"], axis=-1, output_type=tf.int32)
+        mlm_correct = tf.cast(tf.equal(mlm_pred, tf.reshape(features["masked_lm_ids"], [-1])),
+                              tf.float32)
+        nsp_labels = tf.reshape(features["next_sentence_labels"], [-1])
+        nsp_pred = tf.argmax(nsp["log_probs"], axis=-1, output_type=tf.int32)
+        batch_loss = mlm["loss"] + nsp["loss"]
+        return {
+            "masked_lm_weighted_loss": tf.reduce_sum(weights * mlm["per_example_loss"]),
+            "masked_lm_weighted_correct": tf.reduce_sum(weights * mlm_correct),
+            "masked_lm_weight": tf.reduce_sum(weights),
+            "next_sentence_loss_sum": tf.reduce_sum(nsp["per_example_loss"]),
+            "next_sentence_correct": tf.reduce_sum(
+                tf.cast(tf.equal(nsp_pred, nsp_labels), tf.float32)),
+            "num_examples": tf.cast(tf.shape(nsp_labels)[0], tf.float32),
+            "batch_loss_sum": batch_loss,
+            "num_batches": tf.constant(1.0),
+        }
+
+    @staticmethod
+    def eval_metrics(sums) -> Dict[str, float]:
+        """Google's eval keys from summed `eval_sums` (tf.metrics semantics)."""
+        def div(a, b):
+            return float(a) / float(b) if float(b) else 0.0
+        return {
+            "masked_lm_accuracy": div(sums["masked_lm_weighted_correct"],
+                                      sums["masked_lm_weight"]),
+            "masked_lm_loss": div(sums["masked_lm_weighted_loss"], sums["masked_lm_weight"]),
+            "next_sentence_accuracy": div(sums["next_sentence_correct"], sums["num_examples"]),
+            "next_sentence_loss": div(sums["next_sentence_loss_sum"], sums["num_examples"]),
+            # The Estimator's `loss`: the mean over eval batches of each batch's total loss.
+            "loss": div(sums["batch_loss_sum"], sums["num_batches"]),
+        }

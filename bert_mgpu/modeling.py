@@ -17,7 +17,9 @@ Shape legend used in comments, as in Google's code:
 """
 
 import collections
+import contextlib
 import math
+import threading
 from typing import Dict, List, Mapping, NamedTuple
 
 import tensorflow as tf
@@ -188,6 +190,34 @@ def truncated_normal_initializer(stddev):
     return init
 
 
+_OVERRIDES = threading.local()
+
+
+def param(var):
+    """The value to use for a model variable: the variable itself, or inside
+    `parameter_values(...)` the tensor given for it.
+
+    Every read of a weight in the model and the heads goes through here, so a caller can run the
+    model on per-device copies of the weights (an XLA-compiled tower cannot touch a variable that
+    lives on another device) and differentiate with respect to those copies.
+    """
+    overrides = getattr(_OVERRIDES, "values", None)
+    if overrides is None:
+        return var
+    return overrides.get(var.ref(), var)
+
+
+@contextlib.contextmanager
+def parameter_values(variables, values):
+    """Within the block, `param(variables[i])` returns `values[i]` (same order)."""
+    previous = getattr(_OVERRIDES, "values", None)
+    _OVERRIDES.values = {v.ref(): t for v, t in zip(variables, values)}
+    try:
+        yield
+    finally:
+        _OVERRIDES.values = previous
+
+
 class ParameterStore:
     """An ordered mapping from Google's variable names to `tf.Variable`s.
 
@@ -238,8 +268,8 @@ class Dense:
 
     def __call__(self, x):
         """x: float Tensor [M, in] -> float Tensor [M, out] (rank 2, as Google keeps it)."""
-        y = tf.matmul(x, tf.cast(self.kernel, x.dtype))
-        y = tf.nn.bias_add(y, tf.cast(self.bias, x.dtype))
+        y = tf.matmul(x, tf.cast(param(self.kernel), x.dtype))
+        y = tf.nn.bias_add(y, tf.cast(param(self.bias), x.dtype))
         return self.activation(y) if self.activation is not None else y
 
 
@@ -251,7 +281,7 @@ class LayerNorm:
         self.gamma = store.add(f"{scope}/LayerNorm/gamma", [width], ones_initializer)
 
     def __call__(self, x):
-        return layer_norm(x, self.gamma, self.beta)
+        return layer_norm(x, param(self.gamma), param(self.beta))
 
 
 class BertOutputs(NamedTuple):
@@ -263,7 +293,8 @@ class BertOutputs(NamedTuple):
       all_encoder_layers: list of float Tensors [batch_size, seq_length, hidden_size], one per
         layer (the last one is `sequence_output`).
       embedding_output: float Tensor [batch_size, seq_length, hidden_size], the input to layer 0.
-      embedding_table: the word embedding Variable [vocab_size, hidden_size].
+      embedding_table: the word embeddings [vocab_size, hidden_size] (the Variable, or the
+        tensor standing for it under `parameter_values`).
     """
     sequence_output: tf.Tensor
     pooled_output: tf.Tensor
@@ -301,16 +332,20 @@ class BertModel(tf.Module):
     `bert_mgpu.checkpoint.init_from_checkpoint`.
     """
 
-    def __init__(self, config: BertConfig, scope: str = "bert"):
+    def __init__(self, config: BertConfig, scope: str = "bert", compute_dtype=tf.float32):
         """Creates the weights.
 
         Args:
           config: `BertConfig`.
           scope: the name prefix, "bert" as in Google's checkpoints.
+          compute_dtype: dtype of the activations: float32, or float16/bfloat16 for mixed
+            precision (the variables stay float32 and are cast where used; LayerNorm statistics
+            and the softmax of the heads are computed in float32).
         """
         super().__init__(name=None)
         config.validate()
         self.config = config
+        self.compute_dtype = tf.as_dtype(compute_dtype)
         self.scope = scope
         self._store = ParameterStore()
         store, h, r = self._store, config.hidden_size, config.initializer_range
@@ -365,7 +400,7 @@ class BertModel(tf.Module):
         first_token_tensor = sequence_output[:, 0, :]  # [B, H]
         pooled_output = self.pooler(first_token_tensor)
         return BertOutputs(sequence_output, pooled_output, all_encoder_layers,
-                           embedding_output, self.word_embeddings)
+                           embedding_output, param(self.word_embeddings))
 
     def embed(self, input_ids, token_type_ids, training):
         """Embedding lookup, post-processing (token type, position), LayerNorm and dropout.
@@ -381,11 +416,13 @@ class BertModel(tf.Module):
         seq_length = get_shape_list(input_ids)[1]
         # A gather (not Google's optional one-hot matmul): same values, and the gradient is an
         # IndexedSlices, which the tower averaging handles without densifying the table.
-        output = tf.gather(self.word_embeddings, input_ids)  # [B, S, H]
-        output += tf.gather(self.token_type_embeddings, token_type_ids)
+        output = tf.gather(param(self.word_embeddings), input_ids)  # [B, S, H]
+        output += tf.gather(param(self.token_type_embeddings), token_type_ids)
         # Positions 0..S-1 of the table, broadcast over the batch.
-        output += tf.expand_dims(self.position_embeddings[:seq_length], 0)
+        output += tf.expand_dims(param(self.position_embeddings)[:seq_length], 0)
         output = self.embedding_layer_norm(output)
+        # Mixed precision starts here: everything downstream follows the activations' dtype.
+        output = tf.cast(output, self.compute_dtype)
         return dropout(output, self.config.hidden_dropout_prob, training)
 
     def encode(self, embedding_output, attention_mask, training):

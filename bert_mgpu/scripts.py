@@ -7,7 +7,9 @@ import traceback
 
 # Errors that mean "bad input" (a flag, a file, a config, a checkpoint): the user gets one line
 # naming the cause, not a traceback. Set BERT_MGPU_TRACEBACK=1 to see the traceback anyway.
-_USER_ERRORS = (ValueError, KeyError, FileNotFoundError, NotADirectoryError, PermissionError)
+# ArithmeticError covers training.NonFiniteLossError (a diverged run, named by its step).
+_USER_ERRORS = (ValueError, KeyError, FileNotFoundError, NotADirectoryError, PermissionError,
+                ArithmeticError)
 
 
 def run_main(main):

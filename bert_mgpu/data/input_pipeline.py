@@ -1,0 +1,99 @@
+"""tf.data input pipelines over Google-format TFRecords.
+
+Training input is deterministic for a given seed and independent of how the global batch is later
+split (towers, accumulation micro-steps, workers): the pipeline always yields the same global
+batches in the same order, and the trainer splits them. Its position is saved with every
+checkpoint (tf.data iterator state), so a resumed run neither repeats nor skips a batch.
+"""
+
+from typing import List, Mapping, Sequence
+
+import tensorflow as tf
+
+from bert_mgpu.data import features
+
+
+class InputError(ValueError):
+    """Input files that cannot be used; the message names the flag or file."""
+
+
+def expand_input_files(patterns: str, flag: str = "--input_file") -> List[str]:
+    """Google's `--input_file`: comma-separated globs -> sorted, de-duplicated file list.
+
+    Raises:
+      InputError: a pattern matches nothing.
+    """
+    files: List[str] = []
+    for pattern in [p.strip() for p in patterns.split(",") if p.strip()]:
+        matched = tf.io.gfile.glob(pattern)
+        if not matched:
+            raise InputError(f"{flag}: no file matches {pattern!r}")
+        files.extend(sorted(matched))
+    if not files:
+        raise InputError(f"{flag} is empty")
+    seen = set()
+    return [f for f in files if not (f in seen or seen.add(f))]
+
+
+def check_record_lengths(input_files: Sequence[str], shapes: Mapping[str, int],
+                         flags_hint: str) -> None:
+    """Reads the first record of each file and checks its features against `shapes`.
+
+    Raises:
+      InputError: naming the file, the feature and both lengths (e.g. records written with
+        another --max_seq_length), or an empty/unreadable file.
+    """
+    for path in input_files:
+        try:
+            first = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+        except tf.errors.OpError as e:
+            raise InputError(f"{path}: not a readable TFRecord file ({e.message.splitlines()[0]})"
+                             ) from None
+        if first is None:
+            raise InputError(f"{path}: contains no records")
+        lengths = features.record_lengths(first.numpy())
+        for name, expected in shapes.items():
+            if name not in lengths:
+                raise InputError(f"{path}: records have no feature '{name}'")
+            if lengths[name] != expected:
+                raise InputError(f"{path}: '{name}' has length {lengths[name]} but {flags_hint} "
+                                 f"expects {expected}")
+
+
+def record_dataset(input_files: Sequence[str], shapes: Mapping[str, int], batch_size: int,
+                   is_training: bool, seed: int = 12345, shuffle_buffer: int = 100,
+                   cycle_length: int = 4) -> tf.data.Dataset:
+    """Batches of parsed records.
+
+    Training (as Google's `input_fn_builder`, made deterministic): the file order is shuffled
+    each epoch, up to `cycle_length` files are interleaved, records go through a
+    `shuffle_buffer` shuffle, the dataset repeats forever, batches are full
+    (drop_remainder). Evaluation/prediction: files in the given order, once, no shuffle, and
+    the last partial batch is kept (every example counted).
+
+    Args:
+      input_files: TFRecord paths.
+      shapes: feature name -> length (`features.pretraining_shapes` / `classifier_shapes`).
+      batch_size: the global batch (the trainer splits it over towers and micro-steps).
+      is_training: see above.
+      seed: shuffle seed (`--random_seed`).
+      shuffle_buffer: record shuffle buffer (Google: 100).
+      cycle_length: files read in parallel (Google: min(4, number of files)).
+
+    Returns:
+      tf.data.Dataset of dicts name -> int32 Tensor [batch, length] (float32 for
+      `masked_lm_weights`).
+    """
+    if is_training:
+        d = tf.data.Dataset.from_tensor_slices(list(input_files))
+        d = d.shuffle(len(input_files), seed=seed, reshuffle_each_iteration=True).repeat()
+        cycle = max(1, min(cycle_length, len(input_files)))
+        d = d.interleave(tf.data.TFRecordDataset, cycle_length=cycle, block_length=1,
+                         num_parallel_calls=cycle, deterministic=True)
+        d = d.shuffle(shuffle_buffer, seed=seed + 1, reshuffle_each_iteration=True)
+        d = d.batch(batch_size, drop_remainder=True)
+    else:
+        d = tf.data.TFRecordDataset(list(input_files)).batch(batch_size, drop_remainder=False)
+    d = d.map(lambda s: features.parse_example(s, shapes),
+              num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return d.prefetch(2)

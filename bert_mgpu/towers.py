@@ -1,0 +1,184 @@
+"""In-graph towers: devices, batch splitting and gradient averaging. Knows nothing of BERT.
+
+The multi-GPU fork of Google's BERT replicated the model as "towers" in one graph: every tower
+runs the same model (shared variables) on its slice of the batch on its own GPU; the towers'
+gradients are averaged and applied once. Here the traced `tf.function` of a train step is that
+one graph.
+
+Devices: tower `i` runs on visible GPU `i % n_visible`, so more towers than GPUs is allowed
+(several towers share a GPU, which raises utilisation for short sequences). Without a GPU the CPU
+is split into logical devices (`setup_devices`) so that exactly the same code path runs, and is
+tested, on CPU.
+"""
+
+from typing import Callable, Dict, List, Mapping, Sequence
+
+import tensorflow as tf
+from absl import logging
+
+
+def setup_devices(n_towers: int) -> List[str]:
+    """Prepares the devices for `n_towers` towers and returns their names.
+
+    With GPUs, nothing is configured (CUDA_VISIBLE_DEVICES decides what is visible). Without,
+    the physical CPU is split into `n_towers` logical CPU devices. This must run before
+    TensorFlow initialises its runtime (before the first op); if it already did, the existing
+    logical devices are used, wrapping around.
+
+    Args:
+      n_towers: int >= 1, the number of towers (`--n_gpus`).
+
+    Returns:
+      list of `n_towers` device names, e.g. ["/GPU:0", "/GPU:1"] or ["/CPU:0", "/CPU:1"].
+    """
+    if n_towers < 1:
+        raise ValueError(f"--n_gpus must be >= 1, got {n_towers}")
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        configured = tf.config.get_logical_device_configuration(cpu) or []
+        if len(configured) < n_towers:
+            try:
+                tf.config.set_logical_device_configuration(
+                    cpu, [tf.config.LogicalDeviceConfiguration()] * n_towers)
+            except RuntimeError:
+                # The runtime is already initialised (e.g. a test process): towers wrap around
+                # the logical devices that exist.
+                logging.info("TensorFlow already initialised; %d towers share the existing "
+                             "logical CPU devices", n_towers)
+    return tower_devices(n_towers)
+
+
+def tower_devices(n_towers: int) -> List[str]:
+    """Device of each tower: GPU `i % n_gpus` if there are GPUs, else logical CPU `i % n_cpus`."""
+    gpus = tf.config.list_logical_devices("GPU")
+    kind, devices = ("GPU", gpus) if gpus else ("CPU", tf.config.list_logical_devices("CPU"))
+    return [f"/{kind}:{i % len(devices)}" for i in range(n_towers)]
+
+
+def split_batch(features: Mapping[str, tf.Tensor], n: int) -> List[Dict[str, tf.Tensor]]:
+    """Splits every feature along axis 0 into `n` equal consecutive slices.
+
+    Args:
+      features: name -> Tensor [batch, ...]; every batch dimension must be divisible by `n`.
+      n: number of slices.
+
+    Returns:
+      list of `n` dicts name -> Tensor [batch / n, ...]; slice i holds rows
+      [i * batch / n, (i + 1) * batch / n).
+    """
+    if n == 1:
+        return [dict(features)]
+    out = [dict() for _ in range(n)]
+    for name, tensor in features.items():
+        batch = tensor.shape[0]
+        if batch is not None and batch % n:
+            raise ValueError(f"batch of {batch} (feature {name}) cannot be split into {n} "
+                             f"equal parts")
+        for i, part in enumerate(tf.split(tensor, n, axis=0)):
+            out[i][name] = part
+    return out
+
+
+def average_gradients(tower_grads: Sequence[Sequence]) -> List:
+    """Averages the gradients of several towers, variable by variable.
+
+    Args:
+      tower_grads: one list per tower, each with one entry per variable (same order): a dense
+        Tensor, an `IndexedSlices` (embedding lookups), or None (no gradient).
+
+    Returns:
+      list with one entry per variable: the mean over towers. Dense gradients stay dense;
+      when every tower's gradient is an `IndexedSlices` the result is one too (the towers' rows
+      concatenated, values divided by the number of towers — applying it sums duplicate rows,
+      which gives the mean); mixed dense/sparse is densified; None stays None only if every tower
+      has None (a None next to real gradients counts as zero).
+    """
+    n = len(tower_grads)
+    if n == 0:
+        raise ValueError("no towers")
+    if n == 1:
+        return list(tower_grads[0])
+    averaged = []
+    for per_var in zip(*tower_grads):
+        present = [g for g in per_var if g is not None]
+        if not present:
+            averaged.append(None)
+        elif all(isinstance(g, tf.IndexedSlices) for g in present):
+            averaged.append(tf.IndexedSlices(
+                values=tf.concat([g.values for g in present], axis=0) / n,
+                indices=tf.concat([g.indices for g in present], axis=0),
+                dense_shape=present[0].dense_shape))
+        else:
+            dense = [tf.convert_to_tensor(g) for g in present]
+            averaged.append(tf.add_n(dense) / n)
+    return averaged
+
+
+def make_tower_grad_fn(tower_fn: Callable, variables: Sequence[tf.Variable],
+                       jit_compile: bool = False, substitute: Callable = None) -> Callable:
+    """Wraps `tower_fn` into `grad_fn(shard, loss_scale, *args) -> (outputs, grads)`.
+
+    Args:
+      tower_fn: function(shard, *args) -> dict with a scalar float `loss` (and other outputs).
+        It may be called several times in one trace and must create no variables.
+      variables: the variables to differentiate, in a fixed order.
+      jit_compile: compile each tower's forward and backward pass with XLA. Compiling per tower
+        (not the whole multi-device step) keeps every XLA cluster on one device. An XLA
+        cluster cannot read a variable that lives on another device, so the compiled tower
+        receives copies of the weights made on its own device (what a GPU tower reads each step
+        anyway) and differentiates with respect to them.
+      substitute: with jit_compile, a context-manager factory `substitute(variables, values)`
+        under which the model reads `values[i]` in place of `variables[i]`
+        (`modeling.parameter_values`).
+
+    Returns:
+      grad_fn(shard, loss_scale, *args): loss_scale is a float scalar the loss is multiplied by
+      before differentiation (1.0 without mixed precision); the returned gradients are *scaled*,
+      the caller unscales once after averaging. Call it under the tower's device scope.
+    """
+    variables = list(variables)
+
+    if not jit_compile:
+        def grad_fn(shard, loss_scale, *args):
+            with tf.GradientTape() as tape:
+                out = tower_fn(shard, *args)
+                scaled = out["loss"] * tf.cast(loss_scale, out["loss"].dtype)
+            return out, tape.gradient(scaled, variables)
+        return grad_fn
+
+    if substitute is None:
+        raise ValueError("jit_compile needs `substitute` to run the model on weight copies")
+
+    @tf.function(jit_compile=True)
+    def compiled(shard, loss_scale, values, *args):
+        with tf.GradientTape() as tape:
+            tape.watch(values)
+            with substitute(variables, values):
+                out = tower_fn(shard, *args)
+            scaled = out["loss"] * tf.cast(loss_scale, out["loss"].dtype)
+        return out, tape.gradient(scaled, values)
+
+    def grad_fn(shard, loss_scale, *args):
+        values = [tf.identity(v) for v in variables]  # on the caller's (the tower's) device
+        return compiled(shard, tf.convert_to_tensor(loss_scale), values, *args)
+
+    return grad_fn
+
+
+def run_towers(grad_fn: Callable, shards: Sequence, devices: Sequence[str], loss_scale=1.0,
+               *args):
+    """Runs `grad_fn(shard, loss_scale, *args)` (from `make_tower_grad_fn`) on each shard, each
+    on its device.
+
+    Returns:
+      (outputs, grads): outputs is the list of the towers' dicts; grads a list (one per tower) of
+      lists of gradients in the variables' order.
+    """
+    outputs, grads = [], []
+    for shard, device in zip(shards, devices):
+        with tf.device(device):
+            out, g = grad_fn(shard, loss_scale, *args)
+        outputs.append(out)
+        grads.append(g)
+    return outputs, grads

@@ -1,0 +1,453 @@
+"""The training loop: input -> towers -> average -> clip -> apply, with crash-safe checkpoints.
+
+One `tf.function` traces a whole update: the global batch is split over the towers
+(`--n_gpus`), each tower computes its loss and gradients on its device, the gradients are
+averaged, unscaled (fp16), clipped by global norm and applied once, and `global_step` is
+incremented. With `--num_accumulation_steps=K` the global batch is first split into K
+micro-batches whose tower-averaged gradients are summed into accumulators, then applied once.
+
+A task (e.g. `heads.BertPretrainer`) supplies `named_variables()`, `context(features)` (the
+normalisers of the whole global batch), `tower_loss(shard, context, scale, training)` and
+`metrics(sums, context)`. Because every normaliser is global, N towers, K micro-steps and one
+device give the same update up to float rounding (tests hold it to 1e-5).
+
+Resume: every checkpoint holds the weights, the optimizer slots, `global_step` and (fp16) the
+loss scale under Google's names, and the input pipeline's position is saved next to it
+(`input_state/ckpt-STEP`). Re-running the same command resumes from the newest readable
+checkpoint; the learning-rate schedule is a function of `global_step`, so it resumes too.
+SIGHUP/SIGTERM/SIGINT finish the current step, write a checkpoint and return normally.
+"""
+
+import json
+import os
+import signal
+import time
+from typing import Dict, Mapping, Optional
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+from tensorflow.core.framework import summary_pb2
+
+from bert_mgpu import checkpoint, modeling, optimization, towers
+from bert_mgpu.config import TrainConfig
+from bert_mgpu.progress import format_duration
+
+INPUT_STATE_DIR = "input_state"
+# Dynamic loss scaling for fp16 (NVIDIA's BERT values): start at 2^15, halve on a non-finite
+# step (which is skipped), double after 2000 finite steps in a row.
+INITIAL_LOSS_SCALE = 2.0 ** 15
+LOSS_SCALE_GROWTH_INTERVAL = 2000
+_COMPUTE_DTYPES = {"fp32": tf.float32, "fp16": tf.float16, "bf16": tf.bfloat16}
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The loss or gradients became NaN/Inf in full precision; training stops."""
+
+
+def compute_dtype(precision: str):
+    """`--precision` -> the activations' dtype."""
+    return _COMPUTE_DTYPES[precision]
+
+
+def _all_finite(grads) -> tf.Tensor:
+    checks = []
+    for g in grads:
+        if g is None:
+            continue
+        values = g.values if isinstance(g, tf.IndexedSlices) else g
+        checks.append(tf.reduce_all(tf.math.is_finite(values)))
+    return tf.reduce_all(tf.stack(checks)) if checks else tf.constant(True)
+
+
+def _scale_gradient(g, factor):
+    if g is None:
+        return None
+    if isinstance(g, tf.IndexedSlices):
+        return tf.IndexedSlices(g.values * factor, g.indices, g.dense_shape)
+    return g * factor
+
+
+def _sum_dicts(dicts):
+    out = {}
+    for d in dicts:
+        for k, v in d.items():
+            out[k] = out[k] + v if k in out else v
+    return out
+
+
+class _StopSignals:
+    """Turns SIGHUP/SIGTERM/SIGINT into a request to checkpoint and stop after this step."""
+
+    SIGNALS = (signal.SIGHUP, signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self):
+        self.received = None
+        self._previous = {}
+
+    def __enter__(self):
+        for sig in self.SIGNALS:
+            try:
+                self._previous[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread: signals cannot be caught here
+                pass
+        return self
+
+    def _handle(self, signum, frame):
+        name = signal.Signals(signum).name
+        if self.received is None:
+            logging.warning("Received %s: finishing the current step, then writing a "
+                            "checkpoint and exiting.", name)
+        self.received = name
+
+    def __exit__(self, *exc):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+class Trainer:
+    """Multi-tower training of a task with Google's optimizer, checkpoints and logs."""
+
+    def __init__(self, task, cfg: TrainConfig, devices, num_workers: int = 1):
+        """Builds the optimizer and the step functions (no tracing yet).
+
+        Args:
+          task: see the module docstring.
+          cfg: `TrainConfig`.
+          devices: one device name per tower (`towers.setup_devices(cfg.n_gpus)`).
+          num_workers: workers in the cluster (for the logged global batch and examples/s).
+        """
+        cfg.validate()
+        if len(devices) != cfg.n_gpus:
+            raise ValueError(f"{len(devices)} devices for --n_gpus={cfg.n_gpus}")
+        self.task, self.cfg, self.devices = task, cfg, list(devices)
+        self.num_workers = num_workers
+        self.variables = task.named_variables()
+        self._names = list(self.variables)
+        self.global_step = optimization.create_global_step()
+        schedule = optimization.learning_rate_schedule(
+            cfg.learning_rate, cfg.num_train_steps, cfg.num_warmup_steps)
+        opt_class = optimization.LAMB if cfg.optimizer == "lamb" else optimization.AdamWeightDecay
+        self.optimizer = opt_class(schedule)
+        self.optimizer.build(self.variables)
+        self.fp16 = cfg.precision == "fp16"
+        self.loss_scale = tf.Variable(INITIAL_LOSS_SCALE if self.fp16 else 1.0,
+                                      dtype=tf.float32, trainable=False, name="loss_scale")
+        self.good_steps = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                      name="loss_scale_good_steps")
+        self._grad_fn = towers.make_tower_grad_fn(self._tower_fn, self.variables.values(),
+                                                  jit_compile=cfg.use_xla,
+                                                  substitute=modeling.parameter_values)
+        self.accumulators = None
+        self._grad_is_none = None
+        if cfg.num_accumulation_steps > 1:
+            # Accumulation always completes within one update, so these are never saved.
+            self.accumulators = [tf.Variable(tf.zeros_like(v), trainable=False)
+                                 for v in self.variables.values()]
+        self._train_step = tf.function(self._train_step_impl)
+        self._accumulate = tf.function(self._accumulate_impl)
+        self._apply_accumulated = tf.function(self._apply_accumulated_impl)
+        self._eval_step = tf.function(self.task.eval_sums) if hasattr(task, "eval_sums") \
+            else None
+
+    # -- the traced step --------------------------------------------------------------------
+
+    def _tower_fn(self, shard, context):
+        return self.task.tower_loss(shard, context, float(self.cfg.n_gpus), training=True)
+
+    def _towers(self, features, context):
+        """Tower-averaged (still loss-scaled) gradients of one micro-batch, and summed stats."""
+        shards = towers.split_batch(features, self.cfg.n_gpus)
+        outputs, grads = towers.run_towers(self._grad_fn, shards, self.devices,
+                                           self.loss_scale, context)
+        return towers.average_gradients(grads), _sum_dicts(o["sums"] for o in outputs)
+
+    def _apply(self, grads):
+        """Unscale, check, clip by global norm, apply once and count the step.
+
+        Returns:
+          (learning rate, finite flag, global norm before clipping).
+        """
+        if self.fp16:
+            grads = [_scale_gradient(g, 1.0 / self.loss_scale) for g in grads]
+        finite = _all_finite(grads)
+        named = {n: g for n, g in zip(self._names, grads) if g is not None}
+        clipped, global_norm = optimization.clip_by_global_norm(named, self.cfg.clip_norm)
+
+        def apply():
+            lr = self.optimizer.apply_gradients(clipped, self.global_step)
+            self.global_step.assign_add(1)
+            return tf.cast(lr, tf.float32)
+
+        def skip():
+            return tf.cast(self.optimizer.learning_rate_at(self.global_step), tf.float32)
+
+        lr = tf.cond(finite, apply, skip)
+        if self.fp16:
+            self._update_loss_scale(finite)
+        return lr, finite, global_norm
+
+    def _update_loss_scale(self, finite):
+        grow = tf.logical_and(finite, self.good_steps + 1 >= LOSS_SCALE_GROWTH_INTERVAL)
+        new_scale = tf.where(finite, tf.where(grow, self.loss_scale * 2.0, self.loss_scale),
+                             tf.maximum(self.loss_scale / 2.0, 1.0))
+        new_good = tf.where(tf.logical_and(finite, tf.logical_not(grow)),
+                            self.good_steps + 1, tf.zeros_like(self.good_steps))
+        self.loss_scale.assign(new_scale)
+        self.good_steps.assign(new_good)
+
+    def _train_step_impl(self, features):
+        context = self.task.context(features)
+        grads, sums = self._towers(features, context)
+        lr, finite, global_norm = self._apply(grads)
+        return sums, context, lr, finite, global_norm
+
+    def _accumulate_impl(self, features, context):
+        grads, sums = self._towers(features, context)
+        self._grad_is_none = [g is None for g in grads]
+        for acc, g in zip(self.accumulators, grads):
+            if g is not None:
+                acc.assign_add(tf.convert_to_tensor(g))
+        return sums
+
+    def _apply_accumulated_impl(self):
+        grads = [None if none else acc.read_value()
+                 for acc, none in zip(self.accumulators, self._grad_is_none)]
+        result = self._apply(grads)
+        for acc in self.accumulators:
+            acc.assign(tf.zeros_like(acc))
+        return result
+
+    def step(self, features):
+        """One update on a global batch (eager entry point; everything inside is traced).
+
+        Args:
+          features: dict of Tensors [global_batch, ...] with global_batch =
+            train_batch_size * n_gpus * num_accumulation_steps.
+
+        Returns:
+          dict: the task's metrics of the batch, `learning_rate`, `global_norm`, `finite`.
+        """
+        k = self.cfg.num_accumulation_steps
+        if k == 1:
+            sums, context, lr, finite, global_norm = self._train_step(features)
+        else:
+            context = self.task.context(features)
+            sums = _sum_dicts(self._accumulate(micro, context)
+                              for micro in towers.split_batch(features, k))
+            lr, finite, global_norm = self._apply_accumulated()
+        out = {k_: v for k_, v in self.task.metrics(sums, context).items()}
+        out.update(learning_rate=lr, global_norm=global_norm, finite=finite)
+        return out
+
+    # -- state ------------------------------------------------------------------------------
+
+    def checkpoint_tensors(self) -> Dict[str, tf.Variable]:
+        """Everything a resume needs, under Google's names."""
+        tensors = dict(self.variables)
+        tensors.update(self.optimizer.slot_variables())
+        tensors["global_step"] = self.global_step
+        if self.fp16:
+            tensors["loss_scale"] = self.loss_scale
+            tensors["loss_scale_good_steps"] = self.good_steps
+        return tensors
+
+    def restore_or_initialize(self, input_checkpoint: Optional[tf.train.Checkpoint] = None,
+                              iterator=None) -> int:
+        """Resumes from the newest checkpoint in output_dir, else initialises.
+
+        Returns:
+          the step training continues from.
+        """
+        prefix = checkpoint.latest_checkpoint(self.cfg.output_dir)
+        if prefix is None:
+            if self.cfg.init_checkpoint:
+                checkpoint.init_from_checkpoint(self.cfg.init_checkpoint, self.variables)
+            else:
+                logging.info("No checkpoint in %s and no --init_checkpoint: training from "
+                             "scratch (random initialisation).", self.cfg.output_dir)
+            return 0
+        tensors = self.checkpoint_tensors()
+        optional = {n: tensors.pop(n) for n in ("loss_scale", "loss_scale_good_steps")
+                    if n in tensors}
+        checkpoint.restore_checkpoint(prefix, tensors, strict=True)
+        if optional:
+            checkpoint.restore_checkpoint(prefix, optional, strict=False)
+        step = int(self.global_step.numpy())
+        logging.info("Resumed from %s at global_step %d", prefix, step)
+        if input_checkpoint is not None:
+            state = self._input_state_path(step)
+            if tf.io.gfile.exists(state + ".index"):
+                input_checkpoint.read(state).assert_existing_objects_matched()
+                logging.info("Input position restored from %s", state)
+            elif iterator is not None:
+                logging.warning("No saved input position for step %d: skipping %d batches to "
+                                "reach it.", step, step)
+                for _ in range(step):
+                    next(iterator)
+        return step
+
+    def _input_state_path(self, step: int) -> str:
+        return os.path.join(self.cfg.output_dir, INPUT_STATE_DIR, f"ckpt-{step}")
+
+    def save(self, input_checkpoint: Optional[tf.train.Checkpoint] = None) -> str:
+        """Writes the input position, then the checkpoint (which publishes both)."""
+        step = int(self.global_step.numpy())
+        if input_checkpoint is not None:
+            input_checkpoint.write(self._input_state_path(step))
+        prefix = checkpoint.save_checkpoint(self.cfg.output_dir, step, self.checkpoint_tensors(),
+                                            keep_checkpoint_max=self.cfg.keep_checkpoint_max)
+        self._prune_input_states()
+        logging.info("Saved checkpoint %s", prefix)
+        return prefix
+
+    def _prune_input_states(self):
+        directory = os.path.join(self.cfg.output_dir, INPUT_STATE_DIR)
+        state = tf.train.get_checkpoint_state(self.cfg.output_dir)
+        if state is None or not tf.io.gfile.isdir(directory):
+            return
+        kept = {os.path.basename(p).rsplit("-", 1)[-1] for p in state.all_model_checkpoint_paths}
+        for path in tf.io.gfile.glob(os.path.join(directory, "ckpt-*")):
+            step = os.path.basename(path)[len("ckpt-"):].split(".")[0]
+            if step not in kept and not path.endswith("checkpoint"):
+                tf.io.gfile.remove(path)
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def train(self, dataset: tf.data.Dataset) -> Dict[str, float]:
+        """Trains until `num_train_steps` updates (or a stop signal); returns the last metrics.
+
+        Args:
+          dataset: yields global batches (deterministic; see data/input_pipeline.py).
+        """
+        cfg = self.cfg
+        iterator = iter(dataset)
+        input_checkpoint = tf.train.Checkpoint(input=iterator)
+        start_step = self.restore_or_initialize(input_checkpoint, iterator)
+        examples_per_step = cfg.global_batch_size * self.num_workers
+        logging.info("***** Training *****")
+        logging.info("  Towers (--n_gpus) = %d on %s", cfg.n_gpus, ", ".join(self.devices))
+        logging.info("  Global batch = %d (train_batch_size %d x n_gpus %d x accumulation %d"
+                     " x workers %d)", examples_per_step, cfg.train_batch_size, cfg.n_gpus,
+                     cfg.num_accumulation_steps, self.num_workers)
+        logging.info("  Steps = %d (from %d), warmup %d, learning rate %g, precision %s, "
+                     "XLA %s", cfg.num_train_steps, start_step, cfg.num_warmup_steps,
+                     cfg.learning_rate, cfg.precision, cfg.use_xla)
+        if start_step >= cfg.num_train_steps:
+            logging.info("global_step %d >= num_train_steps %d: nothing to train.", start_step,
+                         cfg.num_train_steps)
+            return {}
+        writer = tf.summary.create_file_writer(cfg.output_dir)
+        step = start_step
+        saved_step = start_step
+        metrics: Dict[str, float] = {}
+        start = last_time = time.monotonic()
+        last_step = step
+        with _StopSignals() as stop, writer.as_default():
+            while step < cfg.num_train_steps:
+                try:
+                    features = next(iterator)
+                except StopIteration:
+                    logging.warning("Input exhausted at step %d.", step)
+                    break
+                out = self.step(features)
+                finite = bool(out.pop("finite"))
+                new_step = int(self.global_step.numpy())
+                if not finite:
+                    if self.fp16:
+                        logging.warning("Step %d: non-finite gradients, update skipped; loss "
+                                        "scale now %g.", step + 1, float(self.loss_scale))
+                        continue
+                    raise NonFiniteLossError(
+                        f"non-finite loss or gradients at step {step + 1} (loss = "
+                        f"{float(out['loss'])}); the update was not applied and no checkpoint "
+                        f"was written after step {saved_step}. Lower --learning_rate or check "
+                        f"the input.")
+                step = new_step
+                if step % cfg.log_every_n_steps == 0 or step == cfg.num_train_steps \
+                        or step == start_step + 1:
+                    now = time.monotonic()
+                    rate = (step - last_step) * examples_per_step / max(now - last_time, 1e-9)
+                    metrics = {k: float(v) for k, v in out.items()}
+                    metrics["examples_per_sec"] = rate
+                    if self.fp16:
+                        metrics["loss_scale"] = float(self.loss_scale)
+                    self._log(step, metrics, now - start,
+                              (cfg.num_train_steps - step) * examples_per_step / max(rate, 1e-9))
+                    for name, value in metrics.items():
+                        write_scalar_summary(name, value, step)
+                    last_time, last_step = time.monotonic(), step
+                if step % cfg.save_checkpoints_steps == 0 or step == cfg.num_train_steps:
+                    self.save(input_checkpoint)
+                    saved_step = step
+                if stop.received:
+                    if saved_step != step:
+                        self.save(input_checkpoint)
+                    logging.warning("Stopped by %s at global_step %d; checkpoint written. "
+                                    "Run the same command again to resume.", stop.received,
+                                    step)
+                    break
+        writer.flush()
+        return metrics
+
+    def _log(self, step, metrics, elapsed, eta):
+        parts = [f"{k} = {v:.6g}" for k, v in metrics.items()
+                 if k not in ("examples_per_sec", "learning_rate")]
+        logging.info("step %d/%d: %s, lr = %.3e, %.1f examples/s (global), elapsed %s, ETA %s",
+                     step, self.cfg.num_train_steps, ", ".join(parts), metrics["learning_rate"],
+                     metrics["examples_per_sec"], format_duration(elapsed), format_duration(eta))
+
+    # -- evaluation -------------------------------------------------------------------------
+
+    def evaluate(self, dataset: tf.data.Dataset, max_steps: Optional[int] = None) -> Dict:
+        """Runs the task's eval over `dataset` (at most `max_steps` batches) on the first tower's
+        device; returns the task's eval metrics plus `global_step`."""
+        totals: Dict[str, float] = {}
+        with tf.device(self.devices[0]):
+            for i, features in enumerate(dataset):
+                if max_steps is not None and i >= max_steps:
+                    break
+                for k, v in self._eval_step(features).items():
+                    totals[k] = totals.get(k, 0.0) + float(v)
+        result = self.task.eval_metrics(totals) if totals else {}
+        result["global_step"] = int(self.global_step.numpy())
+        return result
+
+
+# Marks a summary as a TensorBoard scalar without importing TensorBoard (not a dependency: the
+# event files are plain TF; users install tensorboard only to look at them).
+_SCALAR_METADATA = summary_pb2.SummaryMetadata(
+    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")
+).SerializeToString()
+
+
+def write_scalar_summary(name: str, value: float, step: int) -> None:
+    """Writes one TensorBoard scalar to the default summary writer."""
+    tf.summary.write(name, tf.constant(value, tf.float32), step=step, metadata=_SCALAR_METADATA)
+
+
+def write_eval_results(path: str, result: Mapping) -> None:
+    """Google's eval_results.txt: `key = value` lines, sorted by key; written atomically."""
+    tmp = path + ".tmp"
+    with tf.io.gfile.GFile(tmp, "w") as f:
+        for key in sorted(result):
+            f.write(f"{key} = {result[key]}\n")
+    tf.io.gfile.rename(tmp, path, overwrite=True)
+    logging.info("***** Eval results (%s) *****", path)
+    for key in sorted(result):
+        logging.info("  %s = %s", key, result[key])
+
+
+def save_effective_config(output_dir: str, run_config: Mapping, bert_config=None) -> None:
+    """Writes the run's flags (`run_config.json`) and the model config into output_dir."""
+    tf.io.gfile.makedirs(output_dir)
+
+    def default(o):
+        if isinstance(o, (np.integer, np.floating)):
+            return o.item()
+        return str(o)
+
+    with tf.io.gfile.GFile(os.path.join(output_dir, "run_config.json"), "w") as f:
+        f.write(json.dumps(dict(run_config), indent=2, sort_keys=True, default=default) + "\n")
+    if bert_config is not None:
+        bert_config.to_json_file(os.path.join(output_dir, "bert_config.json"))

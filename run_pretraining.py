@@ -1,0 +1,33 @@
+#!/usr/bin/env python
+"""Pretrains BERT (masked LM + next sentence) with in-graph towers: Google's script on TF2.
+
+Usage (Google's flags, plus --n_gpus and the trainer options):
+  export CUDA_VISIBLE_DEVICES=0,1
+  python run_pretraining.py \
+    --input_file=/tmp/tf_examples.tfrecord --output_dir=/tmp/pretraining_output \
+    --do_train=True --do_eval=True \
+    --bert_config_file=$BERT_BASE_DIR/bert_config.json \
+    --init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt \
+    --train_batch_size=32 --n_gpus=2 --max_seq_length=128 --max_predictions_per_seq=20 \
+    --num_train_steps=20 --num_warmup_steps=10 --learning_rate=2e-5
+
+--train_batch_size is per tower: one update sees train_batch_size x n_gpus x
+num_accumulation_steps examples. Re-running the same command resumes from the newest checkpoint
+in --output_dir; SIGHUP/SIGTERM/SIGINT write a checkpoint and exit cleanly.
+"""
+
+from absl import app
+
+from bert_mgpu import cli
+from bert_mgpu.scripts import run_main
+
+cli.define_pretraining_flags()
+
+
+def main(_):
+    from bert_mgpu.pretraining import run_pretraining
+    run_pretraining(cli.pretraining_config())
+
+
+if __name__ == "__main__":
+    app.run(run_main(main))

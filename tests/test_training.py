@@ -1,0 +1,180 @@
+"""The tower trainer: towers == one device, accumulation == one big batch, precision, errors.
+
+Towers run on logical CPU devices (tests/conftest.py), the code path GPUs take. Dropout is off
+and every run starts from the same init checkpoint, so runs that see the same global batches
+must end with the same weights up to float rounding.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_mgpu import checkpoint, heads, towers, training
+from bert_mgpu.config import BertConfig, TrainConfig
+from bert_mgpu.data import features, input_pipeline
+
+from _pretraining_data import PREDS, SEQ, TINY_CONFIG, write_records
+
+
+# -- towers.py ------------------------------------------------------------------------------
+
+def test_tower_devices_wrap_around_more_towers_than_devices():
+    n = len(tf.config.list_logical_devices("CPU"))
+    devices = towers.tower_devices(n + 2)
+    assert devices[:n] == [f"/CPU:{i}" for i in range(n)]
+    assert devices[n:] == ["/CPU:0", "/CPU:1"]
+
+
+def test_split_batch_consecutive_slices_and_error():
+    x = {"a": tf.reshape(tf.range(12), [6, 2]), "b": tf.range(6)}
+    parts = towers.split_batch(x, 3)
+    assert [p["b"].numpy().tolist() for p in parts] == [[0, 1], [2, 3], [4, 5]]
+    with pytest.raises(ValueError, match="batch of 6 .*feature a.* 4 equal parts"):
+        towers.split_batch(x, 4)
+
+
+def test_average_gradients_dense_sparse_none():
+    rng = np.random.RandomState(0)
+    dense = [tf.constant(rng.normal(size=[3, 2]).astype(np.float32)) for _ in range(2)]
+    sparse = [tf.IndexedSlices(tf.constant(rng.normal(size=[2, 2]).astype(np.float32)),
+                               tf.constant(idx), tf.constant([5, 2]))
+              for idx in ([1, 3], [3, 4])]
+    out = towers.average_gradients([[dense[0], sparse[0], None, None],
+                                    [dense[1], sparse[1], None, dense[0]]])
+    np.testing.assert_allclose(out[0], (dense[0] + dense[1]) / 2, rtol=1e-6)
+    assert isinstance(out[1], tf.IndexedSlices)
+    expected = np.zeros([5, 2], np.float32)
+    for s in sparse:
+        np.add.at(expected, s.indices.numpy(), s.values.numpy())
+    np.testing.assert_allclose(tf.convert_to_tensor(out[1]), expected / 2, rtol=1e-6)
+    assert out[2] is None
+    np.testing.assert_allclose(out[3], dense[0] / 2, rtol=1e-6)
+
+
+# -- the trainer ----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("pretrain")
+    files = [write_records(d / "a.tfrecord", 96, seed=1), write_records(d / "b.tfrecord", 64,
+                                                                        seed=2)]
+    tf.random.set_seed(7)
+    init = heads.BertPretrainer(BertConfig.from_dict(TINY_CONFIG))
+    init_ckpt = checkpoint.write_bundle(str(d / "init" / "bert_model.ckpt"),
+                                        init.named_variables())
+    return {"files": files, "init": init_ckpt, "dir": d}
+
+
+def train(data, tmp_path, name, n_gpus, batch, accum=1, steps=4, precision="fp32", xla=False,
+          lr=1e-3, config=None, **kwargs):
+    cfg = TrainConfig(str(tmp_path / name), train_batch_size=batch, n_gpus=n_gpus,
+                      num_accumulation_steps=accum, num_train_steps=steps, num_warmup_steps=1,
+                      learning_rate=lr, save_checkpoints_steps=100, log_every_n_steps=1,
+                      precision=precision, use_xla=xla, init_checkpoint=data["init"], **kwargs)
+    task = heads.BertPretrainer(BertConfig.from_dict(config or TINY_CONFIG),
+                                compute_dtype=training.compute_dtype(precision))
+    trainer = training.Trainer(task, cfg, towers.tower_devices(n_gpus))
+    dataset = input_pipeline.record_dataset(data["files"], features.pretraining_shapes(SEQ, PREDS),
+                                            cfg.global_batch_size, True, seed=3)
+    metrics = trainer.train(dataset)
+    return trainer, metrics
+
+
+def weights(trainer):
+    return {k: v.numpy() for k, v in trainer.checkpoint_tensors().items()}
+
+
+def max_diff(a, b):
+    assert sorted(a) == sorted(b)
+    return max(float(np.abs(a[k].astype(np.float64) - b[k]).max()) for k in a)
+
+
+@pytest.fixture(scope="module")
+def one_device(data, tmp_path_factory):
+    return train(data, tmp_path_factory.mktemp("ref"), "ref", n_gpus=1, batch=8)
+
+
+@pytest.mark.parametrize("n_gpus,batch,accum", [(2, 4, 1), (1, 4, 2), (4, 1, 2), (3, 2, 1)])
+def test_towers_and_accumulation_equal_one_device(data, tmp_path, one_device, n_gpus, batch,
+                                                  accum):
+    """n_gpus x train_batch_size x accumulation = 8 in every case; 4 updates; same weights and
+    slots. (3, 2, 1) has a global batch of 6 and is compared with its own one-device run.)"""
+    if n_gpus * batch * accum != 8:
+        reference, _ = train(data, tmp_path, "ref6", n_gpus=1, batch=n_gpus * batch * accum)
+    else:
+        reference = one_device[0]
+    trainer, metrics = train(data, tmp_path, "towers", n_gpus, batch, accum)
+    assert int(trainer.global_step.numpy()) == 4
+    assert max_diff(weights(trainer), weights(reference)) <= 1e-5
+    assert np.isfinite(metrics["loss"])
+
+
+def test_training_reduces_the_loss_and_logs_metrics(data, tmp_path):
+    trainer, metrics = train(data, tmp_path, "long", n_gpus=2, batch=4, steps=30, lr=5e-3)
+    events = tf.io.gfile.glob(str(tmp_path / "long" / "events.out.tfevents.*"))
+    assert events
+    tags, losses = set(), []
+    for path in events:
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                tags.add(value.tag)
+                if value.tag == "loss":
+                    losses.append(float(tf.make_ndarray(value.tensor)))
+    assert {"loss", "masked_lm_loss", "next_sentence_loss", "learning_rate",
+            "examples_per_sec"} <= tags
+    assert losses[-1] < losses[0] - 0.5
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_mixed_precision_close_to_fp32(data, tmp_path, one_device, precision):
+    trainer, metrics = train(data, tmp_path, precision, n_gpus=2, batch=4, precision=precision)
+    assert int(trainer.global_step.numpy()) == 4
+    ref = one_device[1]
+    assert abs(metrics["loss"] - ref["loss"]) < 0.05
+    # Master weights stay float32 and the checkpoint has Google's names (+ the loss scale).
+    tensors = trainer.checkpoint_tensors()
+    assert tensors["bert/embeddings/word_embeddings"].dtype == tf.float32
+    assert ("loss_scale" in tensors) == (precision == "fp16")
+
+
+def test_fp16_overflow_skips_the_step_and_halves_the_scale(data, tmp_path):
+    trainer, _ = train(data, tmp_path, "fp16", n_gpus=1, batch=8, steps=1, precision="fp16")
+    before = weights(trainer)
+    trainer.loss_scale.assign(3e38)  # the scaled loss overflows float16 and float32
+    batch = next(iter(input_pipeline.record_dataset(
+        data["files"], features.pretraining_shapes(SEQ, PREDS), 8, False)))
+    out = trainer.step(batch)
+    assert not bool(out["finite"])
+    assert int(trainer.global_step.numpy()) == 1
+    assert float(trainer.loss_scale.numpy()) == pytest.approx(1.5e38)
+    after = weights(trainer)
+    for name in before:
+        if name not in ("loss_scale", "loss_scale_good_steps"):
+            np.testing.assert_array_equal(before[name], after[name])
+
+
+def test_xla_towers_equal_one_device(data, tmp_path, one_device):
+    trainer, _ = train(data, tmp_path, "xla", n_gpus=2, batch=4, xla=True)
+    assert max_diff(weights(trainer), weights(one_device[0])) <= 1e-5
+
+
+def test_non_finite_loss_in_fp32_stops_naming_the_step(data, tmp_path):
+    with pytest.raises(training.NonFiniteLossError, match=r"at step \d+ .*no checkpoint was "
+                                                         r"written after step 0"):
+        train(data, tmp_path, "nan", n_gpus=1, batch=8, steps=50, lr=1e30,
+              config=dict(TINY_CONFIG, initializer_range=1e18))
+    assert checkpoint.latest_checkpoint(str(tmp_path / "nan")) is None
+
+
+def test_eval_results_have_googles_keys(data, tmp_path, one_device):
+    trainer = one_device[0]
+    dataset = input_pipeline.record_dataset(data["files"], features.pretraining_shapes(SEQ, PREDS),
+                                            7, False)
+    result = trainer.evaluate(dataset, max_steps=3)
+    assert sorted(result) == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
+                              "next_sentence_accuracy", "next_sentence_loss"]
+    assert result["global_step"] == 4 and 0 <= result["masked_lm_accuracy"] <= 1
+    path = tmp_path / "eval_results.txt"
+    training.write_eval_results(str(path), result)
+    lines = path.read_text().splitlines()
+    assert lines[0].startswith("global_step = 4") and lines == sorted(lines)

@@ -11,7 +11,8 @@ lower-cased, it times in one run:
     chunk memo starts empty (loading the vocabulary is not timed, for any of the three);
   * Google's `FullTokenizer.tokenize` over the texts (PyPI bert-tensorflow, oracle virtualenv);
   * Hugging Face `BertWordPieceTokenizer(vocab, lowercase=True).encode_batch` (Rust, all cores,
-    special tokens off), oracle virtualenv.
+    special tokens off), oracle virtualenv; its runs alternate with ours, and in each of its
+    processes a first, untimed run warms it up (thread pool start-up is not counted against it).
 Tokens/s divides each tokenizer's own token count by the median time of its runs (Google's code
 runs once: it takes seconds). Mismatches count texts whose tokens differ from Google's.
 The table is printed and written to the tokenizer section of docs/benchmarks.md.
@@ -82,18 +83,19 @@ def machine():
             f"Linux {platform.release()}, Python {platform.python_version()}")
 
 
-def time_ours(texts, vocab_file, repeats):
-    cold, warm = [], []
-    for _ in range(repeats):
-        tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
-        start = time.perf_counter()
-        outputs = tokenizer.tokenize_batch(texts)
-        cold.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        tokenizer.tokenize_batch(texts)
-        warm.append(time.perf_counter() - start)
-    ids = [tokenizer.convert_tokens_to_ids(t) for t in outputs]
-    return outputs, ids, cold, warm
+def time_ours(texts, vocab_file):
+    """One timed run from a fresh tokenizer (cold memo) and one more with it (warm memo)."""
+    tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+    start = time.perf_counter()
+    outputs = tokenizer.tokenize_batch(texts)
+    cold = time.perf_counter() - start
+    start = time.perf_counter()
+    again = tokenizer.tokenize_batch(texts)
+    warm = time.perf_counter() - start
+    # Results are freed outside the timed regions (freeing a million strings takes time).
+    assert again == outputs
+    del again
+    return tokenizer, outputs, cold, warm
 
 
 def run_oracle(script, jobs, workdir, python):
@@ -172,30 +174,40 @@ def main():
             google_jobs.append(dict(name=key, texts_file=texts_file, vocab_file=vocab_file,
                                     do_lower_case=True))
             hf_jobs.append(dict(name=key, texts_file=texts_file, vocab_file=vocab_file,
-                                lowercase=True, repeats=args.repeats))
-        # One tokenizer at a time, so they do not compete for the two cores.
-        ours = {key: time_ours(texts, vocab_file, args.repeats)
-                for _, key, texts, vocab_file in corpora}
+                                lowercase=True, repeats=2))
+        # One tokenizer at a time, so they do not compete for the two cores; ours and Hugging
+        # Face's runs alternate, so that other work on the machine slows both alike.
+        cold, warm, hf_seconds, ours, hf = {}, {}, {}, {}, {}
+        for run in range(args.repeats):
+            print(f"run {run + 1} of {args.repeats}: ours, Hugging Face", file=sys.stderr)
+            for _, key, texts, vocab_file in corpora:
+                ours[key] = None  # frees the previous run's output before timing again
+                tokenizer, outputs, cold_s, warm_s = time_ours(texts, vocab_file)
+                ours[key] = (outputs, [tokenizer.convert_tokens_to_ids(t) for t in outputs])
+                cold.setdefault(key, []).append(cold_s)
+                warm.setdefault(key, []).append(warm_s)
+            hf = run_oracle("hf_tokenize.py", hf_jobs, workdir, python)
+            for key, result in hf.items():
+                hf_seconds.setdefault(key, []).extend(result["seconds"][1:])  # [0]: warm-up
         print("timing Google's tokenizer ...", file=sys.stderr)
         google = run_oracle("google_tokenize.py", google_jobs, workdir, python)
-        print("timing Hugging Face tokenizers ...", file=sys.stderr)
-        hf = run_oracle("hf_tokenize.py", hf_jobs, workdir, python)
 
     hf_version = next(iter(hf.values()))["version"]
     for title, key, texts, _ in corpora:
-        outputs, ids, cold, warm = ours[key]
+        outputs, ids = ours[key]
         n_ours = sum(map(len, outputs))
         ours_mismatch = sum(line_digest(t, i) != g
                             for t, i, g in zip(outputs, ids, google[key]["lines"]))
         hf_mismatch = sum(line_digest(t) != h for t, h in zip(outputs, hf[key]["lines"]))
         g_rate = google[key]["num_tokens"] / google[key]["seconds"]
-        hf_rate = hf[key]["num_tokens"] / statistics.median(hf[key]["seconds"])
+        hf_rate = hf[key]["num_tokens"] / statistics.median(hf_seconds[key])
         entries = [
-            ("**ours** `tokenize_batch` (fresh tokenizer)", n_ours, statistics.median(cold),
+            ("**ours** `tokenize_batch` (fresh tokenizer)", n_ours, statistics.median(cold[key]),
              ours_mismatch),
-            ("ours, second pass (memo warm)", n_ours, statistics.median(warm), ours_mismatch),
+            ("ours, second pass (memo warm)", n_ours, statistics.median(warm[key]),
+             ours_mismatch),
             (f"Hugging Face `tokenizers` {hf_version}", hf[key]["num_tokens"],
-             statistics.median(hf[key]["seconds"]), hf_mismatch),
+             statistics.median(hf_seconds[key]), hf_mismatch),
             ("Google `tokenization.py`", google[key]["num_tokens"], google[key]["seconds"], 0),
         ]
         for name, n, seconds, mismatches in entries:
@@ -204,19 +216,21 @@ def main():
                              seconds=seconds, rate=rate, vs_hf=rate / hf_rate,
                              vs_google=rate / g_rate, mismatches=mismatches))
 
+    load_end = os.getloadavg()
     table = build_table(rows)
     today = datetime.date.today().isoformat()
     text = "\n".join([
         "## Tokenizer",
         "",
         f"Measured {today} with `make bench` (`bench/tokenization.py --repeats {args.repeats}`).",
-        f"Machine: {machine()}; load average at start {load[0]:.2f}.",
+        f"Machine: {machine()}; 1-minute load average {load[0]:.2f} at start, "
+        f"{load_end[0]:.2f} at end (other work on the machine slows every row).",
         "",
         "All three tokenize the same texts, lower-cased, vocabulary loading not timed. Ours and "
         "Google's run on one core (Python); Hugging Face's Rust `encode_batch` uses every core. "
-        "Ours and Hugging Face: median of the runs; each of our runs starts from a fresh "
-        "tokenizer (empty chunk memo), the warm row re-tokenizes with the memo filled. Google's "
-        "code: one run. Ratios are of tokens/s. The last column counts texts whose tokens differ "
+        "Ours and Hugging Face: median of the runs, which alternate between the two; each of our "
+        "runs starts from a fresh tokenizer (empty chunk memo), the warm row re-tokenizes with "
+        "the memo filled. Google's code: one run. Ratios are of tokens/s. The last column counts texts whose tokens differ "
         "from Google's (for ours: tokens and ids).",
         "",
         table,

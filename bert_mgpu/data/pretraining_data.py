@@ -491,9 +491,8 @@ class InstanceMaker:
     def _emit(self, tokens: list, len_a: int, len_b: int, label: int, emit) -> None:
         """Masks `tokens` ([CLS] A [SEP] (B [SEP])) and emits the serialized record."""
         o = self.o
-        n = len(tokens)
         num_to_predict = min(o.max_predictions_per_seq,
-                             max(1, int(round(n * o.masked_lm_prob))))
+                             max(1, int(round(len(tokens) * o.masked_lm_prob))))
         if o.span_masking:
             positions = self._span_positions(tokens, len_a, num_to_predict)
         elif o.word_segmented_input or o.do_whole_word_mask:
@@ -502,13 +501,14 @@ class InstanceMaker:
             positions = self._token_positions(tokens, len_a, num_to_predict)
         if o.word_segmented_input:
             tokens = [t & _ID_MASK for t in tokens]
-        labels = [tokens[p] for p in sorted(positions)]
+        sorted_positions = sorted(positions)
+        labels = [tokens[p] for p in sorted_positions]
+        # The draws go in the order the positions were picked, as Google's.
         if o.span_masking:
             self._replace_span(tokens, positions)
         else:
             self._replace(tokens, positions)
-        positions.sort()
-        emit(self.encoder.encode(tokens, len_a, len_b, positions, labels, label))
+        emit(self.encoder.encode(tokens, len_a, len_b, sorted_positions, labels, label))
 
     def _candidates(self, tokens: list, len_a: int) -> List[int]:
         """Positions that are not [CLS]/[SEP], in order."""
@@ -629,7 +629,7 @@ class InstanceMaker:
 
 def _special_tokens_in_text(documents, vocab: VocabInfo) -> bool:
     special = {vocab.cls_id, vocab.sep_id}
-    return any(t in special for d in documents for s in d for t in s)
+    return any(not special.isdisjoint(s) for d in documents for s in d)
 
 
 class _DocumentProgress(Progress):

@@ -229,9 +229,10 @@ def decode_example(serialized: bytes) -> Dict[str, List]:
 class PretrainingRecordEncoder:
     """Serializes pretraining instances (Google's 7 features) fast, from precomputed pieces.
 
-    Ids are looked up in a table of their varint bytes; 0/1 features (input_mask, segment_ids)
-    are runs of single bytes; masked_lm_weights are runs of float32 1.0 / 0.0. Feature order is
-    Google's (`features.PRETRAINING_FEATURES`); parsers do not depend on it.
+    Ids and lengths are looked up in a table of their varint bytes; the entries that depend only
+    on lengths (input_mask, segment_ids, masked_lm_weights, next_sentence_labels) are built once
+    per distinct value and cached. Feature order is Google's (`features.PRETRAINING_FEATURES`);
+    parsers do not depend on it.
     """
 
     _ONE_F32 = _F32.pack(1.0)
@@ -244,15 +245,49 @@ class PretrainingRecordEncoder:
             _length_delimited(0x0A, name.encode("utf-8")) for name in feature_names)
         self.max_seq_length = max_seq_length
         self.max_predictions_per_seq = max_predictions_per_seq
-        self._varints = [varint(i) for i in range(max(vocab_size, max_seq_length) + 1)]
+        # Every id, position and length of a record: a varint is at most 10 bytes per value.
+        longest_record = 10 * (3 * max_seq_length + 3 * max_predictions_per_seq + 1) + 512
+        self._varints = [varint(i) for i in range(max(vocab_size, longest_record) + 1)]
+        self._mask_entries: Dict[int, bytes] = {}
+        self._segment_entries: Dict[Tuple[int, int], bytes] = {}
+        self._weight_entries: Dict[int, bytes] = {}
+        self._label_entries = [self._int_entry(self._k_labels, self._varints[label])
+                               for label in (0, 1)]
 
-    @staticmethod
-    def _int_entry(key: bytes, packed: bytes) -> bytes:
+    def _int_entry(self, key: bytes, packed: bytes) -> bytes:
         # entry{key, value=Feature{int64_list=Int64List{value: packed}}}
-        int64_list = b"\x0a" + varint(len(packed)) + packed
-        feature = b"\x1a" + varint(len(int64_list)) + int64_list
-        entry = key + b"\x12" + varint(len(feature)) + feature
-        return b"\x0a" + varint(len(entry)) + entry
+        varints = self._varints
+        int64_list = b"\x0a" + varints[len(packed)] + packed
+        feature = b"\x1a" + varints[len(int64_list)] + int64_list
+        entry = key + b"\x12" + varints[len(feature)] + feature
+        return b"\x0a" + varints[len(entry)] + entry
+
+    def _mask_entry(self, n: int) -> bytes:
+        entry = self._mask_entries.get(n)
+        if entry is None:
+            entry = self._int_entry(self._k_input_mask,
+                                    b"\x01" * n + b"\x00" * (self.max_seq_length - n))
+            self._mask_entries[n] = entry
+        return entry
+
+    def _segment_entry(self, len_a: int, len_b: int) -> bytes:
+        entry = self._segment_entries.get((len_a, len_b))
+        if entry is None:
+            entry = self._int_entry(self._k_segment_ids, b"\x00" * len_a + b"\x01" * len_b +
+                                    b"\x00" * (self.max_seq_length - len_a - len_b))
+            self._segment_entries[(len_a, len_b)] = entry
+        return entry
+
+    def _weight_entry(self, k: int) -> bytes:
+        entry = self._weight_entries.get(k)
+        if entry is None:
+            weights = self._ONE_F32 * k + self._ZERO_F32 * (self.max_predictions_per_seq - k)
+            float_list = b"\x0a" + varint(len(weights)) + weights
+            feature = b"\x12" + varint(len(float_list)) + float_list
+            entry = self._k_lm_weights + b"\x12" + varint(len(feature)) + feature
+            entry = b"\x0a" + varint(len(entry)) + entry
+            self._weight_entries[k] = entry
+        return entry
 
     def encode(self, input_ids: Sequence[int], len_a: int, len_b: int,
                masked_lm_positions: Sequence[int], masked_lm_ids: Sequence[int],
@@ -269,24 +304,18 @@ class PretrainingRecordEncoder:
         """
         varints = self._varints
         n = len(input_ids)
-        pad = self.max_seq_length - n
         k = len(masked_lm_positions)
-        pad_k = self.max_predictions_per_seq - k
+        pad_k = b"\x00" * (self.max_predictions_per_seq - k)
         int_entry = self._int_entry
-        weights = self._ONE_F32 * k + self._ZERO_F32 * pad_k
-        float_list = b"\x0a" + varint(len(weights)) + weights
-        feature = b"\x12" + varint(len(float_list)) + float_list
-        entry = self._k_lm_weights + b"\x12" + varint(len(feature)) + feature
         features = b"".join((
-            int_entry(self._k_input_ids,
-                      b"".join([varints[t] for t in input_ids]) + b"\x00" * pad),
-            int_entry(self._k_input_mask, b"\x01" * n + b"\x00" * pad),
-            int_entry(self._k_segment_ids, b"\x00" * len_a + b"\x01" * len_b + b"\x00" * pad),
+            int_entry(self._k_input_ids, b"".join([varints[t] for t in input_ids]) +
+                      b"\x00" * (self.max_seq_length - n)),
+            self._mask_entry(n),
+            self._segment_entry(len_a, len_b),
             int_entry(self._k_positions,
-                      b"".join([varints[p] for p in masked_lm_positions]) + b"\x00" * pad_k),
-            int_entry(self._k_lm_ids,
-                      b"".join([varints[t] for t in masked_lm_ids]) + b"\x00" * pad_k),
-            b"\x0a" + varint(len(entry)) + entry,
-            int_entry(self._k_labels, varints[next_sentence_label]),
+                      b"".join([varints[p] for p in masked_lm_positions]) + pad_k),
+            int_entry(self._k_lm_ids, b"".join([varints[t] for t in masked_lm_ids]) + pad_k),
+            self._weight_entry(k),
+            self._label_entries[next_sentence_label],
         ))
-        return b"\x0a" + varint(len(features)) + features
+        return b"\x0a" + varints[len(features)] + features

@@ -59,7 +59,6 @@ import dataclasses
 import glob
 import gzip
 import hashlib
-import io
 import multiprocessing
 import os
 import random
@@ -826,6 +825,28 @@ def _process_shard(task) -> Tuple[int, Stats]:
     return shard_index, stats
 
 
+def _framed_batches(path: str, batch_bytes: int = 1 << 20):
+    """Yields lists of whole framed records (header, data, CRC) of a TFRecord file we wrote."""
+    with open(path, "rb") as f:
+        carry = b""
+        while True:
+            data = f.read(batch_bytes)
+            if not data:
+                return
+            data = carry + data
+            frames = []
+            pos = 0
+            while pos + 12 <= len(data):
+                end = pos + 16 + int.from_bytes(data[pos:pos + 8], "little")
+                if end > len(data):
+                    break
+                frames.append(data[pos:end])
+                pos = end
+            carry = data[pos:]
+            if frames:
+                yield frames
+
+
 def _interleave(shard_paths: Sequence[str], files: Sequence, group: int = 128) -> List[bytes]:
     """Writes the shards' records round-robin by shard (one record of each in turn), to `files`
     round-robin by record; at most `group` shard files are open at once. Returns the first 20
@@ -833,25 +854,35 @@ def _interleave(shard_paths: Sequence[str], files: Sequence, group: int = 128) -
     first: List[bytes] = []
     n_files = len(files)
     k = 0
+    pending: List[List[bytes]] = [[] for _ in files]
     for g in range(0, len(shard_paths), group):
-        readers = [io.BufferedReader(open(p, "rb"), 1 << 20) for p in shard_paths[g:g + group]]
-        try:
-            while readers:
-                still = []
-                for reader in readers:
-                    framed, got = tfrecord.read_framed(reader, 1)
-                    if not got:
-                        reader.close()
+        streams = [_framed_batches(p) for p in shard_paths[g:g + group]]
+        buffers = [[] for _ in streams]
+        positions = [0] * len(streams)
+        while streams:
+            alive = []
+            for i, stream in enumerate(streams):
+                if positions[i] == len(buffers[i]):
+                    buffers[i] = next(stream, None)
+                    positions[i] = 0
+                    if buffers[i] is None:
                         continue
-                    still.append(reader)
-                    files[k % n_files].write(framed)
-                    if len(first) < 20:
-                        first.append(framed[12:-4])
-                    k += 1
-                readers = still
-        finally:
-            for reader in readers:
-                reader.close()
+                alive.append(i)
+                frame = buffers[i][positions[i]]
+                positions[i] += 1
+                j = k % n_files
+                pending[j].append(frame)
+                if len(pending[j]) >= 4096:
+                    files[j].write(b"".join(pending[j]))
+                    pending[j] = []
+                if len(first) < 20:
+                    first.append(frame[12:-4])
+                k += 1
+            streams = [streams[i] for i in alive]
+            buffers = [buffers[i] for i in alive]
+            positions = [positions[i] for i in alive]
+    for f, frames in zip(files, pending):
+        f.write(b"".join(frames))
     return first
 
 

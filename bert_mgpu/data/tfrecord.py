@@ -99,25 +99,6 @@ def read_records(path: str, verify: bool = True) -> Iterator[bytes]:
             yield data
 
 
-def read_framed(f, count: int) -> Tuple[bytes, int]:
-    """Reads up to `count` whole framed records from an open binary file, without checking them.
-
-    Returns:
-      (the bytes of the records, frame and CRCs included; the number of records read).
-    """
-    chunks = []
-    n = 0
-    while n < count:
-        header = f.read(12)
-        if len(header) < 12:
-            break
-        (length,) = _U64.unpack_from(header)
-        chunks.append(header)
-        chunks.append(f.read(length + 4))
-        n += 1
-    return b"".join(chunks), n
-
-
 def _feature_entry(name: str, feature: bytes) -> bytes:
     """One `Features.feature` map entry (key = 1, value = 2) as field 1 of Features."""
     key = name.encode("utf-8")

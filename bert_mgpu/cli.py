@@ -360,15 +360,7 @@ def create_pretraining_data_config() -> CreatePretrainingDataConfig:
         raise FlagError(f"--span_length must be >= 0, got {FLAGS.span_length}")
     if FLAGS.sentence_order_prediction and FLAGS.no_next_sentence:
         raise FlagError("--sentence_order_prediction and --no_next_sentence exclude each other")
-    return CreatePretrainingDataConfig(
-        input_file=FLAGS.input_file, output_file=FLAGS.output_file,
-        vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
-        do_whole_word_mask=FLAGS.do_whole_word_mask, max_seq_length=FLAGS.max_seq_length,
-        max_predictions_per_seq=FLAGS.max_predictions_per_seq, random_seed=FLAGS.random_seed,
-        dupe_factor=FLAGS.dupe_factor, masked_lm_prob=FLAGS.masked_lm_prob,
-        short_seq_prob=FLAGS.short_seq_prob, num_workers=FLAGS.num_workers,
-        shard_size_mb=FLAGS.shard_size_mb,
-        sentence_order_prediction=FLAGS.sentence_order_prediction,
-        no_next_sentence=FLAGS.no_next_sentence, span_masking=FLAGS.span_masking,
-        span_length=FLAGS.span_length, word_segmented_input=FLAGS.word_segmented_input,
-        progress_interval=FLAGS.progress_interval)
+    # Every field of the config is the flag of the same name.
+    return CreatePretrainingDataConfig(**{
+        field.name: getattr(FLAGS, field.name)
+        for field in dataclasses.fields(CreatePretrainingDataConfig)})

@@ -521,6 +521,7 @@ def test_sharded_mode_is_deterministic_and_independent_of_workers(tmp_path):
 @pytest.mark.parametrize("flags, message", [
     (["--input_file={tmp}/missing-*.txt"], "--input_file: no file matches"),
     (["--vocab_file={tmp}/vocab.txt"], "has no [MASK] token"),
+    (["--vocab_file={tmp}/no-vocab.txt"], "vocab file not found"),
     (["--max_seq_length=4"], "--max_seq_length must be >= 5"),
     (["--max_predictions_per_seq=126"], "--max_predictions_per_seq must be in [1, 125]"),
     (["--sentence_order_prediction", "--no_next_sentence"], "exclude each other"),

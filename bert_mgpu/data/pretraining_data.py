@@ -422,62 +422,59 @@ class InstanceMaker:
                     front_b += 1
         return (tokens_a[front_a:front_a + len_a], tokens_b[front_b:front_b + len_b])
 
-    def _sop_document(self, document: list, emit) -> int:
-        randbelow = self._randbelow
-        max_num_tokens = self.o.max_seq_length - 3
-        target_seq_length = self._target_length(max_num_tokens)
-        count = 0
+    @staticmethod
+    def _chunks(document: list, target_seq_length: int):
+        """Runs of consecutive sentences of at least `target_seq_length` tokens (the last run of
+        a document may be shorter): Google's chunking, without its random-next put-back."""
         chunk: List[List[int]] = []
         current_length = 0
+        last = len(document) - 1
         for i, segment in enumerate(document):
             chunk.append(segment)
             current_length += len(segment)
-            if i == len(document) - 1 or current_length >= target_seq_length:
-                if len(chunk) >= 2:
-                    a_end = 1 + randbelow(len(chunk) - 1)
-                    tokens_a = [t for s in chunk[:a_end] for t in s]
-                    tokens_b = [t for s in chunk[a_end:] for t in s]
-                elif len(chunk[0]) >= 2:
-                    cut = 1 + randbelow(len(chunk[0]) - 1)
-                    tokens_a, tokens_b = chunk[0][:cut], chunk[0][cut:]
-                else:
-                    tokens_a = None
-                if tokens_a is not None:
-                    tokens_a, tokens_b = self._truncate_pair(tokens_a, tokens_b, max_num_tokens)
-                    swapped = 1 if self._random() < 0.5 else 0
-                    if swapped:
-                        tokens_a, tokens_b = tokens_b, tokens_a
-                    self._emit_pair(tokens_a, tokens_b, swapped, emit)
-                    count += 1
+            if i == last or current_length >= target_seq_length:
+                yield chunk
                 chunk = []
                 current_length = 0
+
+    def _sop_document(self, document: list, emit) -> int:
+        randbelow = self._randbelow
+        max_num_tokens = self.o.max_seq_length - 3
+        count = 0
+        for chunk in self._chunks(document, self._target_length(max_num_tokens)):
+            if len(chunk) >= 2:
+                a_end = 1 + randbelow(len(chunk) - 1)
+                tokens_a = [t for s in chunk[:a_end] for t in s]
+                tokens_b = [t for s in chunk[a_end:] for t in s]
+            elif len(chunk[0]) >= 2:
+                cut = 1 + randbelow(len(chunk[0]) - 1)
+                tokens_a, tokens_b = chunk[0][:cut], chunk[0][cut:]
+            else:
+                continue  # one token: no pair
+            tokens_a, tokens_b = self._truncate_pair(tokens_a, tokens_b, max_num_tokens)
+            swapped = 1 if self._random() < 0.5 else 0
+            if swapped:
+                tokens_a, tokens_b = tokens_b, tokens_a
+            self._emit_pair(tokens_a, tokens_b, swapped, emit)
+            count += 1
         return count
 
     def _single_segment_document(self, document: list, emit) -> int:
         random_ = self._random
         max_num_tokens = self.o.max_seq_length - 2
-        target_seq_length = self._target_length(max_num_tokens)
+        vocab = self.vocab
         count = 0
-        chunk: List[List[int]] = []
-        current_length = 0
-        for i, segment in enumerate(document):
-            chunk.append(segment)
-            current_length += len(segment)
-            if i == len(document) - 1 or current_length >= target_seq_length:
-                tokens = [t for s in chunk for t in s]
-                front = 0
-                length = len(tokens)
-                while length > max_num_tokens:
-                    length -= 1
-                    if random_() < 0.5:
-                        front += 1
-                tokens = tokens[front:front + length]
-                vocab = self.vocab
-                self._emit(
-                    [vocab.cls_id] + tokens + [vocab.sep_id], len(tokens) + 2, 0, 0, emit)
-                count += 1
-                chunk = []
-                current_length = 0
+        for chunk in self._chunks(document, self._target_length(max_num_tokens)):
+            tokens = [t for s in chunk for t in s]
+            front = 0
+            length = len(tokens)
+            while length > max_num_tokens:  # one draw per token: front or back
+                length -= 1
+                if random_() < 0.5:
+                    front += 1
+            self._emit([vocab.cls_id, *tokens[front:front + length], vocab.sep_id],
+                       length + 2, 0, 0, emit)
+            count += 1
         return count
 
     def _emit_pair(self, tokens_a: list, tokens_b: list, label: int, emit) -> None:

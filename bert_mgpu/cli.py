@@ -210,32 +210,44 @@ class PretrainingConfig:
     flags: dict
 
 
-def define_pretraining_flags():
+def _define_google_training_flags():
+    """Flags that Google's run_pretraining.py and run_classifier.py both define, same meaning."""
     flags.DEFINE_string("bert_config_file", None, "The config json file corresponding to the "
                         "pre-trained BERT model. This specifies the model architecture.")
-    flags.DEFINE_string("input_file", None, "Input TF example files (can be a glob or comma "
-                        "separated).")
     flags.DEFINE_string("output_dir", None, "The output directory where the model checkpoints "
                         "will be written.")
     flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually from a "
                         "pre-trained BERT model).")
     flags.DEFINE_integer("max_seq_length", 128, "The maximum total input sequence length after "
-                         "WordPiece tokenization. Must match the data generation.")
-    flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM "
-                         "predictions per sequence. Must match data generation.")
+                         "WordPiece tokenization. Longer sequences are truncated, shorter padded.")
     flags.DEFINE_bool("do_train", False, "Whether to run training.")
     flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
-    flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training, per tower.")
+    flags.DEFINE_integer("train_batch_size", 32, "Batch size for training, per tower "
+                         "(--n_gpus).")
     flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
     flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
-    flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps (updates).")
-    flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.")
     flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model "
                          "checkpoint.")
     flags.DEFINE_integer("iterations_per_loop", 1000, "Accepted for compatibility; ignored.")
-    flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
     _define_tpu_flags()
     define_trainer_flags()
+
+
+def _check_google_training_flags():
+    if FLAGS["iterations_per_loop"].present:
+        logging.warning("--iterations_per_loop is a TPU flag: accepted and ignored.")
+    warn_ignored_tpu_flags()
+
+
+def define_pretraining_flags():
+    _define_google_training_flags()
+    flags.DEFINE_string("input_file", None, "Input TF example files (can be a glob or comma "
+                        "separated).")
+    flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM "
+                         "predictions per sequence. Must match data generation.")
+    flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps (updates).")
+    flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.")
+    flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
 
 
 def pretraining_config() -> PretrainingConfig:
@@ -246,9 +258,7 @@ def pretraining_config() -> PretrainingConfig:
                  "max_eval_steps"):
         if getattr(FLAGS, name) < 1:
             raise FlagError(f"--{name} must be >= 1, got {getattr(FLAGS, name)}")
-    if FLAGS["iterations_per_loop"].present:
-        logging.warning("--iterations_per_loop is a TPU flag: accepted and ignored.")
-    warn_ignored_tpu_flags()
+    _check_google_training_flags()
     return PretrainingConfig(
         bert_config_file=FLAGS.bert_config_file, input_file=FLAGS.input_file,
         output_dir=FLAGS.output_dir, max_seq_length=FLAGS.max_seq_length,
@@ -364,3 +374,102 @@ def create_pretraining_data_config() -> CreatePretrainingDataConfig:
     return CreatePretrainingDataConfig(**{
         field.name: getattr(FLAGS, field.name)
         for field in dataclasses.fields(CreatePretrainingDataConfig)})
+
+
+# ---------------------------------------------------------------------------------------------
+# run_classifier_mgpu.py
+
+@dataclasses.dataclass(frozen=True)
+class ClassifierConfig:
+    """What run_classifier_mgpu.py needs (Google's flags, the fork's, and the trainer's)."""
+    data_dir: str
+    task_name: str
+    bert_config_file: str
+    vocab_file: Optional[str]
+    spm_model_file: Optional[str]
+    output_dir: str
+    init_checkpoint: Optional[str]
+    do_lower_case: bool
+    max_seq_length: int
+    do_train: bool
+    do_eval: bool
+    do_predict: bool
+    eval_batch_size: int
+    predict_batch_size: int
+    num_train_epochs: float
+    warmup_proportion: float
+    label_list: Optional[tuple]
+    truncation: str
+    head_tokens: int
+    layerwise_lr_decay: float
+    # num_train_steps / num_warmup_steps are set from the training set size at run time.
+    train: "object"
+    flags: dict
+
+
+def define_classifier_flags():
+    _define_google_training_flags()
+    flags.DEFINE_string("data_dir", None, "The input data dir. Should contain the .tsv files "
+                        "(or other data files) for the task.")
+    flags.DEFINE_string("task_name", None, "The name of the task to train: cola, mnli, mrpc, "
+                        "xnli, or tsv (your own train/dev/test.tsv with a header row).")
+    flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was "
+                        "trained on.")
+    flags.DEFINE_string("spm_model_file", None, "A SentencePiece model to use instead of "
+                        "--vocab_file.")
+    flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text. Should be "
+                      "True for uncased models and False for cased models.")
+    flags.DEFINE_bool("do_predict", False, "Whether to run the model in inference mode on the "
+                      "test set (writes test_results.tsv and predict.txt).")
+    flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
+    flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
+    flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training to perform linear "
+                       "learning rate warmup for. E.g., 0.1 = 10% of training.")
+    flags.DEFINE_list("label_list", None, "tsv task: the labels in id order (default: the "
+                      "sorted set of labels in train.tsv).")
+    flags.DEFINE_enum("truncation", "head", ["head", "head_tail"], "How to shorten a long "
+                      "single text: 'head' keeps the beginning (Google); 'head_tail' keeps "
+                      "--head_tokens from the start and the rest from the end (Sun et al. 2019).")
+    flags.DEFINE_integer("head_tokens", 128, "With --truncation=head_tail: tokens kept from the "
+                         "start of the text.")
+    flags.DEFINE_float("layerwise_lr_decay", 1.0, "Layer-wise LR decay: encoder layer l of L "
+                       "gets learning_rate * RATE^(L - l), the embeddings RATE^L, the classifier "
+                       "the full rate. 1.0 = off.")
+
+
+def classifier_config() -> ClassifierConfig:
+    require("data_dir", "task_name", "bert_config_file", "output_dir")
+    if not FLAGS.vocab_file and not FLAGS.spm_model_file:
+        raise FlagError("--vocab_file (or --spm_model_file) is required")
+    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
+        raise FlagError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
+    for name in ("max_seq_length", "eval_batch_size", "predict_batch_size"):
+        if getattr(FLAGS, name) < 1:
+            raise FlagError(f"--{name} must be >= 1, got {getattr(FLAGS, name)}")
+    if FLAGS.max_seq_length < 3:
+        raise FlagError(f"--max_seq_length must be >= 3, got {FLAGS.max_seq_length}")
+    if not FLAGS.num_train_epochs > 0:
+        raise FlagError(f"--num_train_epochs must be > 0, got {FLAGS.num_train_epochs}")
+    if not 0 <= FLAGS.warmup_proportion < 1:
+        raise FlagError(f"--warmup_proportion must be in [0, 1), got {FLAGS.warmup_proportion}")
+    if not 0 < FLAGS.layerwise_lr_decay <= 1:
+        raise FlagError(f"--layerwise_lr_decay must be in (0, 1], got "
+                        f"{FLAGS.layerwise_lr_decay}")
+    if FLAGS.head_tokens < 0:
+        raise FlagError(f"--head_tokens must be >= 0, got {FLAGS.head_tokens}")
+    _check_google_training_flags()
+    return ClassifierConfig(
+        data_dir=FLAGS.data_dir, task_name=FLAGS.task_name.lower(),
+        bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
+        spm_model_file=FLAGS.spm_model_file, output_dir=FLAGS.output_dir,
+        init_checkpoint=FLAGS.init_checkpoint, do_lower_case=FLAGS.do_lower_case,
+        max_seq_length=FLAGS.max_seq_length, do_train=FLAGS.do_train, do_eval=FLAGS.do_eval,
+        do_predict=FLAGS.do_predict, eval_batch_size=FLAGS.eval_batch_size,
+        predict_batch_size=FLAGS.predict_batch_size, num_train_epochs=FLAGS.num_train_epochs,
+        warmup_proportion=FLAGS.warmup_proportion,
+        label_list=tuple(FLAGS.label_list) if FLAGS.label_list else None,
+        truncation=FLAGS.truncation, head_tokens=FLAGS.head_tokens,
+        layerwise_lr_decay=FLAGS.layerwise_lr_decay,
+        # Placeholder steps: replaced once the training set size is known.
+        train=train_config(FLAGS.output_dir, 1, 0, FLAGS.init_checkpoint),
+        flags=flag_values_dict())

@@ -264,3 +264,89 @@ class BertPretrainer(tf.Module):
             # The Estimator's `loss`: the mean over eval batches of each batch's total loss.
             "loss": div(sums["batch_loss_sum"], sums["num_batches"]),
         }
+
+
+class BertClassifier(tf.Module):
+    """Google's `run_classifier` model as a trainer task: `BertModel` + `ClassifierHead`.
+
+    The loss of a global batch is the mean cross-entropy over its examples; towers divide their
+    summed loss by the global example count (`context`), so N towers equal one device.
+    """
+
+    def __init__(self, config, num_labels, compute_dtype=tf.float32):
+        super().__init__(name=None)
+        self.config = config
+        self.num_labels = num_labels
+        self.bert = modeling.BertModel(config, compute_dtype=compute_dtype)
+        self.classifier = ClassifierHead(config, num_labels)
+
+    def named_variables(self):
+        return modeling.merge_named_variables(self.bert, self.classifier)
+
+    def _forward(self, features, training):
+        out = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
+                        training=training)
+        return self.classifier(out.pooled_output, features["label_ids"], training=training)
+
+    @staticmethod
+    def context(features) -> Dict[str, tf.Tensor]:
+        return {"num_examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)}
+
+    def tower_loss(self, features, context, scale, training=True) -> Dict:
+        out = self._forward(features, training)
+        loss_sum = tf.reduce_sum(out["per_example_loss"])
+        return {"loss": scale * loss_sum / context["num_examples"],
+                "sums": {"loss_sum": loss_sum}}
+
+    @staticmethod
+    def metrics(sums, context) -> Dict[str, tf.Tensor]:
+        return {"loss": sums["loss_sum"] / context["num_examples"]}
+
+    def eval_sums(self, features) -> Dict[str, tf.Tensor]:
+        """Additive statistics of one eval batch: losses, and the confusion matrix
+        [num_labels (true), num_labels (predicted)]."""
+        out = self._forward(features, training=False)
+        labels = tf.reshape(features["label_ids"], [-1])
+        predictions = tf.argmax(out["logits"], axis=-1, output_type=tf.int32)
+        return {
+            "loss_sum": tf.reduce_sum(out["per_example_loss"]),
+            "num_examples": tf.cast(tf.shape(labels)[0], tf.float32),
+            "batch_loss_sum": out["loss"],
+            "num_batches": tf.constant(1.0),
+            "confusion": tf.math.confusion_matrix(labels, predictions, self.num_labels,
+                                                  dtype=tf.float32),
+        }
+
+    def eval_metrics(self, sums, label_names=None) -> Dict[str, float]:
+        """Google's keys (`eval_accuracy`, `eval_loss`, `loss`) plus macro-F1 and per-class
+        precision/recall/F1 (`<metric>_<label>`) from summed `eval_sums`."""
+        import numpy as np
+
+        confusion = np.asarray(sums["confusion"], np.float64)
+        n = float(sums["num_examples"])
+        names = list(label_names) if label_names is not None else \
+            [str(i) for i in range(self.num_labels)]
+        result = {
+            "eval_accuracy": float(np.trace(confusion) / n) if n else 0.0,
+            "eval_loss": float(sums["loss_sum"]) / n if n else 0.0,
+            # The Estimator's `loss`: the mean over eval batches of each batch's mean loss.
+            "loss": float(sums["batch_loss_sum"]) / float(sums["num_batches"]),
+        }
+        f1s = []
+        for i, name in enumerate(names):
+            tp = confusion[i, i]
+            predicted, actual = confusion[:, i].sum(), confusion[i, :].sum()
+            precision = tp / predicted if predicted else 0.0
+            recall = tp / actual if actual else 0.0
+            f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+            result.update({f"eval_precision_{name}": float(precision),
+                           f"eval_recall_{name}": float(recall), f"eval_f1_{name}": float(f1)})
+            f1s.append(f1)
+        result["eval_f1_macro"] = float(np.mean(f1s)) if f1s else 0.0
+        return result
+
+    def predict(self, features) -> tf.Tensor:
+        """float32 [batch, num_labels] class probabilities (no dropout)."""
+        out = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
+                        training=False)
+        return self.classifier(out.pooled_output, training=False)["probabilities"]

@@ -529,6 +529,22 @@ def gather_indexes(sequence_tensor, positions):
     return tf.gather(flat_sequence_tensor, flat_positions)
 
 
+def layer_depth(name: str, num_layers: int) -> int:
+    """Depth of a variable for layer-wise learning rates: embeddings 0, encoder layer_i i + 1,
+    everything above the encoder (pooler, heads) num_layers + 1."""
+    if name.startswith("bert/embeddings/"):
+        return 0
+    if name.startswith("bert/encoder/layer_"):
+        return int(name[len("bert/encoder/layer_"):].split("/", 1)[0]) + 1
+    return num_layers + 1
+
+
+def layerwise_lr_multipliers(names, num_layers: int, rate: float) -> Dict[str, float]:
+    """Layer-wise LR decay (Sun et al. 2019): encoder layer l (1 = lowest, L = top) gets
+    rate^(L - l), the embeddings rate^L, the pooler and heads 1.0 (full LR)."""
+    return {name: rate ** max(0, num_layers - layer_depth(name, num_layers)) for name in names}
+
+
 def merge_named_variables(*modules) -> Dict[str, tf.Variable]:
     """Merges `named_variables()` of several modules; a name used twice is an error."""
     merged: Dict[str, tf.Variable] = collections.OrderedDict()

@@ -134,6 +134,7 @@ class _AdamBase(tf.Module):
         self._m: Dict[str, tf.Variable] = {}
         self._v: Dict[str, tf.Variable] = {}
         self._built = False
+        self.lr_multipliers: Dict[str, float] = {}
 
     # -- construction ----------------------------------------------------------------------
 
@@ -164,6 +165,17 @@ class _AdamBase(tf.Module):
                                             name=f"{name}/adam_v")
         self._params = dict(named_variables)
         self._built = True
+
+    def set_lr_multipliers(self, multipliers: Mapping[str, float]) -> None:
+        """Per-variable factors on the learning rate (e.g. layer-wise LR decay); 1.0 if absent.
+
+        Call after `build` and before the train step is traced.
+        """
+        unknown = sorted(set(multipliers) - set(self._params))
+        if unknown:
+            raise ValueError(f"{self.name}: LR multipliers for unknown variables: "
+                             f"{', '.join(unknown)}")
+        self.lr_multipliers = {n: float(m) for n, m in multipliers.items() if float(m) != 1.0}
 
     def slot_variables(self) -> Dict[str, tf.Variable]:
         """Checkpoint name -> slot variable: `<name>/adam_m`, `<name>/adam_v` for every variable."""
@@ -231,7 +243,9 @@ class _AdamBase(tf.Module):
             param = tf.cast(var, tf.float32)
             next_m, next_v = self._next_moments(name, grad)
             update = self._update_direction(name, param, next_m, next_v, step)
-            var.assign(tf.cast(param - learning_rate * update, var.dtype))
+            lr = learning_rate * self.lr_multipliers[name] if name in self.lr_multipliers \
+                else learning_rate
+            var.assign(tf.cast(param - lr * update, var.dtype))
             self._m[name].assign(next_m)
             self._v[name].assign(next_v)
         return learning_rate

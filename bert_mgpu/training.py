@@ -149,6 +149,7 @@ class Trainer:
         self._apply_accumulated = tf.function(self._apply_accumulated_impl)
         self._eval_step = tf.function(self.task.eval_sums) if hasattr(task, "eval_sums") \
             else None
+        self._predict_step = None
 
     # -- the traced step --------------------------------------------------------------------
 
@@ -399,19 +400,31 @@ class Trainer:
 
     # -- evaluation -------------------------------------------------------------------------
 
-    def evaluate(self, dataset: tf.data.Dataset, max_steps: Optional[int] = None) -> Dict:
-        """Runs the task's eval over `dataset` (at most `max_steps` batches) on the first tower's
-        device; returns the task's eval metrics plus `global_step`."""
-        totals: Dict[str, float] = {}
+    def evaluate(self, dataset: tf.data.Dataset, max_steps: Optional[int] = None,
+                 **metric_kwargs) -> Dict:
+        """Runs the task's eval over `dataset` (at most `max_steps` batches, all by default) on
+        the first tower's device; returns the task's eval metrics plus `global_step`."""
+        totals: Dict[str, np.ndarray] = {}
         with tf.device(self.devices[0]):
             for i, features in enumerate(dataset):
                 if max_steps is not None and i >= max_steps:
                     break
                 for k, v in self._eval_step(features).items():
-                    totals[k] = totals.get(k, 0.0) + float(v)
-        result = self.task.eval_metrics(totals) if totals else {}
+                    totals[k] = totals[k] + v.numpy() if k in totals else v.numpy()
+        result = self.task.eval_metrics(totals, **metric_kwargs) if totals else {}
         result["global_step"] = int(self.global_step.numpy())
         return result
+
+    def predict(self, dataset: tf.data.Dataset) -> np.ndarray:
+        """The task's `predict` over every batch of `dataset`, on the first tower's device,
+        concatenated in input order."""
+        if self._predict_step is None:
+            self._predict_step = tf.function(self.task.predict)
+        outputs = []
+        with tf.device(self.devices[0]):
+            for features in dataset:
+                outputs.append(self._predict_step(features).numpy())
+        return np.concatenate(outputs, axis=0) if outputs else np.zeros([0])
 
 
 # Marks a summary as a TensorBoard scalar without importing TensorBoard (not a dependency: the

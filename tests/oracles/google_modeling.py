@@ -21,7 +21,6 @@ names.json receives [[name, shape], ...] of the graph's variables, in creation o
 import json
 import os
 import sys
-import types
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -29,28 +28,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from _google_compat import install_contrib_shim  # noqa: E402
+
 tf1 = tf.compat.v1
-
-
-def _contrib_layer_norm(inputs, begin_norm_axis=-1, begin_params_axis=-1, scope=None):
-    """tf.contrib.layers.layer_norm for the arguments Google's modeling.py passes."""
-    assert begin_norm_axis == -1 and begin_params_axis == -1
-    with tf1.variable_scope(scope, default_name="LayerNorm"):
-        depth = inputs.shape[-1]
-        beta = tf1.get_variable("beta", [depth], initializer=tf1.zeros_initializer())
-        gamma = tf1.get_variable("gamma", [depth], initializer=tf1.ones_initializer())
-        mean, variance = tf.nn.moments(inputs, [-1], keepdims=True)
-        return tf.nn.batch_normalization(inputs, mean, variance, offset=beta, scale=gamma,
-                                         variance_epsilon=1e-12)
-
-
-def _install_contrib_shim():
-    layers = types.ModuleType("tensorflow.contrib.layers")
-    layers.layer_norm = _contrib_layer_norm
-    contrib = types.ModuleType("tensorflow.contrib")
-    contrib.layers = layers
-    sys.modules["tensorflow.contrib"] = contrib
-    sys.modules["tensorflow.contrib.layers"] = layers
 
 
 def _run_graph(build, weights, data):
@@ -78,7 +58,7 @@ def _run_graph(build, weights, data):
 def main(request_path):
     with open(request_path) as f:
         request = json.load(f)
-    _install_contrib_shim()
+    install_contrib_shim()
     tf1.disable_v2_behavior()
     from absl import flags  # noqa: E402
     from bert import modeling  # noqa: E402  (Google's code)

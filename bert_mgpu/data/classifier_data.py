@@ -1,0 +1,155 @@
+"""Classifier features: examples -> Google's classifier TFRecords, cached by what made them.
+
+The layout is Google's `run_classifier.convert_single_example` (`[CLS] a [SEP] (b [SEP])`,
+segment ids, zero padding, `label_ids`, `is_real_example`). Two differences from Google's and the
+fork's scripts, both for correctness:
+
+- Feature files are keyed on everything that produced them (vocabulary and SentencePiece model
+  contents, casing, length, truncation, label list, task, and the size and modification time of
+  the input files): `train.<key>.tf_record`. A changed flag or data file never reuses stale
+  features (the fork reused `train.tf_record` whatever changed).
+- Evaluation and prediction keep every example (no padding examples, no dropped tail): the
+  input pipeline keeps the last partial batch.
+
+`--truncation=head_tail` (Sun et al. 2019, "How to Fine-Tune BERT for Text Classification")
+keeps the first `head_tokens` and the last `max_seq_length - 2 - head_tokens` tokens of a long
+single text instead of its beginning only (the paper's best: 128 + 382 at length 512). Sentence
+pairs keep Google's rule (the longer text loses its last token first).
+"""
+
+import hashlib
+import json
+import os
+from typing import Dict, List, Optional, Sequence
+
+import tensorflow as tf
+from absl import logging
+
+from bert_mgpu.data import features
+from bert_mgpu.data.processors import InputExample
+from bert_mgpu.data.sequence import pack_tokens
+from bert_mgpu.progress import Progress
+
+# Bumped whenever the feature layout written here changes, so old caches are not reused.
+CACHE_FORMAT_VERSION = 1
+TRUNCATIONS = ("head", "head_tail")
+
+
+def truncate_head_tail(tokens: List[str], budget: int, head_tokens: int) -> List[str]:
+    """Keeps `head_tokens` tokens from the start and the rest of `budget` from the end."""
+    if len(tokens) <= budget:
+        return tokens
+    head = min(head_tokens, budget)
+    tail = budget - head
+    return tokens[:head] + (tokens[-tail:] if tail else [])
+
+
+def convert_single_example(example: InputExample, label_map: Dict[str, int],
+                           max_seq_length: int, tokenizer, truncation: str = "head",
+                           head_tokens: int = 128, tokens_a=None, tokens_b=None) -> Dict:
+    """One example -> the classifier feature dict (lists of ints).
+
+    Args:
+      example: `InputExample`; an unlabelled one (label None) gets label id 0.
+      label_map: label -> id.
+      max_seq_length: padded length.
+      tokenizer: `FullTokenizer`.
+      truncation: "head" (Google) or "head_tail".
+      head_tokens: with head_tail, tokens kept from the start.
+      tokens_a, tokens_b: already tokenized texts (batch tokenization), else tokenized here.
+    """
+    if tokens_a is None:
+        tokens_a = tokenizer.tokenize(example.text_a)
+    if tokens_b is None and example.text_b is not None:
+        tokens_b = tokenizer.tokenize(example.text_b)
+    if truncation == "head_tail" and tokens_b is None:
+        tokens_a = truncate_head_tail(tokens_a, max_seq_length - 2, head_tokens)
+    packed = pack_tokens(tokens_a, tokens_b, max_seq_length, tokenizer.convert_tokens_to_ids)
+    label_id = label_map[example.label] if example.label is not None else 0
+    return {"input_ids": packed.input_ids, "input_mask": packed.input_mask,
+            "segment_ids": packed.segment_ids, "label_ids": [label_id], "is_real_example": [1]}
+
+
+def _file_sha256(path: Optional[str]) -> Optional[str]:
+    if not path:
+        return None
+    digest = hashlib.sha256()
+    with tf.io.gfile.GFile(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _file_stats(path: str):
+    try:
+        stat = tf.io.gfile.stat(path)
+        return [path, stat.length, stat.mtime_nsec]
+    except tf.errors.NotFoundError:
+        return [path, None, None]
+
+
+def cache_key(task_name: str, split: str, input_files: Sequence[str], vocab_file: Optional[str],
+              spm_model_file: Optional[str], do_lower_case: bool, max_seq_length: int,
+              label_list: Sequence[str], truncation: str, head_tokens: int) -> str:
+    """A short hash of everything the features of a split depend on."""
+    parts = {
+        "version": CACHE_FORMAT_VERSION, "task": task_name, "split": split,
+        "inputs": [_file_stats(p) for p in input_files],
+        "vocab": _file_sha256(vocab_file), "spm": _file_sha256(spm_model_file),
+        "do_lower_case": bool(do_lower_case), "max_seq_length": max_seq_length,
+        "labels": list(label_list), "truncation": truncation,
+        "head_tokens": head_tokens if truncation == "head_tail" else None,
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def write_features(examples: Sequence[InputExample], label_list: Sequence[str],
+                   max_seq_length: int, tokenizer, output_file: str, truncation: str = "head",
+                   head_tokens: int = 128) -> int:
+    """Writes Google's classifier records for `examples` (atomically); returns the count."""
+    label_map = {label: i for i, label in enumerate(label_list)}
+    progress = Progress("examples", total=len(examples))
+    tmp = output_file + ".incomplete"
+    batch = 1024
+    with tf.io.TFRecordWriter(tmp) as writer:
+        for start in range(0, len(examples), batch):
+            chunk = examples[start:start + batch]
+            tokens_a = tokenizer.tokenize_batch([e.text_a for e in chunk])
+            pairs = [i for i, e in enumerate(chunk) if e.text_b is not None]
+            tokens_b = dict(zip(pairs, tokenizer.tokenize_batch([chunk[i].text_b
+                                                                 for i in pairs])))
+            for i, example in enumerate(chunk):
+                values = convert_single_example(example, label_map, max_seq_length, tokenizer,
+                                                truncation, head_tokens, tokens_a[i],
+                                                tokens_b.get(i))
+                writer.write(features.to_example_bytes(values))
+            progress.update(len(chunk))
+    tf.io.gfile.rename(tmp, output_file, overwrite=True)
+    return len(examples)
+
+
+def cached_features(examples_fn, split: str, output_dir: str, key: str, label_list,
+                    max_seq_length: int, tokenizer, truncation: str, head_tokens: int):
+    """Returns (path, number of examples) of the split's features, writing them if needed.
+
+    Args:
+      examples_fn: () -> list of `InputExample` (only called when the cache misses).
+      split: "train", "eval" or "predict" (Google's file stems).
+      key: `cache_key(...)`.
+    """
+    path = os.path.join(output_dir, f"{split}.{key}.tf_record")
+    meta_path = path + ".json"
+    if tf.io.gfile.exists(path) and tf.io.gfile.exists(meta_path):
+        with tf.io.gfile.GFile(meta_path) as f:
+            meta = json.load(f)
+        logging.info("Reusing %s features (%d examples): %s", split, meta["num_examples"], path)
+        return path, meta["num_examples"]
+    examples = examples_fn()
+    tf.io.gfile.makedirs(output_dir)
+    n = write_features(examples, label_list, max_seq_length, tokenizer, path, truncation,
+                       head_tokens)
+    with tf.io.gfile.GFile(meta_path + ".tmp", "w") as f:
+        json.dump({"num_examples": n, "key": key}, f)
+    tf.io.gfile.rename(meta_path + ".tmp", meta_path, overwrite=True)
+    logging.info("Wrote %s features (%d examples): %s", split, n, path)
+    return path, n

@@ -1,0 +1,317 @@
+"""Task processors: Google's `cola`, `mnli`, `mrpc`, `xnli` (same files, columns and labels as
+Google's `run_classifier.py`) and `tsv`, a header-driven format for users' own data.
+
+`tsv` task: `train.tsv`, `dev.tsv`, `test.tsv` in `--data_dir`, each with a header row. The column
+named `label` holds the label (it may be absent from `test.tsv`); the one or two other columns are
+`text_a` and `text_b`, in file order. The label list is the sorted set of training labels unless
+`--label_list=a,b,c` is given. A row with the wrong number of columns or an unknown label is an
+error naming the file and line, never skipped silently.
+"""
+
+import csv
+import os
+import sys
+from typing import List, NamedTuple, Optional, Sequence
+
+from bert_mgpu import tokenization
+
+
+class InputExample(NamedTuple):
+    """A single training/test example for simple sequence classification.
+
+    Attributes:
+      guid: unique id, e.g. "train-12".
+      text_a: the untokenized text of the first sequence.
+      text_b: the second sequence for pair tasks, or None.
+      label: the label (str), or None for unlabelled test examples.
+    """
+    guid: str
+    text_a: str
+    text_b: Optional[str] = None
+    label: Optional[str] = None
+
+
+class DataError(ValueError):
+    """A data file that cannot be read as the task says; the message names file and line."""
+
+
+def read_tsv(input_file: str) -> List[List[str]]:
+    """Reads a tab-separated file as Google's `_read_tsv` (no quoting), as unicode.
+
+    Raises:
+      DataError: the file is missing.
+    """
+    import tensorflow as tf  # tf.io.gfile reads local and remote (gs://) paths alike
+
+    if not tf.io.gfile.exists(input_file):
+        raise DataError(f"{input_file}: not found")
+    csv.field_size_limit(min(sys.maxsize, 2 ** 31 - 1))
+    with tf.io.gfile.GFile(input_file, "r") as f:
+        return [[tokenization.convert_to_unicode(cell) for cell in line]
+                for line in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)]
+
+
+def _need(line: Sequence[str], n: int, path: str, line_number: int) -> None:
+    if len(line) < n:
+        raise DataError(f"{path}:{line_number}: expected at least {n} tab-separated columns, "
+                        f"got {len(line)}")
+
+
+class DataProcessor:
+    """Base class: reads the train/dev/test examples of a task from `data_dir`."""
+
+    def get_train_examples(self, data_dir: str) -> List[InputExample]:
+        raise NotImplementedError()
+
+    def get_dev_examples(self, data_dir: str) -> List[InputExample]:
+        raise NotImplementedError()
+
+    def get_test_examples(self, data_dir: str) -> List[InputExample]:
+        raise NotImplementedError()
+
+    def get_labels(self, data_dir: Optional[str] = None) -> List[str]:
+        """The label list; `data_dir` is only needed by tasks that read it from the data."""
+        raise NotImplementedError()
+
+    def input_files(self, data_dir: str, split: str) -> List[str]:
+        """The files a split is read from (their stats key the feature cache)."""
+        raise NotImplementedError()
+
+
+class XnliProcessor(DataProcessor):
+    """XNLI (Chinese by default): MultiNLI machine-translated training data, XNLI dev/test."""
+
+    def __init__(self, language: str = "zh"):
+        self.language = language
+
+    def input_files(self, data_dir, split):
+        name = {"train": os.path.join("multinli", f"multinli.train.{self.language}.tsv"),
+                "dev": "xnli.dev.tsv", "test": "xnli.test.tsv"}[split]
+        return [os.path.join(data_dir, name)]
+
+    def get_train_examples(self, data_dir):
+        (path,) = self.input_files(data_dir, "train")
+        examples = []
+        for i, line in enumerate(read_tsv(path)):
+            if i == 0:
+                continue
+            _need(line, 3, path, i + 1)
+            label = line[2]
+            if label == "contradictory":
+                label = "contradiction"
+            examples.append(InputExample(f"train-{i}", line[0], line[1], label))
+        return examples
+
+    def _xnli_split(self, data_dir, split):
+        (path,) = self.input_files(data_dir, split)
+        examples = []
+        for i, line in enumerate(read_tsv(path)):
+            if i == 0:
+                continue
+            _need(line, 8, path, i + 1)
+            if line[0] != self.language:
+                continue
+            examples.append(InputExample(f"{split}-{i}", line[6], line[7], line[1]))
+        return examples
+
+    def get_dev_examples(self, data_dir):
+        return self._xnli_split(data_dir, "dev")
+
+    def get_test_examples(self, data_dir):
+        # Google's processor has no test split; xnli.test.tsv has the dev file's layout.
+        return self._xnli_split(data_dir, "test")
+
+    def get_labels(self, data_dir=None):
+        return ["contradiction", "entailment", "neutral"]
+
+
+class MnliProcessor(DataProcessor):
+    """MultiNLI (GLUE version): matched dev and test sets."""
+
+    def input_files(self, data_dir, split):
+        name = {"train": "train.tsv", "dev": "dev_matched.tsv", "test": "test_matched.tsv"}[split]
+        return [os.path.join(data_dir, name)]
+
+    def _create_examples(self, data_dir, split):
+        (path,) = self.input_files(data_dir, split)
+        examples = []
+        for i, line in enumerate(read_tsv(path)):
+            if i == 0:
+                continue
+            _need(line, 10, path, i + 1)
+            label = "contradiction" if split == "test" else line[-1]
+            set_type = {"train": "train", "dev": "dev_matched", "test": "test"}[split]
+            examples.append(InputExample(f"{set_type}-{line[0]}", line[8], line[9], label))
+        return examples
+
+    def get_train_examples(self, data_dir):
+        return self._create_examples(data_dir, "train")
+
+    def get_dev_examples(self, data_dir):
+        return self._create_examples(data_dir, "dev")
+
+    def get_test_examples(self, data_dir):
+        return self._create_examples(data_dir, "test")
+
+    def get_labels(self, data_dir=None):
+        return ["contradiction", "entailment", "neutral"]
+
+
+class MrpcProcessor(DataProcessor):
+    """Microsoft Research Paraphrase Corpus (GLUE version)."""
+
+    def input_files(self, data_dir, split):
+        return [os.path.join(data_dir, f"{split}.tsv")]
+
+    def _create_examples(self, data_dir, split):
+        (path,) = self.input_files(data_dir, split)
+        examples = []
+        for i, line in enumerate(read_tsv(path)):
+            if i == 0:
+                continue
+            _need(line, 5, path, i + 1)
+            label = "0" if split == "test" else line[0]
+            examples.append(InputExample(f"{split}-{i}", line[3], line[4], label))
+        return examples
+
+    def get_train_examples(self, data_dir):
+        return self._create_examples(data_dir, "train")
+
+    def get_dev_examples(self, data_dir):
+        return self._create_examples(data_dir, "dev")
+
+    def get_test_examples(self, data_dir):
+        return self._create_examples(data_dir, "test")
+
+    def get_labels(self, data_dir=None):
+        return ["0", "1"]
+
+
+class ColaProcessor(DataProcessor):
+    """Corpus of Linguistic Acceptability (GLUE version): train/dev have no header, test has."""
+
+    def input_files(self, data_dir, split):
+        return [os.path.join(data_dir, f"{split}.tsv")]
+
+    def _create_examples(self, data_dir, split):
+        (path,) = self.input_files(data_dir, split)
+        examples = []
+        for i, line in enumerate(read_tsv(path)):
+            if split == "test":
+                if i == 0:
+                    continue
+                _need(line, 2, path, i + 1)
+                examples.append(InputExample(f"{split}-{i}", line[1], None, "0"))
+            else:
+                _need(line, 4, path, i + 1)
+                examples.append(InputExample(f"{split}-{i}", line[3], None, line[1]))
+        return examples
+
+    def get_train_examples(self, data_dir):
+        return self._create_examples(data_dir, "train")
+
+    def get_dev_examples(self, data_dir):
+        return self._create_examples(data_dir, "dev")
+
+    def get_test_examples(self, data_dir):
+        return self._create_examples(data_dir, "test")
+
+    def get_labels(self, data_dir=None):
+        return ["0", "1"]
+
+
+class TsvProcessor(DataProcessor):
+    """Users' own data: header row, a `label` column, one or two text columns (see module doc).
+
+    Files may be gzip-compressed (`train.tsv.gz`); the plain name wins when both exist.
+    """
+
+    def __init__(self, label_list: Optional[Sequence[str]] = None):
+        self._labels = list(label_list) if label_list else None
+        self._data_dir = None
+
+    def input_files(self, data_dir, split):
+        plain = os.path.join(data_dir, f"{split}.tsv")
+        gz = plain + ".gz"
+        return [gz if not os.path.exists(plain) and os.path.exists(gz) else plain]
+
+    def _rows(self, path):
+        if path.endswith(".gz"):
+            import gzip
+            if not os.path.exists(path):
+                raise DataError(f"{path}: not found")
+            with gzip.open(path, "rt", encoding="utf-8", newline="") as f:
+                return list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+        return read_tsv(path)
+
+    def _create_examples(self, data_dir, split, labels: Optional[Sequence[str]]):
+        (path,) = self.input_files(data_dir, split)
+        rows = self._rows(path)
+        if not rows:
+            raise DataError(f"{path}: empty file (a header row is required)")
+        header = [h.strip() for h in rows[0]]
+        label_col = header.index("label") if "label" in header else None
+        if label_col is None and split != "test":
+            raise DataError(f"{path}:1: no column named 'label' in the header {header}")
+        text_cols = [i for i in range(len(header)) if i != label_col]
+        if not 1 <= len(text_cols) <= 2:
+            raise DataError(f"{path}:1: expected one or two text columns besides 'label', got "
+                            f"{len(text_cols)} ({header})")
+        known = set(labels) if labels is not None else None
+        examples = []
+        for i, row in enumerate(rows[1:], start=2):
+            if len(row) != len(header):
+                raise DataError(f"{path}:{i}: {len(row)} columns, the header has {len(header)}")
+            label = row[label_col] if label_col is not None else None
+            if label is not None and known is not None and label not in known:
+                raise DataError(f"{path}:{i}: unknown label {label!r} (labels: "
+                                f"{', '.join(labels)})")
+            text_b = row[text_cols[1]] if len(text_cols) == 2 else None
+            examples.append(InputExample(f"{split}-{i - 1}", row[text_cols[0]], text_b, label))
+        return examples
+
+    def get_train_examples(self, data_dir):
+        examples = self._create_examples(data_dir, "train", self._labels)
+        if self._labels is None:
+            self._labels = sorted({e.label for e in examples})
+        return examples
+
+    def get_dev_examples(self, data_dir):
+        return self._create_examples(data_dir, "dev", self._labels_for(data_dir))
+
+    def get_test_examples(self, data_dir):
+        return self._create_examples(data_dir, "test", self._labels_for(data_dir))
+
+    def _labels_for(self, data_dir):
+        if self._labels is None:
+            self.get_train_examples(data_dir)
+        return self._labels
+
+    def get_labels(self, data_dir=None):
+        if self._labels is None:
+            if data_dir is None:
+                raise DataError("tsv task: the label list comes from train.tsv or --label_list")
+            self.get_train_examples(data_dir)
+        return list(self._labels)
+
+
+PROCESSORS = {
+    "cola": ColaProcessor,
+    "mnli": MnliProcessor,
+    "mrpc": MrpcProcessor,
+    "xnli": XnliProcessor,
+    "tsv": TsvProcessor,
+}
+
+
+def get_processor(task_name: str, label_list: Optional[Sequence[str]] = None) -> DataProcessor:
+    """The processor of `--task_name` (case-insensitive)."""
+    name = task_name.lower()
+    if name not in PROCESSORS:
+        raise ValueError(f"--task_name: task not found: {task_name!r} (known: "
+                         f"{', '.join(sorted(PROCESSORS))})")
+    if name == "tsv":
+        return TsvProcessor(label_list)
+    if label_list:
+        raise ValueError(f"--label_list only applies to --task_name=tsv, not {task_name!r}")
+    return PROCESSORS[name]()

@@ -1,0 +1,32 @@
+#!/usr/bin/env python
+"""BERT fine-tuning for classification with in-graph towers (the multi-GPU fork's script, TF2).
+
+Usage (the fork's launch line works with only task name and paths changed):
+  export CUDA_VISIBLE_DEVICES=1,2,3,4,5,6
+  python -u run_classifier_mgpu.py --task_name=tsv --do_train=true --do_eval=true \
+    --do_predict=true --data_dir=$DATA_DIR --vocab_file=$BERT_BASE_DIR/vocab.txt \
+    --bert_config_file=$BERT_BASE_DIR/bert_config.json \
+    --init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt --max_seq_length=128 \
+    --train_batch_size=12 --learning_rate=2e-5 --num_train_epochs=3 --output_dir=$OUT \
+    --warmup_proportion=0.1 --eval_batch_size=8 --n_gpus=6
+
+Tasks: cola, mnli, mrpc, xnli (Google's file layouts) and tsv (train/dev/test.tsv with a header;
+a `label` column, one or two text columns). --train_batch_size is per tower. Writes
+eval_results.txt (--do_eval), test_results.tsv and predict.txt (--do_predict) in --output_dir.
+"""
+
+from absl import app
+
+from bert_mgpu import cli
+from bert_mgpu.scripts import run_main
+
+cli.define_classifier_flags()
+
+
+def main(_):
+    from bert_mgpu.classifier import run_classifier
+    run_classifier(cli.classifier_config())
+
+
+if __name__ == "__main__":
+    app.run(run_main(main))

@@ -1,0 +1,312 @@
+"""run_classifier_mgpu.py: processors and features vs Google's code, tsv errors, eval/predict
+counts, the feature cache, head+tail truncation, layer-wise LR, towers."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_mgpu import heads, modeling, optimization, tokenization, towers, training
+from bert_mgpu.config import BertConfig, TrainConfig
+from bert_mgpu.data import classifier_data, features, input_pipeline, processors
+
+from _oracle import DATA, REPO, run_json_request
+from _pretraining_data import TINY_CONFIG
+
+VOCAB = os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")
+SCRIPT = os.path.join(REPO, "run_classifier_mgpu.py")
+WORDS = ("the movie was good bad great terrible fine boring fun long short and but not very "
+         "really quite story actors plot music ending").split()
+
+
+def sentence(rng, n=None):
+    return " ".join(rng.choice(WORDS, size=n or rng.randint(2, 12)))
+
+
+def write_lines(path, rows):
+    path.write_text("".join("\t".join(r) + "\n" for r in rows))
+
+
+@pytest.fixture(scope="module")
+def glue_dirs(tmp_path_factory):
+    """Small files in the layouts of Google's four tasks."""
+    rng = np.random.RandomState(0)
+    root = tmp_path_factory.mktemp("glue")
+    d = {}
+    d["mrpc"] = root / "mrpc"
+    d["mrpc"].mkdir()
+    header = ["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"]
+    for split in ("train", "dev"):
+        write_lines(d["mrpc"] / f"{split}.tsv", [header] + [
+            [str(rng.randint(2)), str(i), str(i + 1), sentence(rng), sentence(rng)]
+            for i in range(7)])
+    write_lines(d["mrpc"] / "test.tsv", [["index", "#1 ID", "#2 ID", "#1 String",
+                                          "#2 String"]] + [
+        [str(i), str(i), str(i + 1), sentence(rng), sentence(rng)] for i in range(5)])
+    d["cola"] = root / "cola"
+    d["cola"].mkdir()
+    for split in ("train", "dev"):
+        write_lines(d["cola"] / f"{split}.tsv", [
+            ["gj04", str(rng.randint(2)), "", sentence(rng)] for _ in range(6)])
+    write_lines(d["cola"] / "test.tsv", [["index", "sentence"]] + [
+        [str(i), sentence(rng)] for i in range(4)])
+    d["mnli"] = root / "mnli"
+    d["mnli"].mkdir()
+    labels = ["contradiction", "entailment", "neutral"]
+    for split, name in (("train", "train.tsv"), ("dev", "dev_matched.tsv"),
+                        ("test", "test_matched.tsv")):
+        rows = [["index"] + [f"c{i}" for i in range(10)] + ["gold_label"]]
+        for i in range(6):
+            row = [str(i)] + ["x"] * 7 + [sentence(rng), sentence(rng)]
+            rows.append(row + ([labels[rng.randint(3)]] if split != "test" else []))
+        write_lines(d["mnli"] / name, rows)
+    d["xnli"] = root / "xnli"
+    (d["xnli"] / "multinli").mkdir(parents=True)
+    write_lines(d["xnli"] / "multinli" / "multinli.train.zh.tsv", [["premise", "hypo", "label"]] +
+                [[sentence(rng), sentence(rng), ["contradictory", "entailment", "neutral"][i % 3]]
+                 for i in range(6)])
+    write_lines(d["xnli"] / "xnli.dev.tsv", [[f"h{i}" for i in range(8)]] + [
+        [lang, labels[i % 3], "", "", "", "", sentence(rng), sentence(rng)]
+        for i, lang in enumerate(["zh", "en", "zh", "zh", "fr", "zh"])])
+    return d
+
+
+@pytest.mark.parametrize("task", ["cola", "mnli", "mrpc", "xnli"])
+def test_processors_and_features_equal_googles(task, glue_dirs, tmp_path):
+    splits = ["train", "dev"] + ([] if task == "xnli" else ["test"])
+    out = tmp_path / "google"
+    out.mkdir()
+    run_json_request("google_classifier.py", {
+        "task": task, "data_dir": str(glue_dirs[task]), "vocab_file": VOCAB,
+        "do_lower_case": True, "max_seq_length": 16, "splits": splits,
+        "output_dir": str(out)}, tmp_path)
+    processor = processors.get_processor(task)
+    tokenizer = tokenization.FullTokenizer(VOCAB, True)
+    labels = processor.get_labels()
+    shapes = features.classifier_shapes(16)
+    for split in splits:
+        ours = getattr(processor, f"get_{split}_examples")(str(glue_dirs[task]))
+        google = json.loads((out / f"{split}.examples.json").read_text())
+        assert [list(e) for e in ours] == google
+        path = str(tmp_path / f"{split}.ours.tf_record")
+        classifier_data.write_features(ours, labels, 16, tokenizer, path)
+        for a, b in zip(tf.data.TFRecordDataset(path),
+                        tf.data.TFRecordDataset(str(out / f"{split}.tf_record"))):
+            fa = features.parse_example(a, shapes)
+            fb = features.parse_example(b, shapes)
+            for name in shapes:
+                np.testing.assert_array_equal(fa[name], fb[name], err_msg=f"{split} {name}")
+        assert sum(1 for _ in tf.data.TFRecordDataset(path)) == len(google)
+
+
+def test_tsv_task_columns_and_labels(tmp_path):
+    write_lines(tmp_path / "train.tsv", [["label", "premise", "hypothesis"], ["b", "x y", "z"],
+                                         ["a", "p", "q"], ["b", "r", "s"]])
+    write_lines(tmp_path / "dev.tsv", [["label", "premise", "hypothesis"], ["a", "1", "2"]])
+    write_lines(tmp_path / "test.tsv", [["premise", "hypothesis"], ["t", "u"]])
+    p = processors.get_processor("tsv")
+    assert p.get_labels(str(tmp_path)) == ["a", "b"]
+    assert p.get_train_examples(str(tmp_path))[0] == processors.InputExample(
+        "train-1", "x y", "z", "b")
+    assert p.get_test_examples(str(tmp_path)) == [processors.InputExample("test-1", "t", "u")]
+    fixed = processors.get_processor("tsv", ["b", "a", "c"])
+    assert fixed.get_labels(str(tmp_path)) == ["b", "a", "c"]
+
+
+@pytest.mark.parametrize("rows,split,message", [
+    ([["sentence", "label"], ["good", "1"], ["bad"]], "train", "train.tsv:3: 1 columns, the "
+                                                                "header has 2"),
+    ([["sentence"], ["good"]], "train", "train.tsv:1: no column named 'label'"),
+    ([["a", "b", "c", "label"], ["1", "2", "3", "0"]], "train", "train.tsv:1: expected one or "
+                                                                "two text columns"),
+    ([["sentence", "label"], ["x", "7"]], "dev", "dev.tsv:2: unknown label '7'"),
+])
+def test_tsv_errors_name_file_and_line(tmp_path, rows, split, message):
+    if split == "dev":
+        write_lines(tmp_path / "train.tsv", [["sentence", "label"], ["a", "0"], ["b", "1"]])
+    write_lines(tmp_path / f"{split}.tsv", rows)
+    p = processors.get_processor("tsv")
+    with pytest.raises(processors.DataError, match=message):
+        getattr(p, f"get_{split}_examples")(str(tmp_path))
+
+
+def test_head_tail_truncation():
+    tokens = [str(i) for i in range(20)]
+    assert classifier_data.truncate_head_tail(tokens, 8, 3) == ["0", "1", "2", "15", "16", "17",
+                                                                 "18", "19"]
+    assert classifier_data.truncate_head_tail(tokens[:5], 8, 3) == tokens[:5]
+    assert classifier_data.truncate_head_tail(tokens, 8, 8) == tokens[:8]
+    tokenizer = tokenization.FullTokenizer(VOCAB, True)
+    example = processors.InputExample("x", " ".join(WORDS), None, "0")
+    f = classifier_data.convert_single_example(example, {"0": 0}, 10, tokenizer, "head_tail", 3)
+    ids = tokenizer.convert_tokens_to_ids(["[CLS]"] + WORDS[:3] + WORDS[-5:] + ["[SEP]"])
+    assert f["input_ids"] == ids
+
+
+def test_feature_cache_is_keyed_on_what_made_it(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    write_lines(data / "train.tsv", [["sentence", "label"], ["good fun", "1"], ["bad", "0"]])
+    tokenizer = tokenization.FullTokenizer(VOCAB, True)
+
+    def key(**changes):
+        args = dict(task_name="tsv", split="train", input_files=[str(data / "train.tsv")],
+                    vocab_file=VOCAB, spm_model_file=None, do_lower_case=True,
+                    max_seq_length=16, label_list=["0", "1"], truncation="head", head_tokens=128)
+        args.update(changes)
+        return classifier_data.cache_key(**args)
+
+    base = key()
+    assert key() == base
+    assert key(head_tokens=5) == base  # ignored unless head_tail
+    for change in ({"max_seq_length": 32}, {"do_lower_case": False},
+                   {"label_list": ["1", "0"]}, {"truncation": "head_tail"}):
+        assert key(**change) != base, change
+    calls = []
+
+    def read():
+        calls.append(1)
+        return processors.get_processor("tsv").get_train_examples(str(data))
+
+    first = classifier_data.cached_features(read, "train", str(tmp_path), base, ["0", "1"], 16,
+                                            tokenizer, "head", 128)
+    again = classifier_data.cached_features(read, "train", str(tmp_path), base, ["0", "1"], 16,
+                                            tokenizer, "head", 128)
+    assert first == again and len(calls) == 1 and first[1] == 2
+    os.utime(data / "train.tsv", ns=(1, 1))  # the data file changed: a new key
+    assert key() != base
+
+
+def test_layerwise_lr_multipliers_and_update():
+    names = ["bert/embeddings/word_embeddings", "bert/encoder/layer_0/output/dense/kernel",
+             "bert/encoder/layer_1/output/dense/kernel", "bert/pooler/dense/kernel",
+             "output_weights"]
+    m = modeling.layerwise_lr_multipliers(names, num_layers=2, rate=0.5)
+    assert m == {names[0]: 0.25, names[1]: 0.5, names[2]: 1.0, names[3]: 1.0, names[4]: 1.0}
+    rng = np.random.RandomState(0)
+    values = {n: rng.normal(size=[3]).astype(np.float32) for n in names}
+    grads = {n: tf.constant(rng.normal(size=[3]).astype(np.float32)) for n in names}
+    deltas = []
+    for multipliers in ({}, m):
+        variables = {n: tf.Variable(v) for n, v in values.items()}
+        opt = optimization.AdamWeightDecay(0.1)
+        opt.build(variables)
+        opt.set_lr_multipliers(multipliers)
+        opt.apply_gradients(grads, 0)
+        deltas.append({n: variables[n].numpy() - values[n] for n in names})
+    for n in names:
+        np.testing.assert_allclose(deltas[1][n], deltas[0][n] * m[n], rtol=1e-5)
+
+
+def test_classifier_towers_equal_one_device(tmp_path):
+    rng = np.random.RandomState(3)
+    path = str(tmp_path / "train.tf_record")
+    with tf.io.TFRecordWriter(path) as w:
+        for _ in range(64):
+            n = rng.randint(3, 17)
+            ids = np.zeros(16, int)
+            ids[:n] = rng.randint(1, 100, size=n)
+            w.write(features.to_example_bytes({
+                "input_ids": ids, "input_mask": (ids > 0).astype(int), "segment_ids": [0] * 16,
+                "label_ids": [int(ids[1] > 50)], "is_real_example": [1]}))
+    config = BertConfig.from_dict(TINY_CONFIG)
+    tf.random.set_seed(5)
+    init = heads.BertClassifier(config, 2)
+    init_path = str(tmp_path / "init")
+    from bert_mgpu import checkpoint
+    checkpoint.write_bundle(init_path, init.named_variables())
+    results = []
+    for n_gpus, batch in ((1, 8), (2, 4)):
+        cfg = TrainConfig(str(tmp_path / f"out{n_gpus}"), train_batch_size=batch, n_gpus=n_gpus,
+                          num_train_steps=4, num_warmup_steps=1, learning_rate=1e-3,
+                          init_checkpoint=init_path)
+        task = heads.BertClassifier(config, 2)
+        task.classifier.dropout_prob = 0.0
+        trainer = training.Trainer(task, cfg, towers.tower_devices(n_gpus))
+        trainer.train(input_pipeline.record_dataset([path], features.classifier_shapes(16), 8,
+                                                    True, seed=1))
+        results.append({k: v.numpy() for k, v in task.named_variables().items()})
+    for k in results[0]:
+        np.testing.assert_allclose(results[0][k], results[1][k], atol=1e-5, err_msg=k)
+
+
+@pytest.fixture(scope="module")
+def tsv_run(tmp_path_factory):
+    """The script on a tsv task with 23 dev and 23 test examples (batch sizes 5 and 7)."""
+    rng = np.random.RandomState(1)
+    root = tmp_path_factory.mktemp("tsv")
+    data = root / "data"
+    data.mkdir()
+
+    def rows(n, with_label=True):
+        out = []
+        for _ in range(n):
+            label = str(rng.randint(2))
+            words = ["good", "great", "fun"] if label == "1" else ["bad", "boring", "terrible"]
+            text = sentence(rng) + " " + " ".join(rng.choice(words, size=2))
+            out.append([text, label] if with_label else [text])
+        return out
+
+    write_lines(data / "train.tsv", [["sentence", "label"]] + rows(96))
+    write_lines(data / "dev.tsv", [["sentence", "label"]] + rows(23))
+    write_lines(data / "test.tsv", [["sentence"]] + rows(23, with_label=False))
+    config = root / "bert_config.json"
+    config.write_text(json.dumps(dict(TINY_CONFIG, vocab_size=30522)))
+    out = root / "out"
+    cmd = [sys.executable, SCRIPT, "--task_name=tsv", f"--data_dir={data}",
+           f"--vocab_file={VOCAB}", f"--bert_config_file={config}", f"--output_dir={out}",
+           "--do_train=true", "--do_eval=true", "--do_predict=true", "--max_seq_length=16",
+           "--train_batch_size=4", "--n_gpus=2", "--num_train_epochs=2",
+           "--learning_rate=1e-3", "--eval_batch_size=5", "--predict_batch_size=7",
+           "--truncation=head_tail", "--head_tokens=4", "--layerwise_lr_decay=0.9"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    return proc, out, cmd
+
+
+def test_script_writes_every_example(tsv_run):
+    proc, out, _ = tsv_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "24 steps" in proc.stderr  # int(96 / (4 * 2) * 2)
+    predict = (out / "predict.txt").read_text().splitlines()
+    assert len(predict) == 23 and set(predict) <= {"0", "1"}
+    probs = [list(map(float, line.split("\t")))
+             for line in (out / "test_results.tsv").read_text().splitlines()]
+    assert len(probs) == 23 and all(abs(sum(p) - 1) < 1e-5 for p in probs)
+    assert [str(int(np.argmax(p))) for p in probs] == predict
+    result = dict(line.split(" = ") for line in
+                  (out / "eval_results.txt").read_text().splitlines())
+    assert result["eval_examples"] == "23" and result["global_step"] == "24"
+    assert {"eval_accuracy", "eval_loss", "loss", "eval_f1_macro", "eval_precision_0",
+            "eval_recall_1", "eval_f1_1"} <= set(result)
+
+
+def test_rerun_reuses_features_and_checkpoint(tsv_run):
+    proc, out, cmd = tsv_run
+    again = subprocess.run([c for c in cmd if not c.startswith("--do_train")],
+                           capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "Reusing eval features (23 examples)" in again.stderr
+    assert "Resumed from" in again.stderr
+    assert len((out / "predict.txt").read_text().splitlines()) == 23
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"--task_name": "nope"}, "--task_name: task not found: 'nope'"),
+    ({"--init_checkpoint": "/x/cased_L-12_H-768_A-12/bert_model.ckpt"},
+     "`cased_L-12_H-768_A-12` seems to be a cased model"),
+    ({"--max_seq_length": "65"}, "--max_seq_length=65 is longer than max_position_embeddings"),
+])
+def test_bad_input_is_one_line(tsv_run, change, message):
+    _, _, cmd = tsv_run
+    cmd = [c for c in cmd if not c.startswith(tuple(change))] + [
+        f"{k}={v}" for k, v in change.items()]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("run_classifier_mgpu.py: ERROR: ") and message in last, last

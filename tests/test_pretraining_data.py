@@ -501,7 +501,7 @@ def test_sharded_mode_is_deterministic_and_independent_of_workers(tmp_path):
     (tmp_path / "in" / "a.txt").write_text("".join(lines[:1500]), encoding="utf-8")
     (tmp_path / "in" / "b.txt").write_text("".join(lines[1500:]), encoding="utf-8")
     results = {}
-    for name, workers in [("w2", 2), ("w2again", 2), ("w1", 1)]:
+    for name, workers in [("w2", 2), ("w2again", 2), ("w1", 1)]:  # forked workers
         outputs = [str(tmp_path / f"{name}-{i}.tfrecord") for i in range(2)]
         proc = _run_script(f"--input_file={tmp_path / 'in' / '*.txt'}",
                            f"--output_file={','.join(outputs)}", f"--vocab_file={EN_VOCAB}",
@@ -511,6 +511,11 @@ def test_sharded_mode_is_deterministic_and_independent_of_workers(tmp_path):
         assert re.search(r"\d+ shard\(s\)", proc.stderr)
         results[name] = [open(p, "rb").read() for p in outputs]
     assert results["w2"] == results["w2again"] == results["w1"]
+    # In this process TensorFlow is loaded, so the workers are spawned, not forked: same output.
+    cfg = config(tmp_path, tmp_path / "in" / "*.txt", name="spawned", n_outputs=2,
+                 num_workers=2, shard_size_mb=0.03, dupe_factor=2)
+    pretraining_data.create_pretraining_data(cfg)
+    assert [open(p, "rb").read() for p in cfg.output_file.split(",")] == results["w2"]
     records = read_outputs([str(tmp_path / f"w2-{i}.tfrecord") for i in range(2)])
     assert len(records) > 500
     assert {r["next_sentence_labels"][0] for r in records} == {0, 1}

@@ -63,6 +63,7 @@ import multiprocessing
 import os
 import random
 import shutil
+import sys
 import tempfile
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -915,8 +916,11 @@ def _run_sharded(options, input_files: List[str], outputs: _OutputFiles, vocab: 
                        for i in range(len(shards))]
         tasks = [(i, pieces, shard_paths[i]) for i, (pieces, _) in enumerate(shards)]
         progress = _ShardProgress(sum(size for _, size in shards), options.progress_interval)
-        methods = multiprocessing.get_all_start_methods()
-        context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+        # Forking is cheapest, but not safe once TensorFlow (and its threads) is loaded in this
+        # process (a caller's, or for gs:// paths); workers never need TensorFlow.
+        fork = "fork" in multiprocessing.get_all_start_methods() and \
+            "tensorflow" not in sys.modules
+        context = multiprocessing.get_context("fork" if fork else "spawn")
         with context.Pool(options.num_workers, initializer=_init_worker,
                           initargs=(options,)) as pool:
             for shard_index, shard_stats in pool.imap_unordered(_process_shard, tasks):

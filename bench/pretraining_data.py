@@ -7,9 +7,9 @@ Runs, as whole processes (start-up and imports included, as a user waits for the
     (record for record, in order);
   * ours in sharded mode (`--num_workers` 1 and 2) on the KJV and on the KJV repeated 10 times.
 
-Wall time is the median of the repeats; peak memory is the process's own peak RSS (ru_maxrss)
-for one process, and for a process tree the peak of the summed PSS (proportional set size:
-pages shared by forked workers are split between them, not counted twice), sampled every 50 ms.
+Wall time is the median of the repeats; peak memory is the process's own peak RSS (ru_maxrss);
+in sharded mode, plus each worker's peak RSS as the workers report it (nothing samples /proc
+during a run: sampling costs the measured processes time).
 
 Usage:
   BERT_MGPU_ORACLE_PYTHON=.venv-oracle/bin/python .venv/bin/python bench/pretraining_data.py \
@@ -21,6 +21,7 @@ import gzip
 import itertools
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -40,64 +41,22 @@ DOCS = os.path.join(REPO, "docs", "benchmarks.md")
 START, END = "<!-- pretraining-data-benchmark:start -->", "<!-- pretraining-data-benchmark:end -->"
 
 
-def _descendants(pid):
-    """pid and its descendants, from /proc/PID/task/TID/children (cheap: no /proc scan)."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        try:
-            for tid in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{tid}/children") as f:
-                    todo.extend(int(c) for c in f.read().split())
-        except OSError:
-            continue
-    return out
-
-
-def _pss_kb(pid):
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def run(cmd, env=None, tree=False):
-    """Runs cmd; returns (wall seconds, own peak RSS MB, peak tree PSS MB, stderr).
-
-    The tree's PSS is sampled (every 50 ms) only with `tree`, so as not to take CPU from a
-    single-process run, whose peak RSS is exact anyway.
-    """
+def run(cmd, env=None):
+    """Runs cmd; returns (wall seconds, the process's own peak RSS in MB, stderr)."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    peak = [0]
-    stop = threading.Event()
-
-    def sample():
-        while tree and not stop.is_set():
-            peak[0] = max(peak[0], sum(_pss_kb(p) for p in _descendants(proc.pid)))
-            stop.wait(0.05)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
     stderr_chunks = []
     reader = threading.Thread(target=lambda: stderr_chunks.append(proc.stderr.read()),
                               daemon=True)
     reader.start()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
-    stop.set()
-    sampler.join()
     reader.join()
-    proc.returncode = os.waitstatus_to_exitcode(status)
     stderr = b"".join(stderr_chunks).decode("utf-8", "replace")
-    if proc.returncode != 0:
-        raise RuntimeError(f"{cmd[:3]} failed ({proc.returncode}):\n{stderr[-3000:]}")
-    return wall, usage.ru_maxrss / 1024, peak[0] / 1024, stderr
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise RuntimeError(f"{cmd[:3]} failed ({code}):\n{stderr[-3000:]}")
+    return wall, usage.ru_maxrss / 1024, stderr
 
 
 def compare_records(path_a, path_b):
@@ -151,7 +110,7 @@ def main():
         for who in ("google", "ours"):
             cmd = ([oracle, "-m", "bert.create_pretraining_data"] if who == "google"
                    else ours_cmd) + [f"--input_file={kjv}", f"--output_file={outputs[who]}"]
-            wall, rss, pss, _ = run(cmd + common, env)
+            wall, rss, _ = run(cmd + common, env)
             timings[who].append((wall, rss))
             print(f"{who:6s} KJV default: {wall:6.2f}s, peak RSS {rss:6.0f} MB", flush=True)
     n_ours, n_google, bad = compare_records(outputs["ours"], outputs["google"])
@@ -170,9 +129,11 @@ def main():
                               f"--num_workers={workers}", f"--shard_size_mb={shard_mb}"]
             walls, peaks = [], []
             for _ in range(args.repeats):
-                wall, rss, pss, stderr = run(cmd + common, env, tree=workers > 0)
+                wall, rss, stderr = run(cmd + common, env)
                 walls.append(wall)
-                peaks.append(rss if workers == 0 else pss)
+                # Sharded: the main process's peak plus each worker's (they report their own).
+                worker = re.search(r"Peak RSS of a worker process: (\d+) MB", stderr)
+                peaks.append(rss + workers * float(worker.group(1)) if workers else rss)
             n = sum(1 for _ in tfrecord.read_records(out))
             wall = statistics.median(walls)
             rows.append((name, mb[corpus], workers, shard_mb, wall, n, max(peaks)))
@@ -203,8 +164,9 @@ def main():
         "are compared parsed, record for record in order (protobuf map order makes bytes vary).",
         "",
         "**Ours, default vs sharded mode** (`--num_workers`; KJV x10 = the KJV file repeated "
-        "10 times). Peak memory: the process's peak RSS for one process; for the sharded mode "
-        "the peak of the processes' summed PSS (main + workers).",
+        "10 times). Peak memory: the process's peak RSS; sharded mode: the main process's "
+        "peak RSS plus `--num_workers` times the largest worker peak (each worker reports its "
+        "own; pages shared after the fork are counted in each, so this is an upper bound).",
         "",
         "| corpus | input MB | mode | shard MB | wall s | instances | instances/s | input MB/s "
         "| peak MB | peak MB per input MB |",

@@ -70,6 +70,11 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from absl import logging
 
+try:
+    import resource
+except ImportError:  # not on Windows: the worker memory report is skipped there
+    resource = None
+
 from bert_mgpu import tokenization
 from bert_mgpu.data import features as features_lib
 from bert_mgpu.data import tfrecord
@@ -93,10 +98,13 @@ class Stats:
     invalid_utf8_lines: int = 0
     input_bytes: int = 0
     shards: int = 0
+    worker_peak_rss_kb: int = 0  # sharded mode: the largest peak RSS of a worker process
 
     def add(self, other: "Stats") -> None:
         for field in dataclasses.fields(self):
-            setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
+            mine, theirs = getattr(self, field.name), getattr(other, field.name)
+            setattr(self, field.name, max(mine, theirs) if field.name.startswith("worker_peak")
+                    else mine + theirs)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -820,6 +828,8 @@ def _process_shard(task) -> Tuple[int, Stats]:
     stats.instances = len(records)
     with open(tmp_path, "wb") as f:
         write_records(records, [f])
+    if resource is not None:
+        stats.worker_peak_rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return shard_index, stats
 
 
@@ -928,6 +938,9 @@ def _run_sharded(options, input_files: List[str], outputs: _OutputFiles, vocab: 
                 progress.documents, progress.instances = stats.documents, stats.instances
                 progress.update(shards[shard_index][1])
         progress.done()
+        if stats.worker_peak_rss_kb:
+            logging.info("Peak RSS of a worker process: %.0f MB",
+                         stats.worker_peak_rss_kb / 1024)
         return _interleave(shard_paths, outputs.files)
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)

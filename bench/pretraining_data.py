@@ -8,8 +8,8 @@ Runs, as whole processes (start-up and imports included, as a user waits for the
   * ours in sharded mode (`--num_workers` 1 and 2) on the KJV and on the KJV repeated 10 times.
 
 Wall time is the median of the repeats; peak memory is the process's own peak RSS (ru_maxrss);
-in sharded mode, plus each worker's peak RSS as the workers report it (nothing samples /proc
-during a run: sampling costs the measured processes time).
+in sharded mode, the main process's and each worker's peak RSS as they log them (nothing samples
+/proc during a run: sampling costs the measured processes time).
 
 Usage:
   BERT_MGPU_ORACLE_PYTHON=.venv-oracle/bin/python .venv/bin/python bench/pretraining_data.py \
@@ -131,9 +131,13 @@ def main():
             for _ in range(args.repeats):
                 wall, rss, stderr = run(cmd + common, env)
                 walls.append(wall)
-                # Sharded: the main process's peak plus each worker's (they report their own).
-                worker = re.search(r"Peak RSS of a worker process: (\d+) MB", stderr)
-                peaks.append(rss + workers * float(worker.group(1)) if workers else rss)
+                # Sharded: the main process's peak plus each worker's, as they report them
+                # (the rusage of a reaped process includes its children's peak).
+                if workers:
+                    main_rss = re.search(r"Peak RSS of the main process: (\d+) MB", stderr)
+                    worker = re.search(r"Peak RSS of a worker process: (\d+) MB", stderr)
+                    rss = float(main_rss.group(1)) + workers * float(worker.group(1))
+                peaks.append(rss)
             n = sum(1 for _ in tfrecord.read_records(out))
             wall = statistics.median(walls)
             rows.append((name, mb[corpus], workers, shard_mb, wall, n, max(peaks)))
@@ -165,8 +169,8 @@ def main():
         "",
         "**Ours, default vs sharded mode** (`--num_workers`; KJV x10 = the KJV file repeated "
         "10 times). Peak memory: the process's peak RSS; sharded mode: the main process's "
-        "peak RSS plus `--num_workers` times the largest worker peak (each worker reports its "
-        "own; pages shared after the fork are counted in each, so this is an upper bound).",
+        "peak RSS plus `--num_workers` times the largest worker peak, as they report them "
+        "(pages shared after the fork are counted in each, so this is an upper bound).",
         "",
         "| corpus | input MB | mode | shard MB | wall s | instances | instances/s | input MB/s "
         "| peak MB | peak MB per input MB |",

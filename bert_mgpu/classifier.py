@@ -17,6 +17,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_mgpu import heads, modeling, tokenization, towers, training
+from bert_mgpu.cluster import Cluster
 from bert_mgpu.config import BertConfig
 from bert_mgpu.data import classifier_data, features, input_pipeline, processors
 
@@ -47,6 +48,9 @@ def write_predictions(output_dir: str, probabilities: np.ndarray) -> None:
 def run_classifier(cfg) -> dict:
     """Runs run_classifier_mgpu.py with a `cli.ClassifierConfig`; returns the eval results."""
     devices = towers.setup_devices(cfg.train.n_gpus)  # first TF work: may split the CPU
+    cluster = Cluster(cfg.cluster) if cfg.cluster is not None else None
+    chief = cluster is None or cluster.is_chief
+    num_workers = cluster.num_workers if cluster is not None else 1
     tokenization.validate_case_matches_checkpoint(cfg.do_lower_case, cfg.init_checkpoint)
     bert_config = BertConfig.from_json_file(cfg.bert_config_file)
     if cfg.max_seq_length > bert_config.max_position_embeddings:
@@ -73,24 +77,24 @@ def run_classifier(cfg) -> dict:
     train_file = None
     if cfg.do_train:
         train_file, num_train = features_for("train", "train", processor.get_train_examples)
-        steps = num_train_steps_for(num_train, train_cfg.global_batch_size,
-                                    cfg.num_train_epochs)
+        global_batch = train_cfg.global_batch_size * num_workers
+        steps = num_train_steps_for(num_train, global_batch, cfg.num_train_epochs)
         if steps < 1:
             raise ValueError(f"{num_train} training examples and --num_train_epochs="
-                             f"{cfg.num_train_epochs} make 0 steps of "
-                             f"{train_cfg.global_batch_size} examples (train_batch_size x n_gpus"
-                             f" x num_accumulation_steps)")
+                             f"{cfg.num_train_epochs} make 0 steps of {global_batch} examples "
+                             f"(train_batch_size x n_gpus x num_accumulation_steps x workers)")
         train_cfg = dataclasses.replace(train_cfg, num_train_steps=steps,
                                         num_warmup_steps=int(steps * cfg.warmup_proportion))
         logging.info("***** Running training: %d examples, %g epochs, %d steps *****",
                      num_train, cfg.num_train_epochs, steps)
-    training.save_effective_config(cfg.output_dir, dict(cfg.flags, labels=label_list),
-                                   bert_config)
+    if chief:
+        training.save_effective_config(cfg.output_dir, dict(cfg.flags, labels=label_list),
+                                       bert_config)
 
     tf.random.set_seed(train_cfg.random_seed)
     task = heads.BertClassifier(bert_config, len(label_list),
                                 compute_dtype=training.compute_dtype(train_cfg.precision))
-    trainer = training.Trainer(task, train_cfg, devices)
+    trainer = training.Trainer(task, train_cfg, devices, cluster)
     if cfg.layerwise_lr_decay != 1.0:
         trainer.optimizer.set_lr_multipliers(modeling.layerwise_lr_multipliers(
             trainer.variables, bert_config.num_hidden_layers, cfg.layerwise_lr_decay))
@@ -98,11 +102,14 @@ def run_classifier(cfg) -> dict:
     if cfg.do_train:
         trainer.train(input_pipeline.record_dataset(
             [train_file], shapes, train_cfg.global_batch_size, is_training=True,
-            seed=train_cfg.random_seed))
+            seed=train_cfg.random_seed, shuffle_buffer=train_cfg.shuffle_buffer_size,
+            num_shards=num_workers, shard_index=cluster.task_index if cluster else 0))
     else:
         trainer.restore_or_initialize()
 
     result = {}
+    if not chief:
+        return result  # evaluation, prediction and their files are the chief's
     if cfg.do_eval:
         eval_file, num_eval = features_for("dev", "eval", processor.get_dev_examples)
         logging.info("***** Running evaluation: %d examples, batch size %d *****", num_eval,

@@ -163,6 +163,16 @@ def define_trainer_flags():
     flags.DEFINE_integer("random_seed", 12345, "Seed of the input order, of dropout and of the "
                          "initialisation of variables not loaded from a checkpoint.")
     flags.DEFINE_integer("log_every_n_steps", 100, "Log and write summaries every N updates.")
+    flags.DEFINE_integer("shuffle_buffer_size", 100, "Training records shuffle buffer "
+                         "(Google's: 100; 1 = no record shuffle).")
+    flags.DEFINE_string("worker_hosts", None, "Multi-machine training: comma-separated "
+                        "host:port of every worker (the same list on each); worker 0 is the "
+                        "chief. Without it, TF_CONFIG is used if set.")
+    flags.DEFINE_integer("task_index", None, "Multi-machine training: this worker's index in "
+                         "--worker_hosts.")
+    flags.DEFINE_float("collective_timeout_seconds", 300.0, "Multi-machine training: a worker "
+                       "that does not answer an all-reduce within this time is taken as dead "
+                       "and the others stop.")
 
 
 def train_config(output_dir, num_train_steps, num_warmup_steps, init_checkpoint=None):
@@ -177,12 +187,24 @@ def train_config(output_dir, num_train_steps, num_warmup_steps, init_checkpoint=
         save_checkpoints_steps=FLAGS.save_checkpoints_steps,
         keep_checkpoint_max=FLAGS.keep_checkpoint_max,
         log_every_n_steps=FLAGS.log_every_n_steps, random_seed=FLAGS.random_seed,
-        init_checkpoint=init_checkpoint)
+        init_checkpoint=init_checkpoint, shuffle_buffer_size=FLAGS.shuffle_buffer_size)
     try:
         cfg.validate()
     except ValueError as e:
         raise FlagError(str(e)) from None
     return cfg
+
+
+def cluster_config():
+    """The multi-worker cluster from --worker_hosts/--task_index or TF_CONFIG, or None."""
+    from bert_mgpu.cluster import resolve_cluster
+
+    if FLAGS.collective_timeout_seconds <= 0:
+        raise FlagError("--collective_timeout_seconds must be > 0")
+    if FLAGS.task_index is not None and not FLAGS.worker_hosts:
+        raise FlagError("--task_index needs --worker_hosts")
+    return resolve_cluster(FLAGS.worker_hosts, FLAGS.task_index,
+                           FLAGS.collective_timeout_seconds)
 
 
 def flag_values_dict():
@@ -208,6 +230,7 @@ class PretrainingConfig:
     max_eval_steps: int
     train: "object"  # config.TrainConfig
     flags: dict
+    cluster: "object" = None  # cluster.ClusterConfig or None
 
 
 def _define_google_training_flags():
@@ -267,7 +290,7 @@ def pretraining_config() -> PretrainingConfig:
         max_eval_steps=FLAGS.max_eval_steps,
         train=train_config(FLAGS.output_dir, FLAGS.num_train_steps, FLAGS.num_warmup_steps,
                            FLAGS.init_checkpoint),
-        flags=flag_values_dict())
+        flags=flag_values_dict(), cluster=cluster_config())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -405,6 +428,7 @@ class ClassifierConfig:
     # num_train_steps / num_warmup_steps are set from the training set size at run time.
     train: "object"
     flags: dict
+    cluster: "object" = None  # cluster.ClusterConfig or None
 
 
 def define_classifier_flags():
@@ -472,4 +496,4 @@ def classifier_config() -> ClassifierConfig:
         layerwise_lr_decay=FLAGS.layerwise_lr_decay,
         # Placeholder steps: replaced once the training set size is known.
         train=train_config(FLAGS.output_dir, 1, 0, FLAGS.init_checkpoint),
-        flags=flag_values_dict())
+        flags=flag_values_dict(), cluster=cluster_config())

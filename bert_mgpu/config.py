@@ -160,6 +160,7 @@ class TrainConfig:
     log_every_n_steps: int = 100
     random_seed: int = 12345
     init_checkpoint: Optional[str] = None
+    shuffle_buffer_size: int = 100
 
     @property
     def global_batch_size(self) -> int:

@@ -6,6 +6,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_mgpu import heads, towers, training
+from bert_mgpu.cluster import Cluster
 from bert_mgpu.config import BertConfig
 from bert_mgpu.data import features, input_pipeline
 
@@ -16,6 +17,8 @@ def run_pretraining(cfg) -> dict:
     # First TensorFlow work of the process: the CPU can only be split into logical tower
     # devices before the runtime starts.
     devices = towers.setup_devices(cfg.train.n_gpus)
+    cluster = Cluster(cfg.cluster) if cfg.cluster is not None else None
+    chief = cluster is None or cluster.is_chief
     bert_config = BertConfig.from_json_file(cfg.bert_config_file)
     if cfg.max_seq_length > bert_config.max_position_embeddings:
         raise ValueError(f"--max_seq_length={cfg.max_seq_length} is longer than "
@@ -30,19 +33,22 @@ def run_pretraining(cfg) -> dict:
                  ", ..." if len(input_files) > 3 else "")
 
     tf.io.gfile.makedirs(cfg.output_dir)
-    training.save_effective_config(cfg.output_dir, cfg.flags, bert_config)
+    if chief:
+        training.save_effective_config(cfg.output_dir, cfg.flags, bert_config)
     tf.random.set_seed(cfg.train.random_seed)
     task = heads.BertPretrainer(bert_config,
                                 compute_dtype=training.compute_dtype(cfg.train.precision))
-    trainer = training.Trainer(task, cfg.train, devices)
+    trainer = training.Trainer(task, cfg.train, devices, cluster)
 
     if cfg.do_train:
         dataset = input_pipeline.record_dataset(
             input_files, shapes, cfg.train.global_batch_size, is_training=True,
-            seed=cfg.train.random_seed)
+            seed=cfg.train.random_seed, shuffle_buffer=cfg.train.shuffle_buffer_size,
+            num_shards=trainer.num_workers,
+            shard_index=cluster.task_index if cluster is not None else 0)
         trainer.train(dataset)
     result = {}
-    if cfg.do_eval:
+    if cfg.do_eval and chief:
         if not cfg.do_train:
             trainer.restore_or_initialize()
         dataset = input_pipeline.record_dataset(input_files, shapes, cfg.eval_batch_size,

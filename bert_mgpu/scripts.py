@@ -7,9 +7,10 @@ import traceback
 
 # Errors that mean "bad input" (a flag, a file, a config, a checkpoint): the user gets one line
 # naming the cause, not a traceback. Set BERT_MGPU_TRACEBACK=1 to see the traceback anyway.
-# ArithmeticError covers training.NonFiniteLossError (a diverged run, named by its step).
+# ArithmeticError covers training.NonFiniteLossError (a diverged run, named by its step) and
+# ConnectionError cluster.WorkerLostError (a dead worker, named with the step to resume from).
 _USER_ERRORS = (ValueError, KeyError, FileNotFoundError, NotADirectoryError, PermissionError,
-                ArithmeticError)
+                ArithmeticError, ConnectionError)
 
 
 def run_main(main):

@@ -33,20 +33,26 @@ def setup_devices(n_towers: int) -> List[str]:
     """
     if n_towers < 1:
         raise ValueError(f"--n_gpus must be >= 1, got {n_towers}")
+    # Only physical-device queries and configuration here: listing *logical* devices would
+    # start the runtime, after which neither the CPU split nor the collective ops of a
+    # multi-worker job (cluster.py) can be configured any more.
     gpus = tf.config.list_physical_devices("GPU")
-    if not gpus:
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        configured = tf.config.get_logical_device_configuration(cpu) or []
-        if len(configured) < n_towers:
-            try:
-                tf.config.set_logical_device_configuration(
-                    cpu, [tf.config.LogicalDeviceConfiguration()] * n_towers)
-            except RuntimeError:
-                # The runtime is already initialised (e.g. a test process): towers wrap around
-                # the logical devices that exist.
-                logging.info("TensorFlow already initialised; %d towers share the existing "
-                             "logical CPU devices", n_towers)
-    return tower_devices(n_towers)
+    if gpus:
+        return [f"/GPU:{i % len(gpus)}" for i in range(n_towers)]
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    configured = tf.config.get_logical_device_configuration(cpu) or []
+    if len(configured) < n_towers:
+        try:
+            tf.config.set_logical_device_configuration(
+                cpu, [tf.config.LogicalDeviceConfiguration()] * n_towers)
+        except RuntimeError:
+            # The runtime is already initialised (e.g. a test process): towers wrap around
+            # the logical devices that exist.
+            logging.info("TensorFlow already initialised; %d towers share the existing "
+                         "logical CPU devices", n_towers)
+            return tower_devices(n_towers)
+    count = max(1, len(tf.config.get_logical_device_configuration(cpu) or []))
+    return [f"/CPU:{i % count}" for i in range(n_towers)]
 
 
 def tower_devices(n_towers: int) -> List[str]:

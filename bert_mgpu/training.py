@@ -30,6 +30,7 @@ from absl import logging
 from tensorflow.core.framework import summary_pb2
 
 from bert_mgpu import checkpoint, modeling, optimization, towers
+from bert_mgpu import cluster as cluster_lib
 from bert_mgpu.config import TrainConfig
 from bert_mgpu.progress import format_duration
 
@@ -108,20 +109,22 @@ class _StopSignals:
 class Trainer:
     """Multi-tower training of a task with Google's optimizer, checkpoints and logs."""
 
-    def __init__(self, task, cfg: TrainConfig, devices, num_workers: int = 1):
+    def __init__(self, task, cfg: TrainConfig, devices, cluster=None):
         """Builds the optimizer and the step functions (no tracing yet).
 
         Args:
           task: see the module docstring.
           cfg: `TrainConfig`.
           devices: one device name per tower (`towers.setup_devices(cfg.n_gpus)`).
-          num_workers: workers in the cluster (for the logged global batch and examples/s).
+          cluster: a `cluster.Cluster` for multi-worker training, or None.
         """
         cfg.validate()
         if len(devices) != cfg.n_gpus:
             raise ValueError(f"{len(devices)} devices for --n_gpus={cfg.n_gpus}")
         self.task, self.cfg, self.devices = task, cfg, list(devices)
-        self.num_workers = num_workers
+        self.cluster = cluster
+        self.num_workers = cluster.num_workers if cluster else 1
+        self.is_chief = cluster.is_chief if cluster else True
         self.variables = task.named_variables()
         self._names = list(self.variables)
         self.global_step = optimization.create_global_step()
@@ -145,6 +148,7 @@ class Trainer:
             self.accumulators = [tf.Variable(tf.zeros_like(v), trainable=False)
                                  for v in self.variables.values()]
         self._train_step = tf.function(self._train_step_impl)
+        self._global_context = tf.function(self._global_context_impl)
         self._accumulate = tf.function(self._accumulate_impl)
         self._apply_accumulated = tf.function(self._apply_accumulated_impl)
         self._eval_step = tf.function(self.task.eval_sums) if hasattr(task, "eval_sums") \
@@ -163,12 +167,33 @@ class Trainer:
                                            self.loss_scale, context)
         return towers.average_gradients(grads), _sum_dicts(o["sums"] for o in outputs)
 
-    def _apply(self, grads):
-        """Unscale, check, clip by global norm, apply once and count the step.
+    def _global_context_impl(self, features):
+        """The task's normalisers of the global batch: summed over workers."""
+        context = self.task.context(features)
+        if self.cluster is None:
+            return context
+        keys = sorted(context)
+        return dict(zip(keys, self.cluster.sum([context[k] for k in keys])))
+
+    def _apply(self, grads, stop, sums):
+        """Sum over workers, unscale, check, clip by global norm, apply once, count the step.
+
+        Args:
+          grads: this worker's tower-averaged (loss-scaled) gradients.
+          stop: float scalar, 1.0 if this worker was asked to stop (a signal).
+          sums: the task's additive statistics of this worker's batch.
 
         Returns:
-          (learning rate, finite flag, global norm before clipping).
+          (learning rate, finite flag, global norm before clipping, stop flag of any worker,
+          statistics summed over workers).
         """
+        if self.cluster is not None:
+            # One all-reduce carries the gradients, the stop flags and the logged statistics.
+            keys = sorted(sums)
+            n = len(grads)
+            reduced = self.cluster.sum(list(grads) + [stop] + [sums[k] for k in keys])
+            grads, stop = reduced[:n], reduced[n]
+            sums = dict(zip(keys, reduced[n + 1:]))
         if self.fp16:
             grads = [_scale_gradient(g, 1.0 / self.loss_scale) for g in grads]
         finite = _all_finite(grads)
@@ -186,7 +211,7 @@ class Trainer:
         lr = tf.cond(finite, apply, skip)
         if self.fp16:
             self._update_loss_scale(finite)
-        return lr, finite, global_norm
+        return lr, finite, global_norm, stop, sums
 
     def _update_loss_scale(self, finite):
         grow = tf.logical_and(finite, self.good_steps + 1 >= LOSS_SCALE_GROWTH_INTERVAL)
@@ -197,11 +222,11 @@ class Trainer:
         self.loss_scale.assign(new_scale)
         self.good_steps.assign(new_good)
 
-    def _train_step_impl(self, features):
-        context = self.task.context(features)
+    def _train_step_impl(self, features, stop):
+        context = self._global_context_impl(features)
         grads, sums = self._towers(features, context)
-        lr, finite, global_norm = self._apply(grads)
-        return sums, context, lr, finite, global_norm
+        lr, finite, global_norm, stop, sums = self._apply(grads, stop, sums)
+        return sums, context, lr, finite, global_norm, stop
 
     def _accumulate_impl(self, features, context):
         grads, sums = self._towers(features, context)
@@ -211,34 +236,37 @@ class Trainer:
                 acc.assign_add(tf.convert_to_tensor(g))
         return sums
 
-    def _apply_accumulated_impl(self):
+    def _apply_accumulated_impl(self, stop, sums):
         grads = [None if none else acc.read_value()
                  for acc, none in zip(self.accumulators, self._grad_is_none)]
-        result = self._apply(grads)
+        result = self._apply(grads, stop, sums)
         for acc in self.accumulators:
             acc.assign(tf.zeros_like(acc))
         return result
 
-    def step(self, features):
+    def step(self, features, stop: bool = False):
         """One update on a global batch (eager entry point; everything inside is traced).
 
         Args:
-          features: dict of Tensors [global_batch, ...] with global_batch =
-            train_batch_size * n_gpus * num_accumulation_steps.
+          features: dict of Tensors [batch, ...]: this worker's part of the global batch,
+            batch = train_batch_size * n_gpus * num_accumulation_steps.
+          stop: this worker was asked to stop (multi-worker: every worker learns it).
 
         Returns:
-          dict: the task's metrics of the batch, `learning_rate`, `global_norm`, `finite`.
+          dict: the task's metrics of the global batch, `learning_rate`, `global_norm`,
+          `finite`, `stop` (some worker asked to stop).
         """
+        stop = tf.constant(1.0 if stop else 0.0)
         k = self.cfg.num_accumulation_steps
         if k == 1:
-            sums, context, lr, finite, global_norm = self._train_step(features)
+            sums, context, lr, finite, global_norm, stop = self._train_step(features, stop)
         else:
-            context = self.task.context(features)
+            context = self._global_context(features)
             sums = _sum_dicts(self._accumulate(micro, context)
                               for micro in towers.split_batch(features, k))
-            lr, finite, global_norm = self._apply_accumulated()
+            lr, finite, global_norm, stop, sums = self._apply_accumulated(stop, sums)
         out = {k_: v for k_, v in self.task.metrics(sums, context).items()}
-        out.update(learning_rate=lr, global_norm=global_norm, finite=finite)
+        out.update(learning_rate=lr, global_norm=global_norm, finite=finite, stop=stop > 0)
         return out
 
     # -- state ------------------------------------------------------------------------------
@@ -288,22 +316,35 @@ class Trainer:
                     next(iterator)
         return step
 
-    def _input_state_path(self, step: int) -> str:
-        return os.path.join(self.cfg.output_dir, INPUT_STATE_DIR, f"ckpt-{step}")
+    def _input_state_dir(self) -> str:
+        directory = os.path.join(self.cfg.output_dir, INPUT_STATE_DIR)
+        if self.cluster is not None:
+            directory = os.path.join(directory, f"worker-{self.cluster.task_index}")
+        return directory
 
-    def save(self, input_checkpoint: Optional[tf.train.Checkpoint] = None) -> str:
-        """Writes the input position, then the checkpoint (which publishes both)."""
+    def _input_state_path(self, step: int) -> str:
+        return os.path.join(self._input_state_dir(), f"ckpt-{step}")
+
+    def save(self, input_checkpoint: Optional[tf.train.Checkpoint] = None) -> Optional[str]:
+        """Writes this worker's input position, then (chief) the checkpoint.
+
+        The checkpoint publishes the step; a worker whose input position for it is missing
+        (it died before writing it) skips the batches on resume instead, which is exact too.
+        """
         step = int(self.global_step.numpy())
         if input_checkpoint is not None:
             input_checkpoint.write(self._input_state_path(step))
-        prefix = checkpoint.save_checkpoint(self.cfg.output_dir, step, self.checkpoint_tensors(),
-                                            keep_checkpoint_max=self.cfg.keep_checkpoint_max)
+        prefix = None
+        if self.is_chief:
+            prefix = checkpoint.save_checkpoint(
+                self.cfg.output_dir, step, self.checkpoint_tensors(),
+                keep_checkpoint_max=self.cfg.keep_checkpoint_max)
+            logging.info("Saved checkpoint %s", prefix)
         self._prune_input_states()
-        logging.info("Saved checkpoint %s", prefix)
         return prefix
 
     def _prune_input_states(self):
-        directory = os.path.join(self.cfg.output_dir, INPUT_STATE_DIR)
+        directory = self._input_state_dir()
         state = tf.train.get_checkpoint_state(self.cfg.output_dir)
         if state is None or not tf.io.gfile.isdir(directory):
             return
@@ -325,6 +366,9 @@ class Trainer:
         iterator = iter(dataset)
         input_checkpoint = tf.train.Checkpoint(input=iterator)
         start_step = self.restore_or_initialize(input_checkpoint, iterator)
+        if self.cluster is not None:
+            # Same starting weights everywhere, whatever each worker initialised or restored.
+            self.cluster.broadcast_from_chief(list(self.variables.values()))
         examples_per_step = cfg.global_batch_size * self.num_workers
         logging.info("***** Training *****")
         logging.info("  Towers (--n_gpus) = %d on %s", cfg.n_gpus, ", ".join(self.devices))
@@ -338,7 +382,8 @@ class Trainer:
             logging.info("global_step %d >= num_train_steps %d: nothing to train.", start_step,
                          cfg.num_train_steps)
             return {}
-        writer = tf.summary.create_file_writer(cfg.output_dir)
+        writer = tf.summary.create_file_writer(cfg.output_dir) if self.is_chief \
+            else tf.summary.create_noop_writer()
         step = start_step
         saved_step = start_step
         metrics: Dict[str, float] = {}
@@ -351,8 +396,22 @@ class Trainer:
                 except StopIteration:
                     logging.warning("Input exhausted at step %d.", step)
                     break
-                out = self.step(features)
+                try:
+                    out = self.step(features, stop=stop.received is not None)
+                except (tf.errors.DeadlineExceededError, tf.errors.UnavailableError,
+                        tf.errors.CancelledError, tf.errors.AbortedError) as e:
+                    if self.cluster is None:
+                        raise
+                    raise cluster_lib.WorkerLostError(
+                        f"worker {self.cluster.task_index}: the all-reduce of step {step + 1} "
+                        f"did not complete ({type(e).__name__}): a worker died or is "
+                        f"unreachable. Stopping; relaunch every worker to resume from the last "
+                        f"checkpoint (step {saved_step}).") from None
                 finite = bool(out.pop("finite"))
+                # Multi-worker: every worker stops at the step where any worker's flag arrived
+                # through the all-reduce; alone, a signal stops after the current step.
+                stop_requested = bool(out.pop("stop")) or (
+                    self.cluster is None and stop.received is not None)
                 new_step = int(self.global_step.numpy())
                 if not finite:
                     if self.fp16:
@@ -381,12 +440,12 @@ class Trainer:
                 if step % cfg.save_checkpoints_steps == 0 or step == cfg.num_train_steps:
                     self.save(input_checkpoint)
                     saved_step = step
-                if stop.received:
+                if stop_requested:
                     if saved_step != step:
                         self.save(input_checkpoint)
                     logging.warning("Stopped by %s at global_step %d; checkpoint written. "
-                                    "Run the same command again to resume.", stop.received,
-                                    step)
+                                    "Run the same command again to resume.",
+                                    stop.received or "a signal to another worker", step)
                     break
         writer.flush()
         return metrics

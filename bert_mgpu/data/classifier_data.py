@@ -109,7 +109,8 @@ def write_features(examples: Sequence[InputExample], label_list: Sequence[str],
     """Writes Google's classifier records for `examples` (atomically); returns the count."""
     label_map = {label: i for i, label in enumerate(label_list)}
     progress = Progress("examples", total=len(examples))
-    tmp = output_file + ".incomplete"
+    # Unique per process: several workers may write the same cache file at once.
+    tmp = f"{output_file}.incomplete-{os.getpid()}"
     batch = 1024
     with tf.io.TFRecordWriter(tmp) as writer:
         for start in range(0, len(examples), batch):
@@ -148,8 +149,9 @@ def cached_features(examples_fn, split: str, output_dir: str, key: str, label_li
     tf.io.gfile.makedirs(output_dir)
     n = write_features(examples, label_list, max_seq_length, tokenizer, path, truncation,
                        head_tokens)
-    with tf.io.gfile.GFile(meta_path + ".tmp", "w") as f:
+    tmp = f"{meta_path}.tmp-{os.getpid()}"
+    with tf.io.gfile.GFile(tmp, "w") as f:
         json.dump({"num_examples": n, "key": key}, f)
-    tf.io.gfile.rename(meta_path + ".tmp", meta_path, overwrite=True)
+    tf.io.gfile.rename(tmp, meta_path, overwrite=True)
     logging.info("Wrote %s features (%d examples): %s", split, n, path)
     return path, n

@@ -60,9 +60,20 @@ def check_record_lengths(input_files: Sequence[str], shapes: Mapping[str, int],
                                  f"expects {expected}")
 
 
+def shard_files(input_files: Sequence[str], num_shards: int, index: int):
+    """This worker's files when there are at least as many files as workers, else None (then
+    records are sharded instead). Disjoint across workers; together, all the files."""
+    if num_shards <= 1:
+        return list(input_files)
+    if len(input_files) >= num_shards:
+        return list(input_files)[index::num_shards]
+    return None
+
+
 def record_dataset(input_files: Sequence[str], shapes: Mapping[str, int], batch_size: int,
                    is_training: bool, seed: int = 12345, shuffle_buffer: int = 100,
-                   cycle_length: int = 4) -> tf.data.Dataset:
+                   cycle_length: int = 4, num_shards: int = 1,
+                   shard_index: int = 0) -> tf.data.Dataset:
     """Batches of parsed records.
 
     Training (as Google's `input_fn_builder`, made deterministic): the file order is shuffled
@@ -79,18 +90,28 @@ def record_dataset(input_files: Sequence[str], shapes: Mapping[str, int], batch_
       seed: shuffle seed (`--random_seed`).
       shuffle_buffer: record shuffle buffer (Google: 100).
       cycle_length: files read in parallel (Google: min(4, number of files)).
+      num_shards, shard_index: multi-worker training: this worker reads a disjoint shard, by
+        file when there are at least `num_shards` files, else by record (every worker then
+        reads the same deterministic record stream and keeps every `num_shards`-th record,
+        before the record shuffle). `batch_size` is this worker's part of the global batch.
 
     Returns:
       tf.data.Dataset of dicts name -> int32 Tensor [batch, length] (float32 for
       `masked_lm_weights`).
     """
     if is_training:
-        d = tf.data.Dataset.from_tensor_slices(list(input_files))
-        d = d.shuffle(len(input_files), seed=seed, reshuffle_each_iteration=True).repeat()
-        cycle = max(1, min(cycle_length, len(input_files)))
+        files = shard_files(input_files, num_shards, shard_index)
+        by_record = files is None
+        files = list(input_files) if by_record else files
+        d = tf.data.Dataset.from_tensor_slices(files)
+        d = d.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
+        cycle = max(1, min(cycle_length, len(files)))
         d = d.interleave(tf.data.TFRecordDataset, cycle_length=cycle, block_length=1,
                          num_parallel_calls=cycle, deterministic=True)
-        d = d.shuffle(shuffle_buffer, seed=seed + 1, reshuffle_each_iteration=True)
+        if by_record:
+            d = d.shard(num_shards, shard_index)
+        if shuffle_buffer > 1:
+            d = d.shuffle(shuffle_buffer, seed=seed + 1, reshuffle_each_iteration=True)
         d = d.batch(batch_size, drop_remainder=True)
     else:
         d = tf.data.TFRecordDataset(list(input_files)).batch(batch_size, drop_remainder=False)

@@ -1,0 +1,208 @@
+"""Multi-worker training on TensorFlow's collectives, with real worker processes on 127.0.0.1.
+
+2 workers x 1 tower x 4 == 1 worker x 2 towers x 4 == 1 worker x 1 tower x 8 (same init, no
+dropout, records not shuffled so the global batches are the same sets); input shards are
+disjoint; only the chief writes; a dead worker stops the others within the timeout and a
+relaunch resumes exactly; SIGTERM on the chief checkpoints and ends every worker cleanly.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_mgpu.cluster import ClusterConfig, resolve_cluster
+from bert_mgpu.data import input_pipeline
+
+from _oracle import REPO
+from _pretraining_data import write_config, write_records
+
+SCRIPT = os.path.join(REPO, "run_pretraining.py")
+STEPS = 40
+
+
+def free_ports(n):
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cluster")
+    return {"config": write_config(d / "bert_config.json"),
+            "data": write_records(d / "train.tfrecord", 240, seed=9), "dir": d}
+
+
+def command(files, output_dir, n_gpus, batch, extra=()):
+    return [sys.executable, SCRIPT, f"--bert_config_file={files['config']}",
+            f"--input_file={files['data']}", f"--output_dir={output_dir}",
+            "--max_seq_length=16", "--max_predictions_per_seq=4", "--do_train=true",
+            f"--train_batch_size={batch}", f"--n_gpus={n_gpus}", f"--num_train_steps={STEPS}",
+            "--num_warmup_steps=3", "--learning_rate=1e-3", "--save_checkpoints_steps=10",
+            "--log_every_n_steps=10", "--random_seed=11", "--shuffle_buffer_size=1", *extra]
+
+
+def env():
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+
+
+def start_workers(files, output_dir, extra=()):
+    ports = free_ports(2)
+    hosts = f"--worker_hosts=127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}"
+    return [subprocess.Popen(command(files, output_dir, 1, 4, [hosts, f"--task_index={i}",
+                                                               *extra]),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
+            for i in range(2)]
+
+
+def wait_all(procs, timeout=240):
+    outs = [p.communicate(timeout=timeout) for p in procs]
+    return [(p.returncode, err) for p, (_, err) in zip(procs, outs)]
+
+
+def final_tensors(output_dir):
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(output_dir))
+    return {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()}
+
+
+def assert_same(a, b):
+    assert sorted(a) == sorted(b)
+    for name in a:
+        np.testing.assert_allclose(a[name], b[name], atol=1e-5, rtol=0, err_msg=name)
+
+
+@pytest.fixture(scope="module")
+def reference(files):
+    """1 worker x 2 towers x 4 and 1 worker x 1 tower x 8."""
+    out = {}
+    for n_gpus, batch in ((2, 4), (1, 8)):
+        path = str(files["dir"] / f"single_{n_gpus}x{batch}")
+        proc = subprocess.run(command(files, path, n_gpus, batch), capture_output=True,
+                              text=True, timeout=300, env=env())
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        out[(n_gpus, batch)] = path
+    return out
+
+
+@pytest.fixture(scope="module")
+def two_workers(files):
+    path = str(files["dir"] / "two_workers")
+    results = wait_all(start_workers(files, path))
+    for code, err in results:
+        assert code == 0, err[-3000:]
+    return path, results
+
+
+def test_two_workers_equal_towers_equal_one_device(reference, two_workers):
+    one_device = final_tensors(reference[(1, 8)])
+    assert_same(final_tensors(reference[(2, 4)]), one_device)
+    assert_same(final_tensors(two_workers[0]), one_device)
+    assert int(final_tensors(two_workers[0])["global_step"]) == STEPS
+
+
+def test_global_batch_logged_and_only_the_chief_writes(two_workers):
+    path, ((_, chief_log), (_, worker_log)) = two_workers
+    for log in (chief_log, worker_log):
+        assert "Global batch = 8 (train_batch_size 4 x n_gpus 1 x accumulation 1 x " \
+               "workers 2)" in log
+    assert "Saved checkpoint" in chief_log and "Saved checkpoint" not in worker_log
+    assert "Worker 0 of 2" in chief_log and "- chief" in chief_log
+    assert len(tf.io.gfile.glob(os.path.join(path, "events.out.tfevents.*"))) == 1
+    assert os.path.exists(os.path.join(path, "run_config.json"))
+    for w in (0, 1):
+        assert tf.io.gfile.glob(os.path.join(path, "input_state", f"worker-{w}", "ckpt-*"))
+
+
+def test_input_shards_are_disjoint_and_cover_everything(tmp_path):
+    files = [f"f{i}" for i in range(5)]
+    shards = [input_pipeline.shard_files(files, 2, i) for i in range(2)]
+    assert shards == [["f0", "f2", "f4"], ["f1", "f3"]]
+    assert input_pipeline.shard_files(files[:1], 2, 0) is None  # too few files: by record
+    # By record: the workers' first epochs (read without the record shuffle, whose buffer
+    # would mix epochs) are disjoint and together the whole file.
+    path = write_records(tmp_path / "r.tfrecord", 30, seed=3)
+    from bert_mgpu.data import features
+    shapes = features.pretraining_shapes(16, 4)
+    seen = []
+    for w in range(3):
+        d = input_pipeline.record_dataset([path], shapes, 5, True, seed=4, shuffle_buffer=1,
+                                          num_shards=3, shard_index=w)
+        rows = [tuple(r) for b in d.take(2) for r in b["input_ids"].numpy().tolist()]
+        seen.append(set(rows))
+    assert not (seen[0] & seen[1]) and not (seen[1] & seen[2]) and not (seen[0] & seen[2])
+    everything = {tuple(r["input_ids"].numpy().tolist()) for r in
+                  tf.data.TFRecordDataset(path).map(lambda s: features.parse_example(s, shapes))}
+    assert set.union(*seen) == everything
+
+
+def test_dead_worker_stops_the_others_and_relaunch_resumes(files, reference, tmp_path):
+    path = str(tmp_path / "killed")
+    procs = start_workers(files, path, ["--collective_timeout_seconds=10"])
+    deadline = time.time() + 120
+    while time.time() < deadline and not os.path.exists(os.path.join(path,
+                                                                      "model.ckpt-10.index")):
+        time.sleep(0.05)
+    assert procs[0].poll() is None and procs[1].poll() is None
+    procs[1].send_signal(signal.SIGKILL)
+    killed_at = time.time()
+    _, chief_err = procs[0].communicate(timeout=120)
+    procs[1].wait()
+    assert time.time() - killed_at < 60
+    assert procs[0].returncode == 1
+    last = chief_err.strip().splitlines()[-1]
+    assert last.startswith("run_pretraining.py: ERROR: worker 0: the all-reduce of step ")
+    assert "a worker died or is unreachable" in last
+    results = wait_all(start_workers(files, path, ["--collective_timeout_seconds=10"]))
+    for code, err in results:
+        assert code == 0, err[-3000:]
+        assert "Resumed from" in err
+    assert_same(final_tensors(path), final_tensors(reference[(1, 8)]))
+
+
+def test_sigterm_on_the_chief_ends_every_worker_cleanly(files, tmp_path):
+    path = str(tmp_path / "sigterm")
+    procs = start_workers(files, path, ["--num_train_steps=100000"])
+    deadline = time.time() + 120
+    while time.time() < deadline and not os.path.exists(os.path.join(path,
+                                                                      "model.ckpt-10.index")):
+        time.sleep(0.05)
+    procs[0].send_signal(signal.SIGTERM)
+    (code0, err0), (code1, err1) = wait_all(procs, timeout=120)
+    assert code0 == 0 and code1 == 0, (err0[-2000:], err1[-2000:])
+    assert "Stopped by SIGTERM at global_step" in err0
+    assert "Stopped by a signal to another worker at global_step" in err1
+    step0 = int(err0.split("Stopped by SIGTERM at global_step ")[1].split(";")[0])
+    step1 = int(err1.split("at global_step ")[-1].split(";")[0])
+    assert step0 == step1
+    assert tf.train.latest_checkpoint(path).endswith(f"model.ckpt-{step0}")
+
+
+def test_cluster_from_flags_and_tf_config():
+    c = resolve_cluster("h0:1,h1:2", 1)
+    assert c == ClusterConfig(("h0:1", "h1:2"), 1) and not c.is_chief and c.num_workers == 2
+    tf_config = json.dumps({"cluster": {"worker": ["a:1", "b:2", "c:3"]},
+                            "task": {"type": "worker", "index": 0}})
+    c = resolve_cluster(environ={"TF_CONFIG": tf_config})
+    assert c.num_workers == 3 and c.is_chief
+    assert resolve_cluster(environ={}) is None
+    assert resolve_cluster("h0:1", 0) is None  # one worker: a plain single process
+    with pytest.raises(ValueError, match="--task_index must be in"):
+        resolve_cluster("h0:1,h1:2", 2)
+    with pytest.raises(ValueError, match="not host:port"):
+        resolve_cluster("h0,h1:2", 0)
+    with pytest.raises(ValueError, match="TF_CONFIG: only a 'worker' job"):
+        resolve_cluster(environ={"TF_CONFIG": json.dumps(
+            {"cluster": {"worker": ["a:1"], "ps": ["b:2"]}, "task": {"type": "worker",
+                                                                    "index": 0}})})

@@ -42,7 +42,8 @@ START, END = "<!-- pretraining-data-benchmark:start -->", "<!-- pretraining-data
 
 
 def run(cmd, env=None):
-    """Runs cmd; returns (wall seconds, the process's own peak RSS in MB, stderr)."""
+    """Runs cmd; returns (wall seconds, CPU seconds (user + system, its workers included), the
+    process's peak RSS in MB, stderr)."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     stderr_chunks = []
@@ -56,7 +57,7 @@ def run(cmd, env=None):
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
         raise RuntimeError(f"{cmd[:3]} failed ({code}):\n{stderr[-3000:]}")
-    return wall, usage.ru_maxrss / 1024, stderr
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, stderr
 
 
 def compare_records(path_a, path_b):
@@ -110,7 +111,7 @@ def main():
         for who in ("google", "ours"):
             cmd = ([oracle, "-m", "bert.create_pretraining_data"] if who == "google"
                    else ours_cmd) + [f"--input_file={kjv}", f"--output_file={outputs[who]}"]
-            wall, rss, _ = run(cmd + common, env)
+            wall, _, rss, _ = run(cmd + common, env)
             timings[who].append((wall, rss))
             print(f"{who:6s} KJV default: {wall:6.2f}s, peak RSS {rss:6.0f} MB", flush=True)
     n_ours, n_google, bad = compare_records(outputs["ours"], outputs["google"])
@@ -120,29 +121,33 @@ def main():
     g_rss = max(r for _, r in timings["google"])
     o_rss = max(r for _, r in timings["ours"])
 
-    # 2. Ours, default and sharded, on the KJV and on 10x the KJV.
-    rows = []
-    for corpus, name, shard_mb in [(kjv, "KJV", 1.0), (kjv10, "KJV x10", 8.0)]:
-        for workers in (0, 1, 2):
-            out = os.path.join(work, f"s{workers}.tfrecord")
+    # 2. Ours, default and sharded, on the KJV and on 10x the KJV; the configurations take
+    # turns within each repeat, so that load from other processes spreads over all of them.
+    configs = [(corpus, name, shard_mb, workers)
+               for corpus, name, shard_mb in [(kjv, "KJV", 1.0), (kjv10, "KJV x10", 8.0)]
+               for workers in (0, 1, 2)]
+    measured = {c: [] for c in configs}
+    for _ in range(args.repeats):
+        for corpus, name, shard_mb, workers in configs:
+            out = os.path.join(work, f"{name.replace(' ', '')}-w{workers}.tfrecord")
             cmd = ours_cmd + [f"--input_file={corpus}", f"--output_file={out}",
                               f"--num_workers={workers}", f"--shard_size_mb={shard_mb}"]
-            walls, peaks = [], []
-            for _ in range(args.repeats):
-                wall, rss, stderr = run(cmd + common, env)
-                walls.append(wall)
-                # Sharded: the main process's peak plus each worker's, as they report them
-                # (the rusage of a reaped process includes its children's peak).
-                if workers:
-                    main_rss = re.search(r"Peak RSS of the main process: (\d+) MB", stderr)
-                    worker = re.search(r"Peak RSS of a worker process: (\d+) MB", stderr)
-                    rss = float(main_rss.group(1)) + workers * float(worker.group(1))
-                peaks.append(rss)
-            n = sum(1 for _ in tfrecord.read_records(out))
-            wall = statistics.median(walls)
-            rows.append((name, mb[corpus], workers, shard_mb, wall, n, max(peaks)))
-            print(f"ours {name} workers={workers}: {wall:.2f}s, {n} instances, "
-                  f"peak {max(peaks):.0f} MB", flush=True)
+            wall, cpu, rss, stderr = run(cmd + common, env)
+            if workers:
+                # The main process's peak plus each worker's, as they report them (the rusage
+                # of a reaped process includes its children's peak, so rss is not used).
+                main_rss = re.search(r"Peak RSS of the main process: (\d+) MB", stderr)
+                worker = re.search(r"Peak RSS of a worker process: (\d+) MB", stderr)
+                rss = float(main_rss.group(1)) + workers * float(worker.group(1))
+            measured[(corpus, name, shard_mb, workers)].append((wall, cpu, rss))
+            print(f"ours {name} workers={workers}: {wall:.2f}s wall, {cpu:.2f}s CPU, "
+                  f"peak {rss:.0f} MB", flush=True)
+    rows = []
+    for (corpus, name, shard_mb, workers), runs in measured.items():
+        out = os.path.join(work, f"{name.replace(' ', '')}-w{workers}.tfrecord")
+        n = sum(1 for _ in tfrecord.read_records(out))
+        rows.append((name, mb[corpus], workers, shard_mb, statistics.median(r[0] for r in runs),
+                     statistics.median(r[1] for r in runs), n, max(r[2] for r in runs)))
 
     lines = [
         START,
@@ -172,16 +177,28 @@ def main():
         "peak RSS plus `--num_workers` times the largest worker peak, as they report them "
         "(pages shared after the fork are counted in each, so this is an upper bound).",
         "",
-        "| corpus | input MB | mode | shard MB | wall s | instances | instances/s | input MB/s "
-        "| peak MB | peak MB per input MB |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| corpus | input MB | mode | shard MB | wall s | CPU s | instances | instances/s "
+        "| input MB/s | peak MB | peak MB per input MB |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for name, size, workers, shard_mb, wall, n, peak in rows:
+    for name, size, workers, shard_mb, wall, cpu, n, peak in rows:
         mode = "default (1 process)" if workers == 0 else f"sharded, {workers} worker(s)"
         shard = "—" if workers == 0 else f"{shard_mb:g}"
-        lines.append(f"| {name} | {size:.1f} | {mode} | {shard} | {wall:.2f} | {n:,} | "
-                     f"{n / wall:,.0f} | {size / wall:.2f} | {peak:.0f} | {peak / size:.1f} |")
-    lines += ["", END]
+        lines.append(f"| {name} | {size:.1f} | {mode} | {shard} | {wall:.2f} | {cpu:.2f} | "
+                     f"{n:,} | {n / wall:,.0f} | {size / wall:.2f} | {peak:.0f} | "
+                     f"{peak / size:.1f} |")
+    load_end = os.getloadavg()[0]
+    lines += [
+        "",
+        "In sharded mode memory depends on `--shard_size_mb`, not on the corpus: each worker "
+        "holds one shard's documents and records, while the default mode (like Google's script) "
+        "holds the whole corpus's. Wall time with 2 workers can only approach half of 1 "
+        "worker's when both CPUs are free: the machine is shared (load average "
+        f"{load:.2f} at the start, {load_end:.2f} at the end), so the CPU column shows the "
+        "work itself. Sharded runs make other instances than the default mode (as many, "
+        "give or take the random draws): each shard has its own seed and draws its "
+        "random-next documents from itself.",
+        "", END]
     section = "\n".join(lines)
     print(section)
     if args.write_docs:

@@ -973,6 +973,8 @@ def create_pretraining_data(options) -> Stats:
     for path in input_files:
         logging.info("  %s", path)
     output_paths = [p.strip() for p in options.output_file.split(",") if p.strip()]
+    if not output_paths:
+        raise ValueError("--output_file: no output file given")
     stats = Stats(input_files=len(input_files))
     outputs = _OutputFiles(output_paths)
     try:

@@ -253,12 +253,9 @@ def test_fixture_tfrecord_decodes_like_tensorflow():
 # ---------------------------------------------------------------------------------------------
 # Google's random draws, written out
 
-class _Options:
-    short_seq_prob = 0.1
-
-
 def test_inlined_random_draws_are_pythons():
-    maker = pretraining_data.InstanceMaker(_Options(), None, random.Random(5), None, False)
+    options = CreatePretrainingDataConfig(input_file="", output_file="", vocab_file="")
+    maker = pretraining_data.InstanceMaker(options, None, random.Random(5), None, False)
     reference = random.Random(5)
     for n in [1, 2, 3, 7, 64, 127, 128, 129, 4095, 4096, 5000, 30522]:
         assert maker._randbelow(n) == reference._randbelow(n)

@@ -3,6 +3,23 @@
 `BertConfig` reads and writes exactly Google's JSON keys. Keys it does not know (for example
 `pooler_fc_size`, `directionality` in Google's Chinese config) are kept and written back, never
 fatal, so a config round-trips unchanged.
+
+Model options of BERT's successors are more keys of the same file (`MODEL_OPTIONS`); they live in
+`extra` like any other key, so a config is written back exactly as read, and a config without
+them is Google's BERT (same variables, same numerics):
+
+  key                       default     meaning
+  embedding_size            hidden_size ALBERT: word/position/type embeddings of this width,
+                                        projected to hidden_size (`embedding_hidden_mapping_in`)
+  share_parameters          "none"      ALBERT: "all", "attention" or "ffn" sub-blocks shared
+                                        by every layer (ALBERT's `num_hidden_groups: 1` = "all")
+  pre_layer_norm            false       Cramming: LayerNorm before each sub-block, plus a final one
+  use_bias                  true        Cramming (false): no biases in Q/K/V, attention output
+                                        and feed-forward dense layers
+  position_embedding_type   "learned"   Cramming: "scaled_sinusoidal", a fixed sinusoid table
+                                        times one learned scale
+  gated_ffn                 false       Cramming: gated feed-forward; intermediate_size is the
+                                        width of the first dense layer, half of it goes on
 """
 
 import copy
@@ -25,6 +42,19 @@ _GOOGLE_DEFAULTS = (
     ("type_vocab_size", 16),
     ("initializer_range", 0.02),
 )
+
+
+# The model options (module docstring) and their defaults; `None` = see the property.
+MODEL_OPTIONS = (
+    ("embedding_size", None),
+    ("share_parameters", "none"),
+    ("pre_layer_norm", False),
+    ("use_bias", True),
+    ("position_embedding_type", "learned"),
+    ("gated_ffn", False),
+)
+SHARE_PARAMETERS = ("none", "all", "attention", "ffn")
+POSITION_EMBEDDING_TYPES = ("learned", "scaled_sinusoidal")
 
 
 class BertConfigError(ValueError):
@@ -60,6 +90,76 @@ class BertConfig:
         if name in extra:
             return extra[name]
         raise AttributeError(name)
+
+    # -- model options (read from `extra`; absent = Google's BERT) ------------------------------
+
+    @property
+    def embedding_size(self) -> int:
+        """Width of the embedding tables (ALBERT's E); `hidden_size` when not factorized."""
+        value = self.extra.get("embedding_size")
+        return self.hidden_size if value is None else value
+
+    @property
+    def share_parameters(self) -> str:
+        """One of "none", "all", "attention", "ffn". ALBERT's own configs say
+        `num_hidden_groups: 1` (one group of layers: everything shared), which reads as "all"."""
+        if "share_parameters" in self.extra:
+            return self.extra["share_parameters"]
+        if self.extra.get("num_hidden_groups") == 1:
+            return "all"
+        return "none"
+
+    @property
+    def pre_layer_norm(self) -> bool:
+        return self.extra.get("pre_layer_norm", False)
+
+    @property
+    def use_bias(self) -> bool:
+        return self.extra.get("use_bias", True)
+
+    @property
+    def position_embedding_type(self) -> str:
+        return self.extra.get("position_embedding_type", "learned")
+
+    @property
+    def gated_ffn(self) -> bool:
+        return self.extra.get("gated_ffn", False)
+
+    def _validate_model_options(self, source: str) -> None:
+        extra = self.extra
+        for key in ("pre_layer_norm", "use_bias", "gated_ffn"):
+            if key in extra and not isinstance(extra[key], bool):
+                raise BertConfigError(f"{source}: '{key}' must be true or false, "
+                                      f"got {extra[key]!r}")
+        if extra.get("embedding_size") is not None:
+            value = extra["embedding_size"]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise BertConfigError(
+                    f"{source}: 'embedding_size' must be an integer >= 1, got {value!r}")
+        if self.share_parameters not in SHARE_PARAMETERS:
+            raise BertConfigError(f"{source}: 'share_parameters' must be one of "
+                                  f"{', '.join(SHARE_PARAMETERS)}, got {self.share_parameters!r}")
+        # ALBERT's grouping keys: only the layouts ALBERT released (one group, one inner block).
+        groups = extra.get("num_hidden_groups")
+        if groups is not None and groups != 1 and "share_parameters" not in extra:
+            raise BertConfigError(
+                f"{source}: 'num_hidden_groups' = {groups!r} is not supported (1 = all layers "
+                f"share their parameters); use 'share_parameters' instead")
+        if extra.get("inner_group_num", 1) != 1:
+            raise BertConfigError(f"{source}: 'inner_group_num' must be 1, got "
+                                  f"{extra['inner_group_num']!r}")
+        if self.position_embedding_type not in POSITION_EMBEDDING_TYPES:
+            raise BertConfigError(
+                f"{source}: 'position_embedding_type' must be one of "
+                f"{', '.join(POSITION_EMBEDDING_TYPES)}, got {self.position_embedding_type!r}")
+        if self.position_embedding_type == "scaled_sinusoidal" and self.embedding_size % 2:
+            raise BertConfigError(
+                f"{source}: 'position_embedding_type' scaled_sinusoidal needs an even embedding "
+                f"width (sine and cosine pairs), got {self.embedding_size}")
+        if self.gated_ffn and self.intermediate_size % 2:
+            raise BertConfigError(
+                f"{source}: 'gated_ffn' splits intermediate_size into value and gate halves; it "
+                f"must be even, got {self.intermediate_size}")
 
     @classmethod
     def from_dict(cls, json_object: Dict[str, Any], source: str = "<dict>") -> "BertConfig":
@@ -107,6 +207,7 @@ class BertConfig:
             value = getattr(self, key)
             if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
                 raise BertConfigError(f"{source}: '{key}' must be in [0, 1), got {value!r}")
+        self._validate_model_options(source)
 
     def to_dict(self) -> Dict[str, Any]:
         """Google's keys in Google's order, then the unknown keys as read."""

@@ -33,11 +33,13 @@ class MaskedLMHead(tf.Module):
         super().__init__(name=None)
         self.config = config
         self._store = modeling.ParameterStore()
-        h = config.hidden_size
+        # The transform maps to the width of the word embeddings (ALBERT's embedding_size; the
+        # hidden size in BERT), so the tied decoder is a plain product with the table.
+        h, e = config.hidden_size, config.embedding_size
         self.transform = modeling.Dense(
-            self._store, f"{scope}/transform/dense", h, h, config.initializer_range,
+            self._store, f"{scope}/transform/dense", h, e, config.initializer_range,
             activation=modeling.get_activation(config.hidden_act))
-        self.layer_norm = modeling.LayerNorm(self._store, f"{scope}/transform", h)
+        self.layer_norm = modeling.LayerNorm(self._store, f"{scope}/transform", e)
         # One bias per vocabulary entry; the weights are the word embeddings.
         self.output_bias = self._store.add(f"{scope}/output_bias", [config.vocab_size],
                                            modeling.zeros_initializer)
@@ -51,7 +53,8 @@ class MaskedLMHead(tf.Module):
 
         Args:
           sequence_output: float Tensor [B, S, H].
-          embedding_table: float Variable [vocab_size, H] (the model's word embeddings).
+          embedding_table: float Variable [vocab_size, E] (the model's word embeddings; E is
+            the hidden size H unless the config factorizes the embeddings).
           positions: int32 Tensor [B, P], the masked positions (padding entries are 0).
           label_ids: optional int32 Tensor [B, P], the original token ids.
           label_weights: optional float Tensor [B, P], 1.0 for real predictions, 0.0 for padding.
@@ -63,7 +66,7 @@ class MaskedLMHead(tf.Module):
           Google's per-batch normalisation.
         """
         input_tensor = modeling.gather_indexes(sequence_output, positions)  # [B*P, H]
-        input_tensor = self.transform(input_tensor)
+        input_tensor = self.transform(input_tensor)  # [B*P, E]
         input_tensor = self.layer_norm(input_tensor)
         logits = tf.matmul(input_tensor, tf.cast(embedding_table, input_tensor.dtype),
                            transpose_b=True)  # [B*P, V]
@@ -168,17 +171,24 @@ class BertPretrainer(tf.Module):
     normaliser comes from the *global* batch (`context`): the masked-LM loss is divided by the
     global sum of `masked_lm_weights` (+1e-5, Google's epsilon), the next-sentence loss by the
     global number of examples.
+
+    With `next_sentence=False` (masked-LM-only data: `create_pretraining_data.py
+    --no_next_sentence` or `--pack_sequences`, as Cramming and RoBERTa train) there is no
+    next-sentence head, no `cls/seq_relationship` variables, and the loss is the masked-LM loss;
+    `next_sentence_labels` is then ignored. ALBERT's sentence-order prediction is trained by the
+    next-sentence head unchanged (same variables, label 1 = swapped).
     """
 
-    def __init__(self, config, compute_dtype=tf.float32):
+    def __init__(self, config, compute_dtype=tf.float32, next_sentence=True):
         super().__init__(name=None)
         self.config = config
         self.bert = modeling.BertModel(config, compute_dtype=compute_dtype)
         self.masked_lm = MaskedLMHead(config)
-        self.next_sentence = NextSentenceHead(config)
+        self.next_sentence = NextSentenceHead(config) if next_sentence else None
 
     def named_variables(self):
-        return modeling.merge_named_variables(self.bert, self.masked_lm, self.next_sentence)
+        heads = [self.masked_lm] + ([self.next_sentence] if self.next_sentence else [])
+        return modeling.merge_named_variables(self.bert, *heads)
 
     @staticmethod
     def context(features) -> Dict[str, tf.Tensor]:
@@ -195,6 +205,8 @@ class BertPretrainer(tf.Module):
         mlm = self.masked_lm(out.sequence_output, out.embedding_table,
                              features["masked_lm_positions"], features["masked_lm_ids"],
                              features["masked_lm_weights"])
+        if self.next_sentence is None:
+            return mlm, None
         nsp = self.next_sentence(out.pooled_output, features["next_sentence_labels"])
         return mlm, nsp
 
@@ -214,17 +226,21 @@ class BertPretrainer(tf.Module):
         mlm, nsp = self._forward(features, training)
         mlm_share = mlm["numerator"] / (context["masked_lm_weight_sum"]
                                         + MASKED_LM_DENOMINATOR_EPSILON)
+        sums = {"masked_lm_numerator": mlm["numerator"]}
+        if nsp is None:
+            return {"loss": scale * mlm_share, "sums": sums}
         nsp_sum = tf.reduce_sum(nsp["per_example_loss"])
         nsp_share = nsp_sum / context["num_examples"]
-        return {"loss": scale * (mlm_share + nsp_share),
-                "sums": {"masked_lm_numerator": mlm["numerator"],
-                         "next_sentence_loss_sum": nsp_sum}}
+        sums["next_sentence_loss_sum"] = nsp_sum
+        return {"loss": scale * (mlm_share + nsp_share), "sums": sums}
 
     @staticmethod
     def metrics(sums, context) -> Dict[str, tf.Tensor]:
         """Losses of the global batch from the summed tower statistics (what is logged)."""
         mlm = sums["masked_lm_numerator"] / (context["masked_lm_weight_sum"]
                                              + MASKED_LM_DENOMINATOR_EPSILON)
+        if "next_sentence_loss_sum" not in sums:
+            return {"loss": mlm, "masked_lm_loss": mlm}
         nsp = sums["next_sentence_loss_sum"] / context["num_examples"]
         return {"loss": mlm + nsp, "masked_lm_loss": mlm, "next_sentence_loss": nsp}
 
@@ -235,35 +251,43 @@ class BertPretrainer(tf.Module):
         mlm_pred = tf.argmax(mlm["log_probs"], axis=-1, output_type=tf.int32)
         mlm_correct = tf.cast(tf.equal(mlm_pred, tf.reshape(features["masked_lm_ids"], [-1])),
                               tf.float32)
-        nsp_labels = tf.reshape(features["next_sentence_labels"], [-1])
-        nsp_pred = tf.argmax(nsp["log_probs"], axis=-1, output_type=tf.int32)
-        batch_loss = mlm["loss"] + nsp["loss"]
-        return {
+        sums = {
             "masked_lm_weighted_loss": tf.reduce_sum(weights * mlm["per_example_loss"]),
             "masked_lm_weighted_correct": tf.reduce_sum(weights * mlm_correct),
             "masked_lm_weight": tf.reduce_sum(weights),
-            "next_sentence_loss_sum": tf.reduce_sum(nsp["per_example_loss"]),
-            "next_sentence_correct": tf.reduce_sum(
-                tf.cast(tf.equal(nsp_pred, nsp_labels), tf.float32)),
-            "num_examples": tf.cast(tf.shape(nsp_labels)[0], tf.float32),
-            "batch_loss_sum": batch_loss,
+            "batch_loss_sum": mlm["loss"],
             "num_batches": tf.constant(1.0),
         }
+        if nsp is None:
+            return sums
+        nsp_labels = tf.reshape(features["next_sentence_labels"], [-1])
+        nsp_pred = tf.argmax(nsp["log_probs"], axis=-1, output_type=tf.int32)
+        sums.update(
+            next_sentence_loss_sum=tf.reduce_sum(nsp["per_example_loss"]),
+            next_sentence_correct=tf.reduce_sum(
+                tf.cast(tf.equal(nsp_pred, nsp_labels), tf.float32)),
+            num_examples=tf.cast(tf.shape(nsp_labels)[0], tf.float32),
+            batch_loss_sum=mlm["loss"] + nsp["loss"])
+        return sums
 
     @staticmethod
     def eval_metrics(sums) -> Dict[str, float]:
-        """Google's eval keys from summed `eval_sums` (tf.metrics semantics)."""
+        """Google's eval keys from summed `eval_sums` (tf.metrics semantics); without the
+        next-sentence head, no `next_sentence_*` keys."""
         def div(a, b):
             return float(a) / float(b) if float(b) else 0.0
-        return {
+        result = {
             "masked_lm_accuracy": div(sums["masked_lm_weighted_correct"],
                                       sums["masked_lm_weight"]),
             "masked_lm_loss": div(sums["masked_lm_weighted_loss"], sums["masked_lm_weight"]),
-            "next_sentence_accuracy": div(sums["next_sentence_correct"], sums["num_examples"]),
-            "next_sentence_loss": div(sums["next_sentence_loss_sum"], sums["num_examples"]),
             # The Estimator's `loss`: the mean over eval batches of each batch's total loss.
             "loss": div(sums["batch_loss_sum"], sums["num_batches"]),
         }
+        if "next_sentence_correct" in sums:
+            result.update(
+                next_sentence_accuracy=div(sums["next_sentence_correct"], sums["num_examples"]),
+                next_sentence_loss=div(sums["next_sentence_loss_sum"], sums["num_examples"]))
+        return result
 
 
 class BertClassifier(tf.Module):

@@ -8,6 +8,32 @@ exactly the ones in Google's checkpoints (`bert/embeddings/word_embeddings`,
 in `__init__` (their shapes are known from the config), so calling the model N times inside one
 `tf.function` (one call per tower) creates no variables and shares all weights.
 
+Options of BERT's successors are keys of `bert_config.json` (see `config.py`); without them the
+model is the above exactly. What they change, and the variable names they use:
+
+* `embedding_size` E (ALBERT): the word, token-type and position tables and the embedding
+  LayerNorm are E wide, and `bert/encoder/embedding_hidden_mapping_in/{kernel [E, H], bias [H]}`
+  projects to the hidden size (ALBERT's names; none when E == H). The masked-LM head transforms
+  to E and decodes with the [V, E] table.
+* `share_parameters` (ALBERT): a shared sub-block has the names of ALBERT's released checkpoints,
+  `bert/encoder/transformer/group_0/inner_group_0/` + `attention_1/self/{query,key,value}`,
+  `attention_1/output/dense`, `LayerNorm` (attention) and `ffn_1/intermediate/dense`,
+  `ffn_1/intermediate/output/dense`, `LayerNorm_1` (feed-forward). "all" shares both, as ALBERT;
+  "attention" or "ffn" share one, and the other sub-block of layer i keeps Google's per-layer
+  names (`bert/encoder/layer_i/...`). ALBERT released only "all", so there is no name to match
+  for the partial modes; this rule lets the shared half come from an ALBERT checkpoint and the
+  per-layer half from a BERT one.
+* `pre_layer_norm` (Cramming): x + SubBlock(LayerNorm(x)) instead of LayerNorm(x + SubBlock(x)),
+  and a final `bert/encoder/LayerNorm` on the last layer. The two LayerNorms of a layer keep their
+  names (the attention one, the feed-forward one): the key says where they apply.
+* `use_bias: false` (Cramming): Q, K, V, attention output and feed-forward dense layers have no
+  `bias` variable.
+* `position_embedding_type: "scaled_sinusoidal"` (Cramming, from FLASH): no position table;
+  a fixed sine/cosine table times the learned scalar `bert/embeddings/position_embedding_scale`
+  (initialised to 1/sqrt(E)).
+* `gated_ffn` (Cramming's GELU-GLU): `intermediate/dense` [H, I] gives value and gate halves,
+  the layer outputs value * act(gate) [I/2], and `output/dense` is [I/2, H].
+
 Shape legend used in comments, as in Google's code:
   B = batch size (number of sequences)
   F = `from_tensor` sequence length
@@ -22,6 +48,7 @@ import math
 import threading
 from typing import Dict, List, Mapping, NamedTuple
 
+import numpy as np
 import tensorflow as tf
 
 from bert_mgpu.config import BertConfig
@@ -258,27 +285,34 @@ def ones_initializer(shape, dtype=tf.float32):
 
 
 class Dense:
-    """A dense layer's weights (`<scope>/kernel` [in, out], `<scope>/bias` [out]) and its call."""
+    """A dense layer's weights (`<scope>/kernel` [in, out], `<scope>/bias` [out]) and its call.
 
-    def __init__(self, store, scope, in_width, out_width, initializer_range, activation=None):
+    With `use_bias=False` there is no bias variable (Cramming's bias-free layers).
+    """
+
+    def __init__(self, store, scope, in_width, out_width, initializer_range, activation=None,
+                 use_bias=True):
         self.kernel = store.add(f"{scope}/kernel", [in_width, out_width],
                                 truncated_normal_initializer(initializer_range))
-        self.bias = store.add(f"{scope}/bias", [out_width], zeros_initializer)
+        self.bias = store.add(f"{scope}/bias", [out_width], zeros_initializer) \
+            if use_bias else None
         self.activation = activation
 
     def __call__(self, x):
         """x: float Tensor [M, in] -> float Tensor [M, out] (rank 2, as Google keeps it)."""
         y = tf.matmul(x, tf.cast(param(self.kernel), x.dtype))
-        y = tf.nn.bias_add(y, tf.cast(param(self.bias), x.dtype))
+        if self.bias is not None:
+            y = tf.nn.bias_add(y, tf.cast(param(self.bias), x.dtype))
         return self.activation(y) if self.activation is not None else y
 
 
 class LayerNorm:
-    """`<scope>/LayerNorm/{beta,gamma}` and the normalization."""
+    """`<scope>/<name>/{beta,gamma}` and the normalization (`name` is ALBERT's `LayerNorm_1`
+    for its second LayerNorm of a block; Google's is always `LayerNorm`)."""
 
-    def __init__(self, store, scope, width):
-        self.beta = store.add(f"{scope}/LayerNorm/beta", [width], zeros_initializer)
-        self.gamma = store.add(f"{scope}/LayerNorm/gamma", [width], ones_initializer)
+    def __init__(self, store, scope, width, name="LayerNorm"):
+        self.beta = store.add(f"{scope}/{name}/beta", [width], zeros_initializer)
+        self.gamma = store.add(f"{scope}/{name}/gamma", [width], ones_initializer)
 
     def __call__(self, x):
         return layer_norm(x, param(self.gamma), param(self.beta))
@@ -288,12 +322,15 @@ class BertOutputs(NamedTuple):
     """What `BertModel.__call__` returns.
 
     Attributes:
-      sequence_output: float Tensor [batch_size, seq_length, hidden_size], the last layer.
+      sequence_output: float Tensor [batch_size, seq_length, hidden_size], the last layer (after
+        the final LayerNorm with `pre_layer_norm`).
       pooled_output: float Tensor [batch_size, hidden_size], tanh(dense(first token)).
       all_encoder_layers: list of float Tensors [batch_size, seq_length, hidden_size], one per
         layer (the last one is `sequence_output`).
-      embedding_output: float Tensor [batch_size, seq_length, hidden_size], the input to layer 0.
-      embedding_table: the word embeddings [vocab_size, hidden_size] (the Variable, or the
+      embedding_output: float Tensor [batch_size, seq_length, embedding_size], the embeddings
+        after LayerNorm and dropout (with `embedding_size` != hidden_size, before the
+        projection to the hidden size, as ALBERT's `get_embedding_output`).
+      embedding_table: the word embeddings [vocab_size, embedding_size] (the Variable, or the
         tensor standing for it under `parameter_values`).
     """
     sequence_output: tf.Tensor
@@ -303,20 +340,84 @@ class BertOutputs(NamedTuple):
     embedding_table: tf.Variable
 
 
-class _TransformerLayer:
-    """One post-LN transformer block's weights under `bert/encoder/layer_<i>/`."""
+def _bert_scopes(encoder_scope, index):
+    """Google's per-layer names of layer `index`'s two sub-blocks."""
+    layer = f"{encoder_scope}/layer_{index}"
+    attention = {"self": f"{layer}/attention/self", "output": f"{layer}/attention/output/dense",
+                 "norm": (f"{layer}/attention/output", "LayerNorm")}
+    ffn = {"intermediate": f"{layer}/intermediate/dense", "output": f"{layer}/output/dense",
+           "norm": (f"{layer}/output", "LayerNorm")}
+    return attention, ffn
 
-    def __init__(self, store, scope, config):
-        h, i, r = config.hidden_size, config.intermediate_size, config.initializer_range
-        self.query = Dense(store, f"{scope}/attention/self/query", h, h, r)
-        self.key = Dense(store, f"{scope}/attention/self/key", h, h, r)
-        self.value = Dense(store, f"{scope}/attention/self/value", h, h, r)
-        self.attention_output = Dense(store, f"{scope}/attention/output/dense", h, h, r)
-        self.attention_layer_norm = LayerNorm(store, f"{scope}/attention/output", h)
-        self.intermediate = Dense(store, f"{scope}/intermediate/dense", h, i, r,
-                                  activation=get_activation(config.hidden_act))
-        self.output = Dense(store, f"{scope}/output/dense", i, h, r)
-        self.output_layer_norm = LayerNorm(store, f"{scope}/output", h)
+
+def _albert_scopes(encoder_scope):
+    """ALBERT's names of the sub-blocks shared by all layers (one group, one inner group)."""
+    block = f"{encoder_scope}/transformer/group_0/inner_group_0"
+    attention = {"self": f"{block}/attention_1/self", "output": f"{block}/attention_1/output/dense",
+                 "norm": (block, "LayerNorm")}
+    ffn = {"intermediate": f"{block}/ffn_1/intermediate/dense",
+           "output": f"{block}/ffn_1/intermediate/output/dense", "norm": (block, "LayerNorm_1")}
+    return attention, ffn
+
+
+class _AttentionBlock:
+    """Self-attention sub-block: Q, K, V, output projection and its LayerNorm."""
+
+    def __init__(self, store, scopes, config):
+        h, r, bias = config.hidden_size, config.initializer_range, config.use_bias
+        self.query = Dense(store, f"{scopes['self']}/query", h, h, r, use_bias=bias)
+        self.key = Dense(store, f"{scopes['self']}/key", h, h, r, use_bias=bias)
+        self.value = Dense(store, f"{scopes['self']}/value", h, h, r, use_bias=bias)
+        self.output = Dense(store, scopes["output"], h, h, r, use_bias=bias)
+        self.layer_norm = LayerNorm(store, scopes["norm"][0], h, name=scopes["norm"][1])
+
+
+class _FeedForwardBlock:
+    """Feed-forward sub-block: intermediate dense + activation (optionally gated), output
+    dense, and its LayerNorm."""
+
+    def __init__(self, store, scopes, config):
+        h, i, r, bias = (config.hidden_size, config.intermediate_size,
+                         config.initializer_range, config.use_bias)
+        self.activation = get_activation(config.hidden_act)
+        self.gated = config.gated_ffn
+        # Gated: the activation applies to the gate half only, after the split.
+        self.intermediate = Dense(store, scopes["intermediate"], h, i, r,
+                                  activation=None if self.gated else self.activation,
+                                  use_bias=bias)
+        self.output = Dense(store, scopes["output"], i // 2 if self.gated else i, h, r,
+                            use_bias=bias)
+        self.layer_norm = LayerNorm(store, scopes["norm"][0], h, name=scopes["norm"][1])
+
+    def __call__(self, x):
+        """x: float Tensor [M, H] -> float Tensor [M, H] (before dropout and residual)."""
+        y = self.intermediate(x)  # [M, I]
+        if self.gated:
+            # Cramming's GLU: first half the value, second half the gate.
+            value, gate = tf.split(y, 2, axis=-1)  # [M, I/2] each
+            y = value * (self.activation(gate) if self.activation is not None else gate)
+        return self.output(y)
+
+
+def sinusoidal_position_table(length, width):
+    """The fixed sinusoid table of "Attention Is All You Need" (Cramming's layout).
+
+    Column 2k is sin(p / 10000^(2k / width)) and column 2k + 1 the cosine of the same angle.
+
+    Args:
+      length: number of positions.
+      width: even embedding width.
+
+    Returns:
+      float32 numpy array [length, width], computed in float64.
+    """
+    position = np.arange(length, dtype=np.float64)[:, None]  # [P, 1]
+    inv_timescale = np.exp(np.arange(0, width, 2, dtype=np.float64)
+                           * (-math.log(10000.0) / width))  # [width / 2]
+    table = np.zeros([length, width], np.float64)
+    table[:, 0::2] = np.sin(position * inv_timescale)
+    table[:, 1::2] = np.cos(position * inv_timescale)
+    return table.astype(np.float32)
 
 
 class BertModel(tf.Module):
@@ -329,7 +430,8 @@ class BertModel(tf.Module):
 
     The weights are created in the constructor (random, Google's initializers) and are listed
     with Google's names by `named_variables()`; load a checkpoint into them with
-    `bert_mgpu.checkpoint.init_from_checkpoint`.
+    `bert_mgpu.checkpoint.init_from_checkpoint`. The ALBERT/Cramming options of the config (see
+    the module docstring) change the structure; without them it is Google's model exactly.
     """
 
     def __init__(self, config: BertConfig, scope: str = "bert", compute_dtype=tf.float32):
@@ -349,17 +451,55 @@ class BertModel(tf.Module):
         self.scope = scope
         self._store = ParameterStore()
         store, h, r = self._store, config.hidden_size, config.initializer_range
+        e = config.embedding_size
         init = truncated_normal_initializer(r)
         emb = f"{scope}/embeddings"
-        self.word_embeddings = store.add(f"{emb}/word_embeddings", [config.vocab_size, h], init)
+        self.word_embeddings = store.add(f"{emb}/word_embeddings", [config.vocab_size, e], init)
         self.token_type_embeddings = store.add(
-            f"{emb}/token_type_embeddings", [config.type_vocab_size, h], init)
-        self.position_embeddings = store.add(
-            f"{emb}/position_embeddings", [config.max_position_embeddings, h], init)
-        self.embedding_layer_norm = LayerNorm(store, emb, h)
-        self.layers = [_TransformerLayer(store, f"{scope}/encoder/layer_{i}", config)
-                       for i in range(config.num_hidden_layers)]
+            f"{emb}/token_type_embeddings", [config.type_vocab_size, e], init)
+        self.position_embeddings = self.position_embedding_scale = None
+        self._sinusoid = None
+        if config.position_embedding_type == "scaled_sinusoidal":
+            self._sinusoid = sinusoidal_position_table(config.max_position_embeddings, e)
+            self.position_embedding_scale = store.add(
+                f"{emb}/position_embedding_scale", [],
+                lambda shape, dtype: tf.constant(1.0 / math.sqrt(e), dtype))
+        else:
+            self.position_embeddings = store.add(
+                f"{emb}/position_embeddings", [config.max_position_embeddings, e], init)
+        self.embedding_layer_norm = LayerNorm(store, emb, e)
+        encoder = f"{scope}/encoder"
+        # ALBERT projects only when the widths differ (and names the variable so).
+        self.embedding_projection = Dense(store, f"{encoder}/embedding_hidden_mapping_in", e, h,
+                                          r) if e != h else None
+        self.layers = self._build_layers(store, encoder, config)
+        self.final_layer_norm = LayerNorm(store, encoder, h) if config.pre_layer_norm else None
         self.pooler = Dense(store, f"{scope}/pooler/dense", h, h, r, activation=tf.tanh)
+
+    @staticmethod
+    def _build_layers(store, encoder, config):
+        """(attention block, feed-forward block) per layer; shared blocks are the same object."""
+        share = config.share_parameters
+        shared_attention = shared_ffn = None
+        layers = []
+        for i in range(config.num_hidden_layers):
+            bert_attention, bert_ffn = _bert_scopes(encoder, i)
+            albert_attention, albert_ffn = _albert_scopes(encoder)
+            # Created in layer order (layer 0's blocks first), as Google's code creates them.
+            if share in ("all", "attention"):
+                if shared_attention is None:
+                    shared_attention = _AttentionBlock(store, albert_attention, config)
+                attention = shared_attention
+            else:
+                attention = _AttentionBlock(store, bert_attention, config)
+            if share in ("all", "ffn"):
+                if shared_ffn is None:
+                    shared_ffn = _FeedForwardBlock(store, albert_ffn, config)
+                ffn = shared_ffn
+            else:
+                ffn = _FeedForwardBlock(store, bert_ffn, config)
+            layers.append((attention, ffn))
+        return layers
 
     def named_variables(self) -> Dict[str, tf.Variable]:
         """Google's name -> Variable, in creation order."""
@@ -391,7 +531,7 @@ class BertModel(tf.Module):
         token_type_ids = tf.convert_to_tensor(token_type_ids)
 
         # Embeddings: word + token type + position, then LayerNorm and dropout.
-        embedding_output = self.embed(input_ids, token_type_ids, training)  # [B, S, H]
+        embedding_output = self.embed(input_ids, token_type_ids, training)  # [B, S, E]
 
         attention_mask = create_attention_mask_from_input_mask(input_ids, input_mask)  # [B,F,T]
         all_encoder_layers = self.encode(embedding_output, attention_mask, training)
@@ -411,25 +551,30 @@ class BertModel(tf.Module):
           training: Python bool.
 
         Returns:
-          float32 Tensor [B, S, hidden_size].
+          float Tensor [B, S, embedding_size] in the compute dtype.
         """
         seq_length = get_shape_list(input_ids)[1]
         # A gather (not Google's optional one-hot matmul): same values, and the gradient is an
         # IndexedSlices, which the tower averaging handles without densifying the table.
-        output = tf.gather(param(self.word_embeddings), input_ids)  # [B, S, H]
+        output = tf.gather(param(self.word_embeddings), input_ids)  # [B, S, E]
         output += tf.gather(param(self.token_type_embeddings), token_type_ids)
-        # Positions 0..S-1 of the table, broadcast over the batch.
-        output += tf.expand_dims(param(self.position_embeddings)[:seq_length], 0)
+        # Positions 0..S-1, broadcast over the batch.
+        if self.position_embeddings is not None:
+            output += tf.expand_dims(param(self.position_embeddings)[:seq_length], 0)
+        else:
+            table = tf.constant(self._sinusoid)[:seq_length]  # [S, E]
+            output += tf.expand_dims(param(self.position_embedding_scale) * table, 0)
         output = self.embedding_layer_norm(output)
         # Mixed precision starts here: everything downstream follows the activations' dtype.
         output = tf.cast(output, self.compute_dtype)
         return dropout(output, self.config.hidden_dropout_prob, training)
 
     def encode(self, embedding_output, attention_mask, training):
-        """The transformer stack ("Attention is All You Need" encoder, post-LN).
+        """The transformer stack ("Attention is All You Need" encoder; post-LN as Google's, or
+        pre-LN with a final LayerNorm).
 
         Args:
-          embedding_output: float Tensor [B, S, hidden_size].
+          embedding_output: float Tensor [B, S, embedding_size].
           attention_mask: float Tensor [B, F, T] (F = T = S), 1 = may attend.
           training: Python bool.
 
@@ -442,27 +587,43 @@ class BertModel(tf.Module):
         # Keep the activations as a 2D [B*S, H] matrix through the stack (as Google does): every
         # dense layer is then one plain GEMM.
         prev_output = reshape_to_matrix(embedding_output)
-        all_layer_outputs = []
-        for layer in self.layers:
-            layer_input = prev_output
-            attention_output = attention_layer(
-                layer_input, layer_input, layer.query, layer.key, layer.value,
+        if self.embedding_projection is not None:
+            prev_output = self.embedding_projection(prev_output)  # [B*S, E] -> [B*S, H]
+        output_shape = input_shape[:-1] + [config.hidden_size]
+
+        def attend(attention, x):
+            context = attention_layer(
+                x, x, attention.query, attention.key, attention.value,
                 attention_mask=attention_mask,
                 num_attention_heads=config.num_attention_heads,
                 attention_probs_dropout_prob=config.attention_probs_dropout_prob,
                 training=training, batch_size=batch_size,
                 from_seq_length=seq_length, to_seq_length=seq_length)
-            attention_output = layer.attention_output(attention_output)
-            attention_output = dropout(attention_output, config.hidden_dropout_prob, training)
-            attention_output = layer.attention_layer_norm(attention_output + layer_input)
+            return dropout(attention.output(context), config.hidden_dropout_prob, training)
 
-            intermediate_output = layer.intermediate(attention_output)
-            layer_output = layer.output(intermediate_output)
-            layer_output = dropout(layer_output, config.hidden_dropout_prob, training)
-            layer_output = layer.output_layer_norm(layer_output + attention_output)
+        def feed_forward(ffn, x):
+            return dropout(ffn(x), config.hidden_dropout_prob, training)
+
+        all_layer_outputs = []
+        for attention, ffn in self.layers:
+            layer_input = prev_output
+            if config.pre_layer_norm:
+                attention_output = layer_input + attend(
+                    attention, attention.layer_norm(layer_input))
+                layer_output = attention_output + feed_forward(
+                    ffn, ffn.layer_norm(attention_output))
+            else:
+                attention_output = attention.layer_norm(
+                    attend(attention, layer_input) + layer_input)
+                layer_output = ffn.layer_norm(feed_forward(ffn, attention_output)
+                                              + attention_output)
             prev_output = layer_output
-            all_layer_outputs.append(reshape_from_matrix(layer_output, input_shape))
-        return all_layer_outputs
+            all_layer_outputs.append(layer_output)
+        if self.final_layer_norm is not None:
+            # Pre-LN leaves the residual stream unnormalised: the final LayerNorm gives the
+            # output (what the heads and `sequence_output` see).
+            all_layer_outputs[-1] = self.final_layer_norm(all_layer_outputs[-1])
+        return [reshape_from_matrix(x, output_shape) for x in all_layer_outputs]
 
 
 def attention_layer(from_tensor, to_tensor, query, key, value, attention_mask,
@@ -531,11 +692,19 @@ def gather_indexes(sequence_tensor, positions):
 
 def layer_depth(name: str, num_layers: int) -> int:
     """Depth of a variable for layer-wise learning rates: embeddings 0, encoder layer_i i + 1,
-    everything above the encoder (pooler, heads) num_layers + 1."""
-    if name.startswith("bert/embeddings/"):
+    everything above the encoder (pooler, heads) num_layers + 1.
+
+    Options: ALBERT's embedding projection counts as embeddings (0); sub-blocks shared by all
+    layers (`bert/encoder/transformer/...`) and pre-LN's final `bert/encoder/LayerNorm` serve the
+    top layer too, so they get its depth (num_layers).
+    """
+    if name.startswith("bert/embeddings/") or \
+            name.startswith("bert/encoder/embedding_hidden_mapping_in/"):
         return 0
     if name.startswith("bert/encoder/layer_"):
         return int(name[len("bert/encoder/layer_"):].split("/", 1)[0]) + 1
+    if name.startswith("bert/encoder/"):
+        return num_layers
     return num_layers + 1
 
 
@@ -565,5 +734,6 @@ __all__ = [
     "BertConfig", "BertModel", "BertOutputs", "ParameterStore", "Dense", "LayerNorm",
     "attention_layer", "create_attention_mask_from_input_mask", "dropout", "gather_indexes",
     "gelu", "gelu_exact", "get_activation", "get_shape_list", "layer_norm",
-    "merge_named_variables", "truncated_normal_initializer", "variable_shapes",
+    "merge_named_variables", "sinusoidal_position_table", "truncated_normal_initializer",
+    "variable_shapes",
 ]

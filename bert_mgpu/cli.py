@@ -314,6 +314,7 @@ class CreatePretrainingDataConfig:
     shard_size_mb: float = 8.0
     sentence_order_prediction: bool = False
     no_next_sentence: bool = False
+    pack_sequences: bool = False
     span_masking: bool = False
     span_length: int = 0
     word_segmented_input: bool = False
@@ -355,6 +356,9 @@ def define_create_pretraining_data_flags():
                       "swapped.")
     flags.DEFINE_bool("no_next_sentence", False, "Masked-LM-only single-segment instances "
                       "([CLS] text [SEP], segment_ids 0, next_sentence_labels 0).")
+    flags.DEFINE_bool("pack_sequences", False, "Cramming's packed masked-LM-only instances: "
+                      "the documents, each followed by [SEP], are one token stream cut into "
+                      "full-length [CLS] ... [SEP] instances (only the last one is shorter).")
     flags.DEFINE_bool("span_masking", False, "Mask one contiguous span of whole words per "
                       "instance instead of scattered tokens.")
     flags.DEFINE_integer("span_length", 0, "With --span_masking: words per span; 0 fills the "
@@ -368,7 +372,7 @@ def define_create_pretraining_data_flags():
 
 def create_pretraining_data_config() -> CreatePretrainingDataConfig:
     require("input_file", "output_file", "vocab_file")
-    single = FLAGS.no_next_sentence
+    single = FLAGS.no_next_sentence or FLAGS.pack_sequences
     min_length = 4 if single else 5
     if FLAGS.max_seq_length < min_length:
         raise FlagError(f"--max_seq_length must be >= {min_length} (room for [CLS], "
@@ -393,6 +397,10 @@ def create_pretraining_data_config() -> CreatePretrainingDataConfig:
         raise FlagError(f"--span_length must be >= 0, got {FLAGS.span_length}")
     if FLAGS.sentence_order_prediction and FLAGS.no_next_sentence:
         raise FlagError("--sentence_order_prediction and --no_next_sentence exclude each other")
+    if FLAGS.pack_sequences and (FLAGS.sentence_order_prediction or FLAGS.span_masking):
+        raise FlagError("--pack_sequences excludes --sentence_order_prediction and "
+                        "--span_masking (packed instances have no sentence pairs, and a span "
+                        "could cover a document-separating [SEP])")
     # Every field of the config is the flag of the same name.
     return CreatePretrainingDataConfig(**{
         field.name: getattr(FLAGS, field.name)

@@ -330,6 +330,42 @@ def test_no_next_sentence_single_segments(tmp_path):
         assert " " + " ".join(map(str, ids[1:-1])) + " " in stream
 
 
+@pytest.mark.parametrize("dupe_factor,whole_word", [(1, False), (3, True)])
+def test_pack_sequences_no_padding_except_the_last(tmp_path, dupe_factor, whole_word):
+    """Cramming's packing: every instance is full length but one; the instances' texts, joined,
+    are the documents' token streams with a [SEP] after each document, dupe_factor times."""
+    lines = kjv_lines(400)
+    (tmp_path / "in.txt").write_text("".join(lines), encoding="utf-8")
+    records = run_ours(config(tmp_path, tmp_path / "in.txt", pack_sequences=True,
+                              max_seq_length=64, max_predictions_per_seq=10,
+                              dupe_factor=dupe_factor, do_whole_word_mask=whole_word))
+    lengths = [sum(r["input_mask"]) for r in records]
+    assert sum(n < 64 for n in lengths) == 1 and all(3 <= n <= 64 for n in lengths)
+    tokenizer = tokenization.FullTokenizer(EN_VOCAB)
+    documents = []
+    for chapter in "".join(lines).split("\n\n"):
+        ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(chapter.replace("\n", " ")))
+        documents.append(ids + [102])
+    n_text = 0
+    for r in records:
+        ids = restored_tokens(r)
+        assert ids[0] == 101 and ids[-1] == 102 and 101 not in ids[1:]
+        assert set(r["segment_ids"]) == {0} and r["next_sentence_labels"] == [0]
+        positions = real_positions(r)
+        assert 1 <= len(positions) <= 10
+        assert all(ids[p] not in (101, 102) for p in positions)  # separators never masked
+        n_text += len(ids) - 2
+    # Nothing lost or repeated: the bodies hold each pass's stream exactly once.
+    assert n_text == dupe_factor * sum(len(d) for d in documents)
+    bodies = collections.Counter()
+    for r in records:
+        bodies.update(restored_tokens(r)[1:-1])
+    expected = collections.Counter()
+    for d in documents:
+        expected.update(d)
+    assert bodies == collections.Counter({t: c * dupe_factor for t, c in expected.items()})
+
+
 @pytest.mark.parametrize("span_length", [0, 2])
 def test_span_masking_masks_one_contiguous_span_of_whole_words(tmp_path, span_length):
     (tmp_path / "in.txt").write_text("".join(kjv_lines(300)), encoding="utf-8")
@@ -527,6 +563,7 @@ def test_sharded_mode_is_deterministic_and_independent_of_workers(tmp_path):
     (["--max_seq_length=4"], "--max_seq_length must be >= 5"),
     (["--max_predictions_per_seq=126"], "--max_predictions_per_seq must be in [1, 125]"),
     (["--sentence_order_prediction", "--no_next_sentence"], "exclude each other"),
+    (["--pack_sequences", "--span_masking"], "--pack_sequences excludes"),
 ])
 def test_bad_input_is_one_line_error(tmp_path, flags, message):
     (tmp_path / "in.txt").write_text("".join(kjv_lines(20)), encoding="utf-8")

@@ -43,6 +43,14 @@ Options that Google's script does not have (all off by default):
     `max_seq_length - 2` tokens (consecutive sentences of one document), `segment_ids` all 0 and
     `next_sentence_labels` always 0, so the record layout stays the one run_pretraining reads;
     train such data without the next-sentence loss.
+  * `pack_sequences` (Cramming, Geiping & Goldstein 2022; RoBERTa's FULL-SENTENCES): masked-LM
+    only, no sentence pairs and no padding. Documents (in the shuffled order) are concatenated
+    into one token stream, each followed by [SEP], and the stream is cut into instances
+    `[CLS] <max_seq_length - 2 tokens> [SEP]`, so every instance is full length except the very
+    last one of the run (of each shard in sharded mode). The stream continues from one
+    `dupe_factor` pass to the next, so the cut points move between passes. No draw is made but
+    the masking's; [SEP]s inside an instance are never masked. `segment_ids` and
+    `next_sentence_labels` are 0 as with `no_next_sentence`.
   * `span_masking` (the multi-GPU fork's "text rewriting"): one contiguous span of whole words
     (never crossing [SEP]) is masked per instance instead of scattered tokens. `span_length`
     words (0: as many words as fit the usual budget `min(max_predictions_per_seq,
@@ -325,8 +333,10 @@ class InstanceMaker:
         self.rng = rng
         self.encoder = encoder
         # Candidates are the non-[CLS]/[SEP] positions; when no text token has those ids (the
-        # tokenizer never produces them) they are known without looking at the tokens.
-        self.special_tokens_in_text = special_tokens_in_text
+        # tokenizer never produces them) they are known without looking at the tokens. Packed
+        # instances have document-separating [SEP]s inside, so their tokens are looked at.
+        self.special_tokens_in_text = special_tokens_in_text or options.pack_sequences
+        self._packed: List[int] = []  # pack_sequences: the stream not yet cut into instances
         self._getrandbits = rng.getrandbits
         self._random = rng.random
 
@@ -356,6 +366,8 @@ class InstanceMaker:
     def document(self, all_documents: list, document_index: int, emit) -> int:
         """Emits the instances of one document; returns how many."""
         o = self.o
+        if o.pack_sequences:
+            return self._packed_document(all_documents[document_index], emit)
         if o.no_next_sentence:
             return self._single_segment_document(all_documents[document_index], emit)
         if o.sentence_order_prediction:
@@ -486,6 +498,34 @@ class InstanceMaker:
             self._emit([vocab.cls_id, *tokens[front:front + length], vocab.sep_id],
                        length + 2, 0, 0, emit)
             count += 1
+        return count
+
+    def _packed_document(self, document: list, emit) -> int:
+        """Appends the document and a [SEP] to the stream; emits every full instance."""
+        stream = self._packed
+        for sentence in document:
+            stream.extend(sentence)
+        stream.append(self.vocab.sep_id)
+        width = self.o.max_seq_length - 2
+        if len(stream) < width:
+            return 0
+        cls_id, sep_id = self.vocab.cls_id, self.vocab.sep_id
+        full = len(stream) // width
+        for k in range(full):
+            self._emit([cls_id, *stream[k * width:(k + 1) * width], sep_id],
+                       width + 2, 0, 0, emit)
+        del stream[:full * width]
+        return full
+
+    def finish(self, emit) -> int:
+        """Emits what the last document left (pack_sequences: the one shorter instance)."""
+        stream = self._packed
+        sep_id = self.vocab.sep_id
+        count = 0
+        if any(t != sep_id for t in stream):
+            self._emit([self.vocab.cls_id, *stream, sep_id], len(stream) + 2, 0, 0, emit)
+            count = 1
+        stream.clear()
         return count
 
     def _emit_pair(self, tokens_a: list, tokens_b: list, label: int, emit) -> None:
@@ -671,6 +711,9 @@ def make_records(documents: List[List[List[int]]], options, vocab: VocabInfo,
             if progress is not None:
                 progress.instances += made
                 progress.update(1)
+    made = maker.finish(emit)
+    if progress is not None:
+        progress.instances += made
     rng.shuffle(records)
     if progress is not None:
         progress.done()

@@ -7,7 +7,7 @@
 set -euo pipefail
 export CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7
 WORKERS=${WORKERS:-node0:2222,node1:2222,node2:2222,node3:2222}
-TASK_INDEX=${TASK_INDEX:?set TASK_INDEX to this machine's position in WORKERS (0 = chief)}
+TASK_INDEX=${TASK_INDEX:?set TASK_INDEX to the position of this machine in WORKERS, 0 = chief}
 BERT_BASE_DIR=${BERT_BASE_DIR:-./uncased_L-12_H-768_A-12}
 DATA=${DATA:-/shared/pretraining_data}
 OUTPUT_DIR=${OUTPUT_DIR:-/shared/pretraining_output}

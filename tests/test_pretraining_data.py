@@ -579,3 +579,20 @@ def test_bad_input_is_one_line_error(tmp_path, flags, message):
     assert lines[-1].startswith("create_pretraining_data.py: ERROR: ")
     assert message in lines[-1]
     assert not (tmp_path / "out.tfrecord").exists()
+
+
+def test_remote_paths_through_tf_gfile(tmp_path):
+    """Paths with a scheme (gs://, hdfs://, ...) go through tf.io.gfile; ram:// stands in."""
+    text = "".join(kjv_lines(150))
+    (tmp_path / "in.txt").write_text(text, encoding="utf-8")
+    tf.io.gfile.makedirs("ram://cpd")
+    with tf.io.gfile.GFile("ram://cpd/in.txt", "w") as f:
+        f.write(text)
+    local = run_ours(config(tmp_path, tmp_path / "in.txt", dupe_factor=1))
+    remote_out = "ram://cpd/out.tfrecord"
+    pretraining_data.create_pretraining_data(CreatePretrainingDataConfig(
+        input_file="ram://cpd/in*.txt", output_file=remote_out, vocab_file=EN_VOCAB,
+        dupe_factor=1))
+    with tf.io.gfile.GFile(remote_out, "rb") as f:
+        (tmp_path / "copy.tfrecord").write_bytes(f.read())
+    assert_same_records(read_outputs([str(tmp_path / "copy.tfrecord")]), local)

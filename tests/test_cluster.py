@@ -206,3 +206,33 @@ def test_cluster_from_flags_and_tf_config():
         resolve_cluster(environ={"TF_CONFIG": json.dumps(
             {"cluster": {"worker": ["a:1"], "ps": ["b:2"]}, "task": {"type": "worker",
                                                                     "index": 0}})})
+
+
+def test_classifier_across_two_workers(tmp_path):
+    """run_classifier_mgpu.py on 2 workers: the chief alone evaluates and predicts, every
+    example once; the global batch counts both workers."""
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = ["sentence\tlabel"] + [f"{'good fun' if i % 2 else 'bad dull'} {i}\t{i % 2}"
+                                  for i in range(40)]
+    for split in ("train", "dev", "test"):
+        (data / f"{split}.tsv").write_text("\n".join(rows[:1 + (40 if split == 'train' else 11)])
+                                           + "\n")
+    config = write_config(tmp_path / "bert_config.json", vocab_size=30522)
+    ports = free_ports(2)
+    out = tmp_path / "out"
+    vocab = os.path.join(REPO, "data", "vocab", "bert_uncased_vocab.txt")
+    procs = [subprocess.Popen(
+        [sys.executable, os.path.join(REPO, "run_classifier_mgpu.py"), "--task_name=tsv",
+         f"--data_dir={data}", f"--vocab_file={vocab}",
+         f"--bert_config_file={config}", f"--output_dir={out}", "--do_train=true",
+         "--do_eval=true", "--do_predict=true", "--max_seq_length=16", "--train_batch_size=4",
+         "--num_train_epochs=1", "--eval_batch_size=4", "--predict_batch_size=3",
+         f"--worker_hosts=127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}", f"--task_index={i}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env()) for i in range(2)]
+    (code0, err0), (code1, err1) = wait_all(procs)
+    assert code0 == 0 and code1 == 0, (err0[-2000:], err1[-2000:])
+    assert "5 steps" in err0  # int(40 / (4 x 1 x 1 x 2 workers) x 1)
+    assert "Running evaluation" in err0 and "Running evaluation" not in err1
+    assert len((out / "predict.txt").read_text().splitlines()) == 11
+    assert "eval_examples = 11" in (out / "eval_results.txt").read_text()

@@ -58,16 +58,23 @@ def _need(line: Sequence[str], n: int, path: str, line_number: int) -> None:
 
 
 class DataProcessor:
-    """Base class: reads the train/dev/test examples of a task from `data_dir`."""
+    """Base class: reads the train/dev/test examples of a task from `data_dir`.
+
+    Subclasses implement `_create_examples(data_dir, split)` (split: "train", "dev", "test") or
+    override the `get_*_examples` methods.
+    """
+
+    def _create_examples(self, data_dir: str, split: str) -> List[InputExample]:
+        raise NotImplementedError()
 
     def get_train_examples(self, data_dir: str) -> List[InputExample]:
-        raise NotImplementedError()
+        return self._create_examples(data_dir, "train")
 
     def get_dev_examples(self, data_dir: str) -> List[InputExample]:
-        raise NotImplementedError()
+        return self._create_examples(data_dir, "dev")
 
     def get_test_examples(self, data_dir: str) -> List[InputExample]:
-        raise NotImplementedError()
+        return self._create_examples(data_dir, "test")
 
     def get_labels(self, data_dir: Optional[str] = None) -> List[str]:
         """The label list; `data_dir` is only needed by tasks that read it from the data."""
@@ -102,7 +109,7 @@ class XnliProcessor(DataProcessor):
             examples.append(InputExample(f"train-{i}", line[0], line[1], label))
         return examples
 
-    def _xnli_split(self, data_dir, split):
+    def _create_examples(self, data_dir, split):
         (path,) = self.input_files(data_dir, split)
         examples = []
         for i, line in enumerate(read_tsv(path)):
@@ -112,14 +119,9 @@ class XnliProcessor(DataProcessor):
             if line[0] != self.language:
                 continue
             examples.append(InputExample(f"{split}-{i}", line[6], line[7], line[1]))
+        # Google's processor has no test split; xnli.test.tsv has the dev file's layout.
         return examples
 
-    def get_dev_examples(self, data_dir):
-        return self._xnli_split(data_dir, "dev")
-
-    def get_test_examples(self, data_dir):
-        # Google's processor has no test split; xnli.test.tsv has the dev file's layout.
-        return self._xnli_split(data_dir, "test")
 
     def get_labels(self, data_dir=None):
         return ["contradiction", "entailment", "neutral"]
@@ -144,15 +146,6 @@ class MnliProcessor(DataProcessor):
             examples.append(InputExample(f"{set_type}-{line[0]}", line[8], line[9], label))
         return examples
 
-    def get_train_examples(self, data_dir):
-        return self._create_examples(data_dir, "train")
-
-    def get_dev_examples(self, data_dir):
-        return self._create_examples(data_dir, "dev")
-
-    def get_test_examples(self, data_dir):
-        return self._create_examples(data_dir, "test")
-
     def get_labels(self, data_dir=None):
         return ["contradiction", "entailment", "neutral"]
 
@@ -173,15 +166,6 @@ class MrpcProcessor(DataProcessor):
             label = "0" if split == "test" else line[0]
             examples.append(InputExample(f"{split}-{i}", line[3], line[4], label))
         return examples
-
-    def get_train_examples(self, data_dir):
-        return self._create_examples(data_dir, "train")
-
-    def get_dev_examples(self, data_dir):
-        return self._create_examples(data_dir, "dev")
-
-    def get_test_examples(self, data_dir):
-        return self._create_examples(data_dir, "test")
 
     def get_labels(self, data_dir=None):
         return ["0", "1"]
@@ -207,15 +191,6 @@ class ColaProcessor(DataProcessor):
                 examples.append(InputExample(f"{split}-{i}", line[3], None, line[1]))
         return examples
 
-    def get_train_examples(self, data_dir):
-        return self._create_examples(data_dir, "train")
-
-    def get_dev_examples(self, data_dir):
-        return self._create_examples(data_dir, "dev")
-
-    def get_test_examples(self, data_dir):
-        return self._create_examples(data_dir, "test")
-
     def get_labels(self, data_dir=None):
         return ["0", "1"]
 
@@ -228,7 +203,6 @@ class TsvProcessor(DataProcessor):
 
     def __init__(self, label_list: Optional[Sequence[str]] = None):
         self._labels = list(label_list) if label_list else None
-        self._data_dir = None
 
     def input_files(self, data_dir, split):
         plain = os.path.join(data_dir, f"{split}.tsv")
@@ -244,7 +218,7 @@ class TsvProcessor(DataProcessor):
                 return list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
         return read_tsv(path)
 
-    def _create_examples(self, data_dir, split, labels: Optional[Sequence[str]]):
+    def _read_split(self, data_dir, split, labels: Optional[Sequence[str]]):
         (path,) = self.input_files(data_dir, split)
         rows = self._rows(path)
         if not rows:
@@ -271,16 +245,16 @@ class TsvProcessor(DataProcessor):
         return examples
 
     def get_train_examples(self, data_dir):
-        examples = self._create_examples(data_dir, "train", self._labels)
+        examples = self._read_split(data_dir, "train", self._labels)
         if self._labels is None:
             self._labels = sorted({e.label for e in examples})
         return examples
 
     def get_dev_examples(self, data_dir):
-        return self._create_examples(data_dir, "dev", self._labels_for(data_dir))
+        return self._read_split(data_dir, "dev", self._labels_for(data_dir))
 
     def get_test_examples(self, data_dir):
-        return self._create_examples(data_dir, "test", self._labels_for(data_dir))
+        return self._read_split(data_dir, "test", self._labels_for(data_dir))
 
     def _labels_for(self, data_dir):
         if self._labels is None:

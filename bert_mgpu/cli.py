@@ -159,6 +159,14 @@ def define_trainer_flags():
                       "variables stay fp32.")
     flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "adamw = Google's "
                       "AdamWeightDecay; lamb = layer-wise adaptive (large batches).")
+    flags.DEFINE_float("clip_norm", 1.0, "Gradients are clipped to this global norm (Google: "
+                       "1.0; Cramming: 0.5).")
+    flags.DEFINE_enum("lr_schedule", "linear", ["linear", "one_cycle"], "linear = Google's "
+                      "warmup then linear decay; one_cycle = Cramming's triangle: 0 -> "
+                      "learning_rate at half of num_train_steps -> 0 (num_warmup_steps unused).")
+    flags.DEFINE_integer("batch_ramp_steps", 0, "Cramming's batch ramp: over the first N "
+                         "updates the accumulated micro-batches grow linearly from 1 to "
+                         "num_accumulation_steps. 0 = off.")
     flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept in output_dir (0 = all).")
     flags.DEFINE_integer("random_seed", 12345, "Seed of the input order, of dropout and of the "
                          "initialisation of variables not loaded from a checkpoint.")
@@ -184,6 +192,8 @@ def train_config(output_dir, num_train_steps, num_warmup_steps, init_checkpoint=
         num_accumulation_steps=FLAGS.num_accumulation_steps, num_train_steps=num_train_steps,
         num_warmup_steps=num_warmup_steps, learning_rate=FLAGS.learning_rate,
         optimizer=FLAGS.optimizer, precision=FLAGS.precision, use_xla=FLAGS.use_xla,
+        clip_norm=FLAGS.clip_norm, lr_schedule=FLAGS.lr_schedule,
+        batch_ramp_steps=FLAGS.batch_ramp_steps,
         save_checkpoints_steps=FLAGS.save_checkpoints_steps,
         keep_checkpoint_max=FLAGS.keep_checkpoint_max,
         log_every_n_steps=FLAGS.log_every_n_steps, random_seed=FLAGS.random_seed,
@@ -231,6 +241,7 @@ class PretrainingConfig:
     train: "object"  # config.TrainConfig
     flags: dict
     cluster: "object" = None  # cluster.ClusterConfig or None
+    no_next_sentence: bool = False
 
 
 def _define_google_training_flags():
@@ -271,6 +282,9 @@ def define_pretraining_flags():
     flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps (updates).")
     flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.")
     flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
+    flags.DEFINE_bool("no_next_sentence", False, "Masked LM only (data made with "
+                      "create_pretraining_data.py --no_next_sentence or --pack_sequences): no "
+                      "next-sentence head, no cls/seq_relationship variables.")
 
 
 def pretraining_config() -> PretrainingConfig:
@@ -290,7 +304,8 @@ def pretraining_config() -> PretrainingConfig:
         max_eval_steps=FLAGS.max_eval_steps,
         train=train_config(FLAGS.output_dir, FLAGS.num_train_steps, FLAGS.num_warmup_steps,
                            FLAGS.init_checkpoint),
-        flags=flag_values_dict(), cluster=cluster_config())
+        flags=flag_values_dict(), cluster=cluster_config(),
+        no_next_sentence=FLAGS.no_next_sentence)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -235,6 +235,7 @@ class BertConfig:
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 OPTIMIZERS = ("adamw", "lamb")
+LR_SCHEDULES = ("linear", "one_cycle")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -256,6 +257,10 @@ class TrainConfig:
     precision: str = "fp32"
     use_xla: bool = False
     clip_norm: float = 1.0
+    # Cramming's schedules (off by default): "one_cycle" LR, and a batch ramp through
+    # accumulation over the first `batch_ramp_steps` updates (0 = off).
+    lr_schedule: str = "linear"
+    batch_ramp_steps: int = 0
     save_checkpoints_steps: int = 1000
     keep_checkpoint_max: int = 5
     log_every_n_steps: int = 100
@@ -284,6 +289,16 @@ class TrainConfig:
                              f"got {self.optimizer!r}")
         if not self.learning_rate > 0:
             raise ValueError(f"--learning_rate must be > 0, got {self.learning_rate}")
+        if not self.clip_norm > 0:
+            raise ValueError(f"--clip_norm must be > 0, got {self.clip_norm}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"--lr_schedule must be one of {', '.join(LR_SCHEDULES)}, "
+                             f"got {self.lr_schedule!r}")
+        if self.batch_ramp_steps < 0:
+            raise ValueError(f"--batch_ramp_steps must be >= 0, got {self.batch_ramp_steps}")
+        if self.batch_ramp_steps and self.num_accumulation_steps < 2:
+            raise ValueError("--batch_ramp_steps ramps the number of accumulated micro-batches "
+                             "up to --num_accumulation_steps, which must then be >= 2")
 
     def to_dict(self) -> Dict[str, Any]:
         return dataclasses.asdict(self)

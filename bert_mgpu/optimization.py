@@ -90,6 +90,36 @@ def learning_rate_schedule(init_lr: float, num_train_steps: int,
     return schedule
 
 
+def one_cycle_learning_rate_at(step, peak_lr: float, num_train_steps: int) -> tf.Tensor:
+    """Cramming's simplified one-cycle rate: a triangle, 0 at step 0, `peak_lr` at the middle
+    of training, 0 again at `num_train_steps` (and after).
+
+    Args:
+      step: int or float scalar (Python number, Tensor or Variable): updates applied so far.
+      peak_lr: the rate at `num_train_steps / 2`.
+      num_train_steps: step at which the rate is back to 0; must be > 0.
+
+    Returns:
+      float32 scalar Tensor.
+    """
+    if num_train_steps <= 0:
+        raise ValueError(f"num_train_steps must be > 0, got {num_train_steps}")
+    half = tf.constant(num_train_steps / 2.0, tf.float32)
+    step = tf.minimum(tf.cast(step, tf.float32), 2.0 * half)
+    # Up for the first half, down for the second: 1 - |step / half - 1|.
+    return tf.constant(peak_lr, tf.float32) * (1.0 - tf.abs(step / half - 1.0))
+
+
+def one_cycle_schedule(peak_lr: float, num_train_steps: int) -> Callable[[tf.Tensor], tf.Tensor]:
+    """Returns `step -> one_cycle_learning_rate_at(step, peak_lr, num_train_steps)`."""
+    one_cycle_learning_rate_at(0, peak_lr, num_train_steps)
+
+    def schedule(step):
+        return one_cycle_learning_rate_at(step, peak_lr, num_train_steps)
+
+    return schedule
+
+
 def create_global_step() -> tf.Variable:
     """The int64 scalar `global_step` variable (checkpoint name `global_step`), starting at 0.
 

@@ -37,7 +37,8 @@ def run_pretraining(cfg) -> dict:
         training.save_effective_config(cfg.output_dir, cfg.flags, bert_config)
     tf.random.set_seed(cfg.train.random_seed)
     task = heads.BertPretrainer(bert_config,
-                                compute_dtype=training.compute_dtype(cfg.train.precision))
+                                compute_dtype=training.compute_dtype(cfg.train.precision),
+                                next_sentence=not cfg.no_next_sentence)
     trainer = training.Trainer(task, cfg.train, devices, cluster)
 
     if cfg.do_train:

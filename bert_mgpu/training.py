@@ -128,8 +128,11 @@ class Trainer:
         self.variables = task.named_variables()
         self._names = list(self.variables)
         self.global_step = optimization.create_global_step()
-        schedule = optimization.learning_rate_schedule(
-            cfg.learning_rate, cfg.num_train_steps, cfg.num_warmup_steps)
+        if cfg.lr_schedule == "one_cycle":
+            schedule = optimization.one_cycle_schedule(cfg.learning_rate, cfg.num_train_steps)
+        else:
+            schedule = optimization.learning_rate_schedule(
+                cfg.learning_rate, cfg.num_train_steps, cfg.num_warmup_steps)
         opt_class = optimization.LAMB if cfg.optimizer == "lamb" else optimization.AdamWeightDecay
         self.optimizer = opt_class(schedule)
         self.optimizer.build(self.variables)
@@ -244,20 +247,22 @@ class Trainer:
             acc.assign(tf.zeros_like(acc))
         return result
 
-    def step(self, features, stop: bool = False):
+    def step(self, features, stop: bool = False, num_micro_batches: Optional[int] = None):
         """One update on a global batch (eager entry point; everything inside is traced).
 
         Args:
           features: dict of Tensors [batch, ...]: this worker's part of the global batch,
-            batch = train_batch_size * n_gpus * num_accumulation_steps.
+            batch = train_batch_size * n_gpus * num_micro_batches.
           stop: this worker was asked to stop (multi-worker: every worker learns it).
+          num_micro_batches: micro-batches accumulated into this update; default
+            num_accumulation_steps (the batch ramp passes fewer, see `micro_batches_at`).
 
         Returns:
           dict: the task's metrics of the global batch, `learning_rate`, `global_norm`,
           `finite`, `stop` (some worker asked to stop).
         """
         stop = tf.constant(1.0 if stop else 0.0)
-        k = self.cfg.num_accumulation_steps
+        k = num_micro_batches or self.cfg.num_accumulation_steps
         if k == 1:
             sums, context, lr, finite, global_norm, stop = self._train_step(features, stop)
         else:
@@ -268,6 +273,33 @@ class Trainer:
         out = {k_: v for k_, v in self.task.metrics(sums, context).items()}
         out.update(learning_rate=lr, global_norm=global_norm, finite=finite, stop=stop > 0)
         return out
+
+    # -- batch ramp (Cramming): the accumulated micro-batches grow with the step -------------
+
+    def micro_batches_at(self, step: int) -> int:
+        """Micro-batches (train_batch_size x n_gpus each) accumulated into update `step`
+        (0-based): num_accumulation_steps, or with `batch_ramp_steps` = R > 0 a linear ramp
+        from 1 at step 0 to num_accumulation_steps at step R (Cramming's batch-size ramp)."""
+        k, ramp = self.cfg.num_accumulation_steps, self.cfg.batch_ramp_steps
+        if not ramp or step >= ramp:
+            return k
+        return 1 + (step * (k - 1)) // ramp
+
+    def _micro_batches_between(self, first: int, last: int) -> int:
+        """Micro-batches that updates first .. last - 1 consume."""
+        if last <= first:
+            return 0
+        ramped = range(first, min(last, self.cfg.batch_ramp_steps))
+        return (sum(self.micro_batches_at(s) for s in ramped)
+                + self.cfg.num_accumulation_steps * (last - first - len(ramped)))
+
+    def _next_batch(self, iterator, step: int):
+        """The features of update `step` and their number of micro-batches."""
+        if not self.cfg.batch_ramp_steps:
+            return next(iterator), None
+        k = self.micro_batches_at(step)
+        parts = [next(iterator) for _ in range(k)]
+        return {name: tf.concat([p[name] for p in parts], 0) for name in parts[0]}, k
 
     # -- state ------------------------------------------------------------------------------
 
@@ -310,9 +342,12 @@ class Trainer:
                 input_checkpoint.read(state).assert_existing_objects_matched()
                 logging.info("Input position restored from %s", state)
             elif iterator is not None:
+                # Without the ramp the input yields whole global batches, one per update.
+                skip = self._micro_batches_between(0, step) if self.cfg.batch_ramp_steps \
+                    else step
                 logging.warning("No saved input position for step %d: skipping %d batches to "
-                                "reach it.", step, step)
-                for _ in range(step):
+                                "reach it.", step, skip)
+                for _ in range(skip):
                     next(iterator)
         return step
 
@@ -356,13 +391,21 @@ class Trainer:
 
     # -- the loop ---------------------------------------------------------------------------
 
-    def train(self, dataset: tf.data.Dataset) -> Dict[str, float]:
+    def train(self, dataset: tf.data.Dataset, on_step=None) -> Dict[str, float]:
         """Trains until `num_train_steps` updates (or a stop signal); returns the last metrics.
 
         Args:
           dataset: yields global batches (deterministic; see data/input_pipeline.py).
+          on_step: optional `on_step(step, outputs)`, called after every applied update with
+            the new global step and `step()`'s outputs; returning True stops training as a
+            signal does (checkpoint, then return). E.g. a wall-clock budget.
         """
         cfg = self.cfg
+        if cfg.batch_ramp_steps:
+            # The ramp takes a varying number of micro-batches per update: re-cut the global
+            # batches into micro-batches (the records' order is unchanged).
+            dataset = dataset.unbatch().batch(cfg.train_batch_size * cfg.n_gpus,
+                                              drop_remainder=True)
         iterator = iter(dataset)
         input_checkpoint = tf.train.Checkpoint(input=iterator)
         start_step = self.restore_or_initialize(input_checkpoint, iterator)
@@ -375,6 +418,11 @@ class Trainer:
         logging.info("  Global batch = %d (train_batch_size %d x n_gpus %d x accumulation %d"
                      " x workers %d)", examples_per_step, cfg.train_batch_size, cfg.n_gpus,
                      cfg.num_accumulation_steps, self.num_workers)
+        if cfg.batch_ramp_steps:
+            logging.info("  Batch ramp: accumulation grows from 1 to %d over %d steps",
+                         cfg.num_accumulation_steps, cfg.batch_ramp_steps)
+        # Examples per micro-batch of the whole job (the batch ramp varies their number).
+        micro_examples = examples_per_step // cfg.num_accumulation_steps
         logging.info("  Steps = %d (from %d), warmup %d, learning rate %g, precision %s, "
                      "XLA %s", cfg.num_train_steps, start_step, cfg.num_warmup_steps,
                      cfg.learning_rate, cfg.precision, cfg.use_xla)
@@ -392,12 +440,13 @@ class Trainer:
         with _StopSignals() as stop, writer.as_default():
             while step < cfg.num_train_steps:
                 try:
-                    features = next(iterator)
+                    features, micro = self._next_batch(iterator, step)
                 except StopIteration:
                     logging.warning("Input exhausted at step %d.", step)
                     break
                 try:
-                    out = self.step(features, stop=stop.received is not None)
+                    out = self.step(features, stop=stop.received is not None,
+                                    num_micro_batches=micro)
                 except (tf.errors.DeadlineExceededError, tf.errors.UnavailableError,
                         tf.errors.CancelledError, tf.errors.AbortedError) as e:
                     if self.cluster is None:
@@ -424,16 +473,21 @@ class Trainer:
                         f"was written after step {saved_step}. Lower --learning_rate or check "
                         f"the input.")
                 step = new_step
+                if on_step is not None and on_step(step, out):
+                    # Stops like a signal: alone at once, multi-worker with the next step.
+                    stop.received = stop.received or "on_step"
+                    stop_requested = stop_requested or self.cluster is None
                 if step % cfg.log_every_n_steps == 0 or step == cfg.num_train_steps \
                         or step == start_step + 1:
                     now = time.monotonic()
-                    rate = (step - last_step) * examples_per_step / max(now - last_time, 1e-9)
+                    rate = self._micro_batches_between(last_step, step) * micro_examples \
+                        / max(now - last_time, 1e-9)
                     metrics = {k: float(v) for k, v in out.items()}
                     metrics["examples_per_sec"] = rate
                     if self.fp16:
                         metrics["loss_scale"] = float(self.loss_scale)
-                    self._log(step, metrics, now - start,
-                              (cfg.num_train_steps - step) * examples_per_step / max(rate, 1e-9))
+                    left = self._micro_batches_between(step, cfg.num_train_steps) * micro_examples
+                    self._log(step, metrics, now - start, left / max(rate, 1e-9))
                     for name, value in metrics.items():
                         write_scalar_summary(name, value, step)
                     last_time, last_step = time.monotonic(), step

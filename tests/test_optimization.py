@@ -51,6 +51,20 @@ def test_learning_rate_without_warmup_starts_at_peak():
     np.testing.assert_allclose(optimization.learning_rate_at(500, 2e-5, 1000).numpy(), 1e-5)
 
 
+def test_one_cycle_is_a_triangle_peaking_at_the_middle():
+    """Cramming's one-cycle: linear 0 -> peak over the first half, peak -> 0 over the second."""
+    rates = [float(optimization.one_cycle_learning_rate_at(s, 1e-3, 10)) for s in range(13)]
+    expected = [1e-3 * (1 - abs(s / 5 - 1)) for s in range(11)] + [0.0, 0.0]
+    np.testing.assert_allclose(rates, expected, atol=1e-9)
+    schedule = optimization.one_cycle_schedule(2e-3, 7)
+    step = tf.Variable(0, dtype=tf.int64)
+    assert float(tf.function(schedule)(step)) == 0.0
+    step.assign(3)
+    assert float(tf.function(schedule)(step)) == pytest.approx(2e-3 * 6 / 7)
+    with pytest.raises(ValueError, match="num_train_steps"):
+        optimization.one_cycle_schedule(1e-3, 0)
+
+
 def test_learning_rate_rejects_zero_train_steps():
     with pytest.raises(ValueError, match="num_train_steps"):
         optimization.learning_rate_schedule(1e-4, 0, 0)

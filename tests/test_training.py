@@ -66,13 +66,15 @@ def data(tmp_path_factory):
 
 
 def train(data, tmp_path, name, n_gpus, batch, accum=1, steps=4, precision="fp32", xla=False,
-          lr=1e-3, config=None, **kwargs):
+          lr=1e-3, config=None, init=None, next_sentence=True, **kwargs):
     cfg = TrainConfig(str(tmp_path / name), train_batch_size=batch, n_gpus=n_gpus,
                       num_accumulation_steps=accum, num_train_steps=steps, num_warmup_steps=1,
                       learning_rate=lr, save_checkpoints_steps=100, log_every_n_steps=1,
-                      precision=precision, use_xla=xla, init_checkpoint=data["init"], **kwargs)
+                      precision=precision, use_xla=xla, init_checkpoint=init or data["init"],
+                      **kwargs)
     task = heads.BertPretrainer(BertConfig.from_dict(config or TINY_CONFIG),
-                                compute_dtype=training.compute_dtype(precision))
+                                compute_dtype=training.compute_dtype(precision),
+                                next_sentence=next_sentence)
     trainer = training.Trainer(task, cfg, towers.tower_devices(n_gpus))
     dataset = input_pipeline.record_dataset(data["files"], features.pretraining_shapes(SEQ, PREDS),
                                             cfg.global_batch_size, True, seed=3)
@@ -107,6 +109,99 @@ def test_towers_and_accumulation_equal_one_device(data, tmp_path, one_device, n_
     assert int(trainer.global_step.numpy()) == 4
     assert max_diff(weights(trainer), weights(reference)) <= 1e-5
     assert np.isfinite(metrics["loss"])
+
+
+# -- ALBERT/Cramming model options and Cramming's trainer options ----------------------------
+
+OPTION_CONFIGS = {
+    "albert": dict(TINY_CONFIG, embedding_size=16, share_parameters="all"),
+    "cramming": dict(TINY_CONFIG, intermediate_size=36, pre_layer_norm=True, use_bias=False,
+                     position_embedding_type="scaled_sinusoidal", gated_ffn=True),
+}
+CRAMMING_TRAINING = {"lr_schedule": "one_cycle", "clip_norm": 0.5}
+
+
+@pytest.fixture(scope="module")
+def option_inits(data):
+    """An init checkpoint per option config (the variables differ from Google's)."""
+    inits = {}
+    for name, config in OPTION_CONFIGS.items():
+        tf.random.set_seed(7)
+        task = heads.BertPretrainer(BertConfig.from_dict(config),
+                                    next_sentence=name != "cramming")
+        inits[name] = checkpoint.write_bundle(str(data["dir"] / f"init-{name}" / "model.ckpt"),
+                                              task.named_variables())
+    return inits
+
+
+# (options, n_gpus, batch, accum, xla, trainer options) vs the same on one device, no XLA.
+OPTION_CASES = [
+    ("albert", 2, 4, 1, False, {}),
+    ("cramming", 2, 4, 1, False, CRAMMING_TRAINING),
+    ("cramming", 2, 4, 1, True, CRAMMING_TRAINING),
+    ("cramming", 2, 2, 2, False, dict(CRAMMING_TRAINING, batch_ramp_steps=3)),
+    ("albert", 4, 1, 4, False, {"batch_ramp_steps": 4}),
+]
+
+
+@pytest.mark.parametrize("options,n_gpus,batch,accum,xla,extra", OPTION_CASES)
+def test_towers_equal_one_device_with_model_and_trainer_options(
+        data, tmp_path, option_inits, options, n_gpus, batch, accum, xla, extra):
+    common = dict(config=OPTION_CONFIGS[options], init=option_inits[options], steps=5,
+                  next_sentence=options != "cramming", **extra)
+    reference, _ = train(data, tmp_path, "ref", n_gpus=1, batch=n_gpus * batch, accum=accum,
+                         **common)
+    trainer, metrics = train(data, tmp_path, "towers", n_gpus, batch, accum, xla=xla, **common)
+    assert int(trainer.global_step.numpy()) == 5
+    assert max_diff(weights(trainer), weights(reference)) <= 1e-5
+    assert ("next_sentence_loss" in metrics) == (options != "cramming")
+    assert np.isfinite(metrics["loss"])
+
+
+def test_batch_ramp_schedule_and_first_update():
+    """The ramp accumulates 1 micro-batch at step 0, growing linearly to num_accumulation_steps
+    at batch_ramp_steps; its first update is a plain one-micro-batch update."""
+    cfg = TrainConfig("unused", train_batch_size=2, num_accumulation_steps=4,
+                      batch_ramp_steps=6)
+    task = heads.BertPretrainer(BertConfig.from_dict(TINY_CONFIG))
+    trainer = training.Trainer(task, cfg, towers.tower_devices(1))
+    assert [trainer.micro_batches_at(s) for s in range(9)] == [1, 1, 2, 2, 3, 3, 4, 4, 4]
+    assert trainer._micro_batches_between(0, 9) == 24
+    assert trainer._micro_batches_between(5, 8) == 11
+    with pytest.raises(ValueError, match="--num_accumulation_steps, which must then be >= 2"):
+        TrainConfig("unused", batch_ramp_steps=3).validate()
+
+
+def test_batch_ramp_first_step_is_one_micro_batch(data, tmp_path):
+    ramped, _ = train(data, tmp_path, "ramped", n_gpus=1, batch=4, accum=2, steps=1,
+                      batch_ramp_steps=10)
+    plain, _ = train(data, tmp_path, "plain", n_gpus=1, batch=4, steps=1)
+    assert max_diff(weights(ramped), weights(plain)) <= 1e-6
+
+
+def test_batch_ramp_stop_and_resume_equals_uninterrupted(data, tmp_path):
+    """Stopped mid-ramp by `on_step` (as by a signal) and resumed from the checkpoint and the
+    saved input position: the same weights as one uninterrupted run."""
+    full, _ = train(data, tmp_path, "full", n_gpus=1, batch=2, accum=3, steps=6,
+                    batch_ramp_steps=4)
+
+    def run(stop_at):
+        cfg = TrainConfig(str(tmp_path / "stopped"), train_batch_size=2,
+                          num_accumulation_steps=3, batch_ramp_steps=4, num_train_steps=6,
+                          num_warmup_steps=1, learning_rate=1e-3, save_checkpoints_steps=100,
+                          log_every_n_steps=1, init_checkpoint=data["init"])
+        trainer = training.Trainer(heads.BertPretrainer(BertConfig.from_dict(TINY_CONFIG)),
+                                   cfg, towers.tower_devices(1))
+        dataset = input_pipeline.record_dataset(
+            data["files"], features.pretraining_shapes(SEQ, PREDS), cfg.global_batch_size,
+            True, seed=3)
+        trainer.train(dataset, on_step=lambda step, out: step == stop_at)
+        return trainer
+
+    assert int(run(stop_at=3).global_step.numpy()) == 3
+    resumed = run(stop_at=None)
+    assert int(resumed.global_step.numpy()) == 6
+    assert max_diff(weights(resumed), weights(full)) <= 1e-6
 
 
 def test_training_reduces_the_loss_and_logs_metrics(data, tmp_path):

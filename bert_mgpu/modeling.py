@@ -479,26 +479,21 @@ class BertModel(tf.Module):
     @staticmethod
     def _build_layers(store, encoder, config):
         """(attention block, feed-forward block) per layer; shared blocks are the same object."""
-        share = config.share_parameters
-        shared_attention = shared_ffn = None
+        kinds = (("attention", _AttentionBlock), ("ffn", _FeedForwardBlock))
+        shared = {}
         layers = []
+        # Created in layer order (layer 0's blocks first), as Google's code creates them.
         for i in range(config.num_hidden_layers):
-            bert_attention, bert_ffn = _bert_scopes(encoder, i)
-            albert_attention, albert_ffn = _albert_scopes(encoder)
-            # Created in layer order (layer 0's blocks first), as Google's code creates them.
-            if share in ("all", "attention"):
-                if shared_attention is None:
-                    shared_attention = _AttentionBlock(store, albert_attention, config)
-                attention = shared_attention
-            else:
-                attention = _AttentionBlock(store, bert_attention, config)
-            if share in ("all", "ffn"):
-                if shared_ffn is None:
-                    shared_ffn = _FeedForwardBlock(store, albert_ffn, config)
-                ffn = shared_ffn
-            else:
-                ffn = _FeedForwardBlock(store, bert_ffn, config)
-            layers.append((attention, ffn))
+            blocks = []
+            for (kind, block), bert, albert in zip(kinds, _bert_scopes(encoder, i),
+                                                  _albert_scopes(encoder)):
+                if config.share_parameters in ("all", kind):
+                    if kind not in shared:
+                        shared[kind] = block(store, albert, config)
+                    blocks.append(shared[kind])
+                else:
+                    blocks.append(block(store, bert, config))
+            layers.append(tuple(blocks))
         return layers
 
     def named_variables(self) -> Dict[str, tf.Variable]:

@@ -18,9 +18,8 @@ import pytest
 
 from bert_mgpu import tokenization
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MATERIAL = os.environ.get("BERT_MGPU_MATERIAL",
-                          os.path.join(os.path.dirname(REPO), "shared", "material"))
+from _oracle import MATERIAL, REPO, oracle_python  # noqa: E402  (one place finds them)
+
 UNCASED_VOCAB = os.path.join(MATERIAL, "vocab", "bert_uncased_vocab.txt")
 CHINESE_VOCAB = os.path.join(MATERIAL, "vocab", "bert_chinese_vocab.txt")
 KJV = os.path.join(MATERIAL, "pretraining", "kjv_bible_one_verse_per_line.txt.gz")
@@ -37,13 +36,6 @@ TINY_VOCAB = [
     "runn", "##ing", ",", ".", "low", "lowest", "a", "##a", "b", "##b", "é", "##é", "x" * 50,
     "##" + "x" * 30, "##xx", "x", "##x", "ab" * 20, "##" + "ab" * 10, "你", "好", "##好",
 ]
-
-
-def oracle_python():
-    """The oracle virtualenv's interpreter, or None when it is not installed."""
-    path = os.environ.get("BERT_MGPU_ORACLE_PYTHON") or os.path.join(
-        REPO, ".venv-oracle", "bin", "python")
-    return path if os.path.exists(path) else None
 
 
 def require_material(path=MATERIAL):

@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,23 +24,14 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests"))
+from _common import machine, write_section  # noqa: E402  (bench/)
+from _oracle import free_ports  # noqa: E402  (tests/ helper)
 CONFIG = {"vocab_size": 30522, "hidden_size": 256, "num_hidden_layers": 4,
           "num_attention_heads": 4, "intermediate_size": 1024, "hidden_act": "gelu",
           "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
           "max_position_embeddings": 512, "type_vocab_size": 2, "initializer_range": 0.02}
 SEQ, PREDS, GLOBAL_BATCH = 128, 20, 32
-DOC = os.path.join(REPO, "docs", "benchmarks.md")
 SECTION = "## Multi-worker training (issue 6)"
-
-
-def free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 def steady_rate(log):
@@ -180,14 +170,6 @@ def main():
         write_doc(args, single_rate, multi_rate, num_params, reduce_s, step_s)
 
 
-def machine():
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                if line.startswith("model name")), "?")
-    mem = next((int(line.split()[1]) for line in open("/proc/meminfo")
-                if line.startswith("MemTotal")), 0)
-    return f"{os.cpu_count()} cores, {cpu}, {mem / 2 ** 20:.0f} GiB RAM"
-
-
 def write_doc(args, single_rate, multi_rate, num_params, reduce_s, step_s):
     text = f"""{SECTION}
 
@@ -220,17 +202,7 @@ receives 2(N−1)/N × the buffer per worker; for N = 32:
 """ + compute_paragraph() + """ Within one machine, prefer more towers (`--n_gpus`) over more worker
 processes: towers average over local memory/NVLink and need no network.
 """
-    os.makedirs(os.path.dirname(DOC), exist_ok=True)
-    doc = open(DOC).read() if os.path.exists(DOC) else "# Benchmarks\n"
-    if SECTION in doc:
-        start = doc.index(SECTION)
-        end = doc.find("\n## ", start + len(SECTION))
-        doc = doc[:start] + text.rstrip() + "\n" + (doc[end:] if end != -1 else "")
-    else:
-        doc = doc.rstrip() + "\n\n" + text
-    with open(DOC, "w") as f:
-        f.write(doc)
-    print("wrote", DOC)
+    write_section("cluster-benchmark", text)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ import argparse
 import gzip
 import itertools
 import os
-import platform
 import re
 import shutil
 import statistics
@@ -33,12 +32,11 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
+from _common import machine, write_section  # noqa: E402  (bench/)
 from bert_mgpu.data import tfrecord  # noqa: E402
 
 KJV = os.path.join(REPO, "data", "pretraining", "kjv_bible_one_verse_per_line.txt.gz")
 VOCAB = os.path.join(REPO, "data", "vocab", "bert_uncased_vocab.txt")
-DOCS = os.path.join(REPO, "docs", "benchmarks.md")
-START, END = "<!-- pretraining-data-benchmark:start -->", "<!-- pretraining-data-benchmark:end -->"
 
 
 def run(cmd, env=None):
@@ -150,12 +148,11 @@ def main():
                      statistics.median(r[1] for r in runs), n, max(r[2] for r in runs)))
 
     lines = [
-        START,
         "## create_pretraining_data.py",
         "",
         f"Measured {time.strftime('%Y-%m-%d')} with `bench/pretraining_data.py --repeats "
         f"{args.repeats}` (whole processes: start-up and imports included). "
-        f"Machine: {os.cpu_count()} CPUs, Python {platform.python_version()}; "
+        f"Machine: {machine()}; "
         f"load average at start {load:.2f}. Flags: 128/20, `--dupe_factor={args.dupe_factor}`, "
         "`--random_seed=12345`, uncased vocabulary. Wall time: median of the repeats.",
         "",
@@ -198,18 +195,11 @@ def main():
         "work itself. Sharded runs make other instances than the default mode (as many, "
         "give or take the random draws): each shard has its own seed and draws its "
         "random-next documents from itself.",
-        "", END]
+    ]
     section = "\n".join(lines)
     print(section)
     if args.write_docs:
-        with open(DOCS) as f:
-            doc = f.read()
-        if START in doc and END in doc:
-            doc = doc[:doc.index(START)] + section + doc[doc.index(END) + len(END):]
-        else:
-            doc = doc.rstrip("\n") + "\n\n" + section + "\n"
-        with open(DOCS, "w") as f:
-            f.write(doc)
+        write_section("pretraining-data-benchmark", section)
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
 

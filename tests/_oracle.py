@@ -6,6 +6,7 @@ project never imports it. Tests run it in a subprocess and skip when it is absen
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -88,3 +89,14 @@ def run_oracle_script_inline(code, timeout=120):
     python = require_oracle()
     proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=timeout)
     return proc.stdout if proc.returncode == 0 else ""
+
+
+def free_ports(n):
+    """`n` TCP ports free on 127.0.0.1 right now (for local worker processes)."""
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports

@@ -9,7 +9,6 @@ relaunch resumes exactly; SIGTERM on the chief checkpoints and ends every worker
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,21 +20,11 @@ import tensorflow as tf
 from bert_mgpu.cluster import ClusterConfig, resolve_cluster
 from bert_mgpu.data import input_pipeline
 
-from _oracle import REPO
+from _oracle import REPO, free_ports
 from _pretraining_data import write_config, write_records
 
 SCRIPT = os.path.join(REPO, "run_pretraining.py")
 STEPS = 40
-
-
-def free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 @pytest.fixture(scope="module")

@@ -483,8 +483,9 @@ def notes(arms):
         "positions, weighted by `masked_lm_weights`: the numbers compare to the letter. The "
         "BERT arms train on sentence pairs and are evaluated on single segments (so is the "
         "Cramming arm, which trains on packed single segments).",
-        "- 2 cores shared with other engineers' runs: each arm waits for a load average below "
-        "the threshold before it starts; the load at its start and end is in the table.",
+        "- The arms run one at a time on 2 cores; each waits for the 1-minute load average to "
+        "fall below `--max_load` before it starts (the load at its start and end is in the "
+        "table, so a disturbed arm is visible).",
     ]
     return lines
 

@@ -294,6 +294,13 @@ def main():
     parser.add_argument("--margin", type=float, default=0.98,
                         help="planned steps fill this fraction of the budget")
     parser.add_argument("--arms", default="bert,cramming,hf")
+    parser.add_argument("--steps", default="",
+                        help="ARM=N[,ARM=N]: run these arms for N updates instead of the number "
+                             "planned from their calibration (e.g. when a calibration was not "
+                             "representative: the report says so)")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the other arms of the workdir's results.json (rerun some "
+                             "arms of an earlier race)")
     parser.add_argument("--use_xla", action="store_true", help="XLA for our arms")
     parser.add_argument("--workdir", default="/tmp/bench_time_to_quality")
     parser.add_argument("--max_load", type=float, default=0.8,
@@ -339,11 +346,22 @@ def race(args):
                "command": "bench/time_to_quality.py " + " ".join(sys.argv[1:]),
                "chapters": {"train": n_train, "heldout": n_held},
                "records": {k: v["instances"] for k, v in records.items()}, "arms": {}}
+    fixed_steps = dict((k, int(v)) for k, v in (x.split("=") for x in args.steps.split(",") if x))
+    results_path = os.path.join(args.workdir, "results.json")
+    if args.merge and os.path.exists(results_path):
+        with open(results_path) as f:
+            earlier = json.load(f)
+        results["arms"] = {k: v for k, v in earlier["arms"].items()
+                           if k not in args.arms.split(",")}
+        results["merged_from"] = earlier.get("merged_from", [earlier["command"]])
     for name in args.arms.split(","):
         wait_for_quiet(args.max_load, args.max_wait_minutes * 60)
         calibration = run_arm(name, args, records, args.workdir,
                               calibrate_steps=args.calibrate_steps)
         steps, timing = plan_steps(name, calibration, budget, args.margin)
+        if name in fixed_steps:
+            timing["planned_from_calibration"] = steps
+            steps = fixed_steps[name]
         print(f"{name}: {timing}, planning {steps} steps", file=sys.stderr, flush=True)
         load_start = wait_for_quiet(args.max_load, args.max_wait_minutes * 60)
         out = run_arm(name, args, records, args.workdir, num_train_steps=steps)
@@ -352,7 +370,8 @@ def race(args):
                                                      if k != "config"},
                    config=ARMS[name]["config"])
         results["arms"][name] = out
-        with open(os.path.join(args.workdir, "results.json"), "w") as f:
+        results["arms"] = {k: results["arms"][k] for k in ARMS if k in results["arms"]}
+        with open(results_path, "w") as f:
             json.dump(results, f, indent=1)
     return results
 
@@ -396,7 +415,9 @@ def build_report(results):
     lines = [
         "## Time to quality: held-out masked-LM loss and accuracy within a training budget",
         "",
-        f"Measured {results['started'][:10]} with `{results['command']}`.",
+        f"Measured {results['started'][:10]} with "
+        + " then ".join(f"`{c}`" for c in results.get("merged_from", []) + [results["command"]])
+        + ".",
         f"Machine: {results['machine']}. Budget: {budget:g} minutes of training time per arm "
         f"(evaluations pause the clock), arms run one after another.",
         "",
@@ -443,11 +464,23 @@ def build_report(results):
                f"{out['ramp_steps']} steps)" if a["accumulation"] > 1 else "")
             + (", masked LM + next sentence" if a.get("next_sentence") else ", masked LM only")
             + (f"; config keys {json.dumps(extra)}" if extra else "")
-            + f"; planned {out['planned_steps']} steps from a start-up of "
-              f"{out['calibration']['startup']:.1f}s and {out['calibration']['per_step']:.3f}s "
-              f"per step.")
+            + plan_note(out))
     lines += ["", "Notes:", ""] + notes(arms)
     return "\n".join(lines)
+
+
+def plan_note(out):
+    """How the arm's number of updates (its schedule's length) was chosen."""
+    c = out["calibration"]
+    if "planned_from_calibration" in c:
+        st = out["step_times"]
+        per_step = statistics.median(b - a for a, b in zip(st[:-1], st[1:]))
+        return (f"; {out['planned_steps']} steps set by `--steps`: its calibration "
+                f"({c['per_step']:.3f}s per step) planned {c['planned_from_calibration']}, which "
+                f"an earlier race showed too few: the arm ran faster than calibrated and ended "
+                f"its schedule well before the budget; in this run ~{per_step:.2f}s per step).")
+    return (f"; planned {out['planned_steps']} steps from a start-up of {c['startup']:.1f}s "
+            f"and {c['per_step']:.3f}s per step.")
 
 
 def matmul_macs_per_sequence(config, output_positions):

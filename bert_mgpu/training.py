@@ -20,6 +20,7 @@ SIGHUP/SIGTERM/SIGINT finish the current step, write a checkpoint and return nor
 
 import json
 import os
+import re
 import signal
 import time
 from typing import Dict, Mapping, Optional
@@ -35,11 +36,36 @@ from bert_mgpu.config import TrainConfig
 from bert_mgpu.progress import format_duration
 
 INPUT_STATE_DIR = "input_state"
+# model.ckpt-STEP in the `checkpoint` file; input_state/ckpt-STEP.index / .data-* files.
+_CKPT_STEP = re.compile(r"-(\d+)$")
+_INPUT_STATE_FILE = re.compile(r"ckpt-(\d+)\.(?:index|data-\d+-of-\d+)")
 # Dynamic loss scaling for fp16 (NVIDIA's BERT values): start at 2^15, halve on a non-finite
 # step (which is skipped), double after 2000 finite steps in a row.
 INITIAL_LOSS_SCALE = 2.0 ** 15
 LOSS_SCALE_GROWTH_INTERVAL = 2000
 _COMPUTE_DTYPES = {"fp32": tf.float32, "fp16": tf.float16, "bf16": tf.bfloat16}
+
+
+def prune_input_states(directory: str, kept_steps) -> None:
+    """Deletes the input positions in `directory` of checkpoints that are gone.
+
+    Kept: the states of the steps in `kept_steps` (the checkpoints the `checkpoint` file lists)
+    and any newer one (a worker may write its state for a step before the chief publishes that
+    checkpoint). A `ckpt-N_temp/` directory is what a write killed midway leaves; it is never
+    read and is deleted.
+    """
+    kept = set(kept_steps)
+    newest = max(kept, default=-1)
+    for path in tf.io.gfile.glob(os.path.join(directory, "ckpt-*")):
+        name = os.path.basename(path)
+        match = _INPUT_STATE_FILE.fullmatch(name)
+        if match is None:
+            if name.endswith("_temp") and tf.io.gfile.isdir(path):
+                tf.io.gfile.rmtree(path)
+            continue
+        step = int(match.group(1))
+        if step not in kept and step < newest:
+            tf.io.gfile.remove(path)
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -388,11 +414,9 @@ class Trainer:
         state = tf.train.get_checkpoint_state(self.cfg.output_dir)
         if state is None or not tf.io.gfile.isdir(directory):
             return
-        kept = {os.path.basename(p).rsplit("-", 1)[-1] for p in state.all_model_checkpoint_paths}
-        for path in tf.io.gfile.glob(os.path.join(directory, "ckpt-*")):
-            step = os.path.basename(path)[len("ckpt-"):].split(".")[0]
-            if step not in kept and not path.endswith("checkpoint"):
-                tf.io.gfile.remove(path)
+        kept = {int(m.group(1)) for m in (_CKPT_STEP.search(p)
+                                          for p in state.all_model_checkpoint_paths) if m}
+        prune_input_states(directory, kept)
 
     # -- the loop ---------------------------------------------------------------------------
 

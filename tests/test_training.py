@@ -273,3 +273,19 @@ def test_eval_results_have_googles_keys(data, tmp_path, one_device):
     training.write_eval_results(str(path), result)
     lines = path.read_text().splitlines()
     assert lines[0].startswith("global_step = 4") and lines == sorted(lines)
+
+
+def test_prune_input_states_keeps_listed_and_newer_steps_and_clears_a_killed_write(tmp_path):
+    # What a SIGKILL during `Checkpoint.write` leaves: the `ckpt-N_temp/` shard directory.
+    # CI once crashed on resume because pruning tried to delete it as a file.
+    state = tf.train.Checkpoint(v=tf.Variable(1.0))
+    for step in (5, 10, 15, 20):
+        state.write(str(tmp_path / f"ckpt-{step}"))
+    (tmp_path / "ckpt-25_temp").mkdir()
+    (tmp_path / "ckpt-25_temp" / "part-00000-of-00001.index").write_bytes(b"partial")
+    training.prune_input_states(str(tmp_path), kept_steps={10, 15})
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert not any(n.startswith(("ckpt-5.", "ckpt-25")) for n in left), left
+    for step in (10, 15, 20):  # 20: written before the chief published its checkpoint
+        assert f"ckpt-{step}.index" in left
+        tf.train.Checkpoint(v=tf.Variable(0.0)).read(str(tmp_path / f"ckpt-{step}"))

@@ -30,7 +30,7 @@ import dataclasses
 import os
 import re
 import uuid
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf

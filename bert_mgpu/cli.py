@@ -161,6 +161,12 @@ def define_trainer_flags():
                       "AdamWeightDecay; lamb = layer-wise adaptive (large batches).")
     flags.DEFINE_float("clip_norm", 1.0, "Gradients are clipped to this global norm (Google: "
                        "1.0; Cramming: 0.5).")
+    flags.DEFINE_enum("indexed_slices_norm", "dense", ["dense", "values"], "How the "
+                      "word-embedding gradient (an IndexedSlices) counts in the global norm "
+                      "that --clip_norm clips: dense = the norm of the summed gradient (the "
+                      "same for any --n_gpus); values = Google's TF1 clipping, which counted "
+                      "a repeated token's rows apart (only while the gradient is still an "
+                      "IndexedSlices: one worker, no accumulation).")
     flags.DEFINE_enum("lr_schedule", "linear", ["linear", "one_cycle"], "linear = Google's "
                       "warmup then linear decay; one_cycle = Cramming's triangle: 0 -> "
                       "learning_rate at half of num_train_steps -> 0 (num_warmup_steps unused).")
@@ -192,7 +198,8 @@ def train_config(output_dir, num_train_steps, num_warmup_steps, init_checkpoint=
         num_accumulation_steps=FLAGS.num_accumulation_steps, num_train_steps=num_train_steps,
         num_warmup_steps=num_warmup_steps, learning_rate=FLAGS.learning_rate,
         optimizer=FLAGS.optimizer, precision=FLAGS.precision, use_xla=FLAGS.use_xla,
-        clip_norm=FLAGS.clip_norm, lr_schedule=FLAGS.lr_schedule,
+        clip_norm=FLAGS.clip_norm, indexed_slices_norm=FLAGS.indexed_slices_norm,
+        lr_schedule=FLAGS.lr_schedule,
         batch_ramp_steps=FLAGS.batch_ramp_steps,
         save_checkpoints_steps=FLAGS.save_checkpoints_steps,
         keep_checkpoint_max=FLAGS.keep_checkpoint_max,

@@ -257,6 +257,9 @@ class TrainConfig:
     precision: str = "fp32"
     use_xla: bool = False
     clip_norm: float = 1.0
+    # How an IndexedSlices gradient counts in the clipped global norm (see
+    # optimization.clip_by_global_norm): "dense" (ours) or "values" (Google's TF1 clipping).
+    indexed_slices_norm: str = "dense"
     # Cramming's schedules (off by default): "one_cycle" LR, and a batch ramp through
     # accumulation over the first `batch_ramp_steps` updates (0 = off).
     lr_schedule: str = "linear"
@@ -291,6 +294,9 @@ class TrainConfig:
             raise ValueError(f"--learning_rate must be > 0, got {self.learning_rate}")
         if not self.clip_norm > 0:
             raise ValueError(f"--clip_norm must be > 0, got {self.clip_norm}")
+        if self.indexed_slices_norm not in ("dense", "values"):
+            raise ValueError(f"--indexed_slices_norm must be dense or values, "
+                             f"got {self.indexed_slices_norm!r}")
         if self.lr_schedule not in LR_SCHEDULES:
             raise ValueError(f"--lr_schedule must be one of {', '.join(LR_SCHEDULES)}, "
                              f"got {self.lr_schedule!r}")

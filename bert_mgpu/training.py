@@ -232,7 +232,8 @@ class Trainer:
             grads = [_scale_gradient(g, 1.0 / self.loss_scale) for g in grads]
         finite = _all_finite(grads)
         named = {n: g for n, g in zip(self._names, grads) if g is not None}
-        clipped, global_norm = optimization.clip_by_global_norm(named, self.cfg.clip_norm)
+        clipped, global_norm = optimization.clip_by_global_norm(
+            named, self.cfg.clip_norm, indexed_slices_norm=self.cfg.indexed_slices_norm)
 
         def apply():
             lr = self._apply_gradients(clipped, self.global_step)

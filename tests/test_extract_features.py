@@ -133,7 +133,7 @@ def test_bad_input_is_one_line_naming_the_flag(converted, tmp_path):
               f"--init_checkpoint={paths['checkpoint']}"]
     proc = run_script([f"--input_file={tmp_path / 'missing.txt'}"] + common)
     assert proc.returncode == 1
-    assert proc.stderr.strip().splitlines()[-1].endswith(f"missing.txt not found")
+    assert proc.stderr.strip().splitlines()[-1].endswith("missing.txt not found")
     (tmp_path / "in.txt").write_text("x\n")
     proc = run_script([f"--input_file={tmp_path / 'in.txt'}", "--layers=-7"] + common)
     assert proc.returncode == 1 and "--layers: index -7" in proc.stderr.strip().splitlines()[-1]

@@ -147,14 +147,15 @@ def test_two_phase_128_then_512_style(files, tmp_path, uninterrupted):
 
 def test_cramming_trainer_flags_and_masked_lm_only(files, tmp_path):
     """--no_next_sentence (no NSP head), --lr_schedule=one_cycle, --batch_ramp_steps with
-    accumulation and --clip_norm through the script, with a Cramming bert_config.json."""
+    accumulation, --clip_norm and --indexed_slices_norm through the script, with a Cramming bert_config.json."""
     out = str(tmp_path / "cramming")
     config = write_config(tmp_path / "cramming_config.json", pre_layer_norm=True,
                           use_bias=False, position_embedding_type="scaled_sinusoidal",
                           gated_ffn=True, intermediate_size=36)
     cmd = [a.replace(files["config"], config) for a in args(files, out, steps=6, extra=[
         "--no_next_sentence", "--lr_schedule=one_cycle", "--num_accumulation_steps=2",
-        "--batch_ramp_steps=3", "--clip_norm=0.5", "--do_eval=true", "--max_eval_steps=2"])]
+        "--batch_ramp_steps=3", "--clip_norm=0.5", "--indexed_slices_norm=values",
+        "--do_eval=true", "--max_eval_steps=2"])]
     proc = run(cmd)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Batch ramp: accumulation grows from 1 to 2 over 3 steps" in proc.stderr
@@ -168,6 +169,7 @@ def test_cramming_trainer_flags_and_masked_lm_only(files, tmp_path):
     saved = json.load(open(os.path.join(out, "run_config.json")))
     assert saved["lr_schedule"] == "one_cycle" and saved["clip_norm"] == 0.5
     assert saved["batch_ramp_steps"] == 3 and saved["no_next_sentence"] is True
+    assert saved["indexed_slices_norm"] == "values"
 
 
 @pytest.mark.parametrize("change,message", [

@@ -289,3 +289,28 @@ def test_prune_input_states_keeps_listed_and_newer_steps_and_clears_a_killed_wri
     for step in (10, 15, 20):  # 20: written before the chief published its checkpoint
         assert f"ckpt-{step}.index" in left
         tf.train.Checkpoint(v=tf.Variable(0.0)).read(str(tmp_path / f"ckpt-{step}"))
+
+
+@pytest.mark.parametrize("norm", ["dense", "values"])
+def test_indexed_slices_norm_is_what_tf_clip_by_global_norm_sees(data, tmp_path, norm):
+    """--indexed_slices_norm: "values" is the norm TF's own tf.clip_by_global_norm computes on
+    the raw gradients (Google's TF1 clipping: a repeated token's rows counted apart), "dense"
+    the one it computes on the densified gradients; the tiny vocabulary repeats tokens, so
+    the two differ."""
+    cfg = TrainConfig(str(tmp_path / norm), train_batch_size=8, num_train_steps=1,
+                      num_warmup_steps=0, init_checkpoint=data["init"],
+                      indexed_slices_norm=norm)
+    trainer = training.Trainer(heads.BertPretrainer(BertConfig.from_dict(TINY_CONFIG)), cfg,
+                               towers.tower_devices(1))
+    trainer.restore_or_initialize()
+    batch = next(iter(input_pipeline.record_dataset(
+        data["files"], features.pretraining_shapes(SEQ, PREDS), 8, True, seed=3)))
+    grads, _ = trainer._towers(batch, trainer._global_context(batch))
+    present = [g for g in grads if g is not None]
+    assert any(isinstance(g, tf.IndexedSlices) for g in present)
+    _, raw_norm = tf.clip_by_global_norm(present, 1.0)
+    _, dense_norm = tf.clip_by_global_norm([tf.convert_to_tensor(g) for g in present], 1.0)
+    assert abs(float(raw_norm) - float(dense_norm)) > 1e-3 * float(dense_norm)
+    out = trainer.step(batch)
+    want = raw_norm if norm == "values" else dense_norm
+    np.testing.assert_allclose(float(out["global_norm"]), float(want), rtol=1e-5)

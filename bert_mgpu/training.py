@@ -77,16 +77,6 @@ def compute_dtype(precision: str):
     return _COMPUTE_DTYPES[precision]
 
 
-def _all_finite(grads) -> tf.Tensor:
-    checks = []
-    for g in grads:
-        if g is None:
-            continue
-        values = g.values if isinstance(g, tf.IndexedSlices) else g
-        checks.append(tf.reduce_all(tf.math.is_finite(values)))
-    return tf.reduce_all(tf.stack(checks)) if checks else tf.constant(True)
-
-
 def _scale_gradient(g, factor):
     if g is None:
         return None
@@ -162,11 +152,13 @@ class Trainer:
         opt_class = optimization.LAMB if cfg.optimizer == "lamb" else optimization.AdamWeightDecay
         self.optimizer = opt_class(schedule)
         self.optimizer.build(self.variables)
-        # The update is XLA-compiled whatever --use_xla says: every variable's ~12 elementwise
-        # ops (moments, weight decay, the step) fuse into one pass over the variable and its two
-        # slots. Same update up to float rounding; a measured ~5% of a CPU pretraining step
-        # (docs/benchmarks.md), and on GPUs a few fused kernels instead of a dozen per variable.
-        self._apply_gradients = tf.function(self.optimizer.apply_gradients, jit_compile=True)
+        # Clipping, the finiteness check and the update are one XLA-compiled function whatever
+        # --use_xla says: the global norm is one fused reduction over the gradients, and every
+        # variable's ~12 elementwise ops (clip scale, moments, weight decay, the step) fuse into
+        # one pass over the variable and its two slots. Same update up to float rounding; a
+        # measured ~5% of a CPU pretraining step for the update alone (docs/benchmarks.md), and
+        # on GPUs a few fused kernels instead of a dozen per variable.
+        self._clip_and_apply = tf.function(self._clip_and_apply_impl, jit_compile=True)
         self.fp16 = cfg.precision == "fp16"
         self.loss_scale = tf.Variable(INITIAL_LOSS_SCALE if self.fp16 else 1.0,
                                       dtype=tf.float32, trainable=False, name="loss_scale")
@@ -230,23 +222,34 @@ class Trainer:
             sums = dict(zip(keys, reduced[n + 1:]))
         if self.fp16:
             grads = [_scale_gradient(g, 1.0 / self.loss_scale) for g in grads]
-        finite = _all_finite(grads)
         named = {n: g for n, g in zip(self._names, grads) if g is not None}
+        lr, finite, global_norm = self._clip_and_apply(named)
+        if self.fp16:
+            self._update_loss_scale(finite)
+        return lr, finite, global_norm, stop, sums
+
+    def _clip_and_apply_impl(self, named_grads):
+        """Clips by global norm and applies the update, unless a gradient is not finite.
+
+        Returns (learning rate, finite flag, global norm before clipping); `global_step` is
+        incremented only when the update is applied.
+        """
         clipped, global_norm = optimization.clip_by_global_norm(
-            named, self.cfg.clip_norm, indexed_slices_norm=self.cfg.indexed_slices_norm)
+            named_grads, self.cfg.clip_norm, indexed_slices_norm=self.cfg.indexed_slices_norm)
+        # Any NaN or Inf in a gradient makes the global norm non-finite, so its finiteness is
+        # the check (a separate is_finite pass over every gradient cost ~3% of a CPU step).
+        # The norm also overflows once some |gradient| > ~1e19, which is taken as non-finite.
+        finite = tf.math.is_finite(global_norm)
 
         def apply():
-            lr = self._apply_gradients(clipped, self.global_step)
+            lr = self.optimizer.apply_gradients(clipped, self.global_step)
             self.global_step.assign_add(1)
             return tf.cast(lr, tf.float32)
 
         def skip():
             return tf.cast(self.optimizer.learning_rate_at(self.global_step), tf.float32)
 
-        lr = tf.cond(finite, apply, skip)
-        if self.fp16:
-            self._update_loss_scale(finite)
-        return lr, finite, global_norm, stop, sums
+        return tf.cond(finite, apply, skip), finite, global_norm
 
     def _update_loss_scale(self, finite):
         grow = tf.logical_and(finite, self.good_steps + 1 >= LOSS_SCALE_GROWTH_INTERVAL)
@@ -498,7 +501,7 @@ class Trainer:
                                         "scale now %g.", step + 1, float(self.loss_scale))
                         continue
                     raise NonFiniteLossError(
-                        f"non-finite loss or gradients at step {step + 1} (loss = "
+                        f"non-finite loss or gradient norm at step {step + 1} (loss = "
                         f"{float(out['loss'])}); the update was not applied and no checkpoint "
                         f"was written after step {saved_step}. Lower --learning_rate or check "
                         f"the input.")

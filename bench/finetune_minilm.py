@@ -309,6 +309,25 @@ def build_report(args, rows, commands, started, finished, conv_cmd):
     return "\n".join(lines)
 
 
+def shown_argv(argv):
+    """The command line as the report shows it: without the flags that only say where or how
+    this invocation ran (work dir, redo, report-only, waiting), whether `--flag=value` or
+    `--flag value`."""
+    dropped_alone = ("--report_only", "--no_write")
+    dropped_with_value = ("--work_dir", "--redo", "--max_wait")
+    shown, skip_next = [], False
+    for a in argv:
+        if skip_next:
+            skip_next = False
+        elif a in dropped_alone:
+            pass
+        elif a in dropped_with_value:
+            skip_next = True
+        elif not a.startswith(tuple(f + "=" for f in dropped_with_value)):
+            shown.append(a)
+    return shown
+
+
 def shorten(cmd, subs):
     out = []
     for word in cmd:
@@ -353,8 +372,7 @@ def main():
     parser.add_argument("--report_only", action="store_true",
                         help="rebuild the report from --work_dir's results.json (same flags)")
     args = parser.parse_args()
-    args.argv = [a for a in sys.argv[1:] if a not in ("--report_only", "--no_write")
-                 and not a.startswith(("--work_dir", "--redo", "--max_wait"))]
+    args.argv = shown_argv(sys.argv[1:])
     if args.skip_steps % 10:
         parser.error("--skip_steps must be a multiple of 10 (our log interval)")
 

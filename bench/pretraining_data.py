@@ -32,7 +32,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from _common import machine, write_section  # noqa: E402  (bench/)
+from _common import machine, wait_for_quiet, write_section  # noqa: E402  (bench/)
 from bert_mgpu.data import tfrecord  # noqa: E402
 
 KJV = os.path.join(REPO, "data", "pretraining", "kjv_bible_one_verse_per_line.txt.gz")
@@ -99,6 +99,8 @@ def main():
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="",
                PYTHONPATH=REPO)
     ours_cmd = [sys.executable, os.path.join(REPO, "create_pretraining_data.py")]
+    # A 2-core benchmark must start alone (its own processes raise the load during the run).
+    wait_for_quiet(0.3, 600, label="pretraining_data")
     load = os.getloadavg()[0]
 
     # 1. Side by side on the KJV, default mode (identical output).
@@ -190,9 +192,12 @@ def main():
         "In sharded mode memory depends on `--shard_size_mb`, not on the corpus: each worker "
         "holds one shard's documents and records, while the default mode (like Google's script) "
         "holds the whole corpus's. Wall time with 2 workers can only approach half of 1 "
-        "worker's when both CPUs are free: the machine is shared (load average "
-        f"{load:.2f} at the start, {load_end:.2f} at the end), so the CPU column shows the "
-        "work itself. Sharded runs make other instances than the default mode (as many, "
+        "worker's when both CPUs are free"
+        + (f": the machine was shared (load average {load:.2f} at the start), so the CPU "
+           "column shows the work itself." if load > 0.5 else
+           f" (load average {load:.2f} at the start, {load_end:.2f} at the end with this "
+           "run's own work).")
+        + " Sharded runs make other instances than the default mode (as many, "
         "give or take the random draws): each shard has its own seed and draws its "
         "random-next documents from itself.",
     ]

@@ -21,8 +21,8 @@ cli.define_extract_features_flags()
 
 
 def main(_):
-    from bert_mgpu.feature_extraction import extract_features
-    extract_features(cli.extract_features_config())
+    from bert_mgpu import jobs
+    jobs.extract_features(cli.extract_features_config())
 
 
 if __name__ == "__main__":

@@ -24,8 +24,8 @@ cli.define_classifier_flags()
 
 
 def main(_):
-    from bert_mgpu.classifier import run_classifier
-    run_classifier(cli.classifier_config())
+    from bert_mgpu import jobs
+    jobs.run_classifier(cli.classifier_config())
 
 
 if __name__ == "__main__":

@@ -25,8 +25,8 @@ cli.define_pretraining_flags()
 
 
 def main(_):
-    from bert_mgpu.pretraining import run_pretraining
-    run_pretraining(cli.pretraining_config())
+    from bert_mgpu import jobs
+    jobs.run_pretraining(cli.pretraining_config())
 
 
 if __name__ == "__main__":

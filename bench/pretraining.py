@@ -120,7 +120,7 @@ def worker_ours(args):
     _quiet_tf()
     from absl import logging
     logging.set_verbosity(logging.WARNING)
-    from bert_mgpu import heads, towers, training
+    from bert_mgpu import tasks, towers, training
     from bert_mgpu.config import BertConfig, TrainConfig
     from bert_mgpu.data import features, input_pipeline
     import tensorflow as tf
@@ -133,7 +133,7 @@ def worker_ours(args):
         n_gpus=args.n_gpus, num_train_steps=steps, num_warmup_steps=max(1, steps // 10),
         learning_rate=1e-4, precision=args.precision, use_xla=args.use_xla,
         save_checkpoints_steps=10 ** 9, log_every_n_steps=10 ** 9)
-    task = heads.BertPretrainer(BertConfig.from_dict(BERT_CONFIG),
+    task = tasks.BertPretrainer(BertConfig.from_dict(BERT_CONFIG),
                                 compute_dtype=training.compute_dtype(args.precision))
     trainer = training.Trainer(task, cfg, devices)
     dataset = input_pipeline.record_dataset(args.records.split(","),
@@ -171,7 +171,7 @@ def run_worker(argv, python=sys.executable):
 def write_data(workdir):
     """NUM_RECORDS synthetic pretraining records (TFRecords for us, .npz for the peer)."""
     import numpy as np
-    from bert_mgpu.data import features
+    from bert_mgpu.data import features, tfrecord
     rng = np.random.RandomState(0)
     v = BERT_CONFIG["vocab_size"]
     arrays = {k: [] for k in features.pretraining_shapes(SEQ, PREDS)}
@@ -201,7 +201,8 @@ def write_data(workdir):
         import tensorflow as tf
         with tf.io.TFRecordWriter(path) as w:
             for r in range(shard, NUM_RECORDS, 2):
-                w.write(features.to_example_bytes({k: a[r].tolist() for k, a in arrays.items()}))
+                w.write(tfrecord.encode_example(
+                    {k: a[r].tolist() for k, a in arrays.items()}))
         paths.append(path)
     npz = os.path.join(workdir, "records.npz")
     np.savez(npz, **arrays)

@@ -100,7 +100,7 @@ def split_corpus(workdir):
 
 def make_records(workdir):
     """The race's TFRecords (and .npz copies for the PyTorch arm)."""
-    from bert_mgpu.cli import CreatePretrainingDataConfig
+    from bert_mgpu.config import CreatePretrainingDataConfig
     from bert_mgpu.data import pretraining_data
 
     text, n_train, n_held = split_corpus(workdir)
@@ -139,7 +139,7 @@ def to_npz(path):
 # -- our arms (each in its own process) ---------------------------------------------------------
 
 def micro_batches(step, accumulation, ramp_steps):
-    """The trainer's batch ramp (training.Trainer.micro_batches_at), for planning."""
+    """The trainer's batch ramp (training.MicroBatches.at), for planning."""
     if not ramp_steps or step >= ramp_steps:
         return accumulation
     return 1 + (step * (accumulation - 1)) // ramp_steps
@@ -152,7 +152,7 @@ def run_our_arm(spec):
     from absl import logging
     logging.set_verbosity(logging.WARNING)
     import tensorflow as tf
-    from bert_mgpu import heads, towers, training
+    from bert_mgpu import tasks, towers, training
     from bert_mgpu.config import BertConfig, TrainConfig
     from bert_mgpu.data import features, input_pipeline
 
@@ -172,7 +172,7 @@ def run_our_arm(spec):
         clip_norm=arm["clip_norm"], lr_schedule=arm["lr_schedule"],
         batch_ramp_steps=ramp_steps, save_checkpoints_steps=10 ** 9,
         log_every_n_steps=10 ** 9, random_seed=spec["seed"])
-    task = heads.BertPretrainer(BertConfig.from_dict(arm["config"]),
+    task = tasks.BertPretrainer(BertConfig.from_dict(arm["config"]),
                                 next_sentence=arm["next_sentence"])
     trainer = training.Trainer(task, cfg, devices)
     shapes = features.pretraining_shapes(SEQ, PREDS)

@@ -20,13 +20,14 @@ on the same global batch. A worker that dies makes the others' next all-reduce f
 worker resumes from the last checkpoint.
 """
 
-import dataclasses
 import json
 import os
 from typing import List, Optional, Sequence
 
 import tensorflow as tf
 from absl import logging
+
+from bert_mgpu.config import ClusterConfig
 
 # Keys of the collective instances: one per traced call site, allocated in trace order (the
 # same on every worker, since every worker traces the same code in the same order).
@@ -35,26 +36,6 @@ _GROUP_KEY = 1
 
 class WorkerLostError(ConnectionError):
     """An all-reduce did not complete: a worker died or the network failed."""
-
-
-@dataclasses.dataclass(frozen=True)
-class ClusterConfig:
-    """The workers and this process's place among them."""
-    worker_hosts: tuple
-    task_index: int
-    timeout_seconds: float = 300.0
-
-    @property
-    def num_workers(self) -> int:
-        return len(self.worker_hosts)
-
-    @property
-    def is_chief(self) -> bool:
-        return self.task_index == 0
-
-    def tf_config(self) -> str:
-        return json.dumps({"cluster": {"worker": list(self.worker_hosts)},
-                           "task": {"type": "worker", "index": self.task_index}})
 
 
 def resolve_cluster(worker_hosts: Optional[str] = None, task_index: Optional[int] = None,

@@ -233,25 +233,66 @@ class BertConfig:
         return dataclasses.replace(self, extra=copy.deepcopy(self.extra), **changes)
 
 
+# ---------------------------------------------------------------------------------------------
+# Run configurations: what a job needs, built from flags by cli.py (by field name), never from
+# FLAGS below it. A job's config is composed of named subtrees, as cramming's `cfg.arch` /
+# `cfg.train`: `model` (ModelFiles), `train` (TrainOptions), `cluster` (ClusterConfig or None),
+# then the job's own fields. Every `validate()` raises ValueError naming the flag.
+
 PRECISIONS = ("fp32", "fp16", "bf16")
 OPTIMIZERS = ("adamw", "lamb")
 LR_SCHEDULES = ("linear", "one_cycle")
+TRUNCATIONS = ("head", "head_tail")
+
+
+def _check_at_least(obj, minimum: int, *names: str) -> None:
+    for name in names:
+        if getattr(obj, name) < minimum:
+            raise ValueError(f"--{name} must be >= {minimum}, got {getattr(obj, name)}")
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainConfig:
-    """How to train, whatever the task (built from flags by cli.py; nothing reads FLAGS).
+class ModelFiles:
+    """The files that define a model and how text becomes its input (Google's flags)."""
+    bert_config_file: Optional[str] = None
+    init_checkpoint: Optional[str] = None
+    vocab_file: Optional[str] = None
+    spm_model_file: Optional[str] = None
+    do_lower_case: bool = True
+    max_seq_length: int = 128
+
+    def bert_config(self) -> BertConfig:
+        """Reads `bert_config_file` and checks that `max_seq_length` fits the model.
+
+        Raises:
+          BertConfigError: the file is missing or invalid, naming it.
+          ValueError: --max_seq_length is longer than the model's positions.
+        """
+        bert_config = BertConfig.from_json_file(self.bert_config_file)
+        if self.max_seq_length > bert_config.max_position_embeddings:
+            raise ValueError(f"--max_seq_length={self.max_seq_length} is longer than "
+                             f"max_position_embeddings ({bert_config.max_position_embeddings}) "
+                             f"in {self.bert_config_file}")
+        return bert_config
+
+    def validate(self, min_seq_length: int = 1, needs_tokenizer: bool = False) -> None:
+        if needs_tokenizer and not self.vocab_file and not self.spm_model_file:
+            raise ValueError("--vocab_file (or --spm_model_file) is required")
+        if self.max_seq_length < min_seq_length:
+            raise ValueError(f"--max_seq_length must be >= {min_seq_length}, got "
+                             f"{self.max_seq_length}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrainOptions:
+    """How to train, whatever the task and however long (the `train` subtree of a job).
 
     Batch semantics follow the multi-GPU fork: `train_batch_size` is per tower, one update sees
-    `train_batch_size * n_gpus * num_accumulation_steps` examples (times the number of workers),
-    and `num_train_steps` counts updates.
+    `train_batch_size * n_gpus * num_accumulation_steps` examples (times the number of workers).
     """
-    output_dir: str
     train_batch_size: int = 32
     n_gpus: int = 1
     num_accumulation_steps: int = 1
-    num_train_steps: int = 100000
-    num_warmup_steps: int = 10000
     learning_rate: float = 5e-5
     optimizer: str = "adamw"
     precision: str = "fp32"
@@ -268,7 +309,6 @@ class TrainConfig:
     keep_checkpoint_max: int = 5
     log_every_n_steps: int = 100
     random_seed: int = 12345
-    init_checkpoint: Optional[str] = None
     shuffle_buffer_size: int = 100
 
     @property
@@ -278,12 +318,8 @@ class TrainConfig:
 
     def validate(self) -> None:
         """Raises ValueError naming the flag of the first impossible value."""
-        for name in ("train_batch_size", "n_gpus", "num_accumulation_steps", "num_train_steps",
-                     "save_checkpoints_steps", "log_every_n_steps"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"--{name} must be >= 1, got {getattr(self, name)}")
-        if self.num_warmup_steps < 0:
-            raise ValueError(f"--num_warmup_steps must be >= 0, got {self.num_warmup_steps}")
+        _check_at_least(self, 1, "train_batch_size", "n_gpus", "num_accumulation_steps",
+                        "save_checkpoints_steps", "log_every_n_steps")
         if self.precision not in PRECISIONS:
             raise ValueError(f"--precision must be one of {', '.join(PRECISIONS)}, "
                              f"got {self.precision!r}")
@@ -306,5 +342,223 @@ class TrainConfig:
             raise ValueError("--batch_ramp_steps ramps the number of accumulated micro-batches "
                              "up to --num_accumulation_steps, which must then be >= 2")
 
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrainConfig(TrainOptions):
+    """What the trainer needs: the options, plus where and for how long (`num_train_steps`
+    counts updates). Jobs derive it with `TrainConfig.of(options, ...)`."""
+    output_dir: str
+    num_train_steps: int = 100000
+    num_warmup_steps: int = 10000
+    init_checkpoint: Optional[str] = None
+
+    @classmethod
+    def of(cls, options: TrainOptions, **run) -> "TrainConfig":
+        """The options plus `output_dir`, `num_train_steps`, `num_warmup_steps`,
+        `init_checkpoint`."""
+        return cls(**{f.name: getattr(options, f.name)
+                      for f in dataclasses.fields(TrainOptions)}, **run)
+
+    def validate(self) -> None:
+        super().validate()
+        _check_at_least(self, 1, "num_train_steps")
+        _check_at_least(self, 0, "num_warmup_steps")
+
     def to_dict(self) -> Dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterConfig:
+    """The workers of a multi-machine job and this process's place among them."""
+    worker_hosts: tuple
+    task_index: int
+    timeout_seconds: float = 300.0
+
+    @property
+    def num_workers(self) -> int:
+        return len(self.worker_hosts)
+
+    @property
+    def is_chief(self) -> bool:
+        return self.task_index == 0
+
+    def tf_config(self) -> str:
+        return json.dumps({"cluster": {"worker": list(self.worker_hosts)},
+                           "task": {"type": "worker", "index": self.task_index}})
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PretrainingConfig:
+    """run_pretraining.py (Google's flags, same meaning, plus the trainer's)."""
+    model: ModelFiles
+    train: TrainOptions
+    cluster: Optional[ClusterConfig] = None
+    output_dir: str
+    input_file: str
+    do_train: bool = False
+    do_eval: bool = False
+    num_train_steps: int = 100000
+    num_warmup_steps: int = 10000
+    max_predictions_per_seq: int = 20
+    eval_batch_size: int = 8
+    max_eval_steps: int = 100
+    no_next_sentence: bool = False
+    flags: Dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def train_config(self) -> TrainConfig:
+        return TrainConfig.of(self.train, output_dir=self.output_dir,
+                              num_train_steps=self.num_train_steps,
+                              num_warmup_steps=self.num_warmup_steps,
+                              init_checkpoint=self.model.init_checkpoint)
+
+    def validate(self) -> None:
+        if not self.do_train and not self.do_eval:
+            raise ValueError("At least one of `do_train` or `do_eval` must be True.")
+        self.model.validate()
+        _check_at_least(self, 1, "max_predictions_per_seq", "eval_batch_size", "max_eval_steps")
+        self.train_config.validate()
+
+
+def num_train_steps_for(num_examples: int, global_batch_size: int, epochs: float) -> int:
+    """The fork's formula: int(examples / global batch * epochs)."""
+    return int(num_examples / global_batch_size * epochs)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ClassifierConfig:
+    """run_classifier_mgpu.py (Google's flags, the fork's, and the trainer's)."""
+    model: ModelFiles
+    train: TrainOptions
+    cluster: Optional[ClusterConfig] = None
+    output_dir: str
+    data_dir: str
+    task_name: str
+    do_train: bool = False
+    do_eval: bool = False
+    do_predict: bool = False
+    eval_batch_size: int = 8
+    predict_batch_size: int = 8
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
+    label_list: Optional[tuple] = None
+    truncation: str = "head"
+    head_tokens: int = 128
+    layerwise_lr_decay: float = 1.0
+    flags: Dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def train_config(self, num_train_examples: int = 0, num_workers: int = 1) -> TrainConfig:
+        """The trainer's config; its steps come from the training set's size (the fork's
+        formula over the global batch of every worker), warmup from `warmup_proportion`.
+
+        Raises:
+          ValueError: the training set makes no step.
+        """
+        global_batch = self.train.global_batch_size * num_workers
+        steps = num_train_steps_for(num_train_examples, global_batch, self.num_train_epochs)
+        if self.do_train and steps < 1:
+            raise ValueError(f"{num_train_examples} training examples and --num_train_epochs="
+                             f"{self.num_train_epochs} make 0 steps of {global_batch} examples "
+                             f"(train_batch_size x n_gpus x num_accumulation_steps x workers)")
+        steps = max(steps, 1)  # evaluation or prediction only: no schedule is run
+        return TrainConfig.of(self.train, output_dir=self.output_dir, num_train_steps=steps,
+                              num_warmup_steps=int(steps * self.warmup_proportion),
+                              init_checkpoint=self.model.init_checkpoint)
+
+    def validate(self) -> None:
+        self.model.validate(min_seq_length=3, needs_tokenizer=True)
+        if not (self.do_train or self.do_eval or self.do_predict):
+            raise ValueError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
+        _check_at_least(self, 1, "eval_batch_size", "predict_batch_size")
+        if not self.num_train_epochs > 0:
+            raise ValueError(f"--num_train_epochs must be > 0, got {self.num_train_epochs}")
+        if not 0 <= self.warmup_proportion < 1:
+            raise ValueError(f"--warmup_proportion must be in [0, 1), got "
+                             f"{self.warmup_proportion}")
+        if not 0 < self.layerwise_lr_decay <= 1:
+            raise ValueError(f"--layerwise_lr_decay must be in (0, 1], got "
+                             f"{self.layerwise_lr_decay}")
+        if self.truncation not in TRUNCATIONS:
+            raise ValueError(f"--truncation must be one of {', '.join(TRUNCATIONS)}, got "
+                             f"{self.truncation!r}")
+        _check_at_least(self, 0, "head_tokens")
+        self.train.validate()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ExtractFeaturesConfig:
+    """extract_features.py (Google's flags, same meaning)."""
+    model: ModelFiles
+    input_file: str
+    output_file: str
+    layers: tuple = (-1, -2, -3, -4)
+    batch_size: int = 32
+
+    def validate(self) -> None:
+        self.model.validate(min_seq_length=2, needs_tokenizer=True)
+        _check_at_least(self, 1, "batch_size")
+        if not self.layers:
+            raise ValueError("--layers is empty")
+
+
+@dataclasses.dataclass(frozen=True)
+class CreatePretrainingDataConfig:
+    """create_pretraining_data.py: Google's flags (same meaning) and the new ones."""
+    input_file: str
+    output_file: str
+    vocab_file: str
+    do_lower_case: bool = True
+    do_whole_word_mask: bool = False
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    random_seed: int = 12345
+    dupe_factor: int = 10
+    masked_lm_prob: float = 0.15
+    short_seq_prob: float = 0.1
+    num_workers: int = 0
+    shard_size_mb: float = 8.0
+    sentence_order_prediction: bool = False
+    no_next_sentence: bool = False
+    pack_sequences: bool = False
+    span_masking: bool = False
+    span_length: int = 0
+    word_segmented_input: bool = False
+    progress_interval: float = 10.0
+
+    def validate(self) -> None:
+        single = self.no_next_sentence or self.pack_sequences
+        min_length = 4 if single else 5
+        if self.max_seq_length < min_length:
+            raise ValueError(f"--max_seq_length must be >= {min_length} (room for [CLS], "
+                             f"{'[SEP]' if single else '[SEP], [SEP]'} and 2 tokens), got "
+                             f"{self.max_seq_length}")
+        most = self.max_seq_length - (2 if single else 3)
+        if not 1 <= self.max_predictions_per_seq <= most:
+            raise ValueError(f"--max_predictions_per_seq must be in [1, {most}] (the maskable "
+                             f"tokens of --max_seq_length={self.max_seq_length}), got "
+                             f"{self.max_predictions_per_seq}")
+        _check_at_least(self, 1, "dupe_factor")
+        if not 0.0 < self.masked_lm_prob <= 1.0:
+            raise ValueError(f"--masked_lm_prob must be in (0, 1], got {self.masked_lm_prob}")
+        if not 0.0 <= self.short_seq_prob <= 1.0:
+            raise ValueError(f"--short_seq_prob must be in [0, 1], got {self.short_seq_prob}")
+        _check_at_least(self, 0, "num_workers")
+        if self.shard_size_mb <= 0:
+            raise ValueError(f"--shard_size_mb must be > 0, got {self.shard_size_mb}")
+        _check_at_least(self, 0, "span_length")
+        if self.sentence_order_prediction and self.no_next_sentence:
+            raise ValueError("--sentence_order_prediction and --no_next_sentence exclude each "
+                             "other")
+        if self.pack_sequences and (self.sentence_order_prediction or self.span_masking):
+            raise ValueError("--pack_sequences excludes --sentence_order_prediction and "
+                             "--span_masking (packed instances have no sentence pairs, and a "
+                             "span could cover a document-separating [SEP])")
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvertHfConfig:
+    """convert_hf_checkpoint.py."""
+    hf_model_dir: str
+    output_dir: str
+    gelu: str = "exact"

@@ -76,10 +76,8 @@ class FeatureExtractor:
             if not -n <= index < n:
                 raise ValueError(f"--layers: index {index} is out of range for a model with "
                                  f"{n} layers (valid: {-n}..{n - 1})")
-        if max_seq_length > bert_config.max_position_embeddings:
-            raise ValueError(f"--max_seq_length={max_seq_length} is longer than the model's "
-                             f"max_position_embeddings ({bert_config.max_position_embeddings})")
         self.layer_indexes = list(layer_indexes)
+        self.max_seq_length = max_seq_length
         self.model = modeling.BertModel(bert_config)
         checkpoint.init_from_checkpoint(init_checkpoint, self.model.named_variables())
         spec = tf.TensorSpec([None, max_seq_length], tf.int32)
@@ -94,38 +92,32 @@ class FeatureExtractor:
         return [t.numpy() for t in self._run(input_ids, input_mask, segment_ids)]
 
 
-def extract_features(cfg) -> int:
-    """Runs extract_features.py with an `ExtractFeaturesConfig`; returns the number of lines."""
-    tokenization.validate_case_matches_checkpoint(cfg.do_lower_case, cfg.init_checkpoint)
-    tokenizer = tokenization.FullTokenizer(vocab_file=cfg.vocab_file,
-                                           do_lower_case=cfg.do_lower_case,
-                                           spm_model_file=cfg.spm_model_file)
-    bert_config = BertConfig.from_json_file(cfg.bert_config_file)
-    extractor = FeatureExtractor(bert_config, cfg.init_checkpoint, cfg.layers, cfg.max_seq_length)
-
-    if not tf.io.gfile.exists(cfg.input_file):
-        raise FileNotFoundError(f"--input_file: {cfg.input_file} not found")
-    with tf.io.gfile.GFile(cfg.input_file, "r") as f:
+def write_features(input_file: str, output_file: str, tokenizer, extractor: FeatureExtractor,
+                   batch_size: int) -> int:
+    """Writes one JSON line per line of `input_file` (atomically); returns the count."""
+    if not tf.io.gfile.exists(input_file):
+        raise FileNotFoundError(f"--input_file: {input_file} not found")
+    with tf.io.gfile.GFile(input_file, "r") as f:
         lines = f.read().splitlines()
     progress = Progress("lines", total=len(lines))
-    tmp_path = cfg.output_file + ".incomplete"
+    tmp_path = output_file + ".incomplete"
     with tf.io.gfile.GFile(tmp_path, "w") as writer:
-        for batch in _batches(read_examples(lines), cfg.batch_size):
+        for batch in _batches(read_examples(lines), batch_size):
             tokens_a = tokenizer.tokenize_batch([ex.text_a for ex in batch])
             pairs = [i for i, ex in enumerate(batch) if ex.text_b is not None]
             tokens_b = dict(zip(pairs, tokenizer.tokenize_batch([batch[i].text_b
                                                                  for i in pairs])))
-            packed = [pack_tokens(tokens_a[i], tokens_b.get(i), cfg.max_seq_length,
+            packed = [pack_tokens(tokens_a[i], tokens_b.get(i), extractor.max_seq_length,
                                   tokenizer.convert_tokens_to_ids) for i in range(len(batch))]
             arrays = [np.array([getattr(p, field) for p in packed], np.int32)
                       for field in ("input_ids", "input_mask", "segment_ids")]
             layers = extractor(*arrays)
             for b, (example, p) in enumerate(zip(batch, packed)):
                 n = len(p.tokens)
-                writer.write(layer_json(example.unique_id, p.tokens, cfg.layers,
+                writer.write(layer_json(example.unique_id, p.tokens, extractor.layer_indexes,
                                         [values[b, :n] for values in layers]) + "\n")
             progress.update(len(batch))
-    tf.io.gfile.rename(tmp_path, cfg.output_file, overwrite=True)
+    tf.io.gfile.rename(tmp_path, output_file, overwrite=True)
     progress.done()
-    logging.info("Wrote %d lines to %s", len(lines), cfg.output_file)
+    logging.info("Wrote %d lines to %s", len(lines), output_file)
     return len(lines)

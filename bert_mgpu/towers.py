@@ -2,7 +2,8 @@
 
 The multi-GPU fork of Google's BERT replicated the model as "towers" in one graph: every tower
 runs the same model (shared variables) on its slice of the batch on its own GPU; the towers'
-gradients are averaged and applied once. Here the traced `tf.function` of a train step is that
+gradients are combined (`sum_gradients` of loss shares, or the fork's `average_gradients`) and
+applied once. Here the traced `tf.function` of a train step is that
 one graph.
 
 Devices: tower `i` runs on visible GPU `i % n_visible`, so more towers than GPUs is allowed
@@ -86,39 +87,53 @@ def split_batch(features: Mapping[str, tf.Tensor], n: int) -> List[Dict[str, tf.
     return out
 
 
-def average_gradients(tower_grads: Sequence[Sequence]) -> List:
-    """Averages the gradients of several towers, variable by variable.
+def sum_gradients(tower_grads: Sequence[Sequence]) -> List:
+    """Sums the gradients of several towers, variable by variable.
+
+    The trainer's towers each return their share of the global loss, so the gradient of the
+    global loss is the sum of theirs.
 
     Args:
       tower_grads: one list per tower, each with one entry per variable (same order): a dense
         Tensor, an `IndexedSlices` (embedding lookups), or None (no gradient).
 
     Returns:
-      list with one entry per variable: the mean over towers. Dense gradients stay dense;
+      list with one entry per variable: the sum over towers. Dense gradients stay dense;
       when every tower's gradient is an `IndexedSlices` the result is one too (the towers' rows
-      concatenated, values divided by the number of towers — applying it sums duplicate rows,
-      which gives the mean); mixed dense/sparse is densified; None stays None only if every tower
-      has None (a None next to real gradients counts as zero).
+      concatenated: applying it sums duplicate rows); mixed dense/sparse is densified; None stays
+      None only if every tower has None (a None next to real gradients counts as zero).
     """
+    return _combine(tower_grads, 1.0)
+
+
+def average_gradients(tower_grads: Sequence[Sequence]) -> List:
+    """The mean over towers of their gradients (as `sum_gradients`, divided by the number of
+    towers): the multi-GPU fork's rule when every tower's loss is the mean over its own slice.
+    """
+    return _combine(tower_grads, 1.0 / len(tower_grads) if tower_grads else 1.0)
+
+
+def _combine(tower_grads: Sequence[Sequence], scale: float) -> List:
     n = len(tower_grads)
     if n == 0:
         raise ValueError("no towers")
     if n == 1:
         return list(tower_grads[0])
-    averaged = []
+    combined = []
     for per_var in zip(*tower_grads):
         present = [g for g in per_var if g is not None]
         if not present:
-            averaged.append(None)
+            combined.append(None)
         elif all(isinstance(g, tf.IndexedSlices) for g in present):
-            averaged.append(tf.IndexedSlices(
-                values=tf.concat([g.values for g in present], axis=0) / n,
+            values = tf.concat([g.values for g in present], axis=0)
+            combined.append(tf.IndexedSlices(
+                values=values * scale if scale != 1.0 else values,
                 indices=tf.concat([g.indices for g in present], axis=0),
                 dense_shape=present[0].dense_shape))
         else:
-            dense = [tf.convert_to_tensor(g) for g in present]
-            averaged.append(tf.add_n(dense) / n)
-    return averaged
+            total = tf.add_n([tf.convert_to_tensor(g) for g in present])
+            combined.append(total * scale if scale != 1.0 else total)
+    return combined
 
 
 def make_tower_grad_fn(tower_fn: Callable, variables: Sequence[tf.Variable],

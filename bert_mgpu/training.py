@@ -1,15 +1,19 @@
-"""The training loop: input -> towers -> average -> clip -> apply, with crash-safe checkpoints.
+"""The trainer: input -> towers -> sum -> clip -> apply, with crash-safe checkpoints.
 
 One `tf.function` traces a whole update: the global batch is split over the towers
-(`--n_gpus`), each tower computes its loss and gradients on its device, the gradients are
-averaged, unscaled (fp16), clipped by global norm and applied once, and `global_step` is
-incremented. With `--num_accumulation_steps=K` the global batch is first split into K
-micro-batches whose tower-averaged gradients are summed into accumulators, then applied once.
+(`--n_gpus`), each tower computes its share of the loss and its gradients on its device, the
+gradients are summed, unscaled (fp16), clipped by global norm and applied once, and
+`global_step` is incremented. With `--num_accumulation_steps=K` the global batch is first split
+into K micro-batches whose gradients are summed into accumulators, then applied once.
 
-A task (e.g. `heads.BertPretrainer`) supplies `named_variables()`, `context(features)` (the
-normalisers of the whole global batch), `tower_loss(shard, context, scale, training)` and
-`metrics(sums, context)`. Because every normaliser is global, N towers, K micro-steps and one
-device give the same update up to float rounding (tests hold it to 1e-5).
+A task (the `tasks.Task` protocol) supplies the normalisers of the whole global batch
+(`context`) and each slice's share of the global loss (`tower_loss`); the trainer sums the
+towers' gradients. Because every normaliser is global, N towers, K micro-steps and one device
+give the same update up to float rounding (tests hold it to 1e-5).
+
+The concerns are separate classes: `UpdateStep` (the traced update and accumulation),
+`MicroBatches` (how many micro-batches an update takes), `ResumeState` (checkpoints and input
+positions) and `Trainer` (the loop: logging, summaries, signals; evaluation and prediction).
 
 Resume: every checkpoint holds the weights, the optimizer slots, `global_step` and (fp16) the
 loss scale under Google's names, and the input pipeline's position is saved next to it
@@ -122,25 +126,15 @@ class _StopSignals:
             signal.signal(sig, handler)
 
 
-class Trainer:
-    """Multi-tower training of a task with Google's optimizer, checkpoints and logs."""
+class UpdateStep:
+    """The traced update: global batch -> towers -> sum -> (workers) -> clip -> apply.
 
-    def __init__(self, task, cfg: TrainConfig, devices, cluster=None):
-        """Builds the optimizer and the step functions (no tracing yet).
+    Owns the variables' optimizer, `global_step`, the fp16 loss scale and the accumulators.
+    Calling it runs one update on a global batch; everything inside is traced.
+    """
 
-        Args:
-          task: see the module docstring.
-          cfg: `TrainConfig`.
-          devices: one device name per tower (`towers.setup_devices(cfg.n_gpus)`).
-          cluster: a `cluster.Cluster` for multi-worker training, or None.
-        """
-        cfg.validate()
-        if len(devices) != cfg.n_gpus:
-            raise ValueError(f"{len(devices)} devices for --n_gpus={cfg.n_gpus}")
-        self.task, self.cfg, self.devices = task, cfg, list(devices)
-        self.cluster = cluster
-        self.num_workers = cluster.num_workers if cluster else 1
-        self.is_chief = cluster.is_chief if cluster else True
+    def __init__(self, task, cfg: TrainConfig, devices, cluster=None, lr_multipliers=None):
+        self.task, self.cfg, self.devices, self.cluster = task, cfg, list(devices), cluster
         self.variables = task.named_variables()
         self._names = list(self.variables)
         self.global_step = optimization.create_global_step()
@@ -152,6 +146,8 @@ class Trainer:
         opt_class = optimization.LAMB if cfg.optimizer == "lamb" else optimization.AdamWeightDecay
         self.optimizer = opt_class(schedule)
         self.optimizer.build(self.variables)
+        if lr_multipliers:
+            self.optimizer.set_lr_multipliers(lr_multipliers)
         # Clipping, the finiteness check and the update are one XLA-compiled function whatever
         # --use_xla says: the global norm is one fused reduction over the gradients, and every
         # variable's ~12 elementwise ops (clip scale, moments, weight decay, the step) fuse into
@@ -174,24 +170,20 @@ class Trainer:
             self.accumulators = [tf.Variable(tf.zeros_like(v), trainable=False)
                                  for v in self.variables.values()]
         self._train_step = tf.function(self._train_step_impl)
-        self._global_context = tf.function(self._global_context_impl)
+        self.global_context = tf.function(self._global_context_impl)
         self._accumulate = tf.function(self._accumulate_impl)
         self._apply_accumulated = tf.function(self._apply_accumulated_impl)
-        self._eval_step = tf.function(self.task.eval_sums) if hasattr(task, "eval_sums") \
-            else None
-        self._predict_step = None
-
-    # -- the traced step --------------------------------------------------------------------
 
     def _tower_fn(self, shard, context):
-        return self.task.tower_loss(shard, context, float(self.cfg.n_gpus), training=True)
+        return self.task.tower_loss(shard, context, training=True)
 
-    def _towers(self, features, context):
-        """Tower-averaged (still loss-scaled) gradients of one micro-batch, and summed stats."""
+    def towers(self, features, context):
+        """Summed (still loss-scaled) gradients of the towers on one micro-batch, and their
+        summed statistics."""
         shards = towers.split_batch(features, self.cfg.n_gpus)
         outputs, grads = towers.run_towers(self._grad_fn, shards, self.devices,
                                            self.loss_scale, context)
-        return towers.average_gradients(grads), _sum_dicts(o["sums"] for o in outputs)
+        return towers.sum_gradients(grads), _sum_dicts(o["sums"] for o in outputs)
 
     def _global_context_impl(self, features):
         """The task's normalisers of the global batch: summed over workers."""
@@ -205,7 +197,7 @@ class Trainer:
         """Sum over workers, unscale, check, clip by global norm, apply once, count the step.
 
         Args:
-          grads: this worker's tower-averaged (loss-scaled) gradients.
+          grads: this worker's summed (loss-scaled) gradients.
           stop: float scalar, 1.0 if this worker was asked to stop (a signal).
           sums: the task's additive statistics of this worker's batch.
 
@@ -262,12 +254,12 @@ class Trainer:
 
     def _train_step_impl(self, features, stop):
         context = self._global_context_impl(features)
-        grads, sums = self._towers(features, context)
+        grads, sums = self.towers(features, context)
         lr, finite, global_norm, stop, sums = self._apply(grads, stop, sums)
         return sums, context, lr, finite, global_norm, stop
 
     def _accumulate_impl(self, features, context):
-        grads, sums = self._towers(features, context)
+        grads, sums = self.towers(features, context)
         self._grad_is_none = [g is None for g in grads]
         for acc, g in zip(self.accumulators, grads):
             if g is not None:
@@ -282,7 +274,7 @@ class Trainer:
             acc.assign(tf.zeros_like(acc))
         return result
 
-    def step(self, features, stop: bool = False, num_micro_batches: Optional[int] = None):
+    def __call__(self, features, stop: bool = False, num_micro_batches: Optional[int] = None):
         """One update on a global batch (eager entry point; everything inside is traced).
 
         Args:
@@ -290,7 +282,7 @@ class Trainer:
             batch = train_batch_size * n_gpus * num_micro_batches.
           stop: this worker was asked to stop (multi-worker: every worker learns it).
           num_micro_batches: micro-batches accumulated into this update; default
-            num_accumulation_steps (the batch ramp passes fewer, see `micro_batches_at`).
+            num_accumulation_steps (the batch ramp passes fewer, see `MicroBatches.at`).
 
         Returns:
           dict: the task's metrics of the global batch, `learning_rate`, `global_norm`,
@@ -301,42 +293,13 @@ class Trainer:
         if k == 1:
             sums, context, lr, finite, global_norm, stop = self._train_step(features, stop)
         else:
-            context = self._global_context(features)
+            context = self.global_context(features)
             sums = _sum_dicts(self._accumulate(micro, context)
                               for micro in towers.split_batch(features, k))
             lr, finite, global_norm, stop, sums = self._apply_accumulated(stop, sums)
-        out = {k_: v for k_, v in self.task.metrics(sums, context).items()}
+        out = dict(self.task.metrics(sums, context))
         out.update(learning_rate=lr, global_norm=global_norm, finite=finite, stop=stop > 0)
         return out
-
-    # -- batch ramp (Cramming): the accumulated micro-batches grow with the step -------------
-
-    def micro_batches_at(self, step: int) -> int:
-        """Micro-batches (train_batch_size x n_gpus each) accumulated into update `step`
-        (0-based): num_accumulation_steps, or with `batch_ramp_steps` = R > 0 a linear ramp
-        from 1 at step 0 to num_accumulation_steps at step R (Cramming's batch-size ramp)."""
-        k, ramp = self.cfg.num_accumulation_steps, self.cfg.batch_ramp_steps
-        if not ramp or step >= ramp:
-            return k
-        return 1 + (step * (k - 1)) // ramp
-
-    def _micro_batches_between(self, first: int, last: int) -> int:
-        """Micro-batches that updates first .. last - 1 consume."""
-        if last <= first:
-            return 0
-        ramped = range(first, min(last, self.cfg.batch_ramp_steps))
-        return (sum(self.micro_batches_at(s) for s in ramped)
-                + self.cfg.num_accumulation_steps * (last - first - len(ramped)))
-
-    def _next_batch(self, iterator, step: int):
-        """The features of update `step` and their number of micro-batches."""
-        if not self.cfg.batch_ramp_steps:
-            return next(iterator), None
-        k = self.micro_batches_at(step)
-        parts = [next(iterator) for _ in range(k)]
-        return {name: tf.concat([p[name] for p in parts], 0) for name in parts[0]}, k
-
-    # -- state ------------------------------------------------------------------------------
 
     def checkpoint_tensors(self) -> Dict[str, tf.Variable]:
         """Everything a resume needs, under Google's names."""
@@ -348,6 +311,57 @@ class Trainer:
             tensors["loss_scale_good_steps"] = self.good_steps
         return tensors
 
+
+class MicroBatches:
+    """How many micro-batches (train_batch_size x n_gpus each) each update takes: always
+    num_accumulation_steps, except during Cramming's batch ramp."""
+
+    def __init__(self, cfg: TrainConfig):
+        self.cfg = cfg
+
+    def at(self, step: int) -> int:
+        """Micro-batches of update `step` (0-based): num_accumulation_steps, or with
+        `batch_ramp_steps` = R > 0 a linear ramp from 1 at step 0 to num_accumulation_steps at
+        step R (Cramming's batch-size ramp)."""
+        k, ramp = self.cfg.num_accumulation_steps, self.cfg.batch_ramp_steps
+        if not ramp or step >= ramp:
+            return k
+        return 1 + (step * (k - 1)) // ramp
+
+    def between(self, first: int, last: int) -> int:
+        """Micro-batches that updates first .. last - 1 consume."""
+        if last <= first:
+            return 0
+        ramped = range(first, min(last, self.cfg.batch_ramp_steps))
+        return (sum(self.at(s) for s in ramped)
+                + self.cfg.num_accumulation_steps * (last - first - len(ramped)))
+
+    def batches_to_skip(self, step: int) -> int:
+        """Input batches consumed by updates 0 .. step - 1: without the ramp the input yields
+        whole global batches, one per update; with it, micro-batches."""
+        return self.between(0, step) if self.cfg.batch_ramp_steps else step
+
+    def next_batch(self, iterator, step: int):
+        """The features of update `step` and their number of micro-batches (None: default)."""
+        if not self.cfg.batch_ramp_steps:
+            return next(iterator), None
+        k = self.at(step)
+        parts = [next(iterator) for _ in range(k)]
+        return {name: tf.concat([p[name] for p in parts], 0) for name in parts[0]}, k
+
+
+class ResumeState:
+    """Checkpoints and input positions: what makes a killed run resume exactly.
+
+    The checkpoint (chief only) holds the update's tensors under Google's names; the input
+    pipeline's position of every worker is saved next to it (`input_state/ckpt-STEP`).
+    """
+
+    def __init__(self, cfg: TrainConfig, update: UpdateStep, micro: MicroBatches,
+                 cluster=None):
+        self.cfg, self.update, self.micro, self.cluster = cfg, update, micro, cluster
+        self.is_chief = cluster.is_chief if cluster else True
+
     def restore_or_initialize(self, input_checkpoint: Optional[tf.train.Checkpoint] = None,
                               iterator=None) -> int:
         """Resumes from the newest checkpoint in output_dir, else initialises.
@@ -358,33 +372,34 @@ class Trainer:
         prefix = checkpoint.latest_checkpoint(self.cfg.output_dir)
         if prefix is None:
             if self.cfg.init_checkpoint:
-                checkpoint.init_from_checkpoint(self.cfg.init_checkpoint, self.variables)
+                checkpoint.init_from_checkpoint(self.cfg.init_checkpoint, self.update.variables)
             else:
                 logging.info("No checkpoint in %s and no --init_checkpoint: training from "
                              "scratch (random initialisation).", self.cfg.output_dir)
             return 0
-        tensors = self.checkpoint_tensors()
+        tensors = self.update.checkpoint_tensors()
         optional = {n: tensors.pop(n) for n in ("loss_scale", "loss_scale_good_steps")
                     if n in tensors}
         checkpoint.restore_checkpoint(prefix, tensors, strict=True)
         if optional:
             checkpoint.restore_checkpoint(prefix, optional, strict=False)
-        step = int(self.global_step.numpy())
+        step = int(self.update.global_step.numpy())
         logging.info("Resumed from %s at global_step %d", prefix, step)
         if input_checkpoint is not None:
-            state = self._input_state_path(step)
-            if tf.io.gfile.exists(state + ".index"):
-                input_checkpoint.read(state).assert_existing_objects_matched()
-                logging.info("Input position restored from %s", state)
-            elif iterator is not None:
-                # Without the ramp the input yields whole global batches, one per update.
-                skip = self._micro_batches_between(0, step) if self.cfg.batch_ramp_steps \
-                    else step
-                logging.warning("No saved input position for step %d: skipping %d batches to "
-                                "reach it.", step, skip)
-                for _ in range(skip):
-                    next(iterator)
+            self._restore_input(step, input_checkpoint, iterator)
         return step
+
+    def _restore_input(self, step, input_checkpoint, iterator):
+        state = self._input_state_path(step)
+        if tf.io.gfile.exists(state + ".index"):
+            input_checkpoint.read(state).assert_existing_objects_matched()
+            logging.info("Input position restored from %s", state)
+        elif iterator is not None:
+            skip = self.micro.batches_to_skip(step)
+            logging.warning("No saved input position for step %d: skipping %d batches to "
+                            "reach it.", step, skip)
+            for _ in range(skip):
+                next(iterator)
 
     def _input_state_dir(self) -> str:
         directory = os.path.join(self.cfg.output_dir, INPUT_STATE_DIR)
@@ -401,13 +416,13 @@ class Trainer:
         The checkpoint publishes the step; a worker whose input position for it is missing
         (it died before writing it) skips the batches on resume instead, which is exact too.
         """
-        step = int(self.global_step.numpy())
+        step = int(self.update.global_step.numpy())
         if input_checkpoint is not None:
             input_checkpoint.write(self._input_state_path(step))
         prefix = None
         if self.is_chief:
             prefix = checkpoint.save_checkpoint(
-                self.cfg.output_dir, step, self.checkpoint_tensors(),
+                self.cfg.output_dir, step, self.update.checkpoint_tensors(),
                 keep_checkpoint_max=self.cfg.keep_checkpoint_max)
             logging.info("Saved checkpoint %s", prefix)
         self._prune_input_states()
@@ -421,6 +436,52 @@ class Trainer:
         kept = {int(m.group(1)) for m in (_CKPT_STEP.search(p)
                                           for p in state.all_model_checkpoint_paths) if m}
         prune_input_states(directory, kept)
+
+
+class _Loop:
+    """The bookkeeping of one `Trainer.train` call: steps, timing, what was saved."""
+
+    def __init__(self, start_step: int):
+        self.step = self.saved_step = self.last_step = start_step
+        self.start_step = start_step
+        self.start = self.last_time = time.monotonic()
+        self.metrics: Dict[str, float] = {}
+
+
+class Trainer:
+    """Multi-tower training of a task (see tasks.Task) with Google's optimizer, checkpoints and
+    logs: `UpdateStep` (the traced update), `ResumeState` (checkpoints, input positions) and
+    the loop below (logging, summaries, signals), plus evaluation and prediction."""
+
+    def __init__(self, task, cfg: TrainConfig, devices, cluster=None, lr_multipliers=None):
+        """Builds the optimizer and the step functions (no tracing yet).
+
+        Args:
+          task: a `tasks.Task`.
+          cfg: `TrainConfig`.
+          devices: one device name per tower (`towers.setup_devices(cfg.n_gpus)`).
+          cluster: a `cluster.Cluster` for multi-worker training, or None.
+          lr_multipliers: optional variable name -> learning-rate factor (layer-wise decay).
+        """
+        cfg.validate()
+        if len(devices) != cfg.n_gpus:
+            raise ValueError(f"{len(devices)} devices for --n_gpus={cfg.n_gpus}")
+        self.task, self.cfg, self.devices, self.cluster = task, cfg, list(devices), cluster
+        self.num_workers = cluster.num_workers if cluster else 1
+        self.is_chief = cluster.is_chief if cluster else True
+        self.update = UpdateStep(task, cfg, devices, cluster, lr_multipliers)
+        self.micro = MicroBatches(cfg)
+        self.state = ResumeState(cfg, self.update, self.micro, cluster)
+        self.variables = self.update.variables
+        self.global_step = self.update.global_step
+        self.optimizer = self.update.optimizer
+        self.loss_scale = self.update.loss_scale
+        self.step = self.update
+        self.restore_or_initialize = self.state.restore_or_initialize
+        self.save = self.state.save
+        self.checkpoint_tensors = self.update.checkpoint_tensors
+        self._eval_step = tf.function(task.eval_sums)
+        self._predict_step = tf.function(task.predict)
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -441,113 +502,124 @@ class Trainer:
                                               drop_remainder=True)
         iterator = iter(dataset)
         input_checkpoint = tf.train.Checkpoint(input=iterator)
-        start_step = self.restore_or_initialize(input_checkpoint, iterator)
+        loop = _Loop(self.restore_or_initialize(input_checkpoint, iterator))
         if self.cluster is not None:
             # Same starting weights everywhere, whatever each worker initialised or restored.
             self.cluster.broadcast_from_chief(list(self.variables.values()))
-        examples_per_step = cfg.global_batch_size * self.num_workers
-        logging.info("***** Training *****")
-        logging.info("  Towers (--n_gpus) = %d on %s", cfg.n_gpus, ", ".join(self.devices))
-        logging.info("  Global batch = %d (train_batch_size %d x n_gpus %d x accumulation %d"
-                     " x workers %d)", examples_per_step, cfg.train_batch_size, cfg.n_gpus,
-                     cfg.num_accumulation_steps, self.num_workers)
-        if cfg.batch_ramp_steps:
-            logging.info("  Batch ramp: accumulation grows from 1 to %d over %d steps",
-                         cfg.num_accumulation_steps, cfg.batch_ramp_steps)
-        # Examples per micro-batch of the whole job (the batch ramp varies their number).
-        micro_examples = examples_per_step // cfg.num_accumulation_steps
-        logging.info("  Steps = %d (from %d), warmup %d, learning rate %g, precision %s, "
-                     "XLA %s", cfg.num_train_steps, start_step, cfg.num_warmup_steps,
-                     cfg.learning_rate, cfg.precision, cfg.use_xla)
-        if start_step >= cfg.num_train_steps:
-            logging.info("global_step %d >= num_train_steps %d: nothing to train.", start_step,
-                         cfg.num_train_steps)
+        self._log_start(loop.start_step)
+        if loop.start_step >= cfg.num_train_steps:
+            logging.info("global_step %d >= num_train_steps %d: nothing to train.",
+                         loop.start_step, cfg.num_train_steps)
             return {}
         writer = tf.summary.create_file_writer(cfg.output_dir) if self.is_chief \
             else tf.summary.create_noop_writer()
-        step = start_step
-        saved_step = start_step
-        metrics: Dict[str, float] = {}
-        start = last_time = time.monotonic()
-        last_step = step
-        with _StopSignals() as stop, writer.as_default():
-            while step < cfg.num_train_steps:
+        with _StopSignals() as signals, writer.as_default():
+            while loop.step < cfg.num_train_steps:
                 try:
-                    features, micro = self._next_batch(iterator, step)
+                    features, micro = self.micro.next_batch(iterator, loop.step)
                 except StopIteration:
-                    logging.warning("Input exhausted at step %d.", step)
+                    logging.warning("Input exhausted at step %d.", loop.step)
                     break
-                try:
-                    out = self.step(features, stop=stop.received is not None,
-                                    num_micro_batches=micro)
-                except (tf.errors.DeadlineExceededError, tf.errors.UnavailableError,
-                        tf.errors.CancelledError, tf.errors.AbortedError) as e:
-                    if self.cluster is None:
-                        raise
-                    raise cluster_lib.WorkerLostError(
-                        f"worker {self.cluster.task_index}: the all-reduce of step {step + 1} "
-                        f"did not complete ({type(e).__name__}): a worker died or is "
-                        f"unreachable. Stopping; relaunch every worker to resume from the last "
-                        f"checkpoint (step {saved_step}).") from None
-                finite = bool(out.pop("finite"))
-                # Multi-worker: every worker stops at the step where any worker's flag arrived
-                # through the all-reduce; alone, a signal stops after the current step.
-                stop_requested = bool(out.pop("stop")) or (
-                    self.cluster is None and stop.received is not None)
-                new_step = int(self.global_step.numpy())
-                if not finite:
-                    if self.fp16:
-                        logging.warning("Step %d: non-finite gradients, update skipped; loss "
-                                        "scale now %g.", step + 1, float(self.loss_scale))
-                        continue
-                    raise NonFiniteLossError(
-                        f"non-finite loss or gradient norm at step {step + 1} (loss = "
-                        f"{float(out['loss'])}); the update was not applied and no checkpoint "
-                        f"was written after step {saved_step}. Lower --learning_rate or check "
-                        f"the input.")
-                step = new_step
-                if on_step is not None and on_step(step, out):
-                    # Stops like a signal: alone at once, multi-worker with the next step.
-                    stop.received = stop.received or "on_step"
-                    stop_requested = stop_requested or self.cluster is None
-                if step % cfg.log_every_n_steps == 0 or step == cfg.num_train_steps \
-                        or step == start_step + 1:
-                    now = time.monotonic()
-                    rate = self._micro_batches_between(last_step, step) * micro_examples \
-                        / max(now - last_time, 1e-9)
-                    metrics = {k: float(v) for k, v in out.items()}
-                    metrics["examples_per_sec"] = rate
-                    if self.fp16:
-                        metrics["loss_scale"] = float(self.loss_scale)
-                    left = self._micro_batches_between(step, cfg.num_train_steps) * micro_examples
-                    self._log(step, metrics, now - start, left / max(rate, 1e-9))
-                    for name, value in metrics.items():
-                        write_scalar_summary(name, value, step)
-                    last_time, last_step = time.monotonic(), step
-                if step % cfg.save_checkpoints_steps == 0 or step == cfg.num_train_steps:
-                    self.save(input_checkpoint)
-                    saved_step = step
-                if stop_requested:
-                    if saved_step != step:
-                        self.save(input_checkpoint)
-                    logging.warning("Stopped by %s at global_step %d; checkpoint written. "
-                                    "Run the same command again to resume.",
-                                    stop.received or "a signal to another worker", step)
+                out = self._run_step(features, micro, signals, loop)
+                if out is None:  # fp16: the update was skipped
+                    continue
+                stop = self._after_step(out, signals, loop, on_step, input_checkpoint)
+                if stop:
                     break
         writer.flush()
-        return metrics
+        return loop.metrics
 
-    def _log(self, step, metrics, elapsed, eta):
+    def _log_start(self, start_step: int) -> None:
+        cfg = self.cfg
+        logging.info("***** Training *****")
+        logging.info("  Towers (--n_gpus) = %d on %s", cfg.n_gpus, ", ".join(self.devices))
+        logging.info("  Global batch = %d (train_batch_size %d x n_gpus %d x accumulation %d"
+                     " x workers %d)", cfg.global_batch_size * self.num_workers,
+                     cfg.train_batch_size, cfg.n_gpus, cfg.num_accumulation_steps,
+                     self.num_workers)
+        if cfg.batch_ramp_steps:
+            logging.info("  Batch ramp: accumulation grows from 1 to %d over %d steps",
+                         cfg.num_accumulation_steps, cfg.batch_ramp_steps)
+        logging.info("  Steps = %d (from %d), warmup %d, learning rate %g, precision %s, "
+                     "XLA %s", cfg.num_train_steps, start_step, cfg.num_warmup_steps,
+                     cfg.learning_rate, cfg.precision, cfg.use_xla)
+
+    def _run_step(self, features, micro, signals, loop) -> Optional[dict]:
+        """One update; None when fp16 skipped it. Raises on a lost worker or a diverged loss."""
+        try:
+            out = self.step(features, stop=signals.received is not None,
+                            num_micro_batches=micro)
+        except (tf.errors.DeadlineExceededError, tf.errors.UnavailableError,
+                tf.errors.CancelledError, tf.errors.AbortedError) as e:
+            if self.cluster is None:
+                raise
+            raise cluster_lib.WorkerLostError(
+                f"worker {self.cluster.task_index}: the all-reduce of step {loop.step + 1} "
+                f"did not complete ({type(e).__name__}): a worker died or is unreachable. "
+                f"Stopping; relaunch every worker to resume from the last checkpoint (step "
+                f"{loop.saved_step}).") from None
+        if bool(out.pop("finite")):
+            return out
+        if self.update.fp16:
+            logging.warning("Step %d: non-finite gradients, update skipped; loss scale now %g.",
+                            loop.step + 1, float(self.loss_scale))
+            return None
+        raise NonFiniteLossError(
+            f"non-finite loss or gradient norm at step {loop.step + 1} (loss = "
+            f"{float(out['loss'])}); the update was not applied and no checkpoint was written "
+            f"after step {loop.saved_step}. Lower --learning_rate or check the input.")
+
+    def _after_step(self, out, signals, loop, on_step, input_checkpoint) -> bool:
+        """Logs, checkpoints and decides whether to stop after an applied update."""
+        cfg = self.cfg
+        # Multi-worker: every worker stops at the step where any worker's flag arrived through
+        # the all-reduce; alone, a signal stops after the current step.
+        stop = bool(out.pop("stop")) or (self.cluster is None and signals.received is not None)
+        loop.step = int(self.global_step.numpy())
+        if on_step is not None and on_step(loop.step, out):
+            # Stops like a signal: alone at once, multi-worker with the next step.
+            signals.received = signals.received or "on_step"
+            stop = stop or self.cluster is None
+        if loop.step % cfg.log_every_n_steps == 0 or loop.step == cfg.num_train_steps \
+                or loop.step == loop.start_step + 1:
+            self._log_and_summarize(out, loop)
+        if loop.step % cfg.save_checkpoints_steps == 0 or loop.step == cfg.num_train_steps:
+            self.save(input_checkpoint)
+            loop.saved_step = loop.step
+        if stop:
+            if loop.saved_step != loop.step:
+                self.save(input_checkpoint)
+            logging.warning("Stopped by %s at global_step %d; checkpoint written. Run the same "
+                            "command again to resume.",
+                            signals.received or "a signal to another worker", loop.step)
+        return stop
+
+    def _log_and_summarize(self, out, loop) -> None:
+        cfg = self.cfg
+        # Examples per micro-batch of the whole job (the batch ramp varies their number).
+        micro_examples = cfg.train_batch_size * cfg.n_gpus * self.num_workers
+        now = time.monotonic()
+        rate = self.micro.between(loop.last_step, loop.step) * micro_examples \
+            / max(now - loop.last_time, 1e-9)
+        metrics = {k: float(v) for k, v in out.items()}
+        metrics["examples_per_sec"] = rate
+        if self.update.fp16:
+            metrics["loss_scale"] = float(self.loss_scale)
+        left = self.micro.between(loop.step, cfg.num_train_steps) * micro_examples
         parts = [f"{k} = {v:.6g}" for k, v in metrics.items()
                  if k not in ("examples_per_sec", "learning_rate")]
         logging.info("step %d/%d: %s, lr = %.3e, %.1f examples/s (global), elapsed %s, ETA %s",
-                     step, self.cfg.num_train_steps, ", ".join(parts), metrics["learning_rate"],
-                     metrics["examples_per_sec"], format_duration(elapsed), format_duration(eta))
+                     loop.step, cfg.num_train_steps, ", ".join(parts),
+                     metrics["learning_rate"], rate, format_duration(now - loop.start),
+                     format_duration(left / max(rate, 1e-9)))
+        for name, value in metrics.items():
+            write_scalar_summary(name, value, loop.step)
+        loop.metrics = metrics
+        loop.last_time, loop.last_step = time.monotonic(), loop.step
 
-    # -- evaluation -------------------------------------------------------------------------
+    # -- evaluation and prediction --------------------------------------------------------------
 
-    def evaluate(self, dataset: tf.data.Dataset, max_steps: Optional[int] = None,
-                 **metric_kwargs) -> Dict:
+    def evaluate(self, dataset: tf.data.Dataset, max_steps: Optional[int] = None) -> Dict:
         """Runs the task's eval over `dataset` (at most `max_steps` batches, all by default) on
         the first tower's device; returns the task's eval metrics plus `global_step`."""
         totals: Dict[str, np.ndarray] = {}
@@ -557,20 +629,19 @@ class Trainer:
                     break
                 for k, v in self._eval_step(features).items():
                     totals[k] = totals[k] + v.numpy() if k in totals else v.numpy()
-        result = self.task.eval_metrics(totals, **metric_kwargs) if totals else {}
+        result = self.task.eval_metrics(totals) if totals else {}
         result["global_step"] = int(self.global_step.numpy())
         return result
 
-    def predict(self, dataset: tf.data.Dataset) -> np.ndarray:
-        """The task's `predict` over every batch of `dataset`, on the first tower's device,
-        concatenated in input order."""
-        if self._predict_step is None:
-            self._predict_step = tf.function(self.task.predict)
-        outputs = []
+    def predict(self, dataset: tf.data.Dataset) -> Dict[str, np.ndarray]:
+        """The task's `predict` over every batch of `dataset`, on the first tower's device:
+        name -> array concatenated over the batches, in input order."""
+        outputs: Dict[str, list] = {}
         with tf.device(self.devices[0]):
             for features in dataset:
-                outputs.append(self._predict_step(features).numpy())
-        return np.concatenate(outputs, axis=0) if outputs else np.zeros([0])
+                for name, value in self._predict_step(features).items():
+                    outputs.setdefault(name, []).append(value.numpy())
+        return {name: np.concatenate(parts, axis=0) for name, parts in outputs.items()}
 
 
 # Marks a summary as a TensorBoard scalar without importing TensorBoard (not a dependency: the

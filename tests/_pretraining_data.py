@@ -5,7 +5,7 @@ import json
 import numpy as np
 import tensorflow as tf
 
-from bert_mgpu.data import features
+from bert_mgpu.data import tfrecord
 
 SEQ, PREDS, VOCAB = 16, 4, 100
 TINY_CONFIG = {
@@ -30,7 +30,7 @@ def write_records(path, n, seed=0, seq=SEQ, preds=PREDS):
             positions = np.zeros(preds, int)
             positions[:k] = np.sort(rng.choice(np.arange(1, length), size=k, replace=False))
             weights = (np.arange(preds) < k).astype(float)
-            writer.write(features.to_example_bytes({
+            writer.write(tfrecord.encode_example({
                 "input_ids": ids.tolist(), "input_mask": mask.tolist(),
                 "segment_ids": segments.tolist(), "masked_lm_positions": positions.tolist(),
                 # The "masked" tokens are left in the input: a learnable copy task, so a

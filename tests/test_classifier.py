@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_mgpu import heads, modeling, optimization, tokenization, towers, training
+from bert_mgpu import modeling, optimization, tasks, tokenization, towers, training
 from bert_mgpu.config import BertConfig, TrainConfig
-from bert_mgpu.data import classifier_data, features, input_pipeline, processors
+from bert_mgpu.data import classifier_data, features, input_pipeline, processors, tfrecord
 
 from _oracle import DATA, REPO, run_json_request
 from _pretraining_data import TINY_CONFIG
@@ -210,21 +210,21 @@ def test_classifier_towers_equal_one_device(tmp_path):
             n = rng.randint(3, 17)
             ids = np.zeros(16, int)
             ids[:n] = rng.randint(1, 100, size=n)
-            w.write(features.to_example_bytes({
+            w.write(tfrecord.encode_example({
                 "input_ids": ids, "input_mask": (ids > 0).astype(int), "segment_ids": [0] * 16,
                 "label_ids": [int(ids[1] > 50)], "is_real_example": [1]}))
     config = BertConfig.from_dict(TINY_CONFIG)
     tf.random.set_seed(5)
-    init = heads.BertClassifier(config, 2)
+    init = tasks.BertClassifier(config, 2)
     init_path = str(tmp_path / "init")
     from bert_mgpu import checkpoint
     checkpoint.write_bundle(init_path, init.named_variables())
     results = []
     for n_gpus, batch in ((1, 8), (2, 4)):
-        cfg = TrainConfig(str(tmp_path / f"out{n_gpus}"), train_batch_size=batch, n_gpus=n_gpus,
+        cfg = TrainConfig(output_dir=str(tmp_path / f"out{n_gpus}"), train_batch_size=batch, n_gpus=n_gpus,
                           num_train_steps=4, num_warmup_steps=1, learning_rate=1e-3,
                           init_checkpoint=init_path)
-        task = heads.BertClassifier(config, 2)
+        task = tasks.BertClassifier(config, 2)
         task.classifier.dropout_prob = 0.0
         trainer = training.Trainer(task, cfg, towers.tower_devices(n_gpus))
         trainer.train(input_pipeline.record_dataset([path], features.classifier_shapes(16), 8,

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_mgpu import heads, modeling
+from bert_mgpu import heads, modeling, tasks
 from bert_mgpu.config import MODEL_OPTIONS, BertConfig, BertConfigError
 
 from _oracle import REPO
@@ -255,7 +255,7 @@ def albert_names(embedding_size, hidden, intermediate, vocab=100):
 @pytest.mark.parametrize("layers", [1, 2, 12])
 def test_albert_all_shared_has_albert_names_whatever_the_depth(layers):
     config = BertConfig.from_dict(dict(TINY, num_hidden_layers=layers, **ALBERT))
-    task = heads.BertPretrainer(config)
+    task = tasks.BertPretrainer(config)
     assert modeling.variable_shapes(task.named_variables()) == albert_names(16, 32, 36)
 
 
@@ -268,7 +268,7 @@ def test_albert_released_config_keys_mean_all_shared():
     config = BertConfig.from_dict(albert_json)
     assert config.share_parameters == "all" and config.embedding_size == 16
     assert json.loads(config.to_json_string()) == albert_json
-    task = heads.BertPretrainer(config)
+    task = tasks.BertPretrainer(config)
     assert modeling.variable_shapes(task.named_variables()) == albert_names(16, 32, 36)
 
 
@@ -401,7 +401,7 @@ def test_every_new_weight_is_read_through_param():
 
 def test_pretrainer_without_next_sentence():
     config = BertConfig.from_dict(dict(TINY, **CRAMMING))
-    task = heads.BertPretrainer(config, next_sentence=False)
+    task = tasks.BertPretrainer(config, next_sentence=False)
     assert not any(n.startswith("cls/seq_relationship") for n in task.named_variables())
     ids, mask, segments = inputs()
     features = {"input_ids": ids, "input_mask": mask, "segment_ids": segments,
@@ -410,7 +410,7 @@ def test_pretrainer_without_next_sentence():
                 "masked_lm_weights": np.array([[1, 1], [1, 1], [1, 0]], np.float32),
                 "next_sentence_labels": np.zeros([3, 1], np.int32)}
     context = task.context(features)
-    out = task.tower_loss(features, context, 1.0, training=False)
+    out = task.tower_loss(features, context, training=False)
     metrics = task.metrics(out["sums"], context)
     assert sorted(metrics) == ["loss", "masked_lm_loss"]
     np.testing.assert_allclose(out["loss"], metrics["masked_lm_loss"], rtol=1e-6)

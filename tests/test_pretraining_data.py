@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from _oracle import DATA, MATERIAL, REPO, require_material, run_json_request
 from bert_mgpu import tokenization
-from bert_mgpu.cli import CreatePretrainingDataConfig
+from bert_mgpu.config import CreatePretrainingDataConfig
 from bert_mgpu.data import features, pretraining_data, tfrecord
 
 EN_VOCAB = os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")
@@ -208,13 +208,24 @@ def test_tensorflow_reads_our_records(tmp_path):
     assert features.record_lengths(serialized) == dict(shapes)
 
 
+def _tf_example_bytes(values):
+    """TensorFlow's own tf.train.Example serialization (the reference for ours)."""
+    feature = {}
+    for name, vals in values.items():
+        if name in features.FLOAT_FEATURES:
+            feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=vals))
+        else:
+            feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=vals))
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
 def test_we_read_tensorflows_records(tmp_path):
     path = str(tmp_path / "tf.tfrecord")
     values = [{"input_ids": [101, 7, 102, 0], "masked_lm_weights": [1.0, 0.0],
                "next_sentence_labels": [1], "big": [-5, 2 ** 40]}, {"input_ids": [3]}]
     with tf.io.TFRecordWriter(path) as writer:
         for v in values:
-            writer.write(features.to_example_bytes(v))
+            writer.write(_tf_example_bytes(v))
     assert [tfrecord.decode_example(r) for r in tfrecord.read_records(path)] == values
     # The same dicts serialized here parse identically in TensorFlow.
     for v in values:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_mgpu import checkpoint, heads, towers, training
+from bert_mgpu import checkpoint, tasks, towers, training
 from bert_mgpu.config import BertConfig, TrainConfig
 from bert_mgpu.data import features, input_pipeline
 
@@ -59,7 +59,7 @@ def data(tmp_path_factory):
     files = [write_records(d / "a.tfrecord", 96, seed=1), write_records(d / "b.tfrecord", 64,
                                                                         seed=2)]
     tf.random.set_seed(7)
-    init = heads.BertPretrainer(BertConfig.from_dict(TINY_CONFIG))
+    init = tasks.BertPretrainer(BertConfig.from_dict(TINY_CONFIG))
     init_ckpt = checkpoint.write_bundle(str(d / "init" / "bert_model.ckpt"),
                                         init.named_variables())
     return {"files": files, "init": init_ckpt, "dir": d}
@@ -67,12 +67,12 @@ def data(tmp_path_factory):
 
 def train(data, tmp_path, name, n_gpus, batch, accum=1, steps=4, precision="fp32", xla=False,
           lr=1e-3, config=None, init=None, next_sentence=True, **kwargs):
-    cfg = TrainConfig(str(tmp_path / name), train_batch_size=batch, n_gpus=n_gpus,
+    cfg = TrainConfig(output_dir=str(tmp_path / name), train_batch_size=batch, n_gpus=n_gpus,
                       num_accumulation_steps=accum, num_train_steps=steps, num_warmup_steps=1,
                       learning_rate=lr, save_checkpoints_steps=100, log_every_n_steps=1,
                       precision=precision, use_xla=xla, init_checkpoint=init or data["init"],
                       **kwargs)
-    task = heads.BertPretrainer(BertConfig.from_dict(config or TINY_CONFIG),
+    task = tasks.BertPretrainer(BertConfig.from_dict(config or TINY_CONFIG),
                                 compute_dtype=training.compute_dtype(precision),
                                 next_sentence=next_sentence)
     trainer = training.Trainer(task, cfg, towers.tower_devices(n_gpus))
@@ -127,7 +127,7 @@ def option_inits(data):
     inits = {}
     for name, config in OPTION_CONFIGS.items():
         tf.random.set_seed(7)
-        task = heads.BertPretrainer(BertConfig.from_dict(config),
+        task = tasks.BertPretrainer(BertConfig.from_dict(config),
                                     next_sentence=name != "cramming")
         inits[name] = checkpoint.write_bundle(str(data["dir"] / f"init-{name}" / "model.ckpt"),
                                               task.named_variables())
@@ -161,15 +161,15 @@ def test_towers_equal_one_device_with_model_and_trainer_options(
 def test_batch_ramp_schedule_and_first_update():
     """The ramp accumulates 1 micro-batch at step 0, growing linearly to num_accumulation_steps
     at batch_ramp_steps; its first update is a plain one-micro-batch update."""
-    cfg = TrainConfig("unused", train_batch_size=2, num_accumulation_steps=4,
+    cfg = TrainConfig(output_dir="unused", train_batch_size=2, num_accumulation_steps=4,
                       batch_ramp_steps=6)
-    task = heads.BertPretrainer(BertConfig.from_dict(TINY_CONFIG))
+    task = tasks.BertPretrainer(BertConfig.from_dict(TINY_CONFIG))
     trainer = training.Trainer(task, cfg, towers.tower_devices(1))
-    assert [trainer.micro_batches_at(s) for s in range(9)] == [1, 1, 2, 2, 3, 3, 4, 4, 4]
-    assert trainer._micro_batches_between(0, 9) == 24
-    assert trainer._micro_batches_between(5, 8) == 11
+    assert [trainer.micro.at(s) for s in range(9)] == [1, 1, 2, 2, 3, 3, 4, 4, 4]
+    assert trainer.micro.between(0, 9) == 24
+    assert trainer.micro.between(5, 8) == 11
     with pytest.raises(ValueError, match="--num_accumulation_steps, which must then be >= 2"):
-        TrainConfig("unused", batch_ramp_steps=3).validate()
+        TrainConfig(output_dir="unused", batch_ramp_steps=3).validate()
 
 
 def test_batch_ramp_first_step_is_one_micro_batch(data, tmp_path):
@@ -186,11 +186,11 @@ def test_batch_ramp_stop_and_resume_equals_uninterrupted(data, tmp_path):
                     batch_ramp_steps=4)
 
     def run(stop_at):
-        cfg = TrainConfig(str(tmp_path / "stopped"), train_batch_size=2,
+        cfg = TrainConfig(output_dir=str(tmp_path / "stopped"), train_batch_size=2,
                           num_accumulation_steps=3, batch_ramp_steps=4, num_train_steps=6,
                           num_warmup_steps=1, learning_rate=1e-3, save_checkpoints_steps=100,
                           log_every_n_steps=1, init_checkpoint=data["init"])
-        trainer = training.Trainer(heads.BertPretrainer(BertConfig.from_dict(TINY_CONFIG)),
+        trainer = training.Trainer(tasks.BertPretrainer(BertConfig.from_dict(TINY_CONFIG)),
                                    cfg, towers.tower_devices(1))
         dataset = input_pipeline.record_dataset(
             data["files"], features.pretraining_shapes(SEQ, PREDS), cfg.global_batch_size,
@@ -297,15 +297,15 @@ def test_indexed_slices_norm_is_what_tf_clip_by_global_norm_sees(data, tmp_path,
     the raw gradients (Google's TF1 clipping: a repeated token's rows counted apart), "dense"
     the one it computes on the densified gradients; the tiny vocabulary repeats tokens, so
     the two differ."""
-    cfg = TrainConfig(str(tmp_path / norm), train_batch_size=8, num_train_steps=1,
+    cfg = TrainConfig(output_dir=str(tmp_path / norm), train_batch_size=8, num_train_steps=1,
                       num_warmup_steps=0, init_checkpoint=data["init"],
                       indexed_slices_norm=norm)
-    trainer = training.Trainer(heads.BertPretrainer(BertConfig.from_dict(TINY_CONFIG)), cfg,
+    trainer = training.Trainer(tasks.BertPretrainer(BertConfig.from_dict(TINY_CONFIG)), cfg,
                                towers.tower_devices(1))
     trainer.restore_or_initialize()
     batch = next(iter(input_pipeline.record_dataset(
         data["files"], features.pretraining_shapes(SEQ, PREDS), 8, True, seed=3)))
-    grads, _ = trainer._towers(batch, trainer._global_context(batch))
+    grads, _ = trainer.update.towers(batch, trainer.update.global_context(batch))
     present = [g for g in grads if g is not None]
     assert any(isinstance(g, tf.IndexedSlices) for g in present)
     _, raw_norm = tf.clip_by_global_norm(present, 1.0)

@@ -25,14 +25,13 @@ from typing import Dict, List, Optional, Sequence
 import tensorflow as tf
 from absl import logging
 
-from bert_mgpu.data import features
+from bert_mgpu.data import features, tfrecord
 from bert_mgpu.data.processors import InputExample
 from bert_mgpu.data.sequence import pack_tokens
 from bert_mgpu.progress import Progress
 
 # Bumped whenever the feature layout written here changes, so old caches are not reused.
 CACHE_FORMAT_VERSION = 1
-TRUNCATIONS = ("head", "head_tail")
 
 
 def truncate_head_tail(tokens: List[str], budget: int, head_tokens: int) -> List[str]:
@@ -109,10 +108,9 @@ def write_features(examples: Sequence[InputExample], label_list: Sequence[str],
     """Writes Google's classifier records for `examples` (atomically); returns the count."""
     label_map = {label: i for i, label in enumerate(label_list)}
     progress = Progress("examples", total=len(examples))
-    # Unique per process: several workers may write the same cache file at once.
-    tmp = f"{output_file}.incomplete-{os.getpid()}"
     batch = 1024
-    with tf.io.TFRecordWriter(tmp) as writer:
+    # The temporary name is unique per process: several workers may write one cache file.
+    with tfrecord.RecordFileWriter(output_file) as writer:
         for start in range(0, len(examples), batch):
             chunk = examples[start:start + batch]
             tokens_a = tokenizer.tokenize_batch([e.text_a for e in chunk])
@@ -123,9 +121,8 @@ def write_features(examples: Sequence[InputExample], label_list: Sequence[str],
                 values = convert_single_example(example, label_map, max_seq_length, tokenizer,
                                                 truncation, head_tokens, tokens_a[i],
                                                 tokens_b.get(i))
-                writer.write(features.to_example_bytes(values))
+                writer.write(tfrecord.encode_example(values))
             progress.update(len(chunk))
-    tf.io.gfile.rename(tmp, output_file, overwrite=True)
     return len(examples)
 
 
@@ -155,3 +152,49 @@ def cached_features(examples_fn, split: str, output_dir: str, key: str, label_li
     tf.io.gfile.rename(tmp, meta_path, overwrite=True)
     logging.info("Wrote %s features (%d examples): %s", split, n, path)
     return path, n
+
+
+class FeatureFiles:
+    """The cached feature files of a classifier run's splits (`train`, `dev`, `test`)."""
+
+    _STEMS = {"train": "train", "dev": "eval", "test": "predict"}  # Google's file stems
+
+    def __init__(self, cfg, processor, tokenizer, label_list: Sequence[str]):
+        """Args: cfg a `config.ClassifierConfig`; processor from `processors.get_processor`."""
+        self.cfg, self.processor, self.tokenizer = cfg, processor, tokenizer
+        self.label_list = list(label_list)
+        self.shapes = features.classifier_shapes(cfg.model.max_seq_length)
+
+    def get(self, split: str):
+        """(path, number of examples) of `split`'s features, written if not cached."""
+        cfg, model = self.cfg, self.cfg.model
+        key = cache_key(cfg.task_name, split, self.processor.input_files(cfg.data_dir, split),
+                        model.vocab_file, model.spm_model_file, model.do_lower_case,
+                        model.max_seq_length, self.label_list, cfg.truncation, cfg.head_tokens)
+        read = {"train": self.processor.get_train_examples,
+                "dev": self.processor.get_dev_examples,
+                "test": self.processor.get_test_examples}[split]
+        return cached_features(lambda: read(cfg.data_dir), self._STEMS[split], cfg.output_dir,
+                               key, self.label_list, model.max_seq_length, self.tokenizer,
+                               cfg.truncation, cfg.head_tokens)
+
+
+def _write_lines_atomically(path: str, lines) -> None:
+    tmp = f"{path}.incomplete-{os.getpid()}"
+    with tf.io.gfile.GFile(tmp, "w") as f:
+        for line in lines:
+            f.write(line)
+    tf.io.gfile.rename(tmp, path, overwrite=True)
+
+
+def write_predictions(output_dir: str, probabilities) -> None:
+    """test_results.tsv (Google: one row of class probabilities per test example) and
+    predict.txt (the fork: one predicted label index per line), in input order."""
+    import numpy as np
+
+    _write_lines_atomically(
+        os.path.join(output_dir, "test_results.tsv"),
+        ("\t".join(str(float(p)) for p in row) + "\n" for row in probabilities))
+    _write_lines_atomically(
+        os.path.join(output_dir, "predict.txt"),
+        (f"{int(i)}\n" for i in np.argmax(probabilities, axis=-1)))

@@ -14,7 +14,7 @@ does (int32 is what the model and the GPU kernels want).
 """
 
 import collections
-from typing import Dict, Mapping, Sequence
+from typing import Dict, Mapping
 
 # Reading protobufs and parsing records needs TensorFlow; writing the feature dicts does not
 # (create_pretraining_data builds tf.train.Example protos in the writer), so TF is imported lazily.
@@ -67,18 +67,6 @@ def parse_example(serialized, shapes: Mapping[str, int]):
         parsed = tf.io.parse_example(serialized, spec)
     return {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t
             for name, t in parsed.items()}
-
-
-def to_example_bytes(values: Mapping[str, Sequence]) -> bytes:
-    """Serializes a feature dict (name -> list of ints / floats) as a tf.train.Example."""
-    import tensorflow as tf
-    feature = {}
-    for name, vals in values.items():
-        if name in FLOAT_FEATURES:
-            feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=list(vals)))
-        else:
-            feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=list(vals)))
-    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
 
 def record_lengths(serialized: bytes) -> Dict[str, int]:

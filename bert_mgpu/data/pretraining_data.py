@@ -66,7 +66,6 @@ Options that Google's script does not have (all off by default):
 """
 
 import dataclasses
-import glob
 import gzip
 import hashlib
 import multiprocessing
@@ -87,6 +86,7 @@ except ImportError:  # not on Windows: the worker memory report is skipped there
 
 from bert_mgpu import tokenization
 from bert_mgpu.data import features as features_lib
+from bert_mgpu.data import input_pipeline
 from bert_mgpu.data import tfrecord
 from bert_mgpu.progress import Progress, format_duration
 
@@ -127,34 +127,6 @@ def _is_remote(path: str) -> bool:
 def _gfile():
     import tensorflow as tf  # pylint: disable=import-outside-toplevel  (only for gs:// etc.)
     return tf.io.gfile
-
-
-def expand_input_files(input_file: str, sort: bool = False) -> List[str]:
-    """Google's expansion of `--input_file`: comma-separated globs, each in directory order.
-
-    Args:
-      input_file: the flag's value.
-      sort: sort each glob's matches (sharded mode, for a result independent of the file system).
-
-    Raises:
-      FileNotFoundError: naming a pattern that matches no file.
-    """
-    files = []
-    for pattern in input_file.split(","):
-        pattern = pattern.strip()
-        if not pattern:
-            continue
-        if _is_remote(pattern):
-            matches = _gfile().glob(pattern)
-        else:
-            # glob.glob lists in directory order, as tf.io.gfile.glob (which Google calls) does.
-            matches = [m for m in glob.glob(pattern) if os.path.isfile(m)]
-        if not matches:
-            raise FileNotFoundError(f"--input_file: no file matches {pattern!r}")
-        files.extend(sorted(matches) if sort else matches)
-    if not files:
-        raise FileNotFoundError("--input_file: no input files given")
-    return files
 
 
 def _open_binary(path: str):
@@ -1001,7 +973,7 @@ def _encoder(options, vocab: VocabInfo) -> tfrecord.PretrainingRecordEncoder:
 
 
 def create_pretraining_data(options) -> Stats:
-    """Runs create_pretraining_data.py on a config (see `cli.CreatePretrainingDataConfig`).
+    """Runs create_pretraining_data.py on a config (see `config.CreatePretrainingDataConfig`).
 
     Raises:
       FileNotFoundError: an input pattern matches nothing, or the vocabulary file is missing.
@@ -1011,7 +983,7 @@ def create_pretraining_data(options) -> Stats:
     tokenizer = tokenization.FullTokenizer(options.vocab_file, options.do_lower_case)
     vocab = vocab_info(tokenizer, options.vocab_file)
     sharded = options.num_workers > 0
-    input_files = expand_input_files(options.input_file, sort=sharded)
+    input_files = input_pipeline.expand_input_files(options.input_file, sort=sharded, unique=False)
     logging.info("*** Reading from input files ***")
     for path in input_files:
         logging.info("  %s", path)

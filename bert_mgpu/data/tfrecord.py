@@ -22,10 +22,13 @@ Tests read files written here with `tf.data.TFRecordDataset` + `tf.io.parse_exam
 files TensorFlow wrote with `read_records` + `decode_example`.
 """
 
+import os
 import struct
 from typing import Dict, Iterable, Iterator, List, Mapping, Sequence, Tuple
 
 import google_crc32c
+
+from bert_mgpu.data import features
 
 _MASK_DELTA = 0xA282EAD8
 _U64 = struct.Struct("<Q")
@@ -74,6 +77,48 @@ class RecordFramer:
         return header + data + _U32.pack(masked_crc32c(data))
 
 
+class RecordFileWriter:
+    """Writes a TFRecord file atomically: records go to a temporary file (unique per process),
+    renamed to `path` when the `with` block ends normally and deleted when it raises, so no
+    truncated file is ever left under the final name. Remote paths (gs://...) go through
+    `tf.io.gfile` (TensorFlow imported only then).
+
+        with RecordFileWriter(path) as writer:
+            writer.write(encode_example(values, FLOAT_FEATURES))
+    """
+
+    def __init__(self, path: str):
+        self.path = path
+        self.tmp = f"{path}.incomplete-{os.getpid()}"
+        self._remote = "://" in path
+        self._framer = RecordFramer()
+        self._file = None
+
+    def __enter__(self) -> "RecordFileWriter":
+        if self._remote:
+            import tensorflow as tf  # pylint: disable=import-outside-toplevel
+            self._file = tf.io.gfile.GFile(self.tmp, "wb")
+        else:
+            self._file = open(self.tmp, "wb")
+        return self
+
+    def write(self, serialized: bytes) -> None:
+        self._file.write(self._framer.frame(serialized))
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._file.close()
+        if self._remote:
+            import tensorflow as tf  # pylint: disable=import-outside-toplevel
+            if exc_type is None:
+                tf.io.gfile.rename(self.tmp, self.path, overwrite=True)
+            elif tf.io.gfile.exists(self.tmp):
+                tf.io.gfile.remove(self.tmp)
+        elif exc_type is None:
+            os.replace(self.tmp, self.path)
+        elif os.path.exists(self.tmp):
+            os.remove(self.tmp)
+
+
 def read_records(path: str, verify: bool = True) -> Iterator[bytes]:
     """Yields the serialized records of a local TFRecord file (uncompressed).
 
@@ -119,10 +164,13 @@ def float_feature(values: Sequence[float]) -> bytes:
     return _length_delimited(0x12, inner)
 
 
-def encode_example(values: Mapping[str, Sequence], float_features=frozenset()) -> bytes:
-    """Serializes name -> list of ints (or floats for names in `float_features`) as an Example.
+def encode_example(values: Mapping[str, Sequence],
+                   float_features=features.FLOAT_FEATURES) -> bytes:
+    """Serializes name -> list of ints (or floats for names in `float_features`, by default
+    Google's float features) as an Example.
 
-    The general, unhurried form; `PretrainingRecordEncoder` is the fast one for its layout.
+    The one general Example writer of the package (classifier and other task records, tests);
+    `PretrainingRecordEncoder` writes the same bytes faster for the pretraining layout only.
     """
     entries = b"".join(
         _feature_entry(name, float_feature(vals) if name in float_features
@@ -188,10 +236,10 @@ def _decode_list(buf: bytes, kind: int) -> List:
 def decode_example(serialized: bytes) -> Dict[str, List]:
     """Parses a serialized tf.train.Example into name -> list of values (ints, floats or bytes)."""
     out: Dict[str, List] = {}
-    for field, _, features in _fields(serialized):
+    for field, _, message in _fields(serialized):
         if field != 1:
             continue
-        for entry_field, _, entry in _fields(features):
+        for entry_field, _, entry in _fields(message):
             if entry_field != 1:
                 continue
             name, feature = "", b""

@@ -1,0 +1,254 @@
+"""The task contract between a job and the trainer, and one task per job.
+
+A task is a model (`modeling.BertModel` + heads from heads.py) seen from the trainer. The trainer
+(training.py) splits a global batch over towers, accumulation micro-batches and workers, sums
+what the towers return and applies one update; it knows nothing of BERT. For the split not to
+matter (N towers == one device on the same global batch), a task never normalises by its own
+slice: `context` computes the normalisers of the *global* batch once, and `tower_loss` returns
+the slice's share of the global loss, so the shares add up to the global loss and their
+gradients add up to its gradient.
+"""
+
+from typing import Dict, Mapping, Optional, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+import tensorflow as tf
+
+from bert_mgpu import heads, modeling
+
+Tensors = Dict[str, tf.Tensor]
+
+
+@runtime_checkable
+class Task(Protocol):
+    """What the trainer needs of a task. Every method may be traced several times in one graph
+    (once per tower); none creates variables, sets devices or reads flags."""
+
+    def named_variables(self) -> Dict[str, tf.Variable]:
+        """Google's variable name -> variable, every variable the task trains or restores."""
+
+    def context(self, features: Mapping[str, tf.Tensor]) -> Tensors:
+        """Normalisers of a global batch: float32 scalars, additive (a multi-worker job sums
+        them over the workers before any tower runs)."""
+
+    def tower_loss(self, features: Mapping[str, tf.Tensor], context: Tensors,
+                   training: bool = True) -> Dict:
+        """One slice's share of the global loss.
+
+        Returns:
+          dict: `loss`, a float32 scalar such that the sum over the slices of a global batch is
+          the global batch's loss; `sums`, additive float32 statistics for `metrics`.
+        """
+
+    def metrics(self, sums: Tensors, context: Tensors) -> Tensors:
+        """What the training log shows for a global batch (at least `loss`), from the summed
+        `sums` of its slices."""
+
+    def eval_sums(self, features: Mapping[str, tf.Tensor]) -> Tensors:
+        """Additive statistics of one evaluation batch (no dropout)."""
+
+    def eval_metrics(self, sums: Mapping[str, np.ndarray]) -> Dict[str, float]:
+        """The evaluation results (what eval_results.txt holds) from summed `eval_sums`."""
+
+    def predict(self, features: Mapping[str, tf.Tensor]) -> Tensors:
+        """Named outputs of one batch, each with the batch as its first dimension."""
+
+
+def _ratio(a, b) -> float:
+    return float(a) / float(b) if float(b) else 0.0
+
+
+class BertPretrainer(tf.Module):
+    """Google's pretraining model: `BertModel` + masked LM + next sentence.
+
+    The masked-LM loss of the global batch is divided by the global sum of `masked_lm_weights`
+    (+1e-5, Google's epsilon), the next-sentence loss by the global number of examples.
+
+    With `next_sentence=False` (masked-LM-only data: `create_pretraining_data.py
+    --no_next_sentence` or `--pack_sequences`, as Cramming and RoBERTa train) there is no
+    next-sentence head, no `cls/seq_relationship` variables, and the loss is the masked-LM loss;
+    `next_sentence_labels` is then ignored. ALBERT's sentence-order prediction is trained by the
+    next-sentence head unchanged (same variables, label 1 = swapped).
+    """
+
+    def __init__(self, config, compute_dtype=tf.float32, next_sentence=True):
+        super().__init__(name=None)
+        self.config = config
+        self.bert = modeling.BertModel(config, compute_dtype=compute_dtype)
+        self.masked_lm = heads.MaskedLMHead(config)
+        self.next_sentence = heads.NextSentenceHead(config) if next_sentence else None
+
+    def named_variables(self):
+        parts = [self.masked_lm] + ([self.next_sentence] if self.next_sentence else [])
+        return modeling.merge_named_variables(self.bert, *parts)
+
+    @staticmethod
+    def context(features) -> Tensors:
+        return {
+            "masked_lm_weight_sum": tf.reduce_sum(tf.cast(features["masked_lm_weights"],
+                                                          tf.float32)),
+            "num_examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32),
+        }
+
+    def _forward(self, features, training):
+        out = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
+                        training=training)
+        mlm = self.masked_lm(out.sequence_output, out.embedding_table,
+                             features["masked_lm_positions"], features["masked_lm_ids"],
+                             features["masked_lm_weights"])
+        if self.next_sentence is None:
+            return mlm, None
+        return mlm, self.next_sentence(out.pooled_output, features["next_sentence_labels"])
+
+    def tower_loss(self, features, context, training=True) -> Dict:
+        mlm, nsp = self._forward(features, training)
+        loss = mlm["numerator"] / (context["masked_lm_weight_sum"]
+                                   + heads.MASKED_LM_DENOMINATOR_EPSILON)
+        sums = {"masked_lm_numerator": mlm["numerator"]}
+        if nsp is not None:
+            nsp_sum = tf.reduce_sum(nsp["per_example_loss"])
+            loss += nsp_sum / context["num_examples"]
+            sums["next_sentence_loss_sum"] = nsp_sum
+        return {"loss": loss, "sums": sums}
+
+    @staticmethod
+    def metrics(sums, context) -> Tensors:
+        mlm = sums["masked_lm_numerator"] / (context["masked_lm_weight_sum"]
+                                             + heads.MASKED_LM_DENOMINATOR_EPSILON)
+        if "next_sentence_loss_sum" not in sums:
+            return {"loss": mlm, "masked_lm_loss": mlm}
+        nsp = sums["next_sentence_loss_sum"] / context["num_examples"]
+        return {"loss": mlm + nsp, "masked_lm_loss": mlm, "next_sentence_loss": nsp}
+
+    def eval_sums(self, features) -> Tensors:
+        mlm, nsp = self._forward(features, training=False)
+        weights = tf.reshape(tf.cast(features["masked_lm_weights"], tf.float32), [-1])
+        mlm_pred = tf.argmax(mlm["log_probs"], axis=-1, output_type=tf.int32)
+        mlm_correct = tf.cast(tf.equal(mlm_pred, tf.reshape(features["masked_lm_ids"], [-1])),
+                              tf.float32)
+        sums = {
+            "masked_lm_weighted_loss": tf.reduce_sum(weights * mlm["per_example_loss"]),
+            "masked_lm_weighted_correct": tf.reduce_sum(weights * mlm_correct),
+            "masked_lm_weight": tf.reduce_sum(weights),
+            "batch_loss_sum": mlm["loss"],
+            "num_batches": tf.constant(1.0),
+        }
+        if nsp is None:
+            return sums
+        nsp_labels = tf.reshape(features["next_sentence_labels"], [-1])
+        nsp_pred = tf.argmax(nsp["log_probs"], axis=-1, output_type=tf.int32)
+        sums.update(
+            next_sentence_loss_sum=tf.reduce_sum(nsp["per_example_loss"]),
+            next_sentence_correct=tf.reduce_sum(
+                tf.cast(tf.equal(nsp_pred, nsp_labels), tf.float32)),
+            num_examples=tf.cast(tf.shape(nsp_labels)[0], tf.float32),
+            batch_loss_sum=mlm["loss"] + nsp["loss"])
+        return sums
+
+    @staticmethod
+    def eval_metrics(sums) -> Dict[str, float]:
+        """Google's eval keys (tf.metrics semantics); without the next-sentence head, no
+        `next_sentence_*` keys."""
+        result = {
+            "masked_lm_accuracy": _ratio(sums["masked_lm_weighted_correct"],
+                                         sums["masked_lm_weight"]),
+            "masked_lm_loss": _ratio(sums["masked_lm_weighted_loss"], sums["masked_lm_weight"]),
+            # The Estimator's `loss`: the mean over eval batches of each batch's total loss.
+            "loss": _ratio(sums["batch_loss_sum"], sums["num_batches"]),
+        }
+        if "next_sentence_correct" in sums:
+            result.update(
+                next_sentence_accuracy=_ratio(sums["next_sentence_correct"],
+                                              sums["num_examples"]),
+                next_sentence_loss=_ratio(sums["next_sentence_loss_sum"],
+                                          sums["num_examples"]))
+        return result
+
+    def predict(self, features) -> Tensors:
+        """`masked_lm_predictions` int32 [B, P] (the most likely id at each masked position)
+        and, with the next-sentence head, `next_sentence_probabilities` float32 [B, 2]."""
+        mlm, nsp = self._forward(features, training=False)
+        shape = tf.shape(features["masked_lm_positions"])
+        out = {"masked_lm_predictions": tf.reshape(
+            tf.argmax(mlm["log_probs"], axis=-1, output_type=tf.int32), shape)}
+        if nsp is not None:
+            out["next_sentence_probabilities"] = tf.exp(nsp["log_probs"])
+        return out
+
+
+class BertClassifier(tf.Module):
+    """Google's `run_classifier` model: `BertModel` + `ClassifierHead`; the loss of a global
+    batch is the mean cross-entropy over its examples."""
+
+    def __init__(self, config, num_labels, compute_dtype=tf.float32,
+                 label_names: Optional[Sequence[str]] = None):
+        super().__init__(name=None)
+        self.config = config
+        self.num_labels = num_labels
+        self.label_names = [str(n) for n in label_names] if label_names is not None else \
+            [str(i) for i in range(num_labels)]
+        if len(self.label_names) != num_labels:
+            raise ValueError(f"{len(self.label_names)} label names for {num_labels} labels")
+        self.bert = modeling.BertModel(config, compute_dtype=compute_dtype)
+        self.classifier = heads.ClassifierHead(config, num_labels)
+
+    def named_variables(self):
+        return modeling.merge_named_variables(self.bert, self.classifier)
+
+    def _forward(self, features, training):
+        out = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
+                        training=training)
+        return self.classifier(out.pooled_output, features.get("label_ids"), training=training)
+
+    @staticmethod
+    def context(features) -> Tensors:
+        return {"num_examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)}
+
+    def tower_loss(self, features, context, training=True) -> Dict:
+        loss_sum = tf.reduce_sum(self._forward(features, training)["per_example_loss"])
+        return {"loss": loss_sum / context["num_examples"], "sums": {"loss_sum": loss_sum}}
+
+    @staticmethod
+    def metrics(sums, context) -> Tensors:
+        return {"loss": sums["loss_sum"] / context["num_examples"]}
+
+    def eval_sums(self, features) -> Tensors:
+        """Losses, and the confusion matrix [num_labels (true), num_labels (predicted)]."""
+        out = self._forward(features, training=False)
+        labels = tf.reshape(features["label_ids"], [-1])
+        predictions = tf.argmax(out["logits"], axis=-1, output_type=tf.int32)
+        return {
+            "loss_sum": tf.reduce_sum(out["per_example_loss"]),
+            "num_examples": tf.cast(tf.shape(labels)[0], tf.float32),
+            "batch_loss_sum": out["loss"],
+            "num_batches": tf.constant(1.0),
+            "confusion": tf.math.confusion_matrix(labels, predictions, self.num_labels,
+                                                  dtype=tf.float32),
+        }
+
+    def eval_metrics(self, sums) -> Dict[str, float]:
+        """Google's keys (`eval_accuracy`, `eval_loss`, `loss`) plus macro-F1 and per-class
+        precision/recall/F1 (`<metric>_<label name>`)."""
+        confusion = np.asarray(sums["confusion"], np.float64)
+        n = float(sums["num_examples"])
+        result = {
+            "eval_accuracy": _ratio(np.trace(confusion), n),
+            "eval_loss": _ratio(sums["loss_sum"], n),
+            # The Estimator's `loss`: the mean over eval batches of each batch's mean loss.
+            "loss": _ratio(sums["batch_loss_sum"], sums["num_batches"]),
+        }
+        f1s = []
+        for i, name in enumerate(self.label_names):
+            tp = confusion[i, i]
+            precision = _ratio(tp, confusion[:, i].sum())
+            recall = _ratio(tp, confusion[i, :].sum())
+            f1 = _ratio(2 * precision * recall, precision + recall)
+            result.update({f"eval_precision_{name}": precision, f"eval_recall_{name}": recall,
+                           f"eval_f1_{name}": f1})
+            f1s.append(f1)
+        result["eval_f1_macro"] = float(np.mean(f1s)) if f1s else 0.0
+        return result
+
+    def predict(self, features) -> Tensors:
+        """`probabilities` float32 [B, num_labels] (no dropout)."""
+        return {"probabilities": self._forward(features, training=False)["probabilities"]}

@@ -1,0 +1,177 @@
+"""The job skeleton: the task protocol, the shared start-up, configs built from flags."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_mgpu import jobs, tasks
+from bert_mgpu.config import (BertConfig, ClassifierConfig, ModelFiles, PretrainingConfig,
+                              TrainConfig, TrainOptions)
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = {"vocab_size": 50, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
+        "intermediate_size": 32, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
+        "max_position_embeddings": 32, "type_vocab_size": 2}
+
+
+def _classifier_batch(n=6, seq=8, seed=0):
+    rng = np.random.RandomState(seed)
+    ids = rng.randint(1, 50, size=[n, seq]).astype(np.int32)
+    return {"input_ids": tf.constant(ids), "input_mask": tf.ones([n, seq], tf.int32),
+            "segment_ids": tf.zeros([n, seq], tf.int32),
+            "label_ids": tf.constant(rng.randint(0, 3, size=[n, 1]).astype(np.int32)),
+            "is_real_example": tf.ones([n, 1], tf.int32)}
+
+
+def _pretraining_batch(n=6, seq=8, preds=3, seed=0):
+    rng = np.random.RandomState(seed)
+    weights = (rng.rand(n, preds) < 0.7).astype(np.float32)
+    return {"input_ids": tf.constant(rng.randint(1, 50, size=[n, seq]).astype(np.int32)),
+            "input_mask": tf.ones([n, seq], tf.int32),
+            "segment_ids": tf.zeros([n, seq], tf.int32),
+            "masked_lm_positions": tf.constant(rng.randint(1, seq, size=[n, preds])
+                                               .astype(np.int32)),
+            "masked_lm_ids": tf.constant(rng.randint(1, 50, size=[n, preds]).astype(np.int32)),
+            "masked_lm_weights": tf.constant(weights),
+            "next_sentence_labels": tf.constant(rng.randint(0, 2, size=[n, 1])
+                                                .astype(np.int32))}
+
+
+def _slices(features, n):
+    size = int(features["input_ids"].shape[0]) // n
+    return [{k: v[i * size:(i + 1) * size] for k, v in features.items()} for i in range(n)]
+
+
+@pytest.mark.parametrize("make_task,batch", [
+    (lambda c: tasks.BertClassifier(c, 3), _classifier_batch),
+    (lambda c: tasks.BertPretrainer(c), _pretraining_batch),
+    (lambda c: tasks.BertPretrainer(c, next_sentence=False), _pretraining_batch),
+])
+def test_tasks_follow_the_protocol_and_shares_add_up(make_task, batch):
+    task = make_task(BertConfig.from_dict(TINY))
+    assert isinstance(task, tasks.Task)
+    features = batch()
+    context = task.context(features)
+    whole = task.tower_loss(features, context, training=False)
+    # The global batch's loss, from the task's own logged metrics of the whole batch.
+    expected = float(task.metrics(whole["sums"], context)["loss"])
+    assert float(whole["loss"]) == pytest.approx(expected, rel=1e-6)
+    for n in (2, 3):
+        shares = [task.tower_loss(s, context, training=False) for s in _slices(features, n)]
+        # Each slice returns its share: the shares add up to the global loss (no rescaling).
+        assert sum(float(s["loss"]) for s in shares) == pytest.approx(expected, rel=1e-5)
+    outputs = task.predict(features)
+    assert outputs and all(int(v.shape[0]) == 6 for v in outputs.values())
+
+
+def test_classifier_loss_is_the_mean_cross_entropy_and_predict_is_a_dict():
+    task = tasks.BertClassifier(BertConfig.from_dict(TINY), 3, label_names=["a", "b", "c"])
+    features = _classifier_batch()
+    probabilities = task.predict(features)["probabilities"].numpy()
+    labels = features["label_ids"].numpy()[:, 0]
+    mean_ce = float(np.mean(-np.log(probabilities[np.arange(6), labels])))
+    context = task.context(features)
+    assert float(task.tower_loss(features, context, training=False)["loss"]) == \
+        pytest.approx(mean_ce, rel=1e-5)
+    sums = {k: v.numpy() for k, v in task.eval_sums(features).items()}
+    result = task.eval_metrics(sums)
+    accuracy = float(np.mean(np.argmax(probabilities, -1) == labels))
+    assert result["eval_accuracy"] == pytest.approx(accuracy)
+    assert {"eval_f1_a", "eval_f1_b", "eval_f1_c", "eval_f1_macro"} <= set(result)
+    with pytest.raises(ValueError, match="2 label names for 3 labels"):
+        tasks.BertClassifier(BertConfig.from_dict(TINY), 3, label_names=["a", "b"])
+
+
+def _config_file(tmp_path, **changes):
+    path = tmp_path / "bert_config.json"
+    path.write_text(json.dumps(dict(TINY, **changes)))
+    return str(path)
+
+
+def test_start_job_is_the_shared_start_up(tmp_path):
+    model = ModelFiles(bert_config_file=_config_file(tmp_path), max_seq_length=16)
+    cfg = PretrainingConfig(model=model, train=TrainOptions(n_gpus=3, random_seed=7),
+                            output_dir=str(tmp_path / "out" / "nested"), input_file="unused",
+                            do_train=True, flags={"n_gpus": 3})
+    job = jobs.start_job(cfg)
+    assert len(job.devices) == 3 and job.chief and job.num_workers == 1
+    assert job.bert_config.hidden_size == 16
+    assert os.path.isdir(cfg.output_dir)
+    job.save_effective_config(labels=["x"])
+    saved = json.loads((tmp_path / "out" / "nested" / "run_config.json").read_text())
+    assert saved == {"n_gpus": 3, "labels": ["x"]}
+    assert (tmp_path / "out" / "nested" / "bert_config.json").exists()
+    # The seed is set: the same draws as a fresh tf.random.set_seed(7).
+    first = tf.random.uniform([3]).numpy()
+    tf.random.set_seed(7)
+    np.testing.assert_array_equal(first, tf.random.uniform([3]).numpy())
+    too_long = PretrainingConfig(model=ModelFiles(bert_config_file=model.bert_config_file,
+                                                  max_seq_length=33),
+                                 train=TrainOptions(), output_dir=str(tmp_path / "o2"),
+                                 input_file="unused", do_train=True)
+    with pytest.raises(ValueError, match=r"--max_seq_length=33 is longer than "
+                                         r"max_position_embeddings \(32\)"):
+        jobs.start_job(too_long)
+
+
+def test_classifier_steps_are_derived_from_the_data():
+    cfg = ClassifierConfig(model=ModelFiles(bert_config_file="x", vocab_file="v"),
+                           train=TrainOptions(train_batch_size=4, n_gpus=2,
+                                              num_accumulation_steps=2),
+                           output_dir="out", data_dir="d", task_name="tsv", do_train=True,
+                           num_train_epochs=3.0, warmup_proportion=0.1)
+    train = cfg.train_config(num_train_examples=100, num_workers=2)
+    # The fork's formula over the global batch of every worker: int(100 / 32 * 3) = 9.
+    assert isinstance(train, TrainConfig)
+    assert (train.num_train_steps, train.num_warmup_steps) == (9, 0)
+    assert train.global_batch_size == 16 and train.output_dir == "out"
+    assert cfg.train_config(1000).num_train_steps == 187
+    with pytest.raises(ValueError, match="make 0 steps of 16 examples"):
+        cfg.train_config(5)
+
+
+def _build_config_in_subprocess(script_flags, argv):
+    """Defines a script's flag groups, parses argv and prints the config (fresh FLAGS)."""
+    code = f"""
+import dataclasses, json, sys
+from absl import flags
+from bert_mgpu import cli
+cli.{script_flags}()
+flags.FLAGS(["prog"] + {argv!r})
+cfg = getattr(cli, "{script_flags}".replace("define_", "").replace("_flags", "_config"))()
+out = dataclasses.asdict(cfg)
+out["defined"] = sorted(cli.flag_values_dict())
+print(json.dumps(out, default=str))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=REPO, env=dict(os.environ, CUDA_VISIBLE_DEVICES=""), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_flags_fill_the_configs_by_field_name():
+    out = _build_config_in_subprocess("define_classifier_flags", [
+        "--task_name=TSV", "--data_dir=d", "--bert_config_file=c.json", "--vocab_file=v.txt",
+        "--output_dir=o", "--do_train", "--n_gpus=2", "--max_seq_length=64",
+        "--do_lower_case=false", "--learning_rate=3e-5", "--label_list=b,a"])
+    assert out["model"] == {"bert_config_file": "c.json", "init_checkpoint": None,
+                            "vocab_file": "v.txt", "spm_model_file": None,
+                            "do_lower_case": False, "max_seq_length": 64}
+    assert out["train"]["n_gpus"] == 2 and out["train"]["learning_rate"] == 3e-5
+    assert out["task_name"] == "tsv" and out["label_list"] == ["b", "a"]
+    assert out["cluster"] is None and out["flags"]["n_gpus"] == 2
+    # Every trainer option is a flag of the classifier script, and nothing of pretraining's.
+    assert set(out["train"]) <= set(out["defined"])
+    assert "max_predictions_per_seq" not in out["defined"]
+
+    out = _build_config_in_subprocess("define_pretraining_flags", [
+        "--input_file=x", "--output_dir=o", "--bert_config_file=c.json", "--do_train",
+        "--num_train_steps=7", "--max_seq_length=32"])
+    assert out["num_train_steps"] == 7 and out["model"]["max_seq_length"] == 32
+    # Google's run_pretraining.py has no tokenizer flags.
+    assert "vocab_file" not in out["defined"] and "do_lower_case" not in out["defined"]

@@ -99,8 +99,12 @@ _SPECS = {
                                       "initialisation of variables not loaded from a "
                                       "checkpoint."),
     "log_every_n_steps": ("integer", 100, "Log and write summaries every N updates."),
-    "shuffle_buffer_size": ("integer", 100, "Training records shuffle buffer (Google's: 100; "
-                                            "1 = no record shuffle)."),
+    "shuffle_buffer_size": ("integer", 100, "0 = the whole training set, held in memory, in a "
+                                            "fresh seeded permutation every epoch "
+                                            "(run_classifier_mgpu.py's default: a file sorted "
+                                            "by label still trains); N >= 1 = Google's record "
+                                            "shuffle buffer (run_pretraining.py's default 100; "
+                                            "1 = records in file order)."),
     # Several machines (the `cluster` subtree).
     "worker_hosts": ("string", None, "Multi-machine training: comma-separated host:port of "
                                      "every worker (the same list on each); worker 0 is the "
@@ -199,20 +203,23 @@ _DEFINERS = {"string": flags.DEFINE_string, "bool": flags.DEFINE_bool,
              "list": flags.DEFINE_list}
 
 
-def define_flags(*groups, helps=None) -> None:
+def define_flags(*groups, helps=None, defaults=None) -> None:
     """Defines the flags of `groups` (tuples of names from `_SPECS`), each once.
 
     Args:
       groups: tuples of flag names; a name in several groups is defined once.
       helps: optional name -> help text, for a flag whose meaning a script narrows (e.g. what
         --input_file holds).
+      defaults: optional name -> default, where a script's default differs (as Google's
+        run_squad.py --max_seq_length=384).
     """
-    helps = helps or {}
+    helps, defaults = helps or {}, defaults or {}
     for name in dict.fromkeys(n for group in groups for n in group):
         if name in FLAGS:
             continue
         kind, default, help_text, *enum = _SPECS[name]
         help_text = helps.get(name, help_text)
+        default = defaults.get(name, default)
         if kind == "enum":
             flags.DEFINE_enum(name, default, list(enum[0]), help_text)
         else:
@@ -319,7 +326,10 @@ def define_classifier_flags():
     define_flags(MODEL_FLAGS, TRAINING_SCRIPT_FLAGS,
                  ("do_predict", "predict_batch_size", "num_train_epochs", "warmup_proportion",
                   "data_dir", "task_name", "label_list", "truncation", "head_tokens",
-                  "layerwise_lr_decay"))
+                  "layerwise_lr_decay"),
+                 # Fine-tuning shuffles the whole training set every epoch (Google's buffer of
+                 # 100 learns nothing from a file sorted by label).
+                 defaults={"shuffle_buffer_size": 0})
 
 
 def classifier_config() -> config.ClassifierConfig:

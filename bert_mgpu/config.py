@@ -309,6 +309,8 @@ class TrainOptions:
     keep_checkpoint_max: int = 5
     log_every_n_steps: int = 100
     random_seed: int = 12345
+    # 0: the whole training set in a fresh seeded permutation every epoch (in memory);
+    # N >= 1: Google's record shuffle buffer (see input_pipeline.record_dataset).
     shuffle_buffer_size: int = 100
 
     @property
@@ -338,6 +340,7 @@ class TrainOptions:
                              f"got {self.lr_schedule!r}")
         if self.batch_ramp_steps < 0:
             raise ValueError(f"--batch_ramp_steps must be >= 0, got {self.batch_ramp_steps}")
+        _check_at_least(self, 0, "shuffle_buffer_size")
         if self.batch_ramp_steps and self.num_accumulation_steps < 2:
             raise ValueError("--batch_ramp_steps ramps the number of accumulated micro-batches "
                              "up to --num_accumulation_steps, which must then be >= 2")

@@ -103,6 +103,8 @@ def run_pretraining(cfg) -> dict:
                              f"--max_predictions_per_seq={cfg.max_predictions_per_seq}")
     logging.info("Input files: %d (%s%s)", len(input_files), ", ".join(input_files[:3]),
                  ", ..." if len(input_files) > 3 else "")
+    if cfg.do_train:
+        input_pipeline.warn_if_read_in_order(input_files, cfg.train.shuffle_buffer_size)
     job.save_effective_config()
     task = tasks.BertPretrainer(job.bert_config, compute_dtype=job.compute_dtype(),
                                 next_sentence=not cfg.no_next_sentence)

@@ -114,8 +114,80 @@ def get_activation(activation_string):
     return _ACTIVATIONS[act]
 
 
+class DropoutStream:
+    """Dropout masks that are a pure function of (seed, step, global example position).
+
+    Inside `dropout_stream(...)` every `dropout` call draws its mask from a counter-based
+    generator (Philox, TensorFlow's `StatelessRandomUniformV2`): the key is derived from the
+    seed and the call's index in the model (the same in every trace), the counter's high word is
+    the global step and its low word the position of the tower's first value in the global batch.
+    Example j of a global batch therefore gets the same mask whichever tower, accumulation
+    micro-batch or worker computes it, and a run resumed after a kill draws exactly the masks the
+    uninterrupted run drew: no hidden RNG state. (XLA-compiled towers draw from XLA's Philox,
+    a different but equally deterministic stream: keep --use_xla fixed within a run.)
+    """
+
+    def __init__(self, seed: int, step, example_offset, num_examples):
+        self.seed = int(seed)
+        self.step = tf.cast(step, tf.int64)
+        self.example_offset = tf.cast(example_offset, tf.int64)
+        self.num_examples = tf.cast(num_examples, tf.int64)
+        self.calls = 0
+
+    def _key(self) -> tf.Tensor:
+        # splitmix64 of (seed, call index): a distinct Philox key per dropout call.
+        z = (self.seed * 0x9E3779B97F4A7C15 + (self.calls + 1) * 0xBF58476D1CE4E5B9) % 2 ** 64
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) % 2 ** 64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) % 2 ** 64
+        self.calls += 1
+        return tf.constant([z ^ (z >> 31)], tf.uint64)
+
+    def dropout(self, x: tf.Tensor, rate: float) -> tf.Tensor:
+        """x: float Tensor whose values are example-major (e.g. [B, ...] or [B*S, H] with B the
+        tower's examples). Keeps each value with probability 1 - rate, scaled by 1/(1 - rate),
+        as `tf.nn.dropout`."""
+        key = self._key()
+        # Philox yields 4 values per counter increment: each example takes a whole number of
+        # increments, so an example's values start at counter offset * per_example.
+        per_example = tf.size(x, out_type=tf.int64) // self.num_examples
+        increments = (per_example + 3) // 4
+        counter = tf.stack([tf.cast(self.example_offset * increments, tf.uint64),
+                            tf.cast(self.step, tf.uint64)])
+        uniform = tf.raw_ops.StatelessRandomUniformV2(
+            shape=tf.stack([self.num_examples, increments * 4]), key=key, counter=counter,
+            alg=1)  # Philox
+        uniform = tf.reshape(uniform[:, :per_example], tf.shape(x))
+        scale = tf.cast(1.0 / (1.0 - rate), x.dtype)
+        return tf.where(uniform >= rate, x * scale, tf.zeros_like(x))
+
+
+_STREAM = threading.local()
+
+
+@contextlib.contextmanager
+def dropout_stream(seed: int, step, example_offset, num_examples):
+    """Within the block (while tracing), `dropout` draws from a `DropoutStream`.
+
+    Args:
+      seed: Python int (`--random_seed`).
+      step: int Tensor, the global step of the update.
+      example_offset: int Tensor, the position in the global batch of the first example of
+        the tensors the model computes in the block (a tower's slice).
+      num_examples: int Tensor, the examples in the block's batch.
+    """
+    previous = getattr(_STREAM, "current", None)
+    _STREAM.current = DropoutStream(seed, step, example_offset, num_examples)
+    try:
+        yield _STREAM.current
+    finally:
+        _STREAM.current = previous
+
+
 def dropout(input_tensor, dropout_prob, training):
     """Dropout that is the identity outside training or when `dropout_prob` is 0.
+
+    Inside `dropout_stream` (the trainer's towers) the mask is a pure function of (seed, step,
+    global example position); elsewhere it is `tf.nn.dropout`'s.
 
     Args:
       input_tensor: float Tensor.
@@ -127,6 +199,9 @@ def dropout(input_tensor, dropout_prob, training):
     """
     if not training or dropout_prob is None or dropout_prob == 0.0:
         return input_tensor
+    stream = getattr(_STREAM, "current", None)
+    if stream is not None:
+        return stream.dropout(input_tensor, dropout_prob)
     return tf.nn.dropout(input_tensor, rate=dropout_prob)
 
 
@@ -727,7 +802,8 @@ def variable_shapes(named: Mapping[str, tf.Variable]) -> Dict[str, List[int]]:
 
 __all__ = [
     "BertConfig", "BertModel", "BertOutputs", "ParameterStore", "Dense", "LayerNorm",
-    "attention_layer", "create_attention_mask_from_input_mask", "dropout", "gather_indexes",
+    "attention_layer", "create_attention_mask_from_input_mask", "dropout", "dropout_stream",
+    "DropoutStream", "gather_indexes",
     "gelu", "gelu_exact", "get_activation", "get_shape_list", "layer_norm",
     "merge_named_variables", "sinusoidal_position_table", "truncated_normal_initializer",
     "variable_shapes",

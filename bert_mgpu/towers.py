@@ -188,18 +188,23 @@ def make_tower_grad_fn(tower_fn: Callable, variables: Sequence[tf.Variable],
 
 
 def run_towers(grad_fn: Callable, shards: Sequence, devices: Sequence[str], loss_scale=1.0,
-               *args):
-    """Runs `grad_fn(shard, loss_scale, *args)` (from `make_tower_grad_fn`) on each shard, each
-    on its device.
+               *args, tower_args: Sequence[tuple] = None):
+    """Runs `grad_fn(shard, loss_scale, *tower_args[i], *args)` (from `make_tower_grad_fn`) on
+    each shard, each on its device.
+
+    Args:
+      tower_args: optional, one tuple per tower of arguments that differ between towers (e.g.
+        the position of the tower's slice in the batch), passed before `args`.
 
     Returns:
       (outputs, grads): outputs is the list of the towers' dicts; grads a list (one per tower) of
       lists of gradients in the variables' order.
     """
     outputs, grads = [], []
-    for shard, device in zip(shards, devices):
+    for i, (shard, device) in enumerate(zip(shards, devices)):
+        own = tuple(tower_args[i]) if tower_args is not None else ()
         with tf.device(device):
-            out, g = grad_fn(shard, loss_scale, *args)
+            out, g = grad_fn(shard, loss_scale, *own, *args)
         outputs.append(out)
         grads.append(g)
     return outputs, grads

@@ -89,6 +89,11 @@ def _scale_gradient(g, factor):
     return g * factor
 
 
+def _batch_rows(features) -> tf.Tensor:
+    """int64 scalar: the examples in a batch (the first dimension of its features)."""
+    return tf.cast(tf.shape(next(iter(features.values())))[0], tf.int64)
+
+
 def _sum_dicts(dicts):
     out = {}
     for d in dicts:
@@ -174,16 +179,37 @@ class UpdateStep:
         self._accumulate = tf.function(self._accumulate_impl)
         self._apply_accumulated = tf.function(self._apply_accumulated_impl)
 
-    def _tower_fn(self, shard, context):
-        return self.task.tower_loss(shard, context, training=True)
+    def _tower_fn(self, shard, example_offset, step, context):
+        # Dropout masks keyed by (seed, step, global example position): the same whatever the
+        # split over towers, micro-batches and workers, and again after a resume.
+        with modeling.dropout_stream(self.cfg.random_seed, step, example_offset,
+                                     _batch_rows(shard)):
+            return self.task.tower_loss(shard, context, training=True)
 
-    def towers(self, features, context):
+    def towers(self, features, context, offset=0):
         """Summed (still loss-scaled) gradients of the towers on one micro-batch, and their
-        summed statistics."""
+        summed statistics.
+
+        Args:
+          features: the micro-batch, dict of Tensors [batch, ...].
+          context: the task's normalisers of the global batch.
+          offset: int scalar, the position of the micro-batch's first example in the global
+            batch (of every worker).
+        """
         shards = towers.split_batch(features, self.cfg.n_gpus)
+        rows = _batch_rows(shards[0])
+        offset = tf.cast(offset, tf.int64)
+        step = self.global_step.read_value()
+        tower_args = [(offset + i * rows, step) for i in range(len(shards))]
         outputs, grads = towers.run_towers(self._grad_fn, shards, self.devices,
-                                           self.loss_scale, context)
+                                           self.loss_scale, context, tower_args=tower_args)
         return towers.sum_gradients(grads), _sum_dicts(o["sums"] for o in outputs)
+
+    def _worker_offset(self, features):
+        """Position of this worker's part in the global batch (workers' parts in index order)."""
+        if self.cluster is None:
+            return tf.constant(0, tf.int64)
+        return self.cluster.task_index * _batch_rows(features)
 
     def _global_context_impl(self, features):
         """The task's normalisers of the global batch: summed over workers."""
@@ -254,12 +280,12 @@ class UpdateStep:
 
     def _train_step_impl(self, features, stop):
         context = self._global_context_impl(features)
-        grads, sums = self.towers(features, context)
+        grads, sums = self.towers(features, context, self._worker_offset(features))
         lr, finite, global_norm, stop, sums = self._apply(grads, stop, sums)
         return sums, context, lr, finite, global_norm, stop
 
-    def _accumulate_impl(self, features, context):
-        grads, sums = self.towers(features, context)
+    def _accumulate_impl(self, features, context, offset):
+        grads, sums = self.towers(features, context, offset)
         self._grad_is_none = [g is None for g in grads]
         for acc, g in zip(self.accumulators, grads):
             if g is not None:
@@ -294,8 +320,11 @@ class UpdateStep:
             sums, context, lr, finite, global_norm, stop = self._train_step(features, stop)
         else:
             context = self.global_context(features)
-            sums = _sum_dicts(self._accumulate(micro, context)
-                              for micro in towers.split_batch(features, k))
+            base = self._worker_offset(features)
+            micros = towers.split_batch(features, k)
+            rows = _batch_rows(micros[0])
+            sums = _sum_dicts(self._accumulate(micro, context, base + m * rows)
+                              for m, micro in enumerate(micros))
             lr, finite, global_norm, stop, sums = self._apply_accumulated(stop, sums)
         out = dict(self.task.metrics(sums, context))
         out.update(learning_rate=lr, global_norm=global_norm, finite=finite, stop=stop > 0)

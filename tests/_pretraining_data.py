@@ -41,6 +41,10 @@ def write_records(path, n, seed=0, seq=SEQ, preds=PREDS):
     return str(path)
 
 
+# What every real run has: the script-level resume, tower and worker tests train with it.
+DROPOUT = {"hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}
+
+
 def write_config(path, **changes):
     path.write_text(json.dumps(dict(TINY_CONFIG, **changes)))
     return str(path)

@@ -1,8 +1,8 @@
 """Multi-worker training on TensorFlow's collectives, with real worker processes on 127.0.0.1.
 
-2 workers x 1 tower x 4 == 1 worker x 2 towers x 4 == 1 worker x 1 tower x 8 (same init, no
-dropout, records not shuffled so the global batches are the same sets); input shards are
-disjoint; only the chief writes; a dead worker stops the others within the timeout and a
+2 workers x 1 tower x 4 == 1 worker x 2 towers x 4 == 1 worker x 1 tower x 8 (same init,
+dropout 0.1: masks are keyed by the example's position in the global batch, and the workers
+together read exactly one process's global batches); input shards are disjoint; only the chief writes; a dead worker stops the others within the timeout and a
 relaunch resumes exactly; SIGTERM on the chief checkpoints and ends every worker cleanly.
 """
 
@@ -21,7 +21,7 @@ from bert_mgpu.cluster import ClusterConfig, resolve_cluster
 from bert_mgpu.data import input_pipeline
 
 from _oracle import REPO, free_ports
-from _pretraining_data import write_config, write_records
+from _pretraining_data import DROPOUT, write_config, write_records
 
 SCRIPT = os.path.join(REPO, "run_pretraining.py")
 STEPS = 40
@@ -30,7 +30,7 @@ STEPS = 40
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     d = tmp_path_factory.mktemp("cluster")
-    return {"config": write_config(d / "bert_config.json"),
+    return {"config": write_config(d / "bert_config.json", **DROPOUT),
             "data": write_records(d / "train.tfrecord", 240, seed=9), "dir": d}
 
 

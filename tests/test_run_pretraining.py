@@ -1,4 +1,5 @@
-"""run_pretraining.py as users run it: resume after SIGKILL, signals, eval, errors, two phases."""
+"""run_pretraining.py as users run it (dropout 0.1): resume after SIGKILL, signals, eval, errors,
+two phases."""
 
 import json
 import os
@@ -12,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from _oracle import REPO
-from _pretraining_data import write_config, write_records
+from _pretraining_data import DROPOUT, write_config, write_records
 
 SCRIPT = os.path.join(REPO, "run_pretraining.py")
 
@@ -21,7 +22,7 @@ SCRIPT = os.path.join(REPO, "run_pretraining.py")
 def files(tmp_path_factory):
     d = tmp_path_factory.mktemp("rp")
     return {
-        "config": write_config(d / "bert_config.json"),
+        "config": write_config(d / "bert_config.json", **DROPOUT),
         "data": write_records(d / "train.tfrecord", 200, seed=5),
         "data32": write_records(d / "train32.tfrecord", 50, seed=6, seq=32, preds=5),
     }
@@ -81,14 +82,20 @@ def test_log_lines_and_saved_config(uninterrupted):
             "cls/predictions/output_bias/adam_v"} <= names
 
 
-def test_sigkill_then_rerun_ends_with_the_same_weights(files, tmp_path, uninterrupted):
+@pytest.mark.parametrize("topology", [
+    (), ("--n_gpus=1", "--train_batch_size=8"),
+    ("--n_gpus=1", "--num_accumulation_steps=2")])
+def test_sigkill_then_rerun_ends_with_the_same_weights(files, tmp_path, uninterrupted, topology):
+    """Killed with dropout on, then rerun: the same weights as the uninterrupted run (2 towers x
+    4). The killed run also splits the global batch of 8 otherwise (1 tower x 8, 1 tower x 4 x 2
+    micro-batches): dropout masks follow the example's position, so that changes nothing."""
     out = str(tmp_path / "killed")
-    proc = start_and_wait_for_checkpoint(args(files, out), out, 20)
+    proc = start_and_wait_for_checkpoint(args(files, out, extra=topology), out, 20)
     assert proc.poll() is None, "the run ended before it could be killed"
     time.sleep(0.05)  # somewhere after step 20: maybe mid-step, maybe mid-save
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    resumed = run(args(files, out))
+    resumed = run(args(files, out, extra=topology))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "Resumed from" in resumed.stderr and "Input position restored" in resumed.stderr
     ours, reference = final_tensors(out), final_tensors(uninterrupted[0])

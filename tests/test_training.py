@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_mgpu import checkpoint, tasks, towers, training
+from bert_mgpu import checkpoint, modeling, tasks, towers, training
 from bert_mgpu.config import BertConfig, TrainConfig
 from bert_mgpu.data import features, input_pipeline
 
@@ -109,6 +109,57 @@ def test_towers_and_accumulation_equal_one_device(data, tmp_path, one_device, n_
     assert int(trainer.global_step.numpy()) == 4
     assert max_diff(weights(trainer), weights(reference)) <= 1e-5
     assert np.isfinite(metrics["loss"])
+
+
+# -- dropout on: masks keyed by (seed, step, global example position) -----------------------
+
+DROPOUT_CONFIG = dict(TINY_CONFIG, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+
+
+@pytest.fixture(scope="module")
+def one_device_dropout(data, tmp_path_factory):
+    return train(data, tmp_path_factory.mktemp("ref_dropout"), "ref", n_gpus=1, batch=8,
+                 config=DROPOUT_CONFIG)
+
+
+@pytest.mark.parametrize("n_gpus,batch,accum", [(2, 4, 1), (1, 4, 2), (4, 1, 2)])
+def test_with_dropout_on_towers_and_accumulation_equal_one_device(
+        data, tmp_path, one_device, one_device_dropout, n_gpus, batch, accum):
+    """Dropout 0.1 everywhere (every real run): the split of the global batch over towers and
+    micro-batches does not change the masks, so the weights are the same."""
+    trainer, _ = train(data, tmp_path, "towers", n_gpus, batch, accum, config=DROPOUT_CONFIG)
+    reference = weights(one_device_dropout[0])
+    assert max_diff(weights(trainer), reference) <= 1e-5
+    # Dropout did act: the run differs from the dropout-off one.
+    assert max_diff(reference, weights(one_device[0])) > 1e-4
+
+
+def test_dropout_stream_is_a_function_of_seed_step_and_position():
+    x = tf.ones([6, 5, 3])
+
+    def masks(seed, step, offset, rows, calls=1):
+        with modeling.dropout_stream(seed, tf.constant(step), tf.constant(offset),
+                                     tf.constant(rows)):
+            return [modeling.dropout(x[offset:offset + rows], 0.25, True).numpy()
+                    for _ in range(calls)]
+
+    whole = masks(1, 3, 0, 6)[0]
+    # A slice computed alone (another tower) gets exactly its rows of the whole batch's mask.
+    np.testing.assert_array_equal(np.concatenate([masks(1, 3, 0, 2)[0], masks(1, 3, 2, 4)[0]]),
+                                  whole)
+    # Kept values are scaled by 1 / (1 - rate), as tf.nn.dropout.
+    assert set(np.unique(whole).tolist()) <= {0.0, float(np.float32(1.0 / 0.75))}
+    # Another step, seed or dropout call (layer) draws another mask.
+    assert not np.array_equal(masks(1, 4, 0, 6)[0], whole)
+    assert not np.array_equal(masks(2, 3, 0, 6)[0], whole)
+    first, second = masks(1, 3, 0, 6, calls=2)
+    np.testing.assert_array_equal(first, whole)
+    assert not np.array_equal(second, whole)
+    # The keep rate over many values is 1 - rate (binomial s.d. ~0.4% at 10k values).
+    big = tf.ones([100, 100])
+    with modeling.dropout_stream(5, tf.constant(0), tf.constant(0), tf.constant(100)):
+        kept = float(np.mean(modeling.dropout(big, 0.25, True).numpy() > 0))
+    assert abs(kept - 0.75) < 0.02
 
 
 # -- ALBERT/Cramming model options and Cramming's trainer options ----------------------------

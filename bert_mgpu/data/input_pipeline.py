@@ -92,6 +92,30 @@ def check_record_lengths(input_files: Sequence[str], shapes: Mapping[str, int],
                                  f"expects {expected}")
 
 
+def warn_if_read_in_order(input_files: Sequence[str], shuffle_buffer: int,
+                          cycle_length: int = 4) -> None:
+    """Logs a warning when fewer files than `cycle_length` would be read nearly in file order:
+    a buffer far smaller than the file mixes only neighbouring records (fine for
+    create_pretraining_data.py's shuffled output, not for a file concatenated from sources)."""
+    from absl import logging  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    if shuffle_buffer == 0 or len(input_files) >= cycle_length:
+        return
+    for path in input_files:
+        first = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+        if first is None:
+            continue
+        estimate = tf.io.gfile.stat(path).length // (len(first.numpy()) + 16)
+        if estimate > 10 * shuffle_buffer:
+            logging.warning(
+                "%s: ~%d records are read in file order through a shuffle buffer of %d "
+                "(--shuffle_buffer_size): only neighbouring records are mixed. Fine for "
+                "create_pretraining_data.py output (already shuffled); shuffle a file made "
+                "otherwise, split it into several files, or pass --shuffle_buffer_size=0 "
+                "(whole set in memory).", path, estimate, max(shuffle_buffer, 1))
+
+
 def shard_files(input_files: Sequence[str], num_shards: int, index: int):
     """This worker's files when there are at least as many files as workers, else None (then
     records are sharded instead). Disjoint across workers; together, all the files."""
@@ -108,24 +132,32 @@ def record_dataset(input_files: Sequence[str], shapes: Mapping[str, int], batch_
                    shard_index: int = 0):
     """Batches of parsed records.
 
-    Training (as Google's `input_fn_builder`, made deterministic): the file order is shuffled
-    each epoch, up to `cycle_length` files are interleaved, records go through a
-    `shuffle_buffer` shuffle, the dataset repeats forever, batches are full
-    (drop_remainder). Evaluation/prediction: files in the given order, once, no shuffle, and
-    the last partial batch is kept (every example counted).
+    Training, deterministic for a seed, repeating forever, full batches (drop_remainder):
+    - `shuffle_buffer` = 0: every record of every file is held in memory and each epoch reads
+      them in a fresh permutation, a pure function of (seed, epoch) (what fine-tuning does: a
+      training file sorted by label is seen in random order, whatever its size);
+    - `shuffle_buffer` >= 1 (Google's `input_fn_builder`; pretraining): the file order is
+      shuffled each epoch, up to `cycle_length` files are interleaved record by record, and the
+      records go through a `shuffle_buffer` shuffle (1 = none). Records far apart in one file
+      are never mixed: a file must be shuffled already, as create_pretraining_data.py's are.
+    Evaluation/prediction: files in the given order, once, no shuffle, and the last partial
+    batch is kept (every example counted).
 
     Args:
       input_files: TFRecord paths.
       shapes: feature name -> length (`features.pretraining_shapes` / `classifier_shapes`).
-      batch_size: the global batch (the trainer splits it over towers and micro-steps).
+      batch_size: this worker's part of the global batch (the trainer splits it over towers
+        and micro-steps).
       is_training: see above.
       seed: shuffle seed (`--random_seed`).
-      shuffle_buffer: record shuffle buffer (Google: 100).
+      shuffle_buffer: 0 = whole-data permutation per epoch; else the record shuffle buffer
+        (Google: 100).
       cycle_length: files read in parallel (Google: min(4, number of files)).
-      num_shards, shard_index: multi-worker training: this worker reads a disjoint shard, by
-        file when there are at least `num_shards` files, else by record (every worker then
-        reads the same deterministic record stream and keeps every `num_shards`-th record,
-        before the record shuffle). `batch_size` is this worker's part of the global batch.
+      num_shards, shard_index: multi-worker training: this worker's disjoint shard. By file
+        when there are at least `num_shards` files (and `shuffle_buffer` >= 1); else every
+        worker reads the same record stream and takes the `shard_index`-th of every
+        `num_shards` consecutive batches, so the workers' batches together are exactly the
+        global batches one process would read.
 
     Returns:
       tf.data.Dataset of dicts name -> int32 Tensor [batch, length] (float32 for
@@ -134,21 +166,59 @@ def record_dataset(input_files: Sequence[str], shapes: Mapping[str, int], batch_
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     if is_training:
-        files = shard_files(input_files, num_shards, shard_index)
+        files = None if shuffle_buffer == 0 else shard_files(input_files, num_shards,
+                                                             shard_index)
         by_record = files is None
-        files = list(input_files) if by_record else files
-        d = tf.data.Dataset.from_tensor_slices(files)
-        d = d.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
-        cycle = max(1, min(cycle_length, len(files)))
-        d = d.interleave(tf.data.TFRecordDataset, cycle_length=cycle, block_length=1,
-                         num_parallel_calls=cycle, deterministic=True)
-        if by_record:
-            d = d.shard(num_shards, shard_index)
-        if shuffle_buffer > 1:
-            d = d.shuffle(shuffle_buffer, seed=seed + 1, reshuffle_each_iteration=True)
+        if shuffle_buffer == 0:
+            d = epoch_permutations(input_files, seed)
+        else:
+            d = _interleaved_records(files or list(input_files), seed, shuffle_buffer,
+                                     cycle_length)
         d = d.batch(batch_size, drop_remainder=True)
+        if by_record and num_shards > 1:
+            d = d.shard(num_shards, shard_index)
     else:
         d = tf.data.TFRecordDataset(list(input_files)).batch(batch_size, drop_remainder=False)
     d = d.map(lambda s: features.parse_example(s, shapes),
               num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return d.prefetch(2)
+
+
+def _interleaved_records(files: Sequence[str], seed: int, shuffle_buffer: int,
+                         cycle_length: int):
+    """Google's training input: shuffled files, interleaved, through a shuffle buffer."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    d = tf.data.Dataset.from_tensor_slices(list(files))
+    d = d.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
+    cycle = max(1, min(cycle_length, len(files)))
+    d = d.interleave(tf.data.TFRecordDataset, cycle_length=cycle, block_length=1,
+                     num_parallel_calls=cycle, deterministic=True)
+    if shuffle_buffer > 1:
+        d = d.shuffle(shuffle_buffer, seed=seed + 1, reshuffle_each_iteration=True)
+    return d
+
+
+def epoch_permutations(input_files: Sequence[str], seed: int):
+    """Serialized records of `input_files`, epoch after epoch, each epoch in the permutation
+    `argsort(stateless_uniform([n], seed=(seed, epoch)))`: independent of how batches are later
+    split, and resumable exactly mid-epoch (the iterator's state is the epoch and the index in
+    it). The records are held in memory (a fine-tuning set: ~0.6 KB per example at length 128).
+
+    Raises:
+      InputError: the files hold no record.
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    records = [r.numpy() for r in tf.data.TFRecordDataset(list(input_files))]
+    if not records:
+        raise InputError(f"{', '.join(input_files)}: no training records")
+    table = tf.constant(records)
+    n = len(records)
+
+    def epoch(e):
+        keys = tf.random.stateless_uniform([n], seed=tf.stack([tf.constant(seed, tf.int64), e]))
+        return tf.data.Dataset.from_tensor_slices(tf.argsort(keys))
+
+    d = tf.data.Dataset.range(2 ** 62).flat_map(epoch)
+    return d.map(lambda i: tf.gather(table, i))

@@ -64,6 +64,7 @@ _ISO = 1          # a CJK ideograph: a word of its own
 _IGNORABLE = 2    # skipped when looking for sigma's context (case-ignorable, or deleted)
 _CASED = 4
 _REORDER = 8      # its NFD holds a non-Mn mark with a non-zero combining class
+_CAPITAL_SIGMA = 16  # U+03A3 when lower-casing (its output depends on context)
 _SIGMA = 0x03A3
 _FINAL_SIGMA = 0x03C2
 
@@ -137,6 +138,8 @@ def _char_record(cp, do_lower_case):
     if not do_lower_case:
         expansion = tuple((ord(o) - cp, _output_class(o)) for o in char)
         return expansion, props, tuple(e + (0,) for e in expansion)
+    if cp == _SIGMA:
+        props |= _CAPITAL_SIGMA
     if not iso:
         if _is_case_ignorable(char):
             props |= _IGNORABLE
@@ -192,7 +195,9 @@ def _paged_tables(record_of):
     Returns:
         dict of int32 arrays: page_base [pages]; info [entries] = start << 6 | length << 1 | iso
         into expand [n] = delta << 3 | class; props [entries]; full_info / full_expand /
-        full_ccc for the reordering branch.
+        full_ccc for the reordering branch; fast [entries] = delta << 4 | class << 2 | iso << 1
+        | special, where special marks characters that need `info` (not exactly one output
+        character, or context).
     """
     trivial = _TRIVIAL
     expand_index = {}
@@ -208,15 +213,16 @@ def _paged_tables(record_of):
 
     intern(expand_index, trivial[0])
     intern(full_index, trivial[2])
-    info_pages, props_pages, full_pages = [], [], []
+    info_pages, props_pages, full_pages, fast_pages = [], [], [], []
     for page in range(_NUM_CODEPOINTS >> _PAGE_BITS):
         records = [record_of(cp) for cp in range(page << _PAGE_BITS, (page + 1) << _PAGE_BITS)]
         if all(r == trivial for r in records):
             info_pages.append(None)
             props_pages.append(None)
             full_pages.append(None)
+            fast_pages.append(None)
             continue
-        info, props, full = [], [], []
+        info, props, full, fast = [], [], [], []
         for expansion, prop, full_expansion in records:
             if max(len(expansion), len(full_expansion)) > _MAX_EXPANSION:
                 raise ServingTokenizerError(
@@ -224,21 +230,28 @@ def _paged_tables(record_of):
             info.append(intern(expand_index, expansion) << _START_SHIFT
                         | len(expansion) << 1 | (prop & _ISO))
             props.append(prop)
+            # The common case in one entry: one output character, no context.
+            special = len(expansion) != 1 or prop & (_REORDER | _CAPITAL_SIGMA)
+            delta, cls = expansion[0] if len(expansion) == 1 else (0, _WORD)
+            fast.append(delta * 16 + cls * 4 + (prop & _ISO) * 2 + bool(special))
             full.append(intern(full_index, full_expansion) << _START_SHIFT
                         | len(full_expansion) << 1 | (prop & _ISO))
         info_pages.append(np.array(info, np.int64))
         props_pages.append(np.array(props, np.int64))
         full_pages.append(np.array(full, np.int64))
+        fast_pages.append(np.array(fast, np.int64))
 
     table = _PagedTable()
     info = table.add_pages(info_pages, 1 << 1)  # the trivial expansion is entry 0
     props = table.add_pages(props_pages, 0)
     full_info = table.add_pages(full_pages, 1 << 1)
+    fast = table.add_pages(fast_pages, 0)
     expand = [d * 8 + c for key in expand_index for d, c in key]
     full_expand = [d * 8 + c for key in full_index for d, c, _ in key]
     full_ccc = [ccc for key in full_index for _, _, ccc in key]
     as32 = lambda a: np.asarray(a, np.int64).astype(np.int32)  # noqa: E731
-    return {"page_base": table.page_base, "info": as32(info), "props": as32(props),
+    return {"page_base": table.page_base, "fast": as32(fast), "info": as32(info),
+            "props": as32(props),
             "expand": as32(expand), "full_info": as32(full_info),
             "full_expand": as32(full_expand), "full_ccc": as32(full_ccc)}
 
@@ -428,6 +441,24 @@ class ServingTokenizer(tf.Module):
         decoded = tf.strings.unicode_decode(text, "UTF-8", errors="ignore")
         codepoints = decoded.values
         rows = decoded.value_rowids()
+        fast = tf.gather(self._tables["fast"], self._table_index(self._tables, codepoints))
+        out, cls, iso, out_rows = tf.cond(
+            tf.reduce_any(tf.not_equal(_and(fast, 1), 0)),
+            lambda: self._map_characters(codepoints, rows),
+            lambda: (codepoints + _shr(fast, 4), _and(_shr(fast, 2), 3), _and(_shr(fast, 1), 1),
+                     rows))
+        return self._wordpieces(batch, out, cls, iso, out_rows)
+
+    def _map_characters(self, codepoints, rows):
+        """The per-character map with its context rules (see the module docstring).
+
+        Args:
+            codepoints: int32 Tensor [num_chars], the decoded characters of all texts.
+            rows: int64 Tensor [num_chars], the text of each.
+
+        Returns:
+            (output code points, class, CJK flag, row), each a Tensor [num_output_chars].
+        """
         if self.do_lower_case:
             codepoints = tf.cond(tf.reduce_any(tf.equal(codepoints, _SIGMA)),
                                  lambda: self._final_sigma(self._tables, codepoints, rows),
@@ -440,7 +471,10 @@ class ServingTokenizer(tf.Module):
                 lambda: self._expand(self._tables, codepoints, rows)[:4])
         else:
             out, cls, iso, out_rows = self._expand(self._tables, codepoints, rows)[:4]
+        return out, cls, iso, out_rows
 
+    def _wordpieces(self, batch, out, cls, iso, out_rows):
+        """Word pieces of the mapped characters: int32 RaggedTensor [batch, (tokens)]."""
         # Words: maximal runs of word characters; punctuation and CJK characters are words of
         # their own; spaces separate.
         is_token = tf.not_equal(cls, _SPACE)
@@ -450,15 +484,17 @@ class ServingTokenizer(tf.Module):
                                | _shift_right(alone, False))
         word_index = tf.cumsum(tf.cast(new_word, tf.int64)) - 1
         n_words = tf.reduce_sum(tf.cast(new_word, tf.int64))
+        token_chars = tf.where(is_token)[:, 0]
         words = tf.RaggedTensor.from_value_rowids(
-            tf.boolean_mask(out, is_token), tf.boolean_mask(word_index, is_token),
-            nrows=n_words)
+            tf.gather(out, token_chars), tf.gather(word_index, token_chars),
+            nrows=n_words, validate=False)
         word_text = tf.strings.unicode_encode(words, "UTF-8")
         word_text = tf.where(words.row_lengths() > MAX_INPUT_CHARS_PER_WORD,
                              self._unk_token, word_text)
         pieces = self._wordpiece.tokenize(word_text)
-        word_rows = tf.boolean_mask(out_rows, new_word)
-        return tf.RaggedTensor.from_value_rowids(pieces, word_rows, nrows=batch).merge_dims(1, 2)
+        word_rows = tf.gather(out_rows, tf.where(new_word)[:, 0])
+        return tf.RaggedTensor.from_value_rowids(pieces, word_rows, nrows=batch,
+                                                 validate=False).merge_dims(1, 2)
 
     # -----------------------------------------------------------------------------------------
     # SentencePiece
@@ -512,7 +548,7 @@ class ServingTokenizer(tf.Module):
                                  lambda: codepoints)
             codepoints, _, _, rows, _ = self._expand(lower, codepoints, rows)
         batch = tf.shape(text, out_type=tf.int64)[0]
-        chars = tf.RaggedTensor.from_value_rowids(codepoints, rows, nrows=batch)
+        chars = tf.RaggedTensor.from_value_rowids(codepoints, rows, nrows=batch, validate=False)
         return tf.strings.unicode_encode(chars, "UTF-8")
 
     def _sentencepiece_ids(self, text):

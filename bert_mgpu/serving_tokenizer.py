@@ -642,8 +642,8 @@ class ServingTokenizer(tf.Module):
             # Google's loop, closed form: over budget, the shorter text keeps its tokens up to
             # half the budget (a, which wins ties, gets the odd one), the longer the rest.
             over = len_a + len_b > budget
-            keep_a = tf.where(over, tf.minimum(len_a, tf.maximum((budget + 1) // 2,
-                                                                 budget - len_b)), len_a)
+            half = tf.constant((budget + 1) // 2, tf.int64)
+            keep_a = tf.where(over, tf.minimum(len_a, tf.maximum(half, budget - len_b)), len_a)
             keep_b = tf.where(over, budget - keep_a, len_b)
             a = self._keep_first(a, keep_a)
             b = self._keep_first(b, keep_b)

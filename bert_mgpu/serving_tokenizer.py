@@ -166,7 +166,6 @@ class _PagedTable:
 
     def __init__(self):
         self.page_base = np.zeros(_NUM_CODEPOINTS >> _PAGE_BITS, np.int32)
-        self.pages = []
 
     def add_pages(self, values_per_page, trivial_value):
         """values_per_page: list (one per page) of int arrays of _PAGE_SIZE, or None = trivial."""
@@ -596,6 +595,9 @@ class ServingTokenizer(tf.Module):
             int32 RaggedTensor of shape [batch_size, (num_tokens)].
         """
         text = tf.convert_to_tensor(text, tf.string)
+        if text.shape.rank != 1:
+            raise ServingTokenizerError(
+                f"texts must be a string Tensor of shape [batch_size], got shape {text.shape}")
         if self._spm:
             return self._sentencepiece_ids(text)
         return self._wordpiece_ids(text)

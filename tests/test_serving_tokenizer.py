@@ -80,8 +80,8 @@ def reference_ids(vocab_file, do_lower_case, texts, spm_model_file=None):
 def assert_same_ids(texts, ours, expected, what):
     mismatches = [i for i, (a, b) in enumerate(zip(ours, expected)) if a != b]
     assert len(ours) == len(expected) == len(texts)
-    detail = "\n".join(f"  {texts[i]!r:.200}\n    graph {ours[i][:30]}\n    full  {expected[i][:30]}"
-                       for i in mismatches[:5])
+    detail = "\n".join(f"  {texts[i]!r:.200}\n    graph {ours[i][:30]}\n"
+                       f"    full  {expected[i][:30]}" for i in mismatches[:5])
     assert not mismatches, f"{len(mismatches)} of {len(texts)} texts differ ({what}):\n{detail}"
 
 

@@ -40,7 +40,13 @@ SentencePiece (`spm_model_file`) follows ALBERT as `FullTokenizer` does: `prepro
 (whitespace runs -> one space, NFKD without combining characters, `str.lower()` when
 `do_lower_case`), the model's pieces, ALBERT's split of a comma after digits, `PieceToId`.
 
-tensorflow-text is imported only when a `ServingTokenizer` is built (training never needs it).
+The character tables freeze the Unicode data of the Python that builds them (the exporting
+process); `FullTokenizer` in a Python with another Unicode version may differ on characters
+assigned in between, and so would Google's code. Google's `preserve_unused_tokens` (off by
+default and unused by the classifier) is not supported.
+
+tensorflow-text is imported only when a `ServingTokenizer` is built (training never needs it). A
+process that loads the SavedModel must `import tensorflow_text` first (it registers the ops).
 """
 
 import functools
@@ -315,7 +321,8 @@ class ServingTokenizer(tf.Module):
 
     Everything it needs (character tables, the WordPiece model, the SentencePiece model) is held
     as constants or resources of this module, and the vocabulary file is an asset, so a
-    SavedModel that contains it copies `vocab.txt` (or the SentencePiece model) into `assets/`.
+    SavedModel that contains it copies the vocabulary (or the SentencePiece model) into
+    `assets/` under the file's own base name.
 
     Attributes:
         do_lower_case: bool.
@@ -324,6 +331,7 @@ class ServingTokenizer(tf.Module):
         head_tokens: int, tokens kept from the start with head_tail.
         vocab_size: int.
         cls_id, sep_id: int ids of [CLS] and [SEP] as `FullTokenizer` converts them.
+        vocab_file / spm_model_file: `tf.saved_model.Asset` of the vocabulary file.
     """
 
     def __init__(self, vocab_file=None, do_lower_case=True, spm_model_file=None,
@@ -358,7 +366,10 @@ class ServingTokenizer(tf.Module):
         reference = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case,
                                                spm_model_file=spm_model_file)
         self.vocab_size = len(reference.vocab)
-        self.cls_id, self.sep_id = reference.convert_tokens_to_ids(["[CLS]", "[SEP]"])
+        try:
+            self.cls_id, self.sep_id = reference.convert_tokens_to_ids(["[CLS]", "[SEP]"])
+        except KeyError as e:
+            raise ServingTokenizerError(f"{vocab_file}: {e.args[0]}") from None
         self._spm = spm_model_file is not None
         if self._spm:
             self.spm_model_file = tf.saved_model.Asset(spm_model_file)

@@ -409,6 +409,7 @@ class _Exported(tf.Module):
         return self.tokenizer.tokenize(text_a, text_b)
 
 
+@pytest.mark.slow  # about 10 s: saving, and a fresh process importing TensorFlow
 @pytest.mark.parametrize("kind", ["wordpiece", "sentencepiece"])
 def test_saved_model_in_a_process_without_bert_mgpu(tmp_path, kind, request):
     if kind == "wordpiece":

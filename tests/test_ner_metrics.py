@@ -6,11 +6,12 @@ correct (same start, same end, same type throughout), P = correct/guessed, R = c
 F1 = 2PR/(P+R), accuracy = tokens with the whole tag right / tokens (boundaries not counted).
 
 With BERT_MGPU_CONLLEVAL_PL=/path/to/conlleval.pl (the CoNLL script itself, not shipped here)
-and perl installed, the BIO cases are also run through the Perl script and the report text must
-be identical.
+and perl installed, the BIO cases and 5 seeded random BIO corpora (300 sentences each, every tag
+transition) are also run through the Perl script and the report text must be identical.
 """
 
 import os
+import random
 import shutil
 import subprocess
 
@@ -195,7 +196,18 @@ BIO_CASES = [
 ]
 
 
-@pytest.mark.parametrize("gold,pred", BIO_CASES)
+
+def _random_corpus(seed, n_sentences=300):
+    """Random BIO tags (any order, so every transition occurs), gold and guessed."""
+    rng = random.Random(seed)
+
+    def tag():
+        return "O" if rng.random() < 0.4 else f"{rng.choice('BI')}-{rng.choice(['PER', 'LOC'])}"
+    sentences = [[(tag(), tag()) for _ in range(rng.randint(1, 12))] for _ in range(n_sentences)]
+    return ([[g for g, _ in s] for s in sentences], [[p for _, p in s] for s in sentences])
+
+
+@pytest.mark.parametrize("gold,pred", BIO_CASES + [_random_corpus(seed) for seed in range(5)])
 def test_same_report_as_conlleval_pl(gold, pred):
     script = os.environ.get("BERT_MGPU_CONLLEVAL_PL")
     if not script or not os.path.exists(script) or shutil.which("perl") is None:

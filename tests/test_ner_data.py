@@ -291,6 +291,12 @@ def test_bio_bioes_conversion():
     # Same entities either way, by conlleval.
     result = ner_metrics.evaluate([bio], [ner_data.bioes_to_bio(bioes)])
     assert result.overall.f1 == 1.0 and result.overall.found_correct == 5
+    # IOB1 (original CoNLL-2003: I- opens a chunk, B- only between two of the same type)
+    # -> BIOES -> IOB2.
+    iob1 = ["I-PER", "I-PER", "B-PER", "O", "I-LOC"]
+    assert ner_data.bio_to_bioes(iob1) == ["B-PER", "E-PER", "S-PER", "O", "S-LOC"]
+    assert ner_data.bioes_to_bio(ner_data.bio_to_bioes(iob1)) == ["B-PER", "I-PER", "B-PER",
+                                                                  "O", "B-LOC"]
 
 
 # --- People's Daily 1998 converter -------------------------------------------------------------

@@ -193,7 +193,8 @@ def bio_to_bioes(tags: Sequence[str]) -> List[str]:
     """BIO (or IOB1) tags -> BIOES: single-token chunks become S-, last tokens E-.
 
     Chunks are delimited as conlleval delimits them (an I- after O or after another type opens
-    one), so the entities are unchanged.
+    one), so the entities are unchanged; IOB1 input (CoNLL-2003's original files) works too, and
+    `bioes_to_bio` of the result is IOB2.
     """
     from bert_mgpu import ner_metrics  # pylint: disable=import-outside-toplevel
     out = []

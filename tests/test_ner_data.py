@@ -1,6 +1,7 @@
 """NER data: CoNLL reading, first-piece labels, windows, predictions written back per token."""
 
 import collections
+import json
 import os
 import random
 
@@ -12,7 +13,7 @@ from bert_mgpu import ner_metrics
 from bert_mgpu.data import ner_data, peoples_daily, tfrecord
 from bert_mgpu.data.ner_data import NerDataError, Sentence
 from bert_mgpu.tokenization import FullTokenizer
-from _oracle import require_material
+from _oracle import require_material, run_json_request
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "jim", "hen", "##son", "was", "a",
          "puppet", "##eer", "in", "new", "york", ".", "eu", "rejects", "german", "call", "-",
@@ -359,3 +360,22 @@ def test_peoples_daily_real_corpus(tmp_path):
         sentences = ner_data.read_split(str(tmp_path), split)
         assert len(sentences) == stats[split]["sentences"]
         assert sum(len(s.words) for s in sentences) == stats[split]["characters"]
+
+
+@pytest.mark.oracle
+def test_windows_and_max_context_match_google_run_squad(tmp_path, tokenizer):
+    # Google's doc spans of `max_seq_length - 3` pieces (an empty question) against our windows of
+    # `max_seq_length - 2` pieces: same span starts and the same max-context owner of each piece.
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
+    cases = [{"num_tokens": n, "max_seq_length": m, "doc_stride": s}
+             for n, m, s in [(40, 11, 3), (40, 11, 8), (25, 9, 1), (60, 20, 7), (5, 11, 3),
+                             (33, 7, 4)]]
+    google = json.loads(run_json_request("google_squad_spans.py",
+                                         {"vocab_file": str(vocab), "cases": cases}, tmp_path))
+    for case, google_features in zip(cases, google):
+        words = [f"w{i}" for i in range(case["num_tokens"])]  # one piece each
+        sentence = Sentence("t-0", words, ["O"] * len(words), list(range(1, len(words) + 1)))
+        windows = ner_data.convert_sentences([sentence], ["O"], case["max_seq_length"] - 1,
+                                             tokenizer, case["doc_stride"])
+        assert [sorted(w.word_indices) for w in windows] == google_features, case

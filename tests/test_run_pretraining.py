@@ -194,3 +194,31 @@ def test_bad_input_is_one_line(files, tmp_path, change, message):
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("run_pretraining.py: ERROR: ") and message in last, last
+
+
+def test_rerun_with_another_global_batch(files, tmp_path):
+    """10 steps of 8 examples, then reruns with 4 per step (--n_gpus=1): the run continues at
+    example 80 as global_step 20. Going on from there in one run or in two (killed after the
+    checkpoint at 25, then rerun) ends with the same weights: the repositioned input resumes
+    exactly."""
+    smaller = ("--n_gpus=1", "--train_batch_size=4")
+    for name in ("one", "two"):
+        first = run(args(files, str(tmp_path / name), steps=10))
+        assert first.returncode == 0, first.stderr[-3000:]
+    one = run(args(files, str(tmp_path / "one"), steps=30, extra=smaller))
+    assert one.returncode == 0, one.stderr[-3000:]
+    assert "continuing at example 80 of the input" in one.stderr
+    assert "global_step 10 -> 20" in one.stderr
+    two = str(tmp_path / "two")
+    half = start_and_wait_for_checkpoint(args(files, two, steps=30, extra=smaller), two, 25)
+    assert half.poll() is None, "the run ended before it could be killed"
+    half.send_signal(signal.SIGKILL)
+    half.wait()
+    rest = run(args(files, two, steps=30, extra=smaller))
+    assert rest.returncode == 0, rest.stderr[-3000:]
+    assert "Input position restored" in rest.stderr
+    ours, reference = final_tensors(str(tmp_path / "two")), final_tensors(str(tmp_path / "one"))
+    assert int(ours["global_step"]) == int(reference["global_step"]) == 30
+    for name in reference:
+        np.testing.assert_allclose(ours[name], reference[name], atol=1e-5, rtol=0,
+                                   err_msg=name)

@@ -365,3 +365,36 @@ def test_indexed_slices_norm_is_what_tf_clip_by_global_norm_sees(data, tmp_path,
     out = trainer.step(batch)
     want = raw_norm if norm == "values" else dense_norm
     np.testing.assert_allclose(float(out["global_norm"]), float(want), rtol=1e-5)
+
+
+def test_resume_with_another_global_batch_continues_at_the_next_example(data, tmp_path):
+    """5 updates of 8 examples, then the same output_dir with 4 per update (what a user does
+    after running out of memory): the rerun starts at example 40 of the same record stream (no
+    example repeated or skipped) at global_step 40 / 4 = 10."""
+    out = "changed"
+    first, _ = train(data, tmp_path, out, n_gpus=2, batch=4, steps=5, config=DROPOUT_CONFIG)
+    assert int(first.global_step.numpy()) == 5
+    cfg = TrainConfig(output_dir=str(tmp_path / out), train_batch_size=4, n_gpus=1,
+                      num_train_steps=12, num_warmup_steps=1, learning_rate=1e-3,
+                      save_checkpoints_steps=100, log_every_n_steps=1, init_checkpoint=data["init"])
+    trainer = training.Trainer(tasks.BertPretrainer(BertConfig.from_dict(DROPOUT_CONFIG)), cfg,
+                               towers.tower_devices(1))
+    seen, step = [], trainer.step
+
+    def recording_step(features, **kwargs):
+        seen.append((int(trainer.global_step.numpy()), features["input_ids"].numpy()))
+        return step(features, **kwargs)
+
+    trainer.step = recording_step
+    shapes = features.pretraining_shapes(SEQ, PREDS)
+    trainer.train(input_pipeline.record_dataset(data["files"], shapes, 4, True, seed=3))
+    stream = iter(input_pipeline.record_dataset(data["files"], shapes, 4, True, seed=3))
+    batches = [next(stream)["input_ids"].numpy() for _ in range(12)]
+    assert [s for s, _ in seen] == [10, 11]
+    np.testing.assert_array_equal(seen[0][1], batches[10])  # examples 40..43
+    np.testing.assert_array_equal(seen[1][1], batches[11])
+    assert int(trainer.global_step.numpy()) == 12
+    # A rerun of the finished run (same batch) resumes from its own checkpoint and recipe.
+    again = training.Trainer(tasks.BertPretrainer(BertConfig.from_dict(DROPOUT_CONFIG)),
+                             cfg, towers.tower_devices(1))
+    assert again.restore_or_initialize() == 12

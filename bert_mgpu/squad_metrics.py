@@ -549,3 +549,29 @@ def evaluate_v2(dataset: Sequence[Mapping], predictions: Mapping[str, str],
         out_eval["best_f1"] = best_f1
         out_eval["best_f1_thresh"] = f1_t
     return out_eval
+
+
+def evaluate(dataset_json: Mapping, predictions: Mapping[str, str],
+             version_2_with_negative: bool,
+             null_odds: Optional[Mapping[str, float]] = None) -> Dict[str, float]:
+    """The official evaluation of a run's predictions, as Google's README runs it.
+
+    SQuAD v1.1: `evaluate-v1.1.py data.json predictions.json` (exact_match, f1). SQuAD v2.0:
+    `evaluate-v2.0.py data.json predictions.json --na-prob-file null_odds.json` (the script's
+    default --na-prob-thresh 1.0 applied to `null_odds`, plus best_exact/best_f1 and their
+    thresholds; without `null_odds`, as the script without --na-prob-file).
+
+    Args:
+      dataset_json: the parsed SQuAD json file (with answers).
+      predictions: qas_id -> text (`predictions.json`).
+      version_2_with_negative: which script.
+      null_odds: qas_id -> null score difference (`null_odds.json`), v2.0 only.
+    """
+    expected = "v2.0" if version_2_with_negative else "1.1"
+    if dataset_json.get("version") != expected:
+        # The official scripts warn (v1.1) or say nothing (v2.0); a mismatch is worth a line.
+        logging.warning("Evaluation expects v-%s, but got dataset with v-%s", expected,
+                        dataset_json.get("version"))
+    if version_2_with_negative:
+        return evaluate_v2(dataset_json["data"], predictions, null_odds)
+    return evaluate_v1(dataset_json["data"], predictions)

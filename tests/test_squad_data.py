@@ -10,7 +10,6 @@ thresholds), compared byte for byte. The metric tests use hand-computed values.
 """
 
 import collections
-import copy
 import json
 import logging
 import os
@@ -663,3 +662,17 @@ def test_evaluate_real_article_perfect_and_null_predictions():
     assert result["total"] == 208 and result["NoAns_total"] == 112
     assert result["exact"] == pytest.approx(100.0 * 112 / 208)
     assert result["HasAns_exact"] == 0.0 and result["NoAns_f1"] == 100.0
+
+
+def test_evaluate_dispatches_like_googles_readme(caplog):
+    data = {"version": "v2.0", "data": _dataset([("h", ["Rollo"]), ("n", [])])}
+    predictions = {"h": "Rollo", "n": "Rollo"}
+    # v2.0 with null_odds: n's odds 2.0 > the script's default threshold 1.0 -> counted as "".
+    result = squad_metrics.evaluate(data, predictions, True, {"h": -1.0, "n": 2.0})
+    assert result["exact"] == 100.0 and result["best_exact"] == 100.0
+    assert squad_metrics.evaluate(data, predictions, True)["exact"] == 50.0
+    with caplog.at_level(logging.WARNING):
+        result = squad_metrics.evaluate({"version": "v2.0", "data": _dataset([("h", ["x y"])])},
+                                        {"h": "x"}, False)
+    assert result == pytest.approx({"exact_match": 0.0, "f1": 100.0 * 2 / 3})
+    assert "Evaluation expects v-1.1, but got dataset with v-v2.0" in caplog.text

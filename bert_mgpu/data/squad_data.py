@@ -410,8 +410,8 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer,
 
         for doc_span_index, doc_span in enumerate(doc_spans):
             window = range(doc_span.start, doc_span.start + doc_span.length)
-            tokens = (["[CLS]"] + query_tokens + ["[SEP]"] + all_doc_tokens[window.start:window.stop]
-                      + ["[SEP]"])
+            tokens = (["[CLS]"] + query_tokens + ["[SEP]"]
+                      + all_doc_tokens[window.start:window.stop] + ["[SEP]"])
             token_to_orig_map = {doc_offset + i: tok_to_orig_index[s]
                                  for i, s in enumerate(window)}
             token_is_max_context = {doc_offset + i: max_context[s] == doc_span_index

@@ -339,6 +339,8 @@ def write_predictions(all_examples, all_features, all_results: Sequence[RawResul
     `output_null_log_odds_file` is written for SQuAD v2.0 only. Returns what
     `compute_predictions` returns.
     """
+    if version_2_with_negative and not output_null_log_odds_file:
+        raise ValueError("SQuAD v2.0 predictions need a null_odds.json path")
     logging.info("Writing predictions to: %s", output_prediction_file)
     logging.info("Writing nbest to: %s", output_nbest_file)
     predictions, nbest, null_odds = compute_predictions(

@@ -57,6 +57,9 @@ _SPECS = {
     "num_train_epochs": ("float", 3.0, "Total number of training epochs to perform."),
     "warmup_proportion": ("float", 0.1, "Proportion of training to perform linear learning "
                                         "rate warmup for. E.g., 0.1 = 10% of training."),
+    "allow_random_weights": ("bool", False, "Allow --do_eval/--do_predict without --do_train, "
+                                            "a checkpoint in --output_dir or --init_checkpoint "
+                                            "(an untrained model: normally a mistake)."),
     # TPU flags of Google's scripts: accepted so old launch scripts keep working, then ignored.
     "use_tpu": ("bool", False, "Accepted for compatibility; ignored (no TPU support)."),
     "tpu_name": ("string", None, "Accepted for compatibility; ignored."),
@@ -194,7 +197,7 @@ TPU_FLAGS = ("use_tpu", "tpu_name", "tpu_zone", "gcp_project", "master", "num_tp
 TRAINER_FLAGS = tuple(f.name for f in dataclasses.fields(config.TrainOptions))
 CLUSTER_FLAGS = ("worker_hosts", "task_index", "collective_timeout_seconds")
 GOOGLE_TRAINING_FLAGS = ("output_dir", "do_train", "do_eval", "eval_batch_size",
-                         "learning_rate", "save_checkpoints_steps")
+                         "learning_rate", "save_checkpoints_steps", "allow_random_weights")
 # Every training script: Google's common flags, the trainer's, the cluster's, TPU compatibility.
 TRAINING_SCRIPT_FLAGS = GOOGLE_TRAINING_FLAGS + TRAINER_FLAGS + CLUSTER_FLAGS + TPU_FLAGS
 

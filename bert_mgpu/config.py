@@ -407,6 +407,7 @@ class PretrainingConfig:
     eval_batch_size: int = 8
     max_eval_steps: int = 100
     no_next_sentence: bool = False
+    allow_random_weights: bool = False
     flags: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
@@ -449,6 +450,7 @@ class ClassifierConfig:
     truncation: str = "head"
     head_tokens: int = 128
     layerwise_lr_decay: float = 1.0
+    allow_random_weights: bool = False
     flags: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def train_config(self, num_train_examples: int = 0, num_workers: int = 1) -> TrainConfig:

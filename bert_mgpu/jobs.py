@@ -16,18 +16,30 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_mgpu import modeling, tasks, tokenization, towers, training
+from bert_mgpu import checkpoint, modeling, tasks, tokenization, towers, training
 from bert_mgpu.cluster import Cluster
 from bert_mgpu.config import BertConfig, ModelFiles, TrainConfig
 from bert_mgpu.data import classifier_data, features, input_pipeline, processors
 
 
-def make_tokenizer(model: ModelFiles) -> tokenization.FullTokenizer:
+def make_tokenizer(model: ModelFiles, bert_config: Optional[BertConfig] = None
+                   ) -> tokenization.FullTokenizer:
     """The tokenizer of `model`'s vocabulary (or SentencePiece model) and casing, after
-    Google's check that the casing suits a released checkpoint."""
+    Google's check that the casing suits a released checkpoint.
+
+    Raises:
+      ValueError: the vocabulary has ids the model's embedding table (`bert_config`) lacks.
+    """
     tokenization.validate_case_matches_checkpoint(model.do_lower_case, model.init_checkpoint)
-    return tokenization.FullTokenizer(model.vocab_file, model.do_lower_case,
-                                      spm_model_file=model.spm_model_file)
+    tokenizer = tokenization.FullTokenizer(model.vocab_file, model.do_lower_case,
+                                           spm_model_file=model.spm_model_file)
+    size = max(tokenizer.vocab.values(), default=-1) + 1
+    if bert_config is not None and size > bert_config.vocab_size:
+        flag = "--spm_model_file" if model.spm_model_file else "--vocab_file"
+        raise ValueError(f"{flag}={model.spm_model_file or model.vocab_file} has {size} entries "
+                         f"but vocab_size is {bert_config.vocab_size} in "
+                         f"{model.bert_config_file}: they belong to different models")
+    return tokenizer
 
 
 @dataclasses.dataclass
@@ -85,9 +97,21 @@ def start_job(cfg) -> Job:
     devices = towers.setup_devices(cfg.train.n_gpus)
     cluster = Cluster(cfg.cluster) if cfg.cluster is not None else None
     bert_config = cfg.model.bert_config()
+    _check_weights_exist(cfg)
     tf.io.gfile.makedirs(cfg.output_dir)
     tf.random.set_seed(cfg.train.random_seed)
     return Job(cfg, devices, cluster, bert_config)
+
+
+def _check_weights_exist(cfg) -> None:
+    """Evaluation or prediction without training needs trained weights: a checkpoint in
+    --output_dir or --init_checkpoint (else it would silently run a random model)."""
+    if cfg.do_train or cfg.model.init_checkpoint or getattr(cfg, "allow_random_weights", False):
+        return
+    if checkpoint.latest_checkpoint(cfg.output_dir) is None:
+        raise ValueError(f"nothing to evaluate or predict with: no --do_train, no checkpoint in "
+                         f"--output_dir={cfg.output_dir} and no --init_checkpoint (pass "
+                         f"--allow_random_weights to run an untrained model on purpose)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -133,8 +157,12 @@ def run_classifier(cfg) -> dict:
     job = start_job(cfg)
     processor = processors.get_processor(cfg.task_name, cfg.label_list)
     labels = processor.get_labels(cfg.data_dir)
-    data = classifier_data.FeatureFiles(cfg, processor, make_tokenizer(cfg.model), labels)
-    train_file, num_train = data.get("train") if cfg.do_train else (None, 0)
+    data = classifier_data.FeatureFiles(cfg, processor, make_tokenizer(cfg.model, job.bert_config),
+                                        labels)
+    # Every input file is read and checked (and its features cached) before training starts.
+    splits = {split: data.get(split) for split, wanted in (
+        ("train", cfg.do_train), ("dev", cfg.do_eval), ("test", cfg.do_predict)) if wanted}
+    train_file, num_train = splits.get("train", (None, 0))
     train_cfg = cfg.train_config(num_train, job.num_workers)
     if cfg.do_train:
         logging.info("***** Running training: %d examples, %g epochs, %d steps *****",
@@ -153,14 +181,13 @@ def run_classifier(cfg) -> dict:
         trainer.restore_or_initialize()
     result = {}
     if job.chief and cfg.do_eval:  # evaluation, prediction and their files are the chief's
-        result = _evaluate_classifier(job, trainer, data)
+        result = _evaluate_classifier(job, trainer, data, *splits["dev"])
     if job.chief and cfg.do_predict:
-        _predict_classifier(job, trainer, data)
+        _predict_classifier(job, trainer, data, *splits["test"])
     return result
 
 
-def _evaluate_classifier(job: Job, trainer, data) -> dict:
-    eval_file, num_eval = data.get("dev")
+def _evaluate_classifier(job: Job, trainer, data, eval_file, num_eval) -> dict:
     logging.info("***** Running evaluation: %d examples, batch size %d *****", num_eval,
                  job.cfg.eval_batch_size)
     result = trainer.evaluate(input_pipeline.record_dataset(
@@ -170,8 +197,7 @@ def _evaluate_classifier(job: Job, trainer, data) -> dict:
     return result
 
 
-def _predict_classifier(job: Job, trainer, data) -> None:
-    predict_file, num_predict = data.get("test")
+def _predict_classifier(job: Job, trainer, data, predict_file, num_predict) -> None:
     logging.info("***** Running prediction: %d examples, batch size %d *****", num_predict,
                  job.cfg.predict_batch_size)
     probabilities = trainer.predict(input_pipeline.record_dataset(
@@ -192,8 +218,9 @@ def extract_features(cfg) -> int:
     output lines."""
     from bert_mgpu import feature_extraction
 
-    tokenizer = make_tokenizer(cfg.model)
+    bert_config = cfg.model.bert_config()
+    tokenizer = make_tokenizer(cfg.model, bert_config)
     extractor = feature_extraction.FeatureExtractor(
-        cfg.model.bert_config(), cfg.model.init_checkpoint, cfg.layers, cfg.model.max_seq_length)
+        bert_config, cfg.model.init_checkpoint, cfg.layers, cfg.model.max_seq_length)
     return feature_extraction.write_features(cfg.input_file, cfg.output_file, tokenizer,
                                              extractor, cfg.batch_size)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Converts a Hugging Face BERT folder into Google's checkpoint layout.
+r"""Converts a Hugging Face BERT folder into Google's checkpoint layout.
 
 Usage:
   python convert_hf_checkpoint.py --hf_model_dir=path/to/hf_bert --output_dir=path/to/google_bert \

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Creates masked-LM / next-sentence pretraining TFRecords (Google's create_pretraining_data.py).
+r"""Creates masked-LM / next-sentence pretraining TFRecords (Google's create_pretraining_data.py).
 
 Usage (Google's flags; the same input, vocabulary, flags and seed give Google's records):
   python create_pretraining_data.py \

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Extracts pre-computed feature vectors from BERT (Google's extract_features.py, TF2).
+r"""Extracts pre-computed feature vectors from BERT (Google's extract_features.py, TF2).
 
 Usage (Google's flags):
   python extract_features.py \

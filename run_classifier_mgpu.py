@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""BERT fine-tuning for classification with in-graph towers (the multi-GPU fork's script, TF2).
+r"""BERT fine-tuning for classification with in-graph towers (the multi-GPU fork's script, TF2).
 
 Usage (the fork's launch line works with only task name and paths changed):
   export CUDA_VISIBLE_DEVICES=1,2,3,4,5,6

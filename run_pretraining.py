@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Pretrains BERT (masked LM + next sentence) with in-graph towers: Google's script on TF2.
+r"""Pretrains BERT (masked LM + next sentence) with in-graph towers: Google's script on TF2.
 
 Usage (Google's flags, plus --n_gpus and the trainer options):
   export CUDA_VISIBLE_DEVICES=0,1

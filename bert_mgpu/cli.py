@@ -17,6 +17,12 @@ from bert_mgpu import config
 
 FLAGS = flags.FLAGS
 
+# The flags are defined here but belong to the script that asks for them: absl attributes a flag
+# to the module that called DEFINE_*, and `--help` lists the main module's flags only. Disclaimed,
+# this module's definitions are attributed to its caller (the script), so `--help` lists each
+# script's own flags.
+flags.disclaim_key_flags()
+
 
 class FlagError(ValueError):
     """A flag value that cannot work; the message names the flag."""

@@ -9,7 +9,9 @@ reads FLAGS.
 """
 
 import dataclasses
-from typing import List
+import os
+import tempfile
+from typing import List, Optional
 
 from absl import flags, logging
 
@@ -259,6 +261,99 @@ def require(*names):
             raise FlagError(f"--{name} is required")
 
 
+def _is_remote(path: str) -> bool:
+    return "://" in path
+
+
+def _nearest_existing(path: str) -> str:
+    """`path` itself or its nearest ancestor that exists."""
+    path = os.path.abspath(path)
+    while not os.path.lexists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return path
+
+
+def _writable_directory(directory: str) -> bool:
+    """Whether a file can be created in `directory`, tried for real: permission bits do not
+    say it for root, nor for a read-only mount."""
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return False
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".bert_mgpu-write-test-", dir=directory)
+    except OSError:
+        return False
+    os.close(fd)
+    os.remove(probe)
+    return True
+
+
+def _check_can_create_in(flag: str, path: str, what: str) -> None:
+    """The missing `path` (a `what`) can be created: its nearest existing ancestor is a
+    writable directory."""
+    ancestor = _nearest_existing(path)
+    if not os.path.isdir(ancestor):
+        raise FlagError(f"--{flag}={path}: cannot create the {what}, {ancestor} is a file")
+    if not _writable_directory(ancestor):
+        raise FlagError(f"--{flag}={path}: cannot create the {what}, {ancestor} is not "
+                        f"writable")
+
+
+def check_output_dir(flag: str = "output_dir", path: Optional[str] = None) -> None:
+    """Raises FlagError unless `--flag` names a writable directory or one that can be created.
+
+    Every script's config builder calls it (or `check_output_files`) before any work, so a bad
+    output path fails in one line, not after hours or with a traceback. Remote paths (gs://...)
+    are left to the file system.
+    """
+    path = getattr(FLAGS, flag) if path is None else path
+    if not path or _is_remote(path):
+        return
+    if os.path.lexists(path):
+        if not os.path.isdir(path):
+            raise FlagError(f"--{flag}={path} is a file, not a directory")
+        if not _writable_directory(path):
+            raise FlagError(f"--{flag}={path} is not writable")
+    else:
+        _check_can_create_in(flag, path, "directory")
+
+
+def check_output_files(flag: str = "output_file", paths: Optional[str] = None) -> None:
+    """Raises FlagError unless every comma-separated path of `--flag` can be written (replaced
+    at the end of the run: the file itself stays untouched until then)."""
+    paths = getattr(FLAGS, flag) if paths is None else paths
+    for path in (p.strip() for p in (paths or "").split(",")):
+        if not path or _is_remote(path):
+            continue
+        if os.path.isdir(path):
+            raise FlagError(f"--{flag}={path} is a directory, not a file")
+        if os.path.lexists(path):
+            # Written next to it and renamed over it: the directory must be writable, and
+            # a read-only file is not silently replaced.
+            if not os.access(path, os.W_OK):
+                raise FlagError(f"--{flag}={path} is not writable")
+            if not _writable_directory(os.path.dirname(os.path.abspath(path))):
+                raise FlagError(f"--{flag}={path}: its directory is not writable")
+        else:
+            _check_can_create_in(flag, path, "file")
+
+
+def check_input_text_file(flag: str) -> None:
+    """Raises FlagError unless the local file of `--flag` exists and is not empty (checked
+    before the model is built; remote paths are checked when read)."""
+    path = getattr(FLAGS, flag)
+    if not path or _is_remote(path):
+        return
+    if not os.path.exists(path):
+        raise FlagError(f"--{flag}: {path} not found")
+    if os.path.isdir(path):
+        raise FlagError(f"--{flag}: {path} is a directory, not a text file")
+    if os.path.getsize(path) == 0:
+        raise FlagError(f"--{flag}: {path} is empty (one example per line expected)")
+
+
 def warn_ignored_tpu_flags():
     """Logs a warning for every TPU flag set on the command line."""
     for name in TPU_FLAGS:
@@ -318,7 +413,23 @@ def define_pretraining_flags():
 
 def pretraining_config() -> config.PretrainingConfig:
     require("bert_config_file", "input_file", "output_dir")
-    return _training_job_config(config.PretrainingConfig)
+    check_output_dir()
+    cfg = _training_job_config(config.PretrainingConfig)
+    warn_warmup_longer_than_training(cfg)
+    return cfg
+
+
+def warn_warmup_longer_than_training(cfg: config.PretrainingConfig) -> None:
+    """Logs a warning when the linear schedule's warmup outlasts the run: the learning rate
+    would rise for every step and never reach --learning_rate."""
+    train = cfg.train_config
+    if cfg.do_train and train.lr_schedule == "linear" and \
+            train.num_warmup_steps > train.num_train_steps:
+        peak = train.learning_rate * train.num_train_steps / train.num_warmup_steps
+        logging.warning("--num_warmup_steps=%d > --num_train_steps=%d: the learning rate rises "
+                        "for the whole run and never reaches its peak --learning_rate=%g "
+                        "(at most %g, at the last step)", train.num_warmup_steps,
+                        train.num_train_steps, train.learning_rate, peak)
 
 
 def define_classifier_flags():
@@ -330,6 +441,7 @@ def define_classifier_flags():
 
 def classifier_config() -> config.ClassifierConfig:
     require("data_dir", "task_name", "bert_config_file", "output_dir")
+    check_output_dir()
     return _training_job_config(
         config.ClassifierConfig, task_name=FLAGS.task_name.lower(),
         label_list=tuple(FLAGS.label_list) if FLAGS.label_list else None)
@@ -343,6 +455,8 @@ def define_extract_features_flags():
 
 def extract_features_config() -> config.ExtractFeaturesConfig:
     require("input_file", "output_file", "bert_config_file", "init_checkpoint")
+    check_input_text_file("input_file")
+    check_output_files()
     warn_ignored_tpu_flags()
     return validated(from_flags(config.ExtractFeaturesConfig, model=model_files(),
                                 layers=tuple(parse_int_list("layers", FLAGS.layers))))
@@ -366,6 +480,7 @@ def define_create_pretraining_data_flags():
 
 def create_pretraining_data_config() -> config.CreatePretrainingDataConfig:
     require("input_file", "output_file", "vocab_file")
+    check_output_files()
     return validated(from_flags(config.CreatePretrainingDataConfig))
 
 
@@ -378,4 +493,5 @@ def define_convert_hf_flags():
 
 def convert_hf_config() -> config.ConvertHfConfig:
     require("hf_model_dir", "output_dir")
+    check_output_dir()
     return from_flags(config.ConvertHfConfig)

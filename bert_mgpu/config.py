@@ -496,7 +496,10 @@ class ExtractFeaturesConfig:
     batch_size: int = 32
 
     def validate(self) -> None:
-        self.model.validate(min_seq_length=2, needs_tokenizer=True)
+        if self.model.max_seq_length < 3:
+            raise ValueError(f"--max_seq_length must be >= 3 (room for [CLS], [SEP] and one "
+                             f"token), got {self.model.max_seq_length}")
+        self.model.validate(needs_tokenizer=True)
         _check_at_least(self, 1, "batch_size")
         if not self.layers:
             raise ValueError("--layers is empty")

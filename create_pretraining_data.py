@@ -14,10 +14,8 @@ have: --sentence_order_prediction, --no_next_sentence, --span_masking [--span_le
 --word_segmented_input. TensorFlow is not imported.
 """
 
-from absl import app
-
 from bert_mgpu import cli
-from bert_mgpu.scripts import run_main
+from bert_mgpu.scripts import run
 
 cli.define_create_pretraining_data_flags()
 
@@ -28,4 +26,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    app.run(run_main(main))
+    run(main)

@@ -10,6 +10,7 @@ reads FLAGS.
 
 import dataclasses
 import os
+import sys
 import tempfile
 from typing import List, Optional
 
@@ -227,6 +228,19 @@ def define_flags(*groups, helps=None) -> None:
             _DEFINERS[kind](name, default, help_text)
 
 
+def parse_flags(argv: List[str]) -> List[str]:
+    """absl's flag parsing for `app.run(..., flags_parser=parse_flags)`: a bad flag (unknown
+    name, a value of the wrong type or outside its enum) is one line `SCRIPT: ERROR: ...` and
+    exit code 1, as every other bad input."""
+    try:
+        return FLAGS(argv)
+    except flags.Error as e:
+        script = os.path.basename(argv[0]) if argv else "bert_mgpu"
+        message = " ".join(str(e).split())
+        sys.stderr.write(f"{script}: ERROR: {message} (--help lists the flags)\n")
+        sys.exit(1)
+
+
 def _declared_names() -> List[str]:
     return [name for name in _SPECS if name in FLAGS]
 
@@ -354,6 +368,23 @@ def check_input_text_file(flag: str) -> None:
         raise FlagError(f"--{flag}: {path} is empty (one example per line expected)")
 
 
+def check_model_files(model: config.ModelFiles) -> None:
+    """Reads --bert_config_file (and checks --max_seq_length against it), checks that the
+    vocabulary exists and suits --do_lower_case: at start, before TensorFlow is loaded, so a
+    mistyped path costs a second, not the start-up. The job reads them again for real."""
+    from bert_mgpu import tokenization
+
+    if model.bert_config_file:
+        model.bert_config()
+    for flag in ("vocab_file", "spm_model_file"):
+        path = getattr(model, flag)
+        if path and not _is_remote(path) and not os.path.isfile(path):
+            raise FlagError(f"--{flag}: {path} not found")
+    if model.vocab_file or model.spm_model_file:
+        tokenization.validate_case_matches_checkpoint(model.do_lower_case,
+                                                      model.init_checkpoint)
+
+
 def warn_ignored_tpu_flags():
     """Logs a warning for every TPU flag set on the command line."""
     for name in TPU_FLAGS:
@@ -383,22 +414,21 @@ def train_options() -> config.TrainOptions:
 
 def cluster_config():
     """The `cluster` subtree: from --worker_hosts/--task_index or TF_CONFIG, or None."""
-    from bert_mgpu.cluster import resolve_cluster
-
     if FLAGS.collective_timeout_seconds <= 0:
         raise FlagError("--collective_timeout_seconds must be > 0")
     if FLAGS.task_index is not None and not FLAGS.worker_hosts:
         raise FlagError("--task_index needs --worker_hosts")
-    return resolve_cluster(FLAGS.worker_hosts, FLAGS.task_index,
-                           FLAGS.collective_timeout_seconds)
+    return config.resolve_cluster(FLAGS.worker_hosts, FLAGS.task_index,
+                                  FLAGS.collective_timeout_seconds)
 
 
 def _training_job_config(cls, **explicit):
     """A training job's config: its fields, the model/train/cluster subtrees, the flags."""
     warn_ignored_tpu_flags()
-    return validated(from_flags(cls, model=model_files(), train=train_options(),
-                                cluster=cluster_config(), flags=flag_values_dict(),
-                                **explicit))
+    cfg = validated(from_flags(cls, model=model_files(), train=train_options(),
+                               cluster=cluster_config(), flags=flag_values_dict(), **explicit))
+    check_model_files(cfg.model)
+    return cfg
 
 
 # ---------------------------------------------------------------------------------------------
@@ -415,6 +445,8 @@ def pretraining_config() -> config.PretrainingConfig:
     require("bert_config_file", "input_file", "output_dir")
     check_output_dir()
     cfg = _training_job_config(config.PretrainingConfig)
+    from bert_mgpu.data import input_pipeline
+    input_pipeline.expand_input_files(cfg.input_file)  # a pattern matching nothing: at start
     warn_warmup_longer_than_training(cfg)
     return cfg
 
@@ -442,9 +474,12 @@ def define_classifier_flags():
 def classifier_config() -> config.ClassifierConfig:
     require("data_dir", "task_name", "bert_config_file", "output_dir")
     check_output_dir()
-    return _training_job_config(
-        config.ClassifierConfig, task_name=FLAGS.task_name.lower(),
-        label_list=tuple(FLAGS.label_list) if FLAGS.label_list else None)
+    from bert_mgpu.data import processors
+
+    label_list = tuple(FLAGS.label_list) if FLAGS.label_list else None
+    processors.get_processor(FLAGS.task_name, label_list)  # an unknown --task_name: at start
+    return _training_job_config(config.ClassifierConfig, task_name=FLAGS.task_name.lower(),
+                                label_list=label_list)
 
 
 def define_extract_features_flags():
@@ -458,8 +493,10 @@ def extract_features_config() -> config.ExtractFeaturesConfig:
     check_input_text_file("input_file")
     check_output_files()
     warn_ignored_tpu_flags()
-    return validated(from_flags(config.ExtractFeaturesConfig, model=model_files(),
-                                layers=tuple(parse_int_list("layers", FLAGS.layers))))
+    cfg = validated(from_flags(config.ExtractFeaturesConfig, model=model_files(),
+                               layers=tuple(parse_int_list("layers", FLAGS.layers))))
+    check_model_files(cfg.model)
+    return cfg
 
 
 def define_create_pretraining_data_flags():

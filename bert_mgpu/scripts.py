@@ -49,3 +49,12 @@ def run_main(main):
             print(f"{_script_name()}: ERROR: {error_text(e)}", file=sys.stderr)
             sys.exit(1)
     return wrapped
+
+
+def run(main) -> None:
+    """`app.run(main)` for a script: flag errors, user errors and Ctrl-C are one line each."""
+    from absl import app
+
+    from bert_mgpu import cli
+
+    app.run(run_main(main), flags_parser=cli.parse_flags)

@@ -9,6 +9,7 @@ reads FLAGS.
 """
 
 import dataclasses
+import glob
 import os
 import sys
 import tempfile
@@ -385,6 +386,27 @@ def check_model_files(model: config.ModelFiles) -> None:
                                                       model.init_checkpoint)
 
 
+def _has_checkpoint(output_dir: str) -> bool:
+    """Whether the trainer would resume from `output_dir` (remote: assumed, checked later)."""
+    if _is_remote(output_dir):
+        return True
+    return os.path.isfile(os.path.join(output_dir, "checkpoint")) or \
+        bool(glob.glob(os.path.join(glob.escape(output_dir), "model.ckpt-*.index")))
+
+
+def check_weights_to_evaluate(cfg) -> None:
+    """--do_eval/--do_predict without --do_train evaluate the checkpoint in --output_dir, else
+    --init_checkpoint: with neither, the model would be random weights (a plausible-looking
+    result of nothing). Refused in one line."""
+    if cfg.do_train or cfg.model.init_checkpoint or _has_checkpoint(cfg.output_dir):
+        return
+    what = "/".join(f"--{name}" for name in ("do_eval", "do_predict")
+                    if getattr(cfg, name, False))
+    raise FlagError(f"{what} without --do_train: no checkpoint in --output_dir={cfg.output_dir} "
+                    f"and no --init_checkpoint, so the model would have random weights; train "
+                    f"first (--do_train) or give --init_checkpoint")
+
+
 def warn_ignored_tpu_flags():
     """Logs a warning for every TPU flag set on the command line."""
     for name in TPU_FLAGS:
@@ -445,6 +467,7 @@ def pretraining_config() -> config.PretrainingConfig:
     require("bert_config_file", "input_file", "output_dir")
     check_output_dir()
     cfg = _training_job_config(config.PretrainingConfig)
+    check_weights_to_evaluate(cfg)
     from bert_mgpu.data import input_pipeline
     input_pipeline.expand_input_files(cfg.input_file)  # a pattern matching nothing: at start
     warn_warmup_longer_than_training(cfg)
@@ -478,8 +501,10 @@ def classifier_config() -> config.ClassifierConfig:
 
     label_list = tuple(FLAGS.label_list) if FLAGS.label_list else None
     processors.get_processor(FLAGS.task_name, label_list)  # an unknown --task_name: at start
-    return _training_job_config(config.ClassifierConfig, task_name=FLAGS.task_name.lower(),
-                                label_list=label_list)
+    cfg = _training_job_config(config.ClassifierConfig, task_name=FLAGS.task_name.lower(),
+                               label_list=label_list)
+    check_weights_to_evaluate(cfg)
+    return cfg
 
 
 def define_extract_features_flags():

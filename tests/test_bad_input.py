@@ -222,6 +222,15 @@ CASES = [
     ("create_pretraining_data", "exclusive", lambda w: {"--sentence_order_prediction": "true",
                                                         "--no_next_sentence": "true"},
      r"exclude each other"),
+    # --- evaluating random weights: no --do_train, no checkpoint, no --init_checkpoint
+    ("run_pretraining", "eval-random-weights",
+     lambda w: {"--do_train": "false", "--do_eval": "true"},
+     r"--do_eval without --do_train: no checkpoint in --output_dir=.*out and no "
+     r"--init_checkpoint, so the model would have random weights"),
+    ("run_classifier_mgpu", "predict-random-weights",
+     lambda w: {"--do_train": "false", "--do_eval": "false", "--do_predict": "true",
+                "--init_checkpoint": ""},
+     r"--do_predict without --do_train: no checkpoint in --output_dir="),
     # --- missing or unreadable input files: before TensorFlow
     ("run_pretraining", "input-glob", lambda w: {"--input_file": "/nonexistent/*.tfrecord"},
      r"--input_file: no file matches '/nonexistent/\*\.tfrecord'"),

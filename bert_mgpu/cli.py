@@ -371,16 +371,22 @@ def check_input_text_file(flag: str) -> None:
 
 def check_model_files(model: config.ModelFiles) -> None:
     """Reads --bert_config_file (and checks --max_seq_length against it), checks that the
-    vocabulary exists and suits --do_lower_case: at start, before TensorFlow is loaded, so a
+    vocabulary exists, fits the model's vocab_size and suits --do_lower_case: at start, before TensorFlow is loaded, so a
     mistyped path costs a second, not the start-up. The job reads them again for real."""
     from bert_mgpu import tokenization
 
-    if model.bert_config_file:
-        model.bert_config()
+    bert_config = model.bert_config() if model.bert_config_file else None
     for flag in ("vocab_file", "spm_model_file"):
         path = getattr(model, flag)
         if path and not _is_remote(path) and not os.path.isfile(path):
             raise FlagError(f"--{flag}: {path} not found")
+    if bert_config is not None and bert_config.vocab_size and model.vocab_file and \
+            not model.spm_model_file and not _is_remote(model.vocab_file):
+        size = len(tokenization.load_vocab(model.vocab_file))
+        if size > bert_config.vocab_size:
+            raise FlagError(f"--vocab_file: {model.vocab_file} has {size} tokens, more than "
+                            f"vocab_size {bert_config.vocab_size} in {model.bert_config_file} "
+                            f"(ids past the embedding table)")
     if model.vocab_file or model.spm_model_file:
         tokenization.validate_case_matches_checkpoint(model.do_lower_case,
                                                       model.init_checkpoint)

@@ -242,6 +242,13 @@ CASES = [
      r"--max_seq_length=128 is longer than max_position_embeddings \(64\) in .*bert_config"),
     ("run_classifier_mgpu", "vocab-missing", lambda w: {"--vocab_file": "/x/vocab.txt"},
      r"--vocab_file: /x/vocab\.txt not found"),
+    ("run_classifier_mgpu", "vocab-larger-than-model",
+     lambda w: {"--vocab_file": os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")},
+     r"--vocab_file: .*bert_uncased_vocab\.txt has 30522 tokens, more than vocab_size 100 in "
+     r".*bert_config\.json"),
+    ("extract_features", "vocab-larger-than-model",
+     lambda w: {"--vocab_file": os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")},
+     r"--vocab_file: .* has 30522 tokens, more than vocab_size 100"),
     ("extract_features", "input-missing", lambda w: {"--input_file": "/x/missing.txt"},
      r"--input_file: /x/missing\.txt not found"),
     ("extract_features", "input-empty", lambda w: {"--input_file": w["empty"]},

@@ -371,8 +371,9 @@ def check_input_text_file(flag: str) -> None:
 
 def check_model_files(model: config.ModelFiles) -> None:
     """Reads --bert_config_file (and checks --max_seq_length against it), checks that the
-    vocabulary exists, fits the model's vocab_size and suits --do_lower_case: at start, before TensorFlow is loaded, so a
-    mistyped path costs a second, not the start-up. The job reads them again for real."""
+    vocabulary exists, fits the model's vocab_size and suits --do_lower_case: at start, before
+    TensorFlow is loaded, so a mistyped path costs a second, not the start-up. The job reads
+    them again for real."""
     from bert_mgpu import tokenization
 
     bert_config = model.bert_config() if model.bert_config_file else None

@@ -26,8 +26,11 @@ from typing import List, Sequence
 import tensorflow as tf
 from absl import logging
 
+from bert_mgpu import config as _config
+from bert_mgpu.config import ClusterConfig
+
 # resolve_cluster lives with ClusterConfig (no TensorFlow: scripts check the flags at start).
-from bert_mgpu.config import ClusterConfig, resolve_cluster  # noqa: F401  (re-exported)
+resolve_cluster = _config.resolve_cluster
 
 # Keys of the collective instances: one per traced call site, allocated in trace order (the
 # same on every worker, since every worker traces the same code in the same order).

@@ -16,30 +16,19 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_mgpu import checkpoint, modeling, tasks, tokenization, towers, training
+from bert_mgpu import modeling, tasks, tokenization, towers, training
 from bert_mgpu.cluster import Cluster
 from bert_mgpu.config import BertConfig, ModelFiles, TrainConfig
 from bert_mgpu.data import classifier_data, features, input_pipeline, processors
 
 
-def make_tokenizer(model: ModelFiles, bert_config: Optional[BertConfig] = None
-                   ) -> tokenization.FullTokenizer:
+def make_tokenizer(model: ModelFiles) -> tokenization.FullTokenizer:
     """The tokenizer of `model`'s vocabulary (or SentencePiece model) and casing, after
-    Google's check that the casing suits a released checkpoint.
-
-    Raises:
-      ValueError: the vocabulary has ids the model's embedding table (`bert_config`) lacks.
-    """
+    Google's check that the casing suits a released checkpoint (the script's config builder
+    has checked the files against the model: cli.check_model_files)."""
     tokenization.validate_case_matches_checkpoint(model.do_lower_case, model.init_checkpoint)
-    tokenizer = tokenization.FullTokenizer(model.vocab_file, model.do_lower_case,
-                                           spm_model_file=model.spm_model_file)
-    size = max(tokenizer.vocab.values(), default=-1) + 1
-    if bert_config is not None and size > bert_config.vocab_size:
-        flag = "--spm_model_file" if model.spm_model_file else "--vocab_file"
-        raise ValueError(f"{flag}={model.spm_model_file or model.vocab_file} has {size} entries "
-                         f"but vocab_size is {bert_config.vocab_size} in "
-                         f"{model.bert_config_file}: they belong to different models")
-    return tokenizer
+    return tokenization.FullTokenizer(model.vocab_file, model.do_lower_case,
+                                      spm_model_file=model.spm_model_file)
 
 
 @dataclasses.dataclass
@@ -97,21 +86,9 @@ def start_job(cfg) -> Job:
     devices = towers.setup_devices(cfg.train.n_gpus)
     cluster = Cluster(cfg.cluster) if cfg.cluster is not None else None
     bert_config = cfg.model.bert_config()
-    _check_weights_exist(cfg)
     tf.io.gfile.makedirs(cfg.output_dir)
     tf.random.set_seed(cfg.train.random_seed)
     return Job(cfg, devices, cluster, bert_config)
-
-
-def _check_weights_exist(cfg) -> None:
-    """Evaluation or prediction without training needs trained weights: a checkpoint in
-    --output_dir or --init_checkpoint (else it would silently run a random model)."""
-    if cfg.do_train or cfg.model.init_checkpoint or getattr(cfg, "allow_random_weights", False):
-        return
-    if checkpoint.latest_checkpoint(cfg.output_dir) is None:
-        raise ValueError(f"nothing to evaluate or predict with: no --do_train, no checkpoint in "
-                         f"--output_dir={cfg.output_dir} and no --init_checkpoint (pass "
-                         f"--allow_random_weights to run an untrained model on purpose)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -157,7 +134,7 @@ def run_classifier(cfg) -> dict:
     job = start_job(cfg)
     processor = processors.get_processor(cfg.task_name, cfg.label_list)
     labels = processor.get_labels(cfg.data_dir)
-    data = classifier_data.FeatureFiles(cfg, processor, make_tokenizer(cfg.model, job.bert_config),
+    data = classifier_data.FeatureFiles(cfg, processor, make_tokenizer(cfg.model),
                                         labels)
     # Every input file is read and checked (and its features cached) before training starts.
     splits = {split: data.get(split) for split, wanted in (
@@ -218,9 +195,8 @@ def extract_features(cfg) -> int:
     output lines."""
     from bert_mgpu import feature_extraction
 
-    bert_config = cfg.model.bert_config()
-    tokenizer = make_tokenizer(cfg.model, bert_config)
+    tokenizer = make_tokenizer(cfg.model)
     extractor = feature_extraction.FeatureExtractor(
-        bert_config, cfg.model.init_checkpoint, cfg.layers, cfg.model.max_seq_length)
+        cfg.model.bert_config(), cfg.model.init_checkpoint, cfg.layers, cfg.model.max_seq_length)
     return feature_extraction.write_features(cfg.input_file, cfg.output_file, tokenizer,
                                              extractor, cfg.batch_size)

@@ -153,6 +153,20 @@ _SPECS = {
     "layerwise_lr_decay": ("float", 1.0, "Layer-wise LR decay: encoder layer l of L gets "
                                          "learning_rate * RATE^(L - l), the embeddings RATE^L, "
                                          "the classifier the full rate. 1.0 = off."),
+    # Evaluation during training (fine-tuning scripts).
+    "eval_every_n_steps": ("integer", 0, "Evaluate the dev set every N updates (and at the "
+                                         "last): eval_history.tsv, TensorBoard run 'eval', "
+                                         "eval_curve.png (with matplotlib). 0 = only at the end "
+                                         "(Google)."),
+    "keep_best_checkpoint": ("bool", False, "With --eval_every_n_steps: keep the model at the "
+                                            "best --best_metric in OUTPUT_DIR/best (survives "
+                                            "--keep_checkpoint_max); --do_predict uses it."),
+    "best_metric": ("string", "eval_accuracy", "The eval_results key that decides the best "
+                                               "checkpoint and early stopping (losses: lower "
+                                               "is better; others: higher)."),
+    "early_stopping_patience": ("integer", 0, "Stop training after this many evaluations "
+                                              "without improvement of --best_metric (0 = "
+                                              "never)."),
     # extract_features.py
     "output_file": ("string", None, "Output JSON-lines file."),
     "layers": ("string", "-1,-2,-3,-4", "Indexes of the encoder layers to output."),
@@ -208,6 +222,8 @@ TRAINER_FLAGS = tuple(f.name for f in dataclasses.fields(config.TrainOptions))
 CLUSTER_FLAGS = ("worker_hosts", "task_index", "collective_timeout_seconds")
 GOOGLE_TRAINING_FLAGS = ("output_dir", "do_train", "do_eval", "eval_batch_size",
                          "learning_rate", "save_checkpoints_steps", "allow_random_weights")
+EVAL_DURING_TRAINING_FLAGS = ("eval_every_n_steps", "keep_best_checkpoint", "best_metric",
+                              "early_stopping_patience")
 # Every training script: Google's common flags, the trainer's, the cluster's, TPU compatibility.
 TRAINING_SCRIPT_FLAGS = GOOGLE_TRAINING_FLAGS + TRAINER_FLAGS + CLUSTER_FLAGS + TPU_FLAGS
 
@@ -515,7 +531,7 @@ def define_classifier_flags():
     define_flags(MODEL_FLAGS, TRAINING_SCRIPT_FLAGS,
                  ("do_predict", "predict_batch_size", "num_train_epochs", "warmup_proportion",
                   "data_dir", "task_name", "label_list", "truncation", "head_tokens",
-                  "layerwise_lr_decay"),
+                  "layerwise_lr_decay"), EVAL_DURING_TRAINING_FLAGS,
                  # Fine-tuning shuffles the whole training set every epoch (Google's buffer of
                  # 100 learns nothing from a file sorted by label).
                  defaults={"shuffle_buffer_size": 0})

@@ -499,6 +499,10 @@ class ClassifierConfig:
     head_tokens: int = 128
     layerwise_lr_decay: float = 1.0
     allow_random_weights: bool = False
+    eval_every_n_steps: int = 0
+    keep_best_checkpoint: bool = False
+    best_metric: str = "eval_accuracy"
+    early_stopping_patience: int = 0
     flags: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def train_config(self, num_train_examples: int = 0, num_workers: int = 1) -> TrainConfig:
@@ -536,6 +540,14 @@ class ClassifierConfig:
             raise ValueError(f"--truncation must be one of {', '.join(TRUNCATIONS)}, got "
                              f"{self.truncation!r}")
         _check_at_least(self, 0, "head_tokens")
+        _check_at_least(self, 0, "eval_every_n_steps", "early_stopping_patience")
+        if (self.keep_best_checkpoint or self.early_stopping_patience) and \
+                not self.eval_every_n_steps:
+            raise ValueError("--keep_best_checkpoint and --early_stopping_patience need "
+                             "--eval_every_n_steps")
+        if self.eval_every_n_steps and not (self.do_train and self.do_eval):
+            raise ValueError("--eval_every_n_steps evaluates dev.tsv during training: it needs "
+                             "--do_train and --do_eval")
         self.train.validate()
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_mgpu import modeling, tasks, tokenization, towers, training
+from bert_mgpu import checkpoint, evaluation, modeling, tasks, tokenization, towers, training
 from bert_mgpu.cluster import Cluster
 from bert_mgpu.config import BertConfig, ModelFiles, TrainConfig
 from bert_mgpu.data import classifier_data, features, input_pipeline, processors
@@ -153,7 +153,8 @@ def run_classifier(cfg) -> dict:
             task.named_variables(), job.bert_config.num_hidden_layers, cfg.layerwise_lr_decay)
     trainer = job.trainer(task, train_cfg, multipliers)
     if cfg.do_train:
-        trainer.train(job.training_input([train_file], data.shapes, train_cfg))
+        trainer.train(job.training_input([train_file], data.shapes, train_cfg),
+                      on_step=_periodic_evaluator(job, trainer, data, splits.get("dev")))
     else:
         trainer.restore_or_initialize()
     result = {}
@@ -162,6 +163,20 @@ def run_classifier(cfg) -> dict:
     if job.chief and cfg.do_predict:
         _predict_classifier(job, trainer, data, *splits["test"])
     return result
+
+
+def _periodic_evaluator(job: Job, trainer, data, dev):
+    """`--eval_every_n_steps`: the trainer's on_step callback (see evaluation.py), or None."""
+    cfg = job.cfg
+    if not cfg.eval_every_n_steps:
+        return None
+    eval_file = dev[0]
+    return evaluation.PeriodicEvaluator(
+        trainer, lambda: input_pipeline.record_dataset([eval_file], data.shapes,
+                                                       cfg.eval_batch_size, is_training=False),
+        cfg.output_dir, cfg.eval_every_n_steps, best_metric=cfg.best_metric,
+        keep_best=cfg.keep_best_checkpoint, patience=cfg.early_stopping_patience,
+        is_chief=job.chief)
 
 
 def _evaluate_classifier(job: Job, trainer, data, eval_file, num_eval) -> dict:
@@ -175,6 +190,14 @@ def _evaluate_classifier(job: Job, trainer, data, eval_file, num_eval) -> dict:
 
 
 def _predict_classifier(job: Job, trainer, data, predict_file, num_predict) -> None:
+    best = evaluation.best_checkpoint(job.cfg.output_dir) if job.cfg.keep_best_checkpoint \
+        else None
+    if best is not None:
+        checkpoint.restore_checkpoint(best, trainer.variables)
+        logging.info("Predicting with the best checkpoint %s (--keep_best_checkpoint)", best)
+    else:
+        logging.info("Predicting with the weights at global_step %d",
+                     int(trainer.global_step.numpy()))
     logging.info("***** Running prediction: %d examples, batch size %d *****", num_predict,
                  job.cfg.predict_batch_size)
     probabilities = trainer.predict(input_pipeline.record_dataset(

@@ -600,3 +600,64 @@ def convert_hf_config() -> config.ConvertHfConfig:
     require("hf_model_dir", "output_dir")
     check_output_dir()
     return from_flags(config.ConvertHfConfig)
+
+
+# ---------------------------------------------------------------------------------------------
+# run_ner.py. Its own flags are added here (not in `_SPECS` above) so that branches adding
+# flags stay independent; `setdefault`: a flag another script declares too (doc_stride, with
+# run_squad.py) keeps that declaration, run_ner.py narrows help and default below.
+
+for _name, _spec in {
+        "tag_scheme": ("enum", "bio", "Tags the model is trained on: bio = as written in the "
+                                      "files (BIO, IOB1 or BIOES); bioes = converted to BIOES "
+                                      "(S- single-word entities, E- last words); predictions "
+                                      "are written back in the files' scheme.",
+                       config.TAG_SCHEMES),
+        "doc_stride": ("integer", None, "When splitting up a long document into chunks, how "
+                                        "much stride to take between chunks."),
+}.items():
+    _SPECS.setdefault(_name, _spec)
+
+NER_FLAGS = ("do_predict", "predict_batch_size", "num_train_epochs", "warmup_proportion",
+             "data_dir", "label_list", "tag_scheme", "doc_stride", "layerwise_lr_decay")
+
+
+def define_ner_flags():
+    define_flags(MODEL_FLAGS, TRAINING_SCRIPT_FLAGS, NER_FLAGS, EVAL_DURING_TRAINING_FLAGS,
+                 defaults={"shuffle_buffer_size": 0, "best_metric": "eval_f1",
+                           "doc_stride": None},
+                 helps={
+                     "data_dir": "Directory with train.txt, dev.txt and test.txt in CoNLL "
+                                 "layout (token ... tag per line, a blank line between "
+                                 "sentences, -DOCSTART- lines skipped).",
+                     "label_list": "The tags in id order, 'O' first (default: 'O' and the "
+                                   "sorted tags of train.txt, after --tag_scheme).",
+                     "do_predict": "Whether to tag test.txt (writes predictions.txt: token, "
+                                   "gold and predicted tag per line, every token).",
+                     "doc_stride": "A sentence longer than max_seq_length - 2 pieces is split "
+                                   "into windows starting this many pieces apart; each word is "
+                                   "labelled and predicted in the window where it has the most "
+                                   "context (default: half a window).",
+                     "best_metric": "The eval_results key that decides the best checkpoint "
+                                    "and early stopping (eval_f1: conlleval's entity F1; "
+                                    "losses: lower is better; others: higher)."})
+
+
+def ner_config() -> config.NerConfig:
+    require("data_dir", "bert_config_file", "output_dir")
+    check_output_dir()
+    if not _is_remote(FLAGS.data_dir) and not os.path.isdir(FLAGS.data_dir):
+        raise FlagError(f"--data_dir={FLAGS.data_dir} is not a directory")
+    label_list = tuple(FLAGS.label_list) if FLAGS.label_list else None
+    if label_list is not None:
+        from bert_mgpu.data import ner_data
+        ner_data.get_labels([], label_list)  # a malformed --label_list: at start
+    cfg = _training_job_config(config.NerConfig, label_list=label_list)
+    check_weights_to_evaluate(cfg)
+    if not _is_remote(cfg.data_dir):
+        for split, wanted in (("train.txt", cfg.do_train), ("dev.txt", cfg.do_eval),
+                              ("test.txt", cfg.do_predict)):
+            path = os.path.join(cfg.data_dir, split)
+            if wanted and not os.path.isfile(path):
+                raise FlagError(f"--data_dir={cfg.data_dir}: {split} not found")
+    return cfg

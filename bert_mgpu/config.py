@@ -630,3 +630,101 @@ class ConvertHfConfig:
     hf_model_dir: str
     output_dir: str
     gelu: str = "exact"
+
+
+# ---------------------------------------------------------------------------------------------
+# run_ner.py
+
+TAG_SCHEMES = ("bio", "bioes")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class NerConfig:
+    """run_ner.py: token classification on CoNLL files (Google's fine-tuning flags, the
+    trainer's, evaluation during training, and the tagging ones).
+
+    `tag_scheme`: "bio" trains on the tags as written in the files; "bioes" converts them to
+    BIOES first (single-word entities S-, last words E-) and writes predictions back in the
+    files' scheme. `label_list`: the tags in id order, "O" first (default: "O" + the sorted
+    training tags, after the conversion). `doc_stride`: pieces between the starts of a long
+    sentence's windows (None: half a window).
+    """
+    model: ModelFiles
+    train: TrainOptions
+    cluster: Optional[ClusterConfig] = None
+    output_dir: str
+    data_dir: str
+    do_train: bool = False
+    do_eval: bool = False
+    do_predict: bool = False
+    eval_batch_size: int = 8
+    predict_batch_size: int = 8
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
+    tag_scheme: str = "bio"
+    label_list: Optional[tuple] = None
+    doc_stride: Optional[int] = None
+    layerwise_lr_decay: float = 1.0
+    allow_random_weights: bool = False
+    eval_every_n_steps: int = 0
+    keep_best_checkpoint: bool = False
+    best_metric: str = "eval_f1"
+    early_stopping_patience: int = 0
+    flags: Dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def effective_doc_stride(self) -> int:
+        """--doc_stride, or half a window (ner_data.default_doc_stride)."""
+        if self.doc_stride is not None:
+            return self.doc_stride
+        return max(1, (self.model.max_seq_length - 2) // 2)
+
+    def train_config(self, num_train_windows: int = 0, num_workers: int = 1) -> TrainConfig:
+        """The trainer's config: steps from the number of training windows (records), the
+        fork's formula over the global batch of every worker, warmup from
+        `warmup_proportion`.
+
+        Raises:
+          ValueError: the training set makes no step.
+        """
+        global_batch = self.train.global_batch_size * num_workers
+        steps = num_train_steps_for(num_train_windows, global_batch, self.num_train_epochs)
+        if self.do_train and steps < 1:
+            raise ValueError(f"{num_train_windows} training windows and --num_train_epochs="
+                             f"{self.num_train_epochs} make 0 steps of {global_batch} windows "
+                             f"(train_batch_size x n_gpus x num_accumulation_steps x workers)")
+        steps = max(steps, 1)  # evaluation or prediction only: no schedule is run
+        return TrainConfig.of(self.train, output_dir=self.output_dir, num_train_steps=steps,
+                              num_warmup_steps=int(steps * self.warmup_proportion),
+                              init_checkpoint=self.model.init_checkpoint)
+
+    def validate(self) -> None:
+        self.model.validate(min_seq_length=3, needs_tokenizer=True)
+        if not (self.do_train or self.do_eval or self.do_predict):
+            raise ValueError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
+        _check_at_least(self, 1, "eval_batch_size", "predict_batch_size")
+        if not self.num_train_epochs > 0:
+            raise ValueError(f"--num_train_epochs must be > 0, got {self.num_train_epochs}")
+        if not 0 <= self.warmup_proportion < 1:
+            raise ValueError(f"--warmup_proportion must be in [0, 1), got "
+                             f"{self.warmup_proportion}")
+        if not 0 < self.layerwise_lr_decay <= 1:
+            raise ValueError(f"--layerwise_lr_decay must be in (0, 1], got "
+                             f"{self.layerwise_lr_decay}")
+        if self.tag_scheme not in TAG_SCHEMES:
+            raise ValueError(f"--tag_scheme must be one of {', '.join(TAG_SCHEMES)}, got "
+                             f"{self.tag_scheme!r}")
+        max_tokens = self.model.max_seq_length - 2
+        if self.doc_stride is not None and not 1 <= self.doc_stride <= max_tokens:
+            raise ValueError(f"--doc_stride must be in [1, max_seq_length - 2 = {max_tokens}] "
+                             f"(windows must overlap or touch to cover every token), got "
+                             f"{self.doc_stride}")
+        _check_at_least(self, 0, "eval_every_n_steps", "early_stopping_patience")
+        if (self.keep_best_checkpoint or self.early_stopping_patience) and \
+                not self.eval_every_n_steps:
+            raise ValueError("--keep_best_checkpoint and --early_stopping_patience need "
+                             "--eval_every_n_steps")
+        if self.eval_every_n_steps and not (self.do_train and self.do_eval):
+            raise ValueError("--eval_every_n_steps evaluates dev.txt during training: it needs "
+                             "--do_train and --do_eval")
+        self.train.validate()

@@ -10,6 +10,9 @@ Heads only: the trainer tasks that combine `BertModel` with them live in tasks.p
   `cls/seq_relationship/output_bias` [2].
 - `ClassifierHead`: root-level `output_weights` [num_labels, hidden] and `output_bias`, as
   Google's `run_classifier.create_model`.
+- `TokenTaggingHead` (run_ner.py): `cls/ner/output_weights` [num_tags, hidden] and
+  `cls/ner/output_bias` [num_tags], the classifier's layout under a scope of its own, so a
+  tagging checkpoint never collides with (or is mistaken for) a classifier's root-level head.
 
 Losses are returned with their parts (sum of weighted per-example losses and the weight total) so
 that a task can normalise by the *global* count of masked tokens, which keeps N towers equal to
@@ -168,3 +171,67 @@ def _softmax_classifier(features, output_weights, output_bias, labels):
         result.update(per_example_loss=per_example_loss,
                       loss=tf.reduce_mean(per_example_loss))
     return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Token tagging (run_ner.py)
+
+class TokenTaggingHead(tf.Module):
+    """A tag per position: dropout, then a linear layer, on the sequence output (the head of
+    Hugging Face's `BertForTokenClassification` and of the BERT-NER ports of Google's code).
+
+    Variables: `cls/ner/output_weights` [num_tags, H] (stored transposed, as the classifier's)
+    and `cls/ner/output_bias` [num_tags]; the weights initialised as the classifier's
+    (truncated normal, stddev 0.02), the bias to zeros.
+    """
+
+    def __init__(self, config, num_tags, dropout_prob=None, scope="cls/ner"):
+        """Args: config `BertConfig`; num_tags int >= 1; dropout_prob float, None = the
+        config's hidden_dropout_prob (as Hugging Face's head); scope the variables' prefix."""
+        super().__init__(name=None)
+        if num_tags < 1:
+            raise ValueError(f"num_tags must be >= 1, got {num_tags}")
+        self.num_tags = num_tags
+        self.dropout_prob = config.hidden_dropout_prob if dropout_prob is None else dropout_prob
+        self._store = modeling.ParameterStore()
+        self.output_weights = self._store.add(
+            f"{scope}/output_weights", [num_tags, config.hidden_size],
+            modeling.truncated_normal_initializer(0.02))
+        self.output_bias = self._store.add(f"{scope}/output_bias", [num_tags],
+                                           modeling.zeros_initializer)
+
+    def named_variables(self):
+        return self._store.as_dict()
+
+    def __call__(self, sequence_output, label_ids=None, label_weights=None,
+                 training=False) -> Dict[str, tf.Tensor]:
+        """Logits at every position and, given labels, the weighted cross-entropy parts.
+
+        Args:
+          sequence_output: float Tensor [B, S, H].
+          label_ids: optional int32 Tensor [B, S], the tag id at each position.
+          label_weights: optional float Tensor [B, S]: 1.0 where a position is labelled (a
+            word's first piece), 0.0 elsewhere (later pieces, [CLS], [SEP], padding).
+          training: Python bool (dropout).
+
+        Returns:
+          dict with `logits` float32 [B, S, num_tags], `log_probs` (the same shape) and, when
+          labels are given, `per_token_loss` float32 [B, S] (-log p(label), whatever the
+          weight), `numerator` (scalar: the weighted sum of `per_token_loss`) and `denominator`
+          (scalar: the sum of the weights). The task divides by the global denominator.
+        """
+        output_layer = modeling.dropout(sequence_output, self.dropout_prob, training)
+        logits = tf.einsum("bsh,th->bst", output_layer,
+                           tf.cast(modeling.param(self.output_weights), output_layer.dtype))
+        logits = tf.cast(tf.nn.bias_add(
+            logits, tf.cast(modeling.param(self.output_bias), logits.dtype)), tf.float32)
+        result = {"logits": logits, "log_probs": tf.nn.log_softmax(logits, axis=-1)}
+        if label_ids is None:
+            return result
+        weights = tf.cast(label_weights, tf.float32)
+        per_token_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=label_ids,
+                                                                         logits=logits)
+        result.update(per_token_loss=per_token_loss,
+                      numerator=tf.reduce_sum(weights * per_token_loss),
+                      denominator=tf.reduce_sum(weights))
+        return result

@@ -223,3 +223,124 @@ def extract_features(cfg) -> int:
         cfg.model.bert_config(), cfg.model.init_checkpoint, cfg.layers, cfg.model.max_seq_length)
     return feature_extraction.write_features(cfg.input_file, cfg.output_file, tokenizer,
                                              extractor, cfg.batch_size)
+
+
+# ---------------------------------------------------------------------------------------------
+# run_ner.py
+
+def run_ner(cfg) -> dict:
+    """Runs run_ner.py with a `config.NerConfig`; returns the eval results.
+
+    CoNLL files -> windowed records with labels on each word's first piece (data/ner_data.py),
+    `tasks.TaggingTask` on the shared trainer; evaluation adds conlleval's entity scores
+    (ner_metrics.py) to the task's token metrics; prediction writes predictions.txt with every
+    test token.
+    """
+    from bert_mgpu.data import ner_data
+
+    job = start_job(cfg)
+    data = ner_data.FeatureFiles(cfg, make_tokenizer(cfg.model))
+    # Every input file is read and checked (and its features cached) before training starts.
+    splits = {split: data.get(split) for split, wanted in (
+        ("train", cfg.do_train), ("dev", cfg.do_eval), ("test", cfg.do_predict)) if wanted}
+    num_train = splits["train"].num_records if cfg.do_train else 0
+    train_cfg = cfg.train_config(num_train, job.num_workers)
+    if cfg.do_train:
+        logging.info("***** Running training: %d windows, %g epochs, %d steps *****",
+                     num_train, cfg.num_train_epochs, train_cfg.num_train_steps)
+    job.save_effective_config(labels=data.labels, doc_stride=data.doc_stride)
+    task = tasks.TaggingTask(job.bert_config, len(data.labels),
+                             compute_dtype=job.compute_dtype(), tag_names=data.labels)
+    multipliers = None
+    if cfg.layerwise_lr_decay != 1.0:
+        multipliers = modeling.layerwise_lr_multipliers(
+            task.named_variables(), job.bert_config.num_hidden_layers, cfg.layerwise_lr_decay)
+    trainer = job.trainer(task, train_cfg, multipliers)
+    if cfg.do_train:
+        on_step = None
+        if cfg.eval_every_n_steps:
+            dev_evaluation = _NerEvaluation(trainer, data, splits["dev"])
+            on_step = evaluation.PeriodicEvaluator(
+                dev_evaluation, dev_evaluation.dataset, cfg.output_dir,
+                cfg.eval_every_n_steps, best_metric=cfg.best_metric,
+                keep_best=cfg.keep_best_checkpoint, patience=cfg.early_stopping_patience,
+                is_chief=job.chief)
+        trainer.train(job.training_input([splits["train"].path], data.shapes, train_cfg),
+                      on_step=on_step)
+    else:
+        trainer.restore_or_initialize()
+    result = {}
+    if job.chief and cfg.do_eval:  # evaluation, prediction and their files are the chief's
+        logging.info("***** Running evaluation: %d sentences, %d windows, batch size %d *****",
+                     len(splits["dev"].sentences), splits["dev"].num_records,
+                     cfg.eval_batch_size)
+        result = _NerEvaluation(trainer, data, splits["dev"]).evaluate()
+        job.write_eval_results(result)
+    if job.chief and cfg.do_predict:
+        _predict_ner(job, trainer, data, splits["test"])
+    return result
+
+
+class _NerEvaluation:
+    """The dev set's evaluation: the task's token metrics (`Trainer.evaluate`) plus conlleval's
+    entity precision/recall/F1 and accuracy over the words' predicted tags, in the file's
+    scheme. Stands in for the trainer in `evaluation.PeriodicEvaluator` (everything but
+    `evaluate` is the trainer's), so --best_metric=eval_f1 works during training."""
+
+    def __init__(self, trainer, data, dev):
+        self.trainer, self.data, self.dev = trainer, data, dev
+
+    def __getattr__(self, name):  # cfg, variables, global_step: the trainer's
+        return getattr(self.trainer, name)
+
+    def dataset(self):
+        """The dev records, once, in order."""
+        return input_pipeline.record_dataset([self.dev.path], self.data.shapes,
+                                             self.data.cfg.eval_batch_size, is_training=False)
+
+    def evaluate(self, dataset=None) -> dict:
+        """The results of eval_results.txt (`dataset`: `self.dataset()` when None)."""
+        from bert_mgpu import ner_metrics
+
+        dataset = self.dataset() if dataset is None else dataset
+        result = self.trainer.evaluate(dataset)
+        tags = _predicted_file_tags(self.trainer, self.data, self.dev, dataset)
+        scores = ner_metrics.evaluate([s.tags for s in self.dev.sentences], tags)
+        result.update(scores.as_metrics("eval_"))
+        result.update(eval_sentences=len(self.dev.sentences), eval_windows=self.dev.num_records,
+                      eval_tokens=scores.tokens)
+        logging.info("conlleval on the dev set:\n%s", scores.report())
+        return result
+
+
+def _predicted_file_tags(trainer, data, split, dataset):
+    """Per sentence, per word: the predicted tag, in the split file's scheme."""
+    from bert_mgpu.data import ner_data
+
+    tag_ids = trainer.predict(dataset).get("tag_ids", np.zeros([0, 0], np.int32))
+    if len(tag_ids) != split.num_records:
+        raise RuntimeError(f"predicted {len(tag_ids)} of {split.num_records} windows")
+    return split.file_tags(ner_data.predicted_tags(split.model_sentences, split.windows,
+                                                   tag_ids, data.labels))
+
+
+def _predict_ner(job: Job, trainer, data, test) -> None:
+    from bert_mgpu.data import ner_data
+
+    best = evaluation.best_checkpoint(job.cfg.output_dir) if job.cfg.keep_best_checkpoint \
+        else None
+    if best is not None:
+        checkpoint.restore_checkpoint(best, trainer.variables)
+        logging.info("Predicting with the best checkpoint %s (--keep_best_checkpoint)", best)
+    else:
+        logging.info("Predicting with the weights at global_step %d",
+                     int(trainer.global_step.numpy()))
+    logging.info("***** Running prediction: %d sentences, %d windows, batch size %d *****",
+                 len(test.sentences), test.num_records, job.cfg.predict_batch_size)
+    tags = _predicted_file_tags(trainer, data, test, input_pipeline.record_dataset(
+        [test.path], data.shapes, job.cfg.predict_batch_size, is_training=False))
+    path = os.path.join(job.cfg.output_dir, "predictions.txt")
+    ner_data.write_predictions(path, test.sentences, tags)
+    missing = ner_data.words_without_pieces(test.model_sentences, test.windows)
+    logging.info("Wrote %s: %d sentences, %d tokens (%d without a WordPiece, predicted O)",
+                 path, len(test.sentences), sum(len(s.words) for s in test.sentences), missing)

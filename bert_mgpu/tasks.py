@@ -252,3 +252,88 @@ class BertClassifier(tf.Module):
     def predict(self, features) -> Tensors:
         """`probabilities` float32 [B, num_labels] (no dropout)."""
         return {"probabilities": self._forward(features, training=False)["probabilities"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# run_ner.py
+
+class TaggingTask(tf.Module):
+    """Token classification (run_ner.py): `BertModel` + `TokenTaggingHead`.
+
+    Records (data/ner_data.py) carry `label_ids` and `label_weights` [B, S]: weight 1.0 on the
+    first piece of each word a window labels, 0.0 elsewhere. The loss of a global batch is the
+    weighted token cross-entropy divided by the *global* sum of `label_weights` (the labelled
+    words of the whole batch), so N towers equal one device; the labels of unweighted positions
+    never reach the loss. A global batch without a labelled word has loss 0 (the sum is taken
+    as at least 1: weights are 0/1, so this is exact whenever a word is labelled).
+    """
+
+    def __init__(self, config, num_tags, compute_dtype=tf.float32,
+                 tag_names: Optional[Sequence[str]] = None, dropout_prob=None):
+        super().__init__(name=None)
+        self.config = config
+        self.num_tags = num_tags
+        self.tag_names = [str(n) for n in tag_names] if tag_names is not None else \
+            [str(i) for i in range(num_tags)]
+        if len(self.tag_names) != num_tags:
+            raise ValueError(f"{len(self.tag_names)} tag names for {num_tags} tags")
+        self.bert = modeling.BertModel(config, compute_dtype=compute_dtype)
+        self.tagger = heads.TokenTaggingHead(config, num_tags, dropout_prob=dropout_prob)
+
+    def named_variables(self):
+        return modeling.merge_named_variables(self.bert, self.tagger)
+
+    def _forward(self, features, training):
+        out = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
+                        training=training)
+        return self.tagger(out.sequence_output, features.get("label_ids"),
+                           features.get("label_weights"), training=training)
+
+    @staticmethod
+    def context(features) -> Tensors:
+        return {"label_weight_sum": tf.reduce_sum(tf.cast(features["label_weights"],
+                                                          tf.float32))}
+
+    @staticmethod
+    def _denominator(context):
+        return tf.maximum(context["label_weight_sum"], 1.0)
+
+    def tower_loss(self, features, context, training=True) -> Dict:
+        numerator = self._forward(features, training)["numerator"]
+        return {"loss": numerator / self._denominator(context),
+                "sums": {"loss_sum": numerator}}
+
+    @classmethod
+    def metrics(cls, sums, context) -> Tensors:
+        return {"loss": sums["loss_sum"] / cls._denominator(context)}
+
+    def eval_sums(self, features) -> Tensors:
+        """Weighted loss and correct tags over the labelled positions (no dropout)."""
+        out = self._forward(features, training=False)
+        weights = tf.cast(features["label_weights"], tf.float32)
+        predictions = tf.argmax(out["logits"], axis=-1, output_type=tf.int32)
+        correct = tf.cast(tf.equal(predictions, features["label_ids"]), tf.float32)
+        return {
+            "loss_sum": out["numerator"],
+            "label_weight": out["denominator"],
+            "correct": tf.reduce_sum(weights * correct),
+            "batch_loss_sum": out["numerator"] / tf.maximum(out["denominator"], 1.0),
+            "num_batches": tf.constant(1.0),
+        }
+
+    @staticmethod
+    def eval_metrics(sums) -> Dict[str, float]:
+        """`eval_loss` (mean over the labelled words), `eval_token_accuracy` (their tags; the
+        job adds conlleval's entity scores and `eval_accuracy` from the words' tags) and `loss`
+        (the mean over batches of each batch's loss, the Estimator's key)."""
+        return {
+            "eval_loss": _ratio(sums["loss_sum"], sums["label_weight"]),
+            "eval_token_accuracy": _ratio(sums["correct"], sums["label_weight"]),
+            "loss": _ratio(sums["batch_loss_sum"], sums["num_batches"]),
+        }
+
+    def predict(self, features) -> Tensors:
+        """`tag_ids` int32 [B, S]: the most likely tag at every position (no dropout); only a
+        word's labelled position is read back (ner_data.predicted_tags)."""
+        logits = self._forward(features, training=False)["logits"]
+        return {"tag_ids": tf.argmax(logits, axis=-1, output_type=tf.int32)}

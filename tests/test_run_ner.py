@@ -91,7 +91,8 @@ def run(files):
            f"--max_seq_length={SEQ}", "--doc_stride=5", "--train_batch_size=4", "--n_gpus=2",
            "--num_train_epochs=12", "--learning_rate=3e-3", "--warmup_proportion=0.1",
            "--eval_batch_size=5", "--predict_batch_size=3", "--tag_scheme=bioes",
-           "--save_checkpoints_steps=1000", "--log_every_n_steps=50"]
+           "--save_checkpoints_steps=1000", "--log_every_n_steps=50",
+           "--eval_every_n_steps=100"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     return proc, out, dev
@@ -137,6 +138,13 @@ def test_script_trains_evaluates_and_writes_every_token(run):
     assert "Running evaluation: 23 sentences" in proc.stderr
     windows = int(proc.stderr.split("Running evaluation: 23 sentences, ")[1].split()[0])
     assert windows >= 23 + 3, windows
+    # Evaluation during training: conlleval's F1 at steps 100 and 144 (the last, whose weights
+    # the final evaluation sees too).
+    history = [line.split("\t") for line in
+               (out / "eval_history.tsv").read_text().splitlines()]
+    rows = [dict(zip(history[0], row)) for row in history[1:]]
+    assert [r["step"] for r in rows] == ["100", "144"]
+    assert float(rows[-1]["eval_f1"]) == pytest.approx(float(result["eval_f1"]), abs=1e-12)
     labels = json.loads((out / "run_config.json").read_text())["labels"]
     assert labels == ["O", "B-PER", "E-PER", "S-LOC", "S-PER"]
 
@@ -270,3 +278,12 @@ def test_only_first_pieces_reach_the_loss(records):
     i, j = np.argwhere(weights > 0)[0]
     changed[i, j] = (changed[i, j] + 1) % len(records["labels"])
     assert loss_and_grads(dict(batch, label_ids=tf.constant(changed)))[0] != loss
+
+
+def test_help_lists_the_flags():
+    proc = subprocess.run([sys.executable, SCRIPT, "--help"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0
+    for flag in ("--tag_scheme", "--doc_stride", "--label_list", "--n_gpus", "--data_dir",
+                 "--eval_every_n_steps", "--num_accumulation_steps", "--init_checkpoint"):
+        assert flag in proc.stdout, flag

@@ -35,6 +35,31 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import hf_bert_config  # noqa: E402
 
 
+class GoogleAdamWeightDecay(torch.optim.Optimizer):
+    """Google's `optimization.AdamWeightDecayOptimizer` (BERT's): Adam without bias correction,
+    betas 0.9/0.999, epsilon 1e-6, decoupled weight decay added to the update before the
+    learning rate: p -= lr * (m / (sqrt(v) + eps) + wd * p)."""
+
+    def __init__(self, params, lr):
+        super().__init__(params, {"lr": lr, "weight_decay": 0.0})
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            for p_ in group["params"]:
+                if p_.grad is None:
+                    continue
+                state = self.state[p_]
+                if not state:
+                    state["m"] = torch.zeros_like(p_)
+                    state["v"] = torch.zeros_like(p_)
+                m, v = state["m"], state["v"]
+                m.mul_(0.9).add_(p_.grad, alpha=0.1)
+                v.mul_(0.999).addcmul_(p_.grad, p_.grad, value=0.001)
+                update = m / (v.sqrt() + 1e-6) + group["weight_decay"] * p_
+                p_.add_(update, alpha=-group["lr"])
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bert_config", required=True)
@@ -48,6 +73,8 @@ def main():
     p.add_argument("--eval_batch_size", type=int, default=64)
     p.add_argument("--skip_steps", type=int, default=10)
     p.add_argument("--output", required=True, help=".npy of the dev windows' tag ids")
+    p.add_argument("--google_adam", action="store_true",
+                   help="Google's AdamWeightDecay (no bias correction) instead of torch AdamW")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads (on the shared 2 cores, 2 threads spun: 5x slower)")
     args = p.parse_args()
@@ -83,6 +110,10 @@ def main():
             return t / args.warmup_steps
         return max(0.0, 1.0 - t / args.steps)
 
+    if args.google_adam:
+        optimizer = GoogleAdamWeightDecay(
+            [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=args.learning_rate)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     model.train()
     ends, losses = [], []
@@ -115,7 +146,7 @@ def main():
     print(json.dumps({"examples_per_sec": rate,
                       "timed_seconds": ends[-1] - ends[args.skip_steps - 1],
                       "final_loss": float(np.mean(losses[-10:])), "torch": torch.__version__,
-                      "threads": args.threads}))
+                      "threads": args.threads, "google_adam": args.google_adam}))
 
 
 if __name__ == "__main__":

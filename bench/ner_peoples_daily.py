@@ -187,26 +187,30 @@ def main():
                     "load": (load0, os.getloadavg()[0]),
                     "steps": int(ours_result["global_step"])}
 
-    # The peer.
-    predictions = os.path.join(work, "hf_dev_tag_ids.npy")
-    peer_cmd = [ORACLE_PYTHON, os.path.join(REPO, "bench", "ner_hf_peer.py"),
-                f"--bert_config={config_path}", f"--weights={os.path.join(work, 'hf_weights.npz')}",
-                f"--data={data_npz}", f"--num_labels={len(labels)}",
-                f"--batch_size={args.batch_size}", f"--learning_rate={args.learning_rate}",
-                f"--steps={steps}", f"--warmup_steps={warmup}", f"--skip_steps={args.skip_steps}",
-                f"--output={predictions}"]
-    load0, t0 = os.getloadavg()[0], time.time()
-    peer = subprocess.run(peer_cmd, capture_output=True, text=True,
-                          env=dict(os.environ, HF_HUB_OFFLINE="1"))
-    if peer.returncode:
-        raise SystemExit(peer.stderr[-3000:])
-    peer_out = json.loads(peer.stdout.strip().splitlines()[-1])
-    tags = ner_data.predicted_tags(dev, dev_windows, np.load(predictions), labels)
-    scores = ner_metrics.evaluate([s.tags for s in dev], tags)
-    rows["peer"] = {"f1": scores.overall.f1, "precision": scores.overall.precision,
-                    "recall": scores.overall.recall, "accuracy": scores.accuracy,
-                    "examples_per_sec": peer_out["examples_per_sec"], "wall": time.time() - t0,
-                    "load": (load0, os.getloadavg()[0]), "steps": steps}
+    # The peer: torch's AdamW, and (the optimizer being the one difference of recipe) Google's
+    # AdamWeightDecay written in torch.
+    for name, extra in (("peer", []), ("peer_google_adam", ["--google_adam"])):
+        predictions = os.path.join(work, f"{name}_dev_tag_ids.npy")
+        peer_cmd = [ORACLE_PYTHON, os.path.join(REPO, "bench", "ner_hf_peer.py"),
+                    f"--bert_config={config_path}",
+                    f"--weights={os.path.join(work, 'hf_weights.npz')}", f"--data={data_npz}",
+                    f"--num_labels={len(labels)}", f"--batch_size={args.batch_size}",
+                    f"--learning_rate={args.learning_rate}", f"--steps={steps}",
+                    f"--warmup_steps={warmup}", f"--skip_steps={args.skip_steps}",
+                    f"--output={predictions}"] + extra
+        load0, t0 = os.getloadavg()[0], time.time()
+        peer = subprocess.run(peer_cmd, capture_output=True, text=True,
+                              env=dict(os.environ, HF_HUB_OFFLINE="1"))
+        if peer.returncode:
+            raise SystemExit(peer.stderr[-3000:])
+        peer_out = json.loads(peer.stdout.strip().splitlines()[-1])
+        tags = ner_data.predicted_tags(dev, dev_windows, np.load(predictions), labels)
+        scores = ner_metrics.evaluate([s.tags for s in dev], tags)
+        rows[name] = {"f1": scores.overall.f1, "precision": scores.overall.precision,
+                      "recall": scores.overall.recall, "accuracy": scores.accuracy,
+                      "examples_per_sec": peer_out["examples_per_sec"],
+                      "wall": time.time() - t0, "load": (load0, os.getloadavg()[0]),
+                      "steps": steps}
     summary = {"rows": rows, "windows": n, "dev_sentences": len(dev),
                "dev_tokens": sum(len(s.words) for s in dev), "dev_windows": len(dev_windows),
                "steps": steps, "warmup": warmup, "labels": labels, "args": vars(args),
@@ -255,8 +259,13 @@ def report(summary):
         f"examples/s (after update {a['skip_steps']}) | wall s | load before / after |",
         "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
-    for name, r in (("**ours** `run_ner.py` (TF 2.21)", o),
-                    (f"Hugging Face `BertForTokenClassification` (torch {summary['torch']})", h)):
+    names = {"ours": "**ours** `run_ner.py` (TF 2.21; Google's AdamWeightDecay)",
+             "peer": f"Hugging Face `BertForTokenClassification` (torch {summary['torch']}; "
+                     f"torch AdamW)",
+             "peer_google_adam": "Hugging Face `BertForTokenClassification` with Google's "
+                                 "AdamWeightDecay (in torch: no bias correction)"}
+    for key, r in summary["rows"].items():
+        name = names[key]
         text.append(f"| {name} | {100 * r['f1']:.2f} | {100 * r['precision']:.2f} | "
                     f"{100 * r['recall']:.2f} | {100 * r['accuracy']:.2f} | "
                     f"{r['examples_per_sec']:.1f} | {r['wall']:.0f} | "
@@ -265,6 +274,8 @@ def report(summary):
              f"1 point); training examples/s {o['examples_per_sec'] / h['examples_per_sec']:.2f}x "
              f"the peer's. Wall time, ours: start-up, feature writing, tracing, training and "
              f"evaluation; the peer's: loading, training and evaluation (no tokenization)."]
+    if summary.get("note"):
+        text += ["", summary["note"]]
     return "\n".join(text)
 
 

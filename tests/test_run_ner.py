@@ -15,7 +15,7 @@ from bert_mgpu.config import BertConfig, TrainConfig
 from bert_mgpu.data import input_pipeline, ner_data
 from bert_mgpu.tokenization import FullTokenizer
 
-from _oracle import REPO
+from _oracle import REPO, run_json_request
 from _pretraining_data import TINY_CONFIG
 
 SCRIPT = os.path.join(REPO, "run_ner.py")
@@ -154,7 +154,8 @@ def test_rerun_predicts_from_the_checkpoint(run):
     assert proc.returncode == 0, proc.stderr[-3000:]
     before = (out / "predictions.txt").read_text(encoding="utf-8")
     again = subprocess.run([sys.executable, SCRIPT] + [
-        a for a in proc.args[2:] if not a.startswith(("--do_train", "--do_eval"))],
+        a for a in proc.args[2:]
+        if not a.startswith(("--do_train", "--do_eval", "--eval_every_n_steps"))],
         capture_output=True, text=True, timeout=300,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert again.returncode == 0, again.stderr[-3000:]
@@ -281,9 +282,51 @@ def test_only_first_pieces_reach_the_loss(records):
 
 
 def test_help_lists_the_flags():
+    # (absl's --help exits with 1, as in tests/test_bad_input.py.)
     proc = subprocess.run([sys.executable, SCRIPT, "--help"], capture_output=True, text=True,
                           timeout=120)
-    assert proc.returncode == 0
     for flag in ("--tag_scheme", "--doc_stride", "--label_list", "--n_gpus", "--data_dir",
                  "--eval_every_n_steps", "--num_accumulation_steps", "--init_checkpoint"):
         assert flag in proc.stdout, flag
+
+
+def hf_name(name):
+    """Our (Google's) variable name -> (Hugging Face parameter name, transpose)."""
+    if name.startswith("cls/ner/"):
+        return {"output_weights": "classifier.weight",
+                "output_bias": "classifier.bias"}[name.split("/")[-1]], False
+    hf = name.replace("/", ".").replace("layer_", "layer.")
+    hf = hf.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta",
+                                                                  "LayerNorm.bias")
+    if hf.endswith("_embeddings"):
+        return hf + ".weight", False
+    if hf.endswith(".kernel"):
+        return hf[:-len(".kernel")] + ".weight", True
+    return hf, False
+
+
+def test_logits_and_loss_equal_hugging_face_bert_for_token_classification(records, tmp_path):
+    """The same weights in Hugging Face's model (the head is its `classifier`, labels -100 off
+    the first pieces): the same logits at every position and the same loss."""
+    config = records["config"].replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    tf.random.set_seed(11)
+    task = tasks.TaggingTask(config, len(records["labels"]))
+    weights = {}
+    for name, var in task.named_variables().items():
+        if not name.startswith("bert/pooler/"):  # not on the tagging path, not in HF's model
+            key, transpose = hf_name(name)
+            weights[key] = var.numpy().T if transpose else var.numpy()
+    np.savez(tmp_path / "weights.npz", **weights)
+    windows = records["windows"][:12]
+    batch = {k: np.array([w.values[k] for w in windows]) for k in ner_data.NER_FEATURES}
+    np.savez(tmp_path / "batch.npz", **batch)
+    out = json.loads(run_json_request("hf_token_classification.py", {
+        "config": config.to_dict(), "num_labels": len(records["labels"]),
+        "weights": str(tmp_path / "weights.npz"), "batch": str(tmp_path / "batch.npz")},
+        tmp_path).strip().splitlines()[-1])
+    features = {k: tf.constant(v, tf.float32 if k == "label_weights" else tf.int32)
+                for k, v in batch.items()}
+    logits = task._forward(features, training=False)["logits"].numpy()
+    np.testing.assert_allclose(logits, np.array(out["logits"]), atol=2e-5)
+    loss = task.tower_loss(features, task.context(features), training=False)["loss"]
+    assert float(loss) == pytest.approx(out["loss"], rel=1e-5)

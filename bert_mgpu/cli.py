@@ -153,6 +153,21 @@ _SPECS = {
     "layerwise_lr_decay": ("float", 1.0, "Layer-wise LR decay: encoder layer l of L gets "
                                          "learning_rate * RATE^(L - l), the embeddings RATE^L, "
                                          "the classifier the full rate. 1.0 = off."),
+    # run_classifier_mgpu.py task types and head input (tasks.py).
+    "task_type": ("enum", "classification",
+                  "tsv task: classification (one label per row, softmax); regression (a number "
+                  "in the label column, one output, mean squared error; eval_pearson, "
+                  "eval_spearman, eval_mse); multilabel (comma-separated labels, possibly none; "
+                  "sigmoid + binary cross-entropy; eval_f1_micro, eval_f1_macro, "
+                  "eval_exact_match). --task_name=stsb is regression.", config.TASK_TYPES),
+    "multilabel_threshold": ("float", 0.5, "--task_type=multilabel: a label is predicted when "
+                                           "its probability is above this."),
+    "classifier_input": ("enum", "pooled", "What the output layer reads: pooled (Google: "
+                                           "tanh(dense([CLS]))), cls (the last layer's [CLS] "
+                                           "vector, no pooler), mean (the masked mean of the "
+                                           "last layer), cls_last4 (the [CLS] vectors of the "
+                                           "last 4 layers concatenated: width 4H).",
+                         config.CLASSIFIER_INPUTS),
     # Evaluation during training (fine-tuning scripts).
     "eval_every_n_steps": ("integer", 0, "Evaluate the dev set every N updates (and at the "
                                          "last): eval_history.tsv, TensorBoard run 'eval', "
@@ -532,6 +547,7 @@ def define_classifier_flags():
                  ("do_predict", "predict_batch_size", "num_train_epochs", "warmup_proportion",
                   "data_dir", "task_name", "label_list", "truncation", "head_tokens",
                   "layerwise_lr_decay"), EVAL_DURING_TRAINING_FLAGS,
+                 ("task_type", "multilabel_threshold", "classifier_input"),
                  # Fine-tuning shuffles the whole training set every epoch (Google's buffer of
                  # 100 learns nothing from a file sorted by label).
                  defaults={"shuffle_buffer_size": 0})
@@ -545,9 +561,22 @@ def classifier_config() -> config.ClassifierConfig:
     label_list = tuple(FLAGS.label_list) if FLAGS.label_list else None
     processors.get_processor(FLAGS.task_name, label_list)  # an unknown --task_name: at start
     cfg = _training_job_config(config.ClassifierConfig, task_name=FLAGS.task_name.lower(),
-                               label_list=label_list)
+                               label_list=label_list, **classifier_task_defaults())
     check_weights_to_evaluate(cfg)
     return cfg
+
+
+def classifier_task_defaults() -> dict:
+    """--task_type where the task fixes it (stsb: regression) and --best_metric's default per
+    task type (eval_accuracy is a classification metric), unless given on the command line."""
+    out = {}
+    if not FLAGS["task_type"].present:
+        out["task_type"] = config.TASK_TYPE_OF.get(FLAGS.task_name.lower(), FLAGS.task_type)
+    task_type = out.get("task_type", FLAGS.task_type)
+    if not FLAGS["best_metric"].present:
+        out["best_metric"] = {"regression": "eval_pearson",
+                              "multilabel": "eval_f1_micro"}.get(task_type, FLAGS.best_metric)
+    return out
 
 
 def define_extract_features_flags():

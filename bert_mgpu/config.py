@@ -253,6 +253,11 @@ PRECISIONS = ("fp32", "fp16", "bf16")
 OPTIMIZERS = ("adamw", "lamb")
 LR_SCHEDULES = ("linear", "one_cycle")
 TRUNCATIONS = ("head", "head_tail")
+# run_classifier_mgpu.py --task_type and --classifier_input (see tasks.py).
+TASK_TYPES = ("classification", "regression", "multilabel")
+CLASSIFIER_INPUTS = ("pooled", "cls", "mean", "cls_last4")
+# Tasks whose type is fixed by their data (the others are classification, or any with tsv).
+TASK_TYPE_OF = {"stsb": "regression"}
 
 
 def _check_at_least(obj, minimum: int, *names: str) -> None:
@@ -503,6 +508,9 @@ class ClassifierConfig:
     keep_best_checkpoint: bool = False
     best_metric: str = "eval_accuracy"
     early_stopping_patience: int = 0
+    task_type: str = "classification"
+    multilabel_threshold: float = 0.5
+    classifier_input: str = "pooled"
     flags: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def train_config(self, num_train_examples: int = 0, num_workers: int = 1) -> TrainConfig:
@@ -548,7 +556,27 @@ class ClassifierConfig:
         if self.eval_every_n_steps and not (self.do_train and self.do_eval):
             raise ValueError("--eval_every_n_steps evaluates dev.tsv during training: it needs "
                              "--do_train and --do_eval")
+        self._validate_task_type()
         self.train.validate()
+
+    def _validate_task_type(self) -> None:
+        """--task_type / --multilabel_threshold / --classifier_input against the task."""
+        if self.task_type not in TASK_TYPES:
+            raise ValueError(f"--task_type must be one of {', '.join(TASK_TYPES)}, got "
+                             f"{self.task_type!r}")
+        fixed = TASK_TYPE_OF.get(self.task_name.lower(), "classification")
+        if self.task_name.lower() != "tsv" and self.task_type != fixed:
+            raise ValueError(f"--task_type={self.task_type}: --task_name={self.task_name} is a "
+                             f"{fixed} task (other task types need --task_name=tsv)")
+        if not 0 < self.multilabel_threshold < 1:
+            raise ValueError(f"--multilabel_threshold must be in (0, 1), got "
+                             f"{self.multilabel_threshold}")
+        if self.classifier_input not in CLASSIFIER_INPUTS:
+            raise ValueError(f"--classifier_input must be one of {', '.join(CLASSIFIER_INPUTS)}, "
+                             f"got {self.classifier_input!r}")
+        if self.task_type == "regression" and self.label_list:
+            raise ValueError("--label_list does not apply to --task_type=regression (the label "
+                             "is a number)")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -132,8 +132,14 @@ def run_classifier(cfg) -> dict:
     files, config.ClassifierConfig.train_config for the steps).
     """
     job = start_job(cfg)
-    processor = processors.get_processor(cfg.task_name, cfg.label_list)
+    if cfg.classifier_input == "cls_last4" and job.bert_config.num_hidden_layers < 4:
+        raise ValueError(f"--classifier_input=cls_last4 needs at least 4 layers; "
+                         f"--bert_config_file has {job.bert_config.num_hidden_layers}")
+    processor = processors.get_processor(cfg.task_name, cfg.label_list, cfg.task_type)
     labels = processor.get_labels(cfg.data_dir)
+    if cfg.task_type == "multilabel" and not labels:
+        raise processors.DataError(f"{cfg.data_dir}: no label in train.tsv's label column and "
+                                   f"no --label_list (--task_type=multilabel)")
     data = classifier_data.FeatureFiles(cfg, processor, make_tokenizer(cfg.model),
                                         labels)
     # Every input file is read and checked (and its features cached) before training starts.
@@ -145,13 +151,12 @@ def run_classifier(cfg) -> dict:
         logging.info("***** Running training: %d examples, %g epochs, %d steps *****",
                      num_train, cfg.num_train_epochs, train_cfg.num_train_steps)
     job.save_effective_config(labels=labels)
-    task = tasks.BertClassifier(job.bert_config, len(labels), compute_dtype=job.compute_dtype(),
-                                label_names=labels)
+    task = classifier_task(cfg, job, labels)
     multipliers = None
     if cfg.layerwise_lr_decay != 1.0:
         multipliers = modeling.layerwise_lr_multipliers(
             task.named_variables(), job.bert_config.num_hidden_layers, cfg.layerwise_lr_decay)
-    trainer = job.trainer(task, train_cfg, multipliers)
+    trainer = FullEvaluation(job.trainer(task, train_cfg, multipliers))
     if cfg.do_train:
         trainer.train(job.training_input([train_file], data.shapes, train_cfg),
                       on_step=_periodic_evaluator(job, trainer, data, splits.get("dev")))
@@ -200,14 +205,59 @@ def _predict_classifier(job: Job, trainer, data, predict_file, num_predict) -> N
                      int(trainer.global_step.numpy()))
     logging.info("***** Running prediction: %d examples, batch size %d *****", num_predict,
                  job.cfg.predict_batch_size)
-    probabilities = trainer.predict(input_pipeline.record_dataset(
-        [predict_file], data.shapes, job.cfg.predict_batch_size,
-        is_training=False)).get("probabilities", np.zeros([0]))
-    if len(probabilities) != num_predict:
-        raise RuntimeError(f"predicted {len(probabilities)} of {num_predict} examples")
-    classifier_data.write_predictions(job.cfg.output_dir, probabilities)
+    outputs = trainer.predict(input_pipeline.record_dataset(
+        [predict_file], data.shapes, job.cfg.predict_batch_size, is_training=False))
+    task_type = job.cfg.task_type
+    predictions = outputs.get("predictions" if task_type == "regression" else "probabilities",
+                              np.zeros([0]))
+    if len(predictions) != num_predict:
+        raise RuntimeError(f"predicted {len(predictions)} of {num_predict} examples")
+    if task_type == "regression":
+        classifier_data.write_regression_predictions(job.cfg.output_dir, predictions)
+    elif task_type == "multilabel":
+        classifier_data.write_multilabel_predictions(job.cfg.output_dir, predictions,
+                                                     data.label_list,
+                                                     job.cfg.multilabel_threshold)
+    else:
+        classifier_data.write_predictions(job.cfg.output_dir, predictions)
     logging.info("Wrote %d predictions to %s (test_results.tsv, predict.txt)", num_predict,
                  job.cfg.output_dir)
+
+
+def classifier_task(cfg, job: Job, labels: Sequence[str]):
+    """The task of --task_type (classification: Google's BertClassifier)."""
+    dtype = job.compute_dtype()
+    if cfg.task_type == "regression":
+        return tasks.BertRegressor(job.bert_config, compute_dtype=dtype,
+                                   classifier_input=cfg.classifier_input)
+    if cfg.task_type == "multilabel":
+        return tasks.BertMultiLabelClassifier(
+            job.bert_config, len(labels), compute_dtype=dtype, label_names=labels,
+            threshold=cfg.multilabel_threshold, classifier_input=cfg.classifier_input)
+    return tasks.BertClassifier(job.bert_config, len(labels), compute_dtype=dtype,
+                                label_names=labels, classifier_input=cfg.classifier_input)
+
+
+class FullEvaluation:
+    """A trainer whose `evaluate` adds the metrics a task computes from every prediction of
+    the dataset (`task.prediction_metrics(trainer.predict(dataset))`, e.g. the regression
+    task's Spearman, which no additive sum gives): a second pass over the dev set, on the
+    chief. Everything else is the wrapped trainer's (training.py is unchanged)."""
+
+    def __init__(self, trainer):
+        self._trainer = trainer
+
+    def __getattr__(self, name):
+        return getattr(self._trainer, name)
+
+    def evaluate(self, dataset, max_steps: Optional[int] = None) -> dict:
+        result = self._trainer.evaluate(dataset, max_steps)
+        prediction_metrics = getattr(self._trainer.task, "prediction_metrics", None)
+        if prediction_metrics is not None and result:
+            if max_steps is not None:
+                dataset = dataset.take(max_steps)
+            result.update(prediction_metrics(self._trainer.predict(dataset)))
+        return result
 
 
 # ---------------------------------------------------------------------------------------------

@@ -362,10 +362,13 @@ class BertRegressor(_LinearHeadTask):
                 "eval_pearson": metrics_lib.pearson(scores, labels)}
 
     def predict(self, features) -> Tensors:
-        """`predictions` float32 [B] (the scores) and the records' `label_values` [B] (0 for
-        unlabelled test examples), for `prediction_metrics`."""
-        return {"predictions": self._logits(features, training=False)[:, 0],
-                "label_values": tf.cast(features["label_values"][:, 0], tf.float32)}
+        """`predictions` float32 [B] (the scores) and, when the features have them, the
+        records' `label_values` [B] (0 for unlabelled test examples), for
+        `prediction_metrics`."""
+        out = {"predictions": self._logits(features, training=False)[:, 0]}
+        if "label_values" in features:
+            out["label_values"] = tf.cast(features["label_values"][:, 0], tf.float32)
+        return out
 
 
 class BertMultiLabelClassifier(_LinearHeadTask):

@@ -140,8 +140,9 @@ _SPECS = {
     # run_classifier_mgpu.py
     "data_dir": ("string", None, "The input data dir. Should contain the .tsv files (or other "
                                  "data files) for the task."),
-    "task_name": ("string", None, "The name of the task to train: cola, mnli, mrpc, xnli, or "
-                                  "tsv (your own train/dev/test.tsv with a header row)."),
+    "task_name": ("string", None, "The name of the task to train: cola, mnli, mrpc, xnli, stsb "
+                                  "(GLUE's STS-B, a regression), or tsv (your own "
+                                  "train/dev/test.tsv with a header row; see --task_type)."),
     "label_list": ("list", None, "tsv task: the labels in id order (default: the sorted set of "
                                  "labels in train.tsv)."),
     "truncation": ("enum", "head", "How to shorten a long single text: 'head' keeps the "

@@ -217,9 +217,12 @@ def classifier_features(outputs, input_mask, classifier_input: str = "pooled") -
         return outputs.sequence_output[:, 0, :]
     if classifier_input == "mean":
         sequence = outputs.sequence_output  # [B, S, H]
-        mask = tf.cast(input_mask, sequence.dtype)[:, :, None]  # [B, S, 1]
-        # Every packed sequence has [CLS] and [SEP]: the count is never 0.
-        return tf.reduce_sum(sequence * mask, axis=1) / tf.reduce_sum(mask, axis=1)
+        # Summed in float32 (a 512-token sum loses digits in fp16/bf16), returned in the
+        # model's dtype. Every packed sequence has [CLS] and [SEP]: the count is never 0.
+        mask = tf.cast(input_mask, tf.float32)[:, :, None]  # [B, S, 1]
+        mean = tf.reduce_sum(tf.cast(sequence, tf.float32) * mask, axis=1) / \
+            tf.reduce_sum(mask, axis=1)
+        return tf.cast(mean, sequence.dtype)
     if classifier_input == "cls_last4":
         layers = outputs.all_encoder_layers
         if len(layers) < 4:

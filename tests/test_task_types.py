@@ -232,6 +232,7 @@ def test_classifier_inputs_shapes_values_and_pooled_unchanged():
         for task in (tasks.BertClassifier(config, 3, classifier_input=kind),
                      tasks.BertMultiLabelClassifier(config, 3, classifier_input=kind),
                      tasks.BertRegressor(config, classifier_input=kind)):
+            assert isinstance(task, tasks.Task)
             variables = task.named_variables()
             n = task.classifier.num_labels
             assert variables["output_weights"].shape == (n, width), (kind, type(task))
@@ -285,7 +286,7 @@ def test_towers_equal_one_device_with_dropout(tmp_path, task_type):
     results, losses = [], []
     for n_gpus, batch in ((1, 8), (2, 4)):
         task = make()
-        trainer = trainer_for(task, tmp_path / f"out{n_gpus}", n_gpus, batch, steps=3,
+        trainer = trainer_for(task, tmp_path / f"out{n_gpus}", n_gpus, batch, steps=2,
                               learning_rate=1e-3, init_checkpoint=init_path)
         metrics = trainer.train(input_pipeline.record_dataset(
             [str(tmp_path / "train.tf_record")], shapes, 8, True, seed=1, shuffle_buffer=0))

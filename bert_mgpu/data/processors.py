@@ -6,6 +6,10 @@ named `label` holds the label (it may be absent from `test.tsv`); the one or two
 `text_a` and `text_b`, in file order. The label list is the sorted set of training labels unless
 `--label_list=a,b,c` is given. A row with the wrong number of columns or an unknown label is an
 error naming the file and line, never skipped silently.
+
+With `--task_type=regression` the `label` column holds a number (the label list is empty); with
+`--task_type=multilabel` it holds comma-separated labels, possibly none, and the label list is
+the sorted union of the training labels. `stsb` is GLUE's STS-B layout (a regression).
 """
 
 import csv

@@ -150,7 +150,9 @@ def run_classifier(cfg) -> dict:
     if cfg.do_train:
         logging.info("***** Running training: %d examples, %g epochs, %d steps *****",
                      num_train, cfg.num_train_epochs, train_cfg.num_train_steps)
-    job.save_effective_config(labels=labels)
+    # The effective task type and --best_metric (stsb and the task types set their defaults).
+    job.save_effective_config(labels=labels, task_type=cfg.task_type,
+                              best_metric=cfg.best_metric)
     task = classifier_task(cfg, job, labels)
     multipliers = None
     if cfg.layerwise_lr_decay != 1.0:

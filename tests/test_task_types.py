@@ -389,3 +389,36 @@ def test_task_type_needs_a_task_that_has_it(data_root, tmp_path):
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
     assert "--task_type=regression: --task_name=mrpc is a classification task" in last, last
+
+
+def test_script_stsb_is_a_regression(tmp_path, data_root):
+    # GLUE's layout; no training (random weights on purpose): the task type, the keys and the
+    # prediction files come from --task_name=stsb alone.
+    header = ["index", "genre", "filename", "year", "old_index", "source1", "source2",
+              "sentence1", "sentence2"]
+    rng = np.random.RandomState(4)
+    for split, n in (("train", 4), ("dev", 7), ("test", 5)):
+        rows = [header + ([] if split == "test" else ["score"])]
+        for i in range(n):
+            row = [str(i), "main-news", "headlines", "2015", str(i), "none", "none",
+                   "a man is " + rng.choice(["good", "bad"]), "a movie is fun"]
+            rows.append(row + ([] if split == "test" else [f"{rng.uniform(0, 5):.3f}"]))
+        write(tmp_path / f"{split}.tsv", rows)
+    out = tmp_path / "out"
+    cmd = [sys.executable, SCRIPT, "--task_name=stsb", f"--data_dir={tmp_path}",
+           f"--vocab_file={VOCAB}", f"--bert_config_file={data_root / 'bert_config.json'}",
+           f"--output_dir={out}", "--do_eval", "--do_predict", "--allow_random_weights",
+           "--max_seq_length=16", "--eval_batch_size=3", "--predict_batch_size=2"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = read_results(out)
+    assert {"eval_pearson", "eval_spearman", "eval_mse"} <= set(result)
+    assert result["eval_examples"] == "7"
+    assert len((out / "predict.txt").read_text().splitlines()) == 5
+    run_config = json.loads((out / "run_config.json").read_text())
+    assert run_config["task_type"] == "regression" and run_config["labels"] == []
+    bad = subprocess.run(cmd + ["--task_type=multilabel"], capture_output=True, text=True,
+                         timeout=300)
+    assert bad.returncode == 1
+    assert "--task_name=stsb is a regression task" in bad.stderr.strip().splitlines()[-1]

@@ -263,3 +263,32 @@ def test_bad_flags_are_one_line(tmp_path, change, message):
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("run_squad.py: ERROR: ") and message in last, last
+
+
+# -- the same weights in Hugging Face's BertForQuestionAnswering (oracle venv) ---------------
+
+@pytest.mark.oracle
+def test_logits_and_predictions_equal_hugging_face(tmp_path):
+    """The first 12 paragraphs of the real article (70 questions, 42 unanswerable) with
+    128-token windows (stride 64, questions up to 32 tokens: most questions in several
+    windows): the start/end logits of our model and of Hugging Face's on the same weights agree
+    to 1e-5, and Google's write_predictions (oracle) on Hugging Face's logits and ours on our
+    logits give the same predictions.json and n-best texts, in v1.1 mode and in v2.0 mode
+    (null_odds to 1e-4; a threshold that makes some answers null). bench/squad_hf.py runs the
+    whole article at 384 and 128."""
+    import _squad_hf
+
+    article = _squad_hf.first_paragraphs(require_material("squad", V2_FILE),
+                                         tmp_path / "article.json", 12)
+    run = _squad_hf.compare(article, tmp_path, max_seq_length=128, doc_stride=64,
+                            max_query_length=32)
+    assert len(run["examples"]) == 70 and len(run["features"]) > 70
+    assert run["max_abs_diff"] <= 1e-5, run["max_abs_diff"]
+    for mode in ("v1.1", "v2.0"):
+        got = run[mode]
+        assert got["predictions"] == got["google_predictions"]
+        assert got["nbest_texts"] == got["google_nbest_texts"]
+    v2 = run["v2.0"]
+    assert v2["null_odds_max_diff"] <= 1e-4
+    nulls = sum(p == "" for p in v2["predictions"].values())
+    assert 0 < nulls < len(v2["predictions"])

@@ -53,7 +53,8 @@ def main():
                              f"{got['null_odds_max_diff']:.1e}")
                 rows.append(f"| {filename} | {'/'.join(map(str, window))} | "
                             f"{len(run['examples'])} | {len(run['features'])} | "
-                            f"{run['max_abs_diff']:.1e} | {mode} | "
+                            f"{run['max_abs_diff_tokens']:.1e} | {run['max_abs_diff']:.1e} | "
+                            f"{mode} | "
                             f"{'equal' if same else 'DIFFERENT'} | "
                             f"{'equal' if same_nbest else 'DIFFERENT'} | {extra} |")
                 print(rows[-1], flush=True)
@@ -66,13 +67,15 @@ def main():
         "Google's initializer (stddev 0.02, seeded) written into our checkpoint as "
         "`cls/squad/*` and given to Hugging Face as `qa_outputs`; the same windows (ours, equal "
         "to Google's). Logits: largest |ours - Hugging Face| over every start and end logit "
-        "(logits spread over about +-0.3 with this head). Predictions: ours "
+        "(logits spread over about +-0.3 with this head), on the windows' tokens and with the "
+        "padding positions too (their logits enter Google's n-best index selection, then are "
+        "discarded). Predictions: ours "
         "(squad_metrics) on our logits vs Google's `write_predictions` on Hugging Face's "
         "(Hugging Face's library has no SQuAD post-processing since transformers 5).",
         "",
-        "| file | window | questions | windows | max logit diff | mode | predictions.json |"
-        " n-best texts | v2.0 |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| file | window | questions | windows | max logit diff, tokens | incl. padding | mode |"
+        " predictions.json | n-best texts | v2.0 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
         *rows])
     write_section("squad-hf", text)
 

@@ -83,7 +83,8 @@ def compare(squad_file, workdir, max_seq_length, doc_stride, max_query_length,
             modes=("v1.1", "v2.0"), batch_size=32):
     """Logits and predictions of both sides on every window of `squad_file`'s questions.
 
-    Returns: dict with `examples`, `features`, `max_abs_diff` (start and end logits), the
+    Returns: dict with `examples`, `features`, `max_abs_diff` (start and end logits; also
+    `max_abs_diff_tokens`, at the windows' tokens, padding positions left out), the
     seconds of each side's logits, and per mode: `predictions`/`google_predictions`,
     `nbest_texts`/`google_nbest_texts`, for v2.0 also `threshold`, `threshold_gap`,
     `null_odds_max_diff`.
@@ -116,6 +117,10 @@ def compare(squad_file, workdir, max_seq_length, doc_stride, max_query_length,
            "our_seconds": our_seconds,
            "max_abs_diff": float(max(np.abs(start - hf["start_logits"]).max(),
                                      np.abs(end - hf["end_logits"]).max())),
+           # On the windows' tokens only (input_mask 1), without the padding positions.
+           "max_abs_diff_tokens": float(max(
+               np.abs(start - hf["start_logits"])[arrays["input_mask"] == 1].max(),
+               np.abs(end - hf["end_logits"])[arrays["input_mask"] == 1].max())),
            "logit_std": float(start.std())}
 
     ours = [squad_metrics.RawResult(int(u), s, e) for u, s, e in zip(unique_ids, start, end)]

@@ -78,6 +78,66 @@ def test_squad_task_variables_and_predict_keys():
     assert out["start_logits"].shape == [2, SEQ] and out["end_logits"].shape == [2, SEQ]
 
 
+def test_squad_task_shares_add_up_to_googles_loss():
+    """Each slice's loss is its share of the global batch's (start CE + end CE) / 2 mean."""
+    task = tasks.SquadTask(BertConfig.from_dict(TINY_CONFIG))
+    rng = np.random.RandomState(2)
+    features = {"input_ids": tf.constant(rng.randint(1, 100, size=[6, SEQ]), tf.int32),
+                "input_mask": tf.ones([6, SEQ], tf.int32),
+                "segment_ids": tf.zeros([6, SEQ], tf.int32),
+                "start_positions": tf.constant(rng.randint(0, SEQ, size=[6, 1]), tf.int32),
+                "end_positions": tf.constant(rng.randint(0, SEQ, size=[6, 1]), tf.int32)}
+    context = task.context(features)
+    whole = float(task._forward(features, training=False)["loss"])  # the head's batch mean
+    for n in (1, 2, 3):
+        size = 6 // n
+        shares = [task.tower_loss({k: v[i * size:(i + 1) * size] for k, v in features.items()},
+                                  context, training=False) for i in range(n)]
+        assert sum(float(x["loss"]) for x in shares) == pytest.approx(whole, rel=1e-5)
+    sums = task.eval_sums(features)
+    assert task.eval_metrics({k: v.numpy() for k, v in sums.items()})["loss"] == \
+        pytest.approx(whole, rel=1e-5)
+
+
+def test_flags_defaults_and_steps_are_googles():
+    code = """
+import dataclasses, json
+from absl import flags
+from bert_mgpu import cli
+cli.define_squad_flags()
+flags.FLAGS(["run_squad.py", "--vocab_file=v.txt", "--bert_config_file=c.json",
+             "--output_dir=o", "--do_train", "--train_file=t.json", "--n_gpus=2",
+             "--use_tpu=false", "--tpu_name=x", "--num_tpu_cores=8"])
+cfg = cli.squad_config()
+out = dataclasses.asdict(cfg)
+out["defined"] = sorted(cli.flag_values_dict())
+out["steps"] = [cfg.train_config(n).num_train_steps for n in (87599, 130319)]
+out["warmup"] = cfg.train_config(87599).num_warmup_steps
+print(json.dumps(out, default=str))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=REPO, env=dict(os.environ, CUDA_VISIBLE_DEVICES=""), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    # Google's run_squad.py defaults.
+    assert out["model"]["max_seq_length"] == 384 and out["model"]["do_lower_case"] is True
+    assert (out["doc_stride"], out["max_query_length"], out["predict_batch_size"],
+            out["n_best_size"], out["max_answer_length"]) == (128, 64, 8, 20, 30)
+    assert (out["num_train_epochs"], out["warmup_proportion"]) == (3.0, 0.1)
+    assert out["version_2_with_negative"] is False and out["null_score_diff_threshold"] == 0.0
+    assert out["verbose_logging"] is False and out["do_predict"] is False
+    assert (out["train"]["train_batch_size"], out["train"]["learning_rate"],
+            out["train"]["save_checkpoints_steps"]) == (32, 5e-5, 1000)
+    assert out["train"]["n_gpus"] == 2 and out["train"]["shuffle_buffer_size"] == 0
+    # Google's formula over the global batch (32 x 2): SQuAD v1.1's and v2.0's training sets.
+    assert out["steps"] == [int(87599 / 64 * 3.0), int(130319 / 64 * 3.0)]
+    assert out["warmup"] == int(out["steps"][0] * 0.1)
+    for name in ("use_tpu", "tpu_name", "num_tpu_cores", "iterations_per_loop", "do_eval",
+                 "num_accumulation_steps", "precision", "use_xla", "worker_hosts"):
+        assert name in out["defined"], name
+    assert "eval_batch_size" not in out["defined"] and "data_dir" not in out["defined"]
+
+
 # -- towers == one device on a SQuAD batch ---------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Output heads with Google's variable scopes: masked LM, next sentence, classifier, span.
+"""Output heads with Google's variable scopes: masked LM, next sentence, classifier.
 
 Heads only: the trainer tasks that combine `BertModel` with them live in tasks.py.
 
@@ -10,8 +10,6 @@ Heads only: the trainer tasks that combine `BertModel` with them live in tasks.p
   `cls/seq_relationship/output_bias` [2].
 - `ClassifierHead`: root-level `output_weights` [num_labels, hidden] and `output_bias`, as
   Google's `run_classifier.create_model`.
-- `SpanHead`: `cls/squad/output_weights` [2, hidden], `cls/squad/output_bias` [2], as Google's
-  `run_squad.create_model` (start and end logits of every position).
 
 Losses are returned with their parts (sum of weighted per-example losses and the weight total) so
 that a task can normalise by the *global* count of masked tokens, which keeps N towers equal to

@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_mgpu import modeling, tasks, tokenization, towers, training
+from bert_mgpu import checkpoint, evaluation, modeling, tasks, tokenization, towers, training
 from bert_mgpu.cluster import Cluster
 from bert_mgpu.config import BertConfig, ModelFiles, TrainConfig
 from bert_mgpu.data import classifier_data, features, input_pipeline, processors
@@ -24,7 +24,8 @@ from bert_mgpu.data import classifier_data, features, input_pipeline, processors
 
 def make_tokenizer(model: ModelFiles) -> tokenization.FullTokenizer:
     """The tokenizer of `model`'s vocabulary (or SentencePiece model) and casing, after
-    Google's check that the casing suits a released checkpoint."""
+    Google's check that the casing suits a released checkpoint (the script's config builder
+    has checked the files against the model: cli.check_model_files)."""
     tokenization.validate_case_matches_checkpoint(model.do_lower_case, model.init_checkpoint)
     return tokenization.FullTokenizer(model.vocab_file, model.do_lower_case,
                                       spm_model_file=model.spm_model_file)
@@ -133,8 +134,12 @@ def run_classifier(cfg) -> dict:
     job = start_job(cfg)
     processor = processors.get_processor(cfg.task_name, cfg.label_list)
     labels = processor.get_labels(cfg.data_dir)
-    data = classifier_data.FeatureFiles(cfg, processor, make_tokenizer(cfg.model), labels)
-    train_file, num_train = data.get("train") if cfg.do_train else (None, 0)
+    data = classifier_data.FeatureFiles(cfg, processor, make_tokenizer(cfg.model),
+                                        labels)
+    # Every input file is read and checked (and its features cached) before training starts.
+    splits = {split: data.get(split) for split, wanted in (
+        ("train", cfg.do_train), ("dev", cfg.do_eval), ("test", cfg.do_predict)) if wanted}
+    train_file, num_train = splits.get("train", (None, 0))
     train_cfg = cfg.train_config(num_train, job.num_workers)
     if cfg.do_train:
         logging.info("***** Running training: %d examples, %g epochs, %d steps *****",
@@ -148,19 +153,33 @@ def run_classifier(cfg) -> dict:
             task.named_variables(), job.bert_config.num_hidden_layers, cfg.layerwise_lr_decay)
     trainer = job.trainer(task, train_cfg, multipliers)
     if cfg.do_train:
-        trainer.train(job.training_input([train_file], data.shapes, train_cfg))
+        trainer.train(job.training_input([train_file], data.shapes, train_cfg),
+                      on_step=_periodic_evaluator(job, trainer, data, splits.get("dev")))
     else:
         trainer.restore_or_initialize()
     result = {}
     if job.chief and cfg.do_eval:  # evaluation, prediction and their files are the chief's
-        result = _evaluate_classifier(job, trainer, data)
+        result = _evaluate_classifier(job, trainer, data, *splits["dev"])
     if job.chief and cfg.do_predict:
-        _predict_classifier(job, trainer, data)
+        _predict_classifier(job, trainer, data, *splits["test"])
     return result
 
 
-def _evaluate_classifier(job: Job, trainer, data) -> dict:
-    eval_file, num_eval = data.get("dev")
+def _periodic_evaluator(job: Job, trainer, data, dev):
+    """`--eval_every_n_steps`: the trainer's on_step callback (see evaluation.py), or None."""
+    cfg = job.cfg
+    if not cfg.eval_every_n_steps:
+        return None
+    eval_file = dev[0]
+    return evaluation.PeriodicEvaluator(
+        trainer, lambda: input_pipeline.record_dataset([eval_file], data.shapes,
+                                                       cfg.eval_batch_size, is_training=False),
+        cfg.output_dir, cfg.eval_every_n_steps, best_metric=cfg.best_metric,
+        keep_best=cfg.keep_best_checkpoint, patience=cfg.early_stopping_patience,
+        is_chief=job.chief)
+
+
+def _evaluate_classifier(job: Job, trainer, data, eval_file, num_eval) -> dict:
     logging.info("***** Running evaluation: %d examples, batch size %d *****", num_eval,
                  job.cfg.eval_batch_size)
     result = trainer.evaluate(input_pipeline.record_dataset(
@@ -170,8 +189,15 @@ def _evaluate_classifier(job: Job, trainer, data) -> dict:
     return result
 
 
-def _predict_classifier(job: Job, trainer, data) -> None:
-    predict_file, num_predict = data.get("test")
+def _predict_classifier(job: Job, trainer, data, predict_file, num_predict) -> None:
+    best = evaluation.best_checkpoint(job.cfg.output_dir) if job.cfg.keep_best_checkpoint \
+        else None
+    if best is not None:
+        checkpoint.restore_checkpoint(best, trainer.variables)
+        logging.info("Predicting with the best checkpoint %s (--keep_best_checkpoint)", best)
+    else:
+        logging.info("Predicting with the weights at global_step %d",
+                     int(trainer.global_step.numpy()))
     logging.info("***** Running prediction: %d examples, batch size %d *****", num_predict,
                  job.cfg.predict_batch_size)
     probabilities = trainer.predict(input_pipeline.record_dataset(

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""BERT fine-tuning and prediction on SQuAD v1.1/v2.0 with in-graph towers (Google's run_squad.py,
+r"""BERT fine-tuning and prediction on SQuAD v1.1/v2.0 with in-graph towers (Google's run_squad.py,
 TF2).
 
 Usage (Google's command line, plus --n_gpus; --train_batch_size is per tower):
@@ -19,18 +19,17 @@ predictions.json, nbest_predictions.json and (v2.0) null_odds.json in --output_d
 eval_results.txt.
 """
 
-from absl import app
-
 from bert_mgpu import cli
-from bert_mgpu.scripts import run_main
+from bert_mgpu.scripts import run
 
 cli.define_squad_flags()
 
 
 def main(_):
+    cfg = cli.squad_config()  # every flag and file checked before TensorFlow is loaded
     from bert_mgpu import jobs
-    jobs.run_squad(cli.squad_config())
+    jobs.run_squad(cfg)
 
 
 if __name__ == "__main__":
-    app.run(run_main(main))
+    run(main)

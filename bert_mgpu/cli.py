@@ -643,4 +643,13 @@ def define_squad_flags():
 
 def squad_config() -> config.SquadConfig:
     require("vocab_file", "bert_config_file", "output_dir")
-    return _training_job_config(config.SquadConfig)
+    check_output_dir()
+    cfg = _training_job_config(config.SquadConfig)
+    check_weights_to_evaluate(cfg)
+    # A mistyped SQuAD json path fails at start, before TensorFlow is loaded.
+    for flag, used in (("train_file", cfg.do_train),
+                       ("predict_file", cfg.do_predict or cfg.do_eval)):
+        path = getattr(cfg, flag)
+        if used and not _is_remote(path) and not os.path.isfile(path):
+            raise FlagError(f"--{flag}: {path} not found")
+    return cfg

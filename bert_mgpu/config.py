@@ -655,6 +655,7 @@ class SquadConfig:
     verbose_logging: bool = False
     version_2_with_negative: bool = False
     null_score_diff_threshold: float = 0.0
+    allow_random_weights: bool = False
     flags: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def train_config(self, num_train_examples: int = 0, num_workers: int = 1) -> TrainConfig:

@@ -99,15 +99,21 @@ def test_squad_task_shares_add_up_to_googles_loss():
         pytest.approx(whole, rel=1e-5)
 
 
-def test_flags_defaults_and_steps_are_googles():
-    code = """
+def test_flags_defaults_and_steps_are_googles(tmp_path):
+    config = tmp_path / "bert_config.json"
+    config.write_text(json.dumps(dict(TINY_CONFIG, vocab_size=30522,
+                                      max_position_embeddings=512)))
+    train_file = tmp_path / "train.json"
+    train_file.write_text('{"version": "1.1", "data": []}')
+    argv = ["run_squad.py", f"--vocab_file={VOCAB}", f"--bert_config_file={config}",
+            f"--output_dir={tmp_path / 'out'}", "--do_train", f"--train_file={train_file}",
+            "--n_gpus=2", "--use_tpu=false", "--tpu_name=x", "--num_tpu_cores=8"]
+    code = f"""
 import dataclasses, json
 from absl import flags
 from bert_mgpu import cli
 cli.define_squad_flags()
-flags.FLAGS(["run_squad.py", "--vocab_file=v.txt", "--bert_config_file=c.json",
-             "--output_dir=o", "--do_train", "--train_file=t.json", "--n_gpus=2",
-             "--use_tpu=false", "--tpu_name=x", "--num_tpu_cores=8"])
+flags.FLAGS({argv!r})
 cfg = cli.squad_config()
 out = dataclasses.asdict(cfg)
 out["defined"] = sorted(cli.flag_values_dict())

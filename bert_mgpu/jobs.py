@@ -223,6 +223,8 @@ def run_squad(cfg) -> dict:
     from bert_mgpu.data import squad_data  # here: the other jobs never load SQuAD code
 
     job = start_job(cfg)
+    if cfg.do_eval:  # before training, not after it
+        _check_has_answers(cfg.predict_file)
     tokenizer = make_tokenizer(cfg.model)
     train = _squad_train_records(cfg, tokenizer) if cfg.do_train else None
     train_cfg = cfg.train_config(train.num_examples if train else 0, job.num_workers)
@@ -247,6 +249,19 @@ def run_squad(cfg) -> dict:
         if cfg.do_eval:
             result = _evaluate_squad(job, trainer, predictions, null_odds)
     return result
+
+
+def _check_has_answers(predict_file: str) -> None:
+    """--do_eval scores the predictions against the answers of --predict_file: every question
+    needs an "answers" list (empty for a v2.0 question without answer)."""
+    from bert_mgpu.data import squad_data
+    for article in squad_data.load_squad_json(predict_file)["data"]:
+        for paragraph in article.get("paragraphs", []):
+            for qa in paragraph.get("qas", []):
+                if not isinstance(qa.get("answers"), list):
+                    raise ValueError(f"--do_eval: {predict_file}: question {qa.get('id')} has no "
+                                     f"\"answers\" list (evaluation needs a file with the "
+                                     f"answers; use --do_predict alone for a test file)")
 
 
 def _squad_train_records(cfg, tokenizer):

@@ -320,10 +320,20 @@ def test_script_predicts_v11_from_a_squad_checkpoint(squad_run):
      "The max_seq_length (128) must be greater than "
                                  "max_query_length (200) + 3"),
     (["--do_train=true"], "If `do_train` is True, then `train_file` must be specified."),
+    (["--do_predict=true", "--predict_file={tmp}/absent.json", "--allow_random_weights"],
+     "--predict_file: {tmp}/absent.json not found"),
+    (["--do_eval=true", "--predict_file={tmp}/test.json", "--allow_random_weights"],
+     "--do_eval: {tmp}/test.json: question q1 has no \"answers\" list"),
 ])
 def test_bad_flags_are_one_line(tmp_path, change, message):
     config = tmp_path / "bert_config.json"
-    config.write_text(json.dumps(dict(TINY_CONFIG, vocab_size=30522)))
+    config.write_text(json.dumps(dict(TINY_CONFIG, vocab_size=30522,
+                                      max_position_embeddings=128)))
+    # A test set: questions without answers (fine to predict, not to evaluate).
+    (tmp_path / "test.json").write_text(json.dumps({"version": "1.1", "data": [{"paragraphs": [
+        {"context": "Rollo was a Viking.", "qas": [{"id": "q1", "question": "Who?"}]}]}]}))
+    change = [c.replace("{tmp}", str(tmp_path)) for c in change]
+    message = message.replace("{tmp}", str(tmp_path))
     proc = run_script(f"--vocab_file={VOCAB}", f"--bert_config_file={config}",
                       f"--output_dir={tmp_path / 'out'}", "--max_seq_length=128", *change)
     assert proc.returncode == 1

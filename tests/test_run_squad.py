@@ -315,6 +315,42 @@ def test_script_predicts_v11_from_a_squad_checkpoint(squad_run):
     assert 0 <= float(result["exact_match"]) <= float(result["f1"]) <= 100
 
 
+@pytest.mark.oracle
+def test_googles_create_model_loads_our_squad_checkpoint(squad_run, tmp_path):
+    """Google's run_squad.create_model, initialised from the script's checkpoint the way
+    Google's model_fn does it (get_assignment_map_from_checkpoint, by name), takes every
+    variable from it, the head included, and computes our logits on real windows (<= 1e-5)."""
+    from _oracle import run_json_request
+    from bert_mgpu import tokenization
+
+    assert squad_run["proc"].returncode == 0
+    prefix = str(squad_run["out"] / "model.ckpt-2")
+    config = json.loads(squad_run["config"].read_text())
+    tokenizer = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
+    examples = squad_data.read_squad_examples(squad_run["v2"], is_training=False)[:6]
+    features = list(squad_data.convert_examples_to_features(examples, tokenizer, 128, 64, 32,
+                                                            is_training=False))
+    arrays = {k: np.array([getattr(f, k) for f in features], np.int32)
+              for k in ("input_ids", "input_mask", "segment_ids")}
+    np.savez(tmp_path / "inputs.npz", **arrays)
+    run_json_request("google_squad_model.py", {
+        "config": config, "init_checkpoint": prefix, "inputs": str(tmp_path / "inputs.npz"),
+        "output": str(tmp_path / "google.npz"), "names": str(tmp_path / "names.json")},
+        tmp_path)
+    names = json.loads((tmp_path / "names.json").read_text())
+    assert ["cls/squad/output_weights", True] in names and ["cls/squad/output_bias", True] in names
+    assert all(initialised for _, initialised in names), names
+    task = tasks.SquadTask(BertConfig.from_dict(config))
+    checkpoint.init_from_checkpoint(prefix, task.named_variables())
+    features_tf = {k: tf.constant(v) for k, v in arrays.items()}
+    features_tf["unique_ids"] = tf.constant([[f.unique_id] for f in features])
+    ours = task.predict(features_tf)
+    google = np.load(tmp_path / "google.npz")
+    assert np.abs(ours["start_logits"].numpy() - google["start_logits"]).max() <= 1e-5
+    assert np.abs(ours["end_logits"].numpy() - google["end_logits"]).max() <= 1e-5
+    assert google["start_logits"].std() > 0.01
+
+
 @pytest.mark.parametrize("change,message", [
     (["--do_predict=true", "--predict_file=dev.json", "--max_query_length=200"],
      "The max_seq_length (128) must be greater than "

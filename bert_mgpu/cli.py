@@ -527,3 +527,73 @@ def classifier_config() -> ClassifierConfig:
         # Placeholder steps: replaced once the training set size is known.
         train=train_config(FLAGS.output_dir, 1, 0, FLAGS.init_checkpoint),
         flags=flag_values_dict(), cluster=cluster_config())
+
+
+# ---------------------------------------------------------------------------------------------
+# create_vocab.py (issue 18): define_create_vocab_flags() and create_vocab_config()
+
+_VOCAB_ALGORITHMS = ("bpe", "unigram", "wordpiece")
+
+
+def define_create_vocab_flags():
+    flags.DEFINE_string("input_file", None,
+                        "Input raw text file (or comma-separated list of files; globs allowed), "
+                        "in create_pretraining_data.py's format; '.gz' files are read "
+                        "decompressed.")
+    flags.DEFINE_string("output_file", None, "The vocab.txt to write (written to a temporary "
+                        "file and renamed: no partial file on failure).")
+    flags.DEFINE_integer("vocab_size", 30522, "Entries of the vocabulary, exactly (special "
+                         "tokens and [unused] slots included).")
+    flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents, as BasicTokenizer "
+                      "with do_lower_case; use the same value with the other scripts.")
+    flags.DEFINE_enum("algorithm", "bpe", list(_VOCAB_ALGORITHMS),
+                      "How pieces are learned from the word counts: bpe (SentencePiece BPE, the "
+                      "lowest fertility measured), unigram (SentencePiece unigram LM) or "
+                      "wordpiece (likelihood-scored merges, pure Python, slower).")
+    flags.DEFINE_integer("num_unused", 99, "[unusedN] slots. The first 99 come before [UNK], so "
+                         "[UNK], [CLS], [SEP], [MASK] get ids 100-103 as in Google's English "
+                         "vocabularies; the rest follow [MASK] (Google's uncased has 994).")
+    flags.DEFINE_list("reserved_tokens", [], "Comma-separated extra special tokens placed right "
+                      "after [MASK] (where Google's Chinese vocabulary has <S>,<T>).")
+    flags.DEFINE_string("spm_model_prefix", None, "Also keep the SentencePiece model the pieces "
+                        "come from (PREFIX.model, PREFIX.vocab; --algorithm=bpe or unigram), for "
+                        "--spm_model_file users.")
+    flags.DEFINE_integer("min_char_count", 1, "Characters seen fewer times are left out of the "
+                         "alphabet (their words become [UNK]); raise it on web-scale corpora.")
+    flags.DEFINE_integer("max_sentences", 0, "0: count every line. N: a seeded uniform sample of "
+                         "N lines (SentencePiece's input_sentence_size).")
+    flags.DEFINE_integer("num_workers", 0, "Processes counting words and SentencePiece threads "
+                         "(0: one per core; inputs under ~24 MB are counted in one process).")
+    flags.DEFINE_integer("random_seed", 12345, "Seed of the --max_sentences sample.")
+    flags.DEFINE_float("progress_interval", 10.0, "Seconds between progress lines.")
+
+
+def create_vocab_config():
+    from bert_mgpu.config import CreateVocabConfig  # pylint: disable=import-outside-toplevel
+    require("input_file", "output_file")
+    if FLAGS.vocab_size < 1:
+        raise FlagError(f"--vocab_size must be >= 1, got {FLAGS.vocab_size}")
+    for name in ("num_unused", "max_sentences", "num_workers"):
+        if getattr(FLAGS, name) < 0:
+            raise FlagError(f"--{name} must be >= 0, got {getattr(FLAGS, name)}")
+    if FLAGS.min_char_count < 1:
+        raise FlagError(f"--min_char_count must be >= 1, got {FLAGS.min_char_count}")
+    if FLAGS.spm_model_prefix and FLAGS.algorithm == "wordpiece":
+        raise FlagError("--spm_model_prefix needs --algorithm=bpe or unigram (wordpiece trains "
+                        "no SentencePiece model)")
+    reserved = tuple(t.strip() for t in FLAGS.reserved_tokens if t.strip())
+    unused = {f"[unused{i}]" for i in range(FLAGS.num_unused)}
+    for token in reserved:
+        if token.split() != [token]:
+            raise FlagError(f"--reserved_tokens: {token!r} contains whitespace")
+        if token in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]") or token in unused:
+            raise FlagError(f"--reserved_tokens: {token} is already in the vocabulary's head")
+    if len(set(reserved)) != len(reserved):
+        raise FlagError("--reserved_tokens: a token is repeated")
+    return CreateVocabConfig(
+        input_file=FLAGS.input_file, output_file=FLAGS.output_file,
+        vocab_size=FLAGS.vocab_size, do_lower_case=FLAGS.do_lower_case,
+        algorithm=FLAGS.algorithm, num_unused=FLAGS.num_unused, reserved_tokens=reserved,
+        spm_model_prefix=FLAGS.spm_model_prefix, min_char_count=FLAGS.min_char_count,
+        max_sentences=FLAGS.max_sentences, num_workers=FLAGS.num_workers,
+        random_seed=FLAGS.random_seed, progress_interval=FLAGS.progress_interval)

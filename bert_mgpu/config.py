@@ -308,3 +308,24 @@ class TrainConfig:
 
     def to_dict(self) -> Dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+# ---------------------------------------------------------------------------------------------
+# create_vocab.py (issue 18)
+
+@dataclasses.dataclass(frozen=True)
+class CreateVocabConfig:
+    """What create_vocab.py needs (flags of the same names; see cli.define_create_vocab_flags)."""
+    input_file: str
+    output_file: str
+    vocab_size: int = 30522
+    do_lower_case: bool = True
+    algorithm: str = "bpe"
+    num_unused: int = 99
+    reserved_tokens: tuple = ()
+    spm_model_prefix: Optional[str] = None
+    min_char_count: int = 1
+    max_sentences: int = 0
+    num_workers: int = 0
+    random_seed: int = 12345
+    progress_interval: float = 10.0

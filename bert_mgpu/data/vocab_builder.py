@@ -1,0 +1,649 @@
+"""create_vocab.py's job: a WordPiece `vocab.txt` learned from your own corpus.
+
+Google released no code that builds a vocabulary. This one learns it from exactly the words
+`FullTokenizer` will later see, and writes it in the layout of Google's vocabularies, so every tool
+that reads Google's `vocab.txt` (ours, Google's `tokenization.py`, Hugging Face's BertTokenizer)
+reads it unchanged.
+
+Pipeline
+--------
+1. Word counts, streamed. The input (Google's pretraining text format, `.gz` allowed) is read in
+   blocks of whole lines; each block is cleaned and split on whitespace into chunks (Google's
+   `_clean_text` + `_tokenize_chinese_chars`, `tokenization._clean_and_pad`), the chunks are counted
+   and every distinct chunk is split once by `BasicTokenizer` (casing, accents, punctuation, CJK
+   characters). BasicTokenizer works chunk by chunk, so the counts are those of
+   `BasicTokenizer.tokenize` over every line. Only the counts are kept, never the text; with
+   several cores, blocks are counted in worker processes. `max_sentences` samples that many lines
+   (reservoir sampling, seeded, as SentencePiece's `input_sentence_size`).
+2. Alphabet. Every character seen at least `min_char_count` times in those words becomes a token
+   `c`, and `##c` too unless BasicTokenizer always splits it off as a word of its own (CJK
+   ideographs and punctuation: their `##` form can never be asked for, and on Chinese text it would
+   cost thousands of entries). So a known character is never `[UNK]`.
+3. Pieces. SentencePiece (BPE or unigram) is trained on the word counts (a TSV of `word<TAB>count`,
+   one word per "sentence", so no piece crosses a word boundary) and its pieces are converted:
+   `▁word` -> `word` (starts a word), `piece` -> `##piece` (continues one). Pieces are taken in
+   SentencePiece's order (merge order for BPE, score for unigram) until the vocabulary has exactly
+   `vocab_size` entries. `wordpiece` is the original WordPiece criterion (Schuster & Nakajima
+   2012, as in Hugging Face's and TensorFlow Text's descriptions): merge the pair with the highest
+   count(ab) / (count(a) count(b)) over the `##`-marked symbols of the words, here in Python.
+4. Layout (Google's): `[PAD]` = 0, `[unused0]`..`[unused98]`, `[UNK]`, `[CLS]`, `[SEP]`, `[MASK]`
+   (ids 100-103 with the default 99 unused slots, as in Google's English vocabularies), then the
+   `reserved_tokens` (where Google's Chinese vocabulary has `<S>`, `<T>`), then `[unused99]`... when
+   `num_unused` > 99 (Google's uncased vocabulary has 994), then the single characters in code
+   point order, the learned pieces in learned order, and the `##c` pieces in code point order.
+5. The file is written to a temporary name next to `output_file` and renamed: an interrupted or
+   failed run leaves no partial vocab.txt.
+"""
+
+import collections
+import dataclasses
+import gzip
+import heapq
+import multiprocessing
+import os
+import random
+import shutil
+import tempfile
+import time
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+from absl import logging
+
+from bert_mgpu import tokenization
+from bert_mgpu.progress import Progress, format_duration
+
+ALGORITHMS = ("bpe", "unigram", "wordpiece")
+
+# Google's English vocabularies put 99 [unused] slots before [UNK] (so [UNK], [CLS], [SEP], [MASK]
+# are ids 100-103, which some tools assume) and the rest after [MASK].
+UNUSED_BEFORE_UNK = 99
+SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+# Longer words are [UNK] as a whole in WordpieceTokenizer (max_input_chars_per_word): nothing to
+# learn from them.
+MAX_WORD_CHARS = 200
+
+# Bytes of whole lines per counted block (and per task of a worker process).
+_BLOCK_BYTES = 4 << 20
+# Below this much input (uncompressed estimate) worker processes cost more than they save.
+_PARALLEL_MIN_BYTES = 24 << 20
+
+
+class VocabError(ValueError):
+    """Input from which the asked vocabulary cannot be built; the message names the flag."""
+
+
+@dataclasses.dataclass(frozen=True)
+class VocabStats:
+    """What a build saw and made (logged, and returned for tests and benchmarks)."""
+    lines: int
+    words: int
+    distinct_words: int
+    alphabet: int
+    continuation_alphabet: int
+    special: int
+    learned: int
+    seconds: float
+
+
+# ---------------------------------------------------------------------------------------------
+# Layout
+
+def special_tokens(num_unused: int, reserved_tokens: Sequence[str]) -> List[str]:
+    """The head of the vocabulary in Google's layout.
+
+    Args:
+        num_unused: int >= 0, `[unusedN]` slots.
+        reserved_tokens: str tokens placed right after `[MASK]` (before the 100th+ unused slot).
+
+    Returns:
+        list of str: `[PAD]`, up to 99 `[unusedN]`, `[UNK]`, `[CLS]`, `[SEP]`, `[MASK]`, the reserved
+        tokens, the remaining `[unusedN]`.
+    """
+    first = min(num_unused, UNUSED_BEFORE_UNK)
+    return (["[PAD]"] + [f"[unused{i}]" for i in range(first)] + list(SPECIAL_TOKENS)
+            + list(reserved_tokens) + [f"[unused{i}]" for i in range(first, num_unused)])
+
+
+def _always_alone(char: str) -> bool:
+    """Whether BasicTokenizer always makes `char` a word of its own (so `##char` is unreachable)."""
+    return (tokenization._is_chinese_char(ord(char))  # pylint: disable=protected-access
+            or tokenization._is_punctuation(char))  # pylint: disable=protected-access
+
+
+# ---------------------------------------------------------------------------------------------
+# Word counts
+
+def _open_raw(path: str):
+    if "://" in path:
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel  (gs:// etc. only)
+        return tf.io.gfile.GFile(path, "rb")
+    return open(path, "rb")
+
+
+def _file_size(path: str) -> int:
+    if "://" in path:
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+        return tf.io.gfile.stat(path).length
+    return os.path.getsize(path)
+
+
+def _line_blocks(path: str, on_raw_bytes) -> Iterator[bytes]:
+    """Yields blocks of whole lines of `path` (decompressed if `.gz`); reports raw bytes read."""
+    with _open_raw(path) as raw:
+        f = gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
+        carry = b""
+        position = 0
+        while True:
+            data = f.read(_BLOCK_BYTES)
+            now = raw.tell()
+            on_raw_bytes(now - position)
+            position = now
+            if not data:
+                if carry:
+                    yield carry
+                return
+            data = carry + data
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:
+                carry = data
+                continue
+            carry = data[cut:]
+            yield data[:cut]
+
+
+def _count_block(args: Tuple[bytes, bool]) -> Tuple[Dict[str, int], int]:
+    """BasicTokenizer word counts of one block of text lines (runs in worker processes too).
+
+    Args:
+        args: (UTF-8 bytes of whole lines, do_lower_case).
+
+    Returns:
+        (dict word -> count, number of non-empty lines).
+    """
+    data, do_lower_case = args
+    text = tokenization.convert_to_unicode(data)
+    lines = sum(1 for line in text.split("\n") if line.strip())
+    chunks = collections.Counter(tokenization._clean_and_pad(text).split())  # pylint: disable=protected-access
+    basic = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
+    words = collections.Counter()
+    for chunk, count in chunks.items():
+        for word in basic.tokenize(chunk):
+            words[word] += count
+    return dict(words), lines
+
+
+def _sampled_blocks(files: Sequence[str], max_sentences: int, seed: int,
+                    on_raw_bytes) -> Iterator[bytes]:
+    """Reservoir sample of `max_sentences` non-empty lines (SentencePiece's input_sentence_size)."""
+    rng = random.Random(seed)
+    sample: List[bytes] = []
+    seen = 0
+    for path in files:
+        for block in _line_blocks(path, on_raw_bytes):
+            for line in block.split(b"\n"):
+                if not line.strip():
+                    continue
+                seen += 1
+                if len(sample) < max_sentences:
+                    sample.append(line)
+                else:
+                    j = rng.randrange(seen)
+                    if j < max_sentences:
+                        sample[j] = line
+    if seen > max_sentences:
+        logging.info("sampled %d of %d lines (--max_sentences)", max_sentences, seen)
+    for i in range(0, len(sample), 50000):
+        yield b"\n".join(sample[i:i + 50000]) + b"\n"
+
+
+def count_words(files: Sequence[str], do_lower_case: bool, max_sentences: int = 0,
+                num_workers: int = 0, seed: int = 12345,
+                progress_interval: float = 10.0) -> Tuple[collections.Counter, int]:
+    """Counts BasicTokenizer words over `files`, streaming.
+
+    Args:
+        files: list of str paths (`.gz` read decompressed).
+        do_lower_case: bool, BasicTokenizer's casing (lower-case and strip accents).
+        max_sentences: int, 0 = every line; else a seeded uniform sample of that many lines.
+        num_workers: int, worker processes (0 = one per core; small inputs use none).
+        seed: int, seed of the line sample.
+        progress_interval: float, seconds between progress lines.
+
+    Returns:
+        (Counter str word -> int count, int number of non-empty lines counted).
+    """
+    total = sum(_file_size(p) for p in files)
+    progress = Progress("input bytes", total=total, interval=progress_interval, unit="bytes")
+    words: collections.Counter = collections.Counter()
+    lines = 0
+    if max_sentences > 0:
+        blocks = _sampled_blocks(files, max_sentences, seed, progress.update)
+    else:
+        blocks = (b for path in files for b in _line_blocks(path, progress.update))
+    uncompressed = sum(_file_size(p) * (3 if p.endswith(".gz") else 1) for p in files)
+    workers = num_workers or (os.cpu_count() or 1)
+    if workers > 1 and uncompressed >= _PARALLEL_MIN_BYTES and max_sentences <= 0:
+        with multiprocessing.get_context("spawn").Pool(workers) as pool:
+            for block_words, block_lines in pool.imap_unordered(
+                    _count_block, ((b, do_lower_case) for b in blocks)):
+                words.update(block_words)
+                lines += block_lines
+    else:
+        for block in blocks:
+            block_words, block_lines = _count_block((block, do_lower_case))
+            words.update(block_words)
+            lines += block_lines
+    progress.done()
+    return words, lines
+
+
+def char_counts(words: collections.Counter) -> collections.Counter:
+    """Characters of the words, weighted by word count."""
+    chars: collections.Counter = collections.Counter()
+    for word, count in words.items():
+        for char in word:
+            chars[char] += count
+    return chars
+
+
+# ---------------------------------------------------------------------------------------------
+# Learning pieces
+
+def _trainable_words(words: collections.Counter) -> Dict[str, int]:
+    """Words worth learning from: longer than one character, not [UNK]-long, no U+2581."""
+    return {w: c for w, c in words.items()
+            if 1 < len(w) <= MAX_WORD_CHARS and tokenization.SPIECE_UNDERLINE not in w}
+
+
+def _spm_pieces(words: Dict[str, int], algorithm: str, wanted: int, model_prefix: str,
+                num_threads: int) -> List[str]:
+    """Multi-character WordPiece tokens from SentencePiece trained on word counts, in its order.
+
+    Args:
+        words: dict str word -> int count (each word one "sentence").
+        algorithm: "bpe" or "unigram".
+        wanted: int, how many multi-character tokens are needed.
+        model_prefix: str, where the SentencePiece model and vocab are written.
+        num_threads: int.
+
+    Returns:
+        list of distinct str tokens (`word` or `##piece`, at least 2 characters of text),
+        possibly fewer than `wanted` when the corpus has no more.
+    """
+    import sentencepiece as spm  # pylint: disable=import-outside-toplevel
+
+    tsv = model_prefix + ".words.tsv"
+    with open(tsv, "w", encoding="utf-8") as f:
+        for word, count in sorted(words.items(), key=lambda wc: (-wc[1], wc[0])):
+            f.write(f"{word}\t{count}\n")
+    symbols = set()
+    for word in words:
+        symbols.update(word)
+    # SentencePiece's own pieces include its single characters (in both positions) and "▁":
+    # ask for enough on top that `wanted` multi-character pieces remain after dropping them.
+    size = wanted + 2 * len(symbols) + 8
+    spm_kwargs = dict(
+        input=tsv, input_format="tsv", model_prefix=model_prefix, model_type=algorithm,
+        vocab_size=size, hard_vocab_limit=False, character_coverage=1.0,
+        normalization_rule_name="identity", add_dummy_prefix=True,
+        remove_extra_whitespaces=False, split_by_whitespace=True,
+        # A BasicTokenizer word may mix scripts and digits ("3rd", "h2o"); WordPiece does not
+        # mind, so neither does the learner.
+        split_by_unicode_script=False, split_by_number=False, split_digits=False,
+        max_sentencepiece_length=16, max_sentence_length=4 * MAX_WORD_CHARS + 16,
+        bos_id=-1, eos_id=-1, pad_id=-1, unk_id=0, num_threads=num_threads,
+        input_sentence_size=0, shuffle_input_sentence=False, minloglevel=2)
+    try:
+        spm.SentencePieceTrainer.train(**spm_kwargs)
+    except RuntimeError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise VocabError(f"SentencePiece could not learn from the corpus: {first}") from None
+    finally:
+        os.remove(tsv)
+    processor = spm.SentencePieceProcessor(model_file=model_prefix + ".model")
+    scored = []
+    for i in range(processor.get_piece_size()):
+        if processor.is_unknown(i) or processor.is_control(i):
+            continue
+        scored.append((-processor.get_score(i), i, processor.id_to_piece(i)))
+    scored.sort()  # BPE: merge order; unigram: most likely first; ties in id order.
+    output = []
+    seen = set()
+    for _, _, piece in scored:
+        if piece.startswith(tokenization.SPIECE_UNDERLINE):
+            token = piece[1:]
+            text = token
+        else:
+            token = "##" + piece
+            text = piece
+        if len(text) < 2 or token in seen:
+            continue
+        seen.add(token)
+        output.append(token)
+        if len(output) == wanted:
+            break
+    return output
+
+
+def _wordpiece_pieces(words: Dict[str, int], wanted: int, progress_interval: float) -> List[str]:
+    """Multi-character tokens merged by the WordPiece likelihood criterion, in merge order.
+
+    Each word is a sequence of symbols (`c`, then `##c`...). At every step the adjacent pair
+    (a, b) with the highest count(ab) / (count(a) * count(b)) over the weighted words is merged
+    (ties: higher pair count, then the smaller pair as strings, so the result is deterministic).
+    Pair counts are updated incrementally; a lazy max-heap holds the candidates.
+
+    Args:
+        words: dict str word -> int count.
+        wanted: int, merges to make (each one new multi-character token).
+        progress_interval: float, seconds between progress lines.
+
+    Returns:
+        list of str tokens, possibly fewer than `wanted`.
+    """
+    word_list = sorted(words)
+    counts = [words[w] for w in word_list]
+    seqs = [[w[0]] + ["##" + c for c in w[1:]] for w in word_list]
+    symbol_count: collections.Counter = collections.Counter()
+    pair_count: collections.Counter = collections.Counter()
+    where: Dict[Tuple[str, str], set] = collections.defaultdict(set)
+    # symbol -> the pairs it is part of: when a merge lowers a symbol's count, the score of each
+    # of those pairs rises and a fresh heap entry is pushed for it.
+    pairs_of: Dict[str, set] = collections.defaultdict(set)
+    for i, (seq, count) in enumerate(zip(seqs, counts)):
+        for j, symbol in enumerate(seq):
+            symbol_count[symbol] += count
+            if j:
+                pair = (seq[j - 1], symbol)
+                pair_count[pair] += count
+                where[pair].add(i)
+    for a, b in pair_count:
+        pairs_of[a].add((a, b))
+        pairs_of[b].add((a, b))
+
+    def entry(pair):
+        n = pair_count[pair]
+        return (-n / (symbol_count[pair[0]] * symbol_count[pair[1]]), -n, pair)
+
+    # Lazy max-heap: an entry is current when it equals entry(pair); every change of a pair's
+    # score pushes a current entry, stale ones are dropped or re-queued when popped.
+    heap = [entry(p) for p in pair_count]
+    heapq.heapify(heap)
+    output: List[str] = []
+    known = set(symbol_count)
+    progress = Progress("wordpiece merges", total=wanted, interval=progress_interval)
+    while heap and len(output) < wanted:
+        top = heapq.heappop(heap)
+        pair = top[2]
+        if pair_count.get(pair, 0) <= 0:
+            continue
+        current = entry(pair)
+        if top != current:
+            if current < top:
+                heapq.heappush(heap, current)
+            continue
+        a, b = pair
+        new = a + (b[2:] if b.startswith("##") else b)
+        changed_pairs = set()
+        for i in where.pop(pair, ()):
+            seq, count = seqs[i], counts[i]
+            out = []
+            j = 0
+            while j < len(seq):
+                if j + 1 < len(seq) and seq[j] == a and seq[j + 1] == b:
+                    out.append(new)
+                    j += 2
+                else:
+                    out.append(seq[j])
+                    j += 1
+            if len(out) == len(seq):
+                continue
+            for k in range(1, len(seq)):
+                old = (seq[k - 1], seq[k])
+                pair_count[old] -= count
+                changed_pairs.add(old)
+            for symbol in seq:
+                symbol_count[symbol] -= count
+            for symbol in out:
+                symbol_count[symbol] += count
+            for k in range(1, len(out)):
+                p = (out[k - 1], out[k])
+                pair_count[p] += count
+                where[p].add(i)
+                changed_pairs.add(p)
+            seqs[i] = out
+        changed_pairs |= pairs_of[a] | pairs_of[b]
+        for p in changed_pairs:
+            if pair_count.get(p, 0) > 0:
+                pairs_of[p[0]].add(p)
+                pairs_of[p[1]].add(p)
+                heapq.heappush(heap, entry(p))
+            else:
+                pair_count.pop(p, None)
+                where.pop(p, None)
+                pairs_of[p[0]].discard(p)
+                pairs_of[p[1]].discard(p)
+        if new not in known:
+            known.add(new)
+            output.append(new)
+            progress.update()
+    progress.done()
+    return output
+
+
+def _pool_size(wanted: int, taken: int) -> int:
+    """Candidates to learn for `wanted` pieces: spares replace pieces greedy matching never uses
+    and candidates equal to tokens already taken."""
+    return wanted + wanted // 4 + taken + 16
+
+
+def _select_pieces(candidates: Sequence[str], words: Dict[str, int], taken: set,
+                   wanted: int, max_rounds: int = 8) -> List[str]:
+    """The first `wanted` candidates that greedy longest-match actually uses on the words.
+
+    A learned piece can be a mere step towards longer ones ("th" on the way to "the") that
+    `WordpieceTokenizer` never picks on the corpus's words. Dropping such a piece changes no
+    word's tokenization (greedy matching never chose it), so it is replaced by the next
+    candidate, for a lower fertility at the same size; a few rounds until all are used.
+
+    Args:
+        candidates: str tokens in learned order.
+        words: dict str word -> int count.
+        taken: set of str tokens already in the vocabulary (special tokens, alphabet).
+        wanted: int.
+        max_rounds: int, rounds of replacing unused pieces.
+
+    Returns:
+        list of at most `wanted` distinct str tokens, in candidate order.
+    """
+    pool = [t for t in dict.fromkeys(candidates) if t not in taken]
+    chosen = pool[:wanted]
+    next_index = len(chosen)
+    dropped: set = set()
+    for _ in range(max_rounds):
+        if next_index >= len(pool):
+            break
+        vocab = set(taken) | set(chosen)
+        wordpiece = tokenization.WordpieceTokenizer(vocab, max_input_chars_per_word=MAX_WORD_CHARS)
+        used = set()
+        for word in words:
+            used.update(wordpiece._tokenize_word(word))  # pylint: disable=protected-access
+        unused = [t for t in chosen if t not in used]
+        if not unused:
+            break
+        dropped.update(unused)
+        kept = [t for t in chosen if t in used]
+        refill = pool[next_index:next_index + len(unused)]
+        next_index += len(refill)
+        chosen = [t for t in pool[:next_index] if t not in dropped]
+        assert len(chosen) == len(kept) + len(refill)
+    if len(chosen) < wanted:
+        # The corpus ran out of candidates: unused pieces are better than no vocabulary.
+        chosen = [t for t in pool if t in set(chosen) or t in dropped][:wanted]
+    return chosen
+
+
+# ---------------------------------------------------------------------------------------------
+# The job
+
+def _check_writable(output_file: str) -> None:
+    """Raises PermissionError/FileNotFoundError naming --output_file if it cannot be written."""
+    directory = os.path.dirname(os.path.abspath(output_file))
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"--output_file={output_file}: directory {directory} does not "
+                                "exist")
+    if os.path.isdir(output_file):
+        raise IsADirectoryError(f"--output_file={output_file} is a directory")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise PermissionError(f"--output_file={output_file}: directory {directory} is not "
+                              "writable")
+
+
+def _write_atomically(tokens: Iterable[str], output_file: str) -> None:
+    directory = os.path.dirname(os.path.abspath(output_file))
+    fd, tmp = tempfile.mkstemp(prefix=".vocab-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            for token in tokens:
+                f.write(token + "\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, output_file)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def build_vocab(words: collections.Counter, vocab_size: int, algorithm: str = "bpe",
+                num_unused: int = UNUSED_BEFORE_UNK, reserved_tokens: Sequence[str] = (),
+                min_char_count: int = 1, spm_model_prefix: Optional[str] = None,
+                num_threads: int = 0, progress_interval: float = 10.0
+                ) -> Tuple[List[str], Dict[str, int]]:
+    """The vocabulary (exactly `vocab_size` tokens, Google's layout) learned from word counts.
+
+    Args:
+        words: Counter str word -> int count (BasicTokenizer words).
+        vocab_size: int, entries of the result.
+        algorithm: one of ALGORITHMS.
+        num_unused: int, `[unusedN]` slots.
+        reserved_tokens: extra special tokens (after `[MASK]`).
+        min_char_count: int, characters seen fewer times are left out of the alphabet.
+        spm_model_prefix: str or None, keep SentencePiece's model at this prefix.
+        num_threads: int, SentencePiece threads (0 = one per core).
+        progress_interval: float.
+
+    Returns:
+        (list of str tokens, dict of sizes: special, alphabet, continuation_alphabet, learned).
+
+    Raises:
+        VocabError: naming --vocab_size when the size is impossible (with the possible range).
+    """
+    if not words:
+        raise VocabError("no words in the input")
+    head = special_tokens(num_unused, reserved_tokens)
+    chars = char_counts(words)
+    alphabet = sorted(c for c, n in chars.items() if n >= min_char_count)
+    if not alphabet:
+        raise VocabError(f"--min_char_count={min_char_count}: no character is seen that often")
+    continuation = ["##" + c for c in alphabet if not _always_alone(c)]
+    fixed = len(head) + len(alphabet) + len(continuation)
+    if vocab_size < fixed:
+        raise VocabError(
+            f"--vocab_size={vocab_size} is below the {fixed} entries that the special tokens "
+            f"({len(head)}) and the alphabet ({len(alphabet)} characters seen >= "
+            f"--min_char_count={min_char_count} times, {len(continuation)} ## forms) need: use "
+            f"--vocab_size >= {fixed}, fewer --num_unused, or a higher --min_char_count")
+    wanted = vocab_size - fixed
+    taken = set(head) | set(alphabet) | set(continuation)
+    learned: List[str] = []
+    if wanted:
+        trainable = _trainable_words(words)
+        if algorithm == "wordpiece":
+            candidates = _wordpiece_pieces(trainable, _pool_size(wanted, len(taken)),
+                                           progress_interval)
+        elif not trainable:
+            candidates = []
+        else:
+            threads = num_threads or (os.cpu_count() or 1)
+            if spm_model_prefix:
+                candidates = _spm_pieces(trainable, algorithm, _pool_size(wanted, len(taken)),
+                                         spm_model_prefix, threads)
+            else:
+                tmp_dir = tempfile.mkdtemp(prefix="create_vocab-")
+                try:
+                    candidates = _spm_pieces(trainable, algorithm, _pool_size(wanted, len(taken)),
+                                             os.path.join(tmp_dir, "spm"), threads)
+                finally:
+                    shutil.rmtree(tmp_dir, ignore_errors=True)
+        learned = _select_pieces(candidates, trainable, taken, wanted)
+    if len(learned) < wanted:
+        most = fixed + len(learned)
+        raise VocabError(
+            f"--vocab_size={vocab_size} is more than this corpus gives with "
+            f"--algorithm={algorithm}: at most {most} entries ({fixed} special and alphabet, "
+            f"{len(learned)} learned pieces); use --vocab_size <= {most}")
+    tokens = head + alphabet + learned + sorted(continuation)
+    assert len(tokens) == vocab_size and len(set(tokens)) == vocab_size
+    return tokens, dict(special=len(head), alphabet=len(alphabet),
+                        continuation_alphabet=len(continuation), learned=len(learned))
+
+
+def expand_input_files(patterns: str) -> List[str]:
+    """Comma-separated globs -> sorted files (FileNotFoundError names the pattern)."""
+    import glob  # pylint: disable=import-outside-toplevel
+
+    files: List[str] = []
+    for pattern in patterns.split(","):
+        pattern = pattern.strip()
+        if not pattern:
+            continue
+        if "://" in pattern:
+            import tensorflow as tf  # pylint: disable=import-outside-toplevel
+            matches = tf.io.gfile.glob(pattern)
+        else:
+            matches = [m for m in glob.glob(pattern) if os.path.isfile(m)]
+        if not matches:
+            raise FileNotFoundError(f"--input_file: no file matches {pattern!r}")
+        files.extend(sorted(matches))
+    if not files:
+        raise FileNotFoundError("--input_file: no input files given")
+    return list(dict.fromkeys(files))
+
+
+def create_vocab(config) -> VocabStats:
+    """create_vocab.py: counts words, learns pieces, writes `config.output_file`.
+
+    Args:
+        config: config.CreateVocabConfig.
+
+    Returns:
+        VocabStats.
+
+    Raises:
+        VocabError, FileNotFoundError, PermissionError: one line naming the flag or file.
+    """
+    start = time.monotonic()
+    _check_writable(config.output_file)
+    files = expand_input_files(config.input_file)
+    logging.info("create_vocab: %d input file(s), --algorithm=%s, --vocab_size=%d", len(files),
+                 config.algorithm, config.vocab_size)
+    words, lines = count_words(files, config.do_lower_case, config.max_sentences,
+                               config.num_workers, config.random_seed, config.progress_interval)
+    if not words:
+        raise VocabError(f"--input_file={config.input_file}: no words in {len(files)} file(s) "
+                         f"({lines} non-empty lines)")
+    logging.info("%d lines, %d words, %d distinct", lines, sum(words.values()), len(words))
+    tokens, sizes = build_vocab(
+        words, config.vocab_size, config.algorithm, config.num_unused,
+        config.reserved_tokens, config.min_char_count, config.spm_model_prefix,
+        config.num_workers, config.progress_interval)
+    _write_atomically(tokens, config.output_file)
+    seconds = time.monotonic() - start
+    logging.info("wrote %s: %d entries (%d special, %d characters, %d ## characters, %d learned) "
+                 "in %s", config.output_file, len(tokens), sizes["special"], sizes["alphabet"],
+                 sizes["continuation_alphabet"], sizes["learned"], format_duration(seconds))
+    return VocabStats(lines=lines, words=sum(words.values()), distinct_words=len(words),
+                      alphabet=sizes["alphabet"],
+                      continuation_alphabet=sizes["continuation_alphabet"],
+                      special=sizes["special"], learned=sizes["learned"], seconds=seconds)

@@ -129,7 +129,18 @@ def _file_size(path: str) -> int:
 
 
 def _line_blocks(path: str, on_raw_bytes) -> Iterator[bytes]:
-    """Yields blocks of whole lines of `path` (decompressed if `.gz`); reports raw bytes read."""
+    """Yields blocks of whole lines of `path` (decompressed if `.gz`); reports raw bytes read.
+
+    Raises:
+        VocabError: naming the file when it cannot be read (e.g. a corrupt `.gz`).
+    """
+    try:
+        yield from _line_blocks_unchecked(path, on_raw_bytes)
+    except (OSError, EOFError) as e:
+        raise VocabError(f"--input_file: cannot read {path}: {e}") from None
+
+
+def _line_blocks_unchecked(path: str, on_raw_bytes) -> Iterator[bytes]:
     with _open_raw(path) as raw:
         f = gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
         carry = b""
@@ -488,31 +499,39 @@ def _select_pieces(candidates: Sequence[str], words: Dict[str, int], taken: set,
 # The job
 
 def _check_writable(output_file: str) -> None:
-    """Raises PermissionError/FileNotFoundError naming --output_file if it cannot be written."""
+    """Raises VocabError naming --output_file if it cannot be written (checked before the work,
+    by creating and removing a temporary file next to it)."""
     directory = os.path.dirname(os.path.abspath(output_file))
-    if not os.path.isdir(directory):
-        raise FileNotFoundError(f"--output_file={output_file}: directory {directory} does not "
-                                "exist")
     if os.path.isdir(output_file):
-        raise IsADirectoryError(f"--output_file={output_file} is a directory")
-    if not os.access(directory, os.W_OK | os.X_OK):
-        raise PermissionError(f"--output_file={output_file}: directory {directory} is not "
-                              "writable")
+        raise VocabError(f"--output_file={output_file} is a directory")
+    if not os.path.isdir(directory):
+        raise VocabError(f"--output_file={output_file}: directory {directory} does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".vocab-", suffix=".tmp", dir=directory)
+    except OSError as e:
+        raise VocabError(f"--output_file={output_file}: cannot write in {directory}: "
+                         f"{e.strerror}") from None
+    os.close(fd)
+    os.remove(tmp)
 
 
 def _write_atomically(tokens: Iterable[str], output_file: str) -> None:
+    """Writes one token per line to a temporary file next to `output_file`, then renames it."""
     directory = os.path.dirname(os.path.abspath(output_file))
-    fd, tmp = tempfile.mkstemp(prefix=".vocab-", suffix=".tmp", dir=directory)
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=".vocab-", suffix=".tmp", dir=directory)
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             for token in tokens:
                 f.write(token + "\n")
         os.chmod(tmp, 0o644)
         os.replace(tmp, output_file)
-    except BaseException:
-        if os.path.exists(tmp):
+    except OSError as e:
+        raise VocabError(f"--output_file={output_file}: cannot write: {e.strerror or e}") \
+            from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
             os.remove(tmp)
-        raise
 
 
 def build_vocab(words: collections.Counter, vocab_size: int, algorithm: str = "bpe",
@@ -621,7 +640,7 @@ def create_vocab(config) -> VocabStats:
         VocabStats.
 
     Raises:
-        VocabError, FileNotFoundError, PermissionError: one line naming the flag or file.
+        VocabError, FileNotFoundError: one line naming the flag or file.
     """
     start = time.monotonic()
     _check_writable(config.output_file)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""create_vocab.py vs Hugging Face `tokenizers`' WordPieceTrainer, and Google's released vocabularies.
+"""create_vocab.py vs Hugging Face's WordPieceTrainer, and Google's released vocabularies.
 
 Run by hand (not a test):
 
@@ -15,8 +15,8 @@ words, learning, writing vocab.txt), timed alternately `--repeats` times (median
 RSS of the process as GNU time reports it, SentencePiece threads included):
   * ours: `create_vocab.py --num_unused=0` (five special tokens, as Hugging Face's, so the learned
     budget is equal), `--algorithm` bpe (the default), unigram and wordpiece;
-  * Hugging Face: bench/vocab_hf_peer.py in the oracle virtualenv (`BertWordPieceTokenizer`'s set-up:
-    BERT normaliser and pre-tokenizer, `WordPieceTrainer`, Rust, all cores).
+  * Hugging Face: bench/vocab_hf_peer.py in the oracle virtualenv (`BertWordPieceTokenizer`'s
+    set-up: BERT normaliser and pre-tokenizer, `WordPieceTrainer`, Rust, all cores).
 Every vocabulary is then used through our `FullTokenizer` (Google's algorithm, tested identical to
 Google's code) on the held-out lines: fertility = WordPieces per BasicTokenizer word, [UNK] rate =
 [UNK] tokens per word. Google's released vocabulary (uncased for English, Chinese for Chinese) is

@@ -29,8 +29,9 @@ Pipeline
    symbols at the start (in Python, single process). Without the count(ab) factor (the
    score count(ab) / (count(a) count(b)) often quoted for WordPiece) rare pairs win: on the KJV at
    6,000 entries that gave 2.29 WordPieces per word against 1.04 with it. Whatever the
-   algorithm, pieces that greedy longest-match never uses on the corpus's words (steps towards longer pieces, "th" on the
-   way to "the") are replaced by the next learned ones, which lowers fertility at equal size.
+   algorithm, pieces that greedy longest-match never uses on the corpus's words (steps towards
+   longer pieces, "th" on the way to "the") are replaced by the next learned ones, which lowers
+   fertility at equal size.
 4. Layout (Google's): `[PAD]` = 0, `[unused0]`..`[unused98]`, `[UNK]`, `[CLS]`, `[SEP]`, `[MASK]`
    (ids 100-103 with the default 99 unused slots, as in Google's English vocabularies), then the
    `reserved_tokens` (where Google's Chinese vocabulary has `<S>`, `<T>`), then `[unused99]`... when
@@ -103,8 +104,8 @@ def special_tokens(num_unused: int, reserved_tokens: Sequence[str]) -> List[str]
         reserved_tokens: str tokens placed right after `[MASK]` (before the 100th+ unused slot).
 
     Returns:
-        list of str: `[PAD]`, up to 99 `[unusedN]`, `[UNK]`, `[CLS]`, `[SEP]`, `[MASK]`, the reserved
-        tokens, the remaining `[unusedN]`.
+        list of str: `[PAD]`, up to 99 `[unusedN]`, `[UNK]`, `[CLS]`, `[SEP]`, `[MASK]`, the
+        reserved tokens, the remaining `[unusedN]`.
     """
     first = min(num_unused, UNUSED_BEFORE_UNK)
     return (["[PAD]"] + [f"[unused{i}]" for i in range(first)] + list(SPECIAL_TOKENS)
@@ -181,7 +182,8 @@ def _count_block(args: Tuple[bytes, bool]) -> Tuple[Dict[str, int], int]:
     data, do_lower_case = args
     text = tokenization.convert_to_unicode(data)
     lines = sum(1 for line in text.split("\n") if line.strip())
-    chunks = collections.Counter(tokenization._clean_and_pad(text).split())  # pylint: disable=protected-access
+    # pylint: disable=protected-access  (Google's cleaning, shared with FullTokenizer)
+    chunks = collections.Counter(tokenization._clean_and_pad(text).split())
     basic = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
     words = collections.Counter()
     for chunk, count in chunks.items():

@@ -71,7 +71,7 @@ SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MAX_WORD_CHARS = 200
 
 # Bytes of whole lines per counted block (and per task of a worker process).
-_BLOCK_BYTES = 1 << 20
+_BLOCK_BYTES = 1 << 18
 # Below this much input (uncompressed estimate) worker processes cost more than they save.
 _PARALLEL_MIN_BYTES = 24 << 20
 

@@ -24,7 +24,7 @@ HIDDEN=${HIDDEN:-128}
 LAYERS=${LAYERS:-2}
 HEADS=${HEADS:-2}
 NUM_TRAIN_STEPS=${NUM_TRAIN_STEPS:-300}
-EPOCHS=${EPOCHS:-1}
+EPOCHS=${EPOCHS:-2}
 N_GPUS=${N_GPUS:-1}
 mkdir -p "$OUT"
 
@@ -78,7 +78,7 @@ echo "== 5. run_classifier_mgpu.py"
   --init_checkpoint="$OUT/pretraining_output" --output_dir="$OUT/classifier_output" \
   --do_train=True --do_eval=True --do_predict=True \
   --max_seq_length="$MAX_SEQ_LENGTH" --train_batch_size=32 --n_gpus="$N_GPUS" \
-  --num_train_epochs="$EPOCHS" --learning_rate=1e-4 --warmup_proportion=0.1 \
+  --num_train_epochs="$EPOCHS" --learning_rate=5e-4 --warmup_proportion=0.1 \
   --eval_batch_size=64 --predict_batch_size=64
 
 echo "dev results: $OUT/classifier_output/eval_results.txt"

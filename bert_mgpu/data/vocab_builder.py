@@ -657,6 +657,11 @@ def create_vocab(config) -> VocabStats:
     """
     start = time.monotonic()
     _check_writable(config.output_file)
+    if config.spm_model_prefix:
+        spm_dir = os.path.dirname(os.path.abspath(config.spm_model_prefix))
+        if not os.path.isdir(spm_dir):
+            raise VocabError(f"--spm_model_prefix={config.spm_model_prefix}: directory "
+                             f"{spm_dir} does not exist")
     files = expand_input_files(config.input_file)
     logging.info("create_vocab: %d input file(s), --algorithm=%s, --vocab_size=%d", len(files),
                  config.algorithm, config.vocab_size)

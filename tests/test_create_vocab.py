@@ -151,7 +151,7 @@ def test_max_sentences_sample_and_parallel_count(corpus, tmp_path, monkeypatch):
     assert sum(sample_a.values()) < sum(words_all.values())
     # Worker processes (forced on a small input) count exactly what one process counts.
     monkeypatch.setattr(vocab_builder, "_PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(vocab_builder, "_BLOCK_BYTES", 20000)
+    monkeypatch.setattr(vocab_builder, "_WORKER_BLOCK_BYTES", 20000)
     words_par, lines_par = vocab_builder.count_words([path, path], True, num_workers=2)
     assert lines_par == 2 * lines
     assert words_par == collections.Counter({w: 2 * n for w, n in words_all.items()})

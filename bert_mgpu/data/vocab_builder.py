@@ -70,8 +70,11 @@ SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # learn from them.
 MAX_WORD_CHARS = 200
 
-# Bytes of whole lines per counted block (and per task of a worker process).
+# Bytes of whole lines per counted block: small in one process (the block's chunk list is the
+# peak memory: 256 KB keeps Chinese text at the interpreter's own ~40 MB), larger per task of a
+# worker process (fewer per-block word dicts to send back and merge).
 _BLOCK_BYTES = 1 << 18
+_WORKER_BLOCK_BYTES = 4 << 20
 # Below this much input (uncompressed estimate) worker processes cost more than they save.
 _PARALLEL_MIN_BYTES = 24 << 20
 
@@ -135,25 +138,25 @@ def _file_size(path: str) -> int:
     return os.path.getsize(path)
 
 
-def _line_blocks(path: str, on_raw_bytes) -> Iterator[bytes]:
+def _line_blocks(path: str, on_raw_bytes, block_bytes: int = 0) -> Iterator[bytes]:
     """Yields blocks of whole lines of `path` (decompressed if `.gz`); reports raw bytes read.
 
     Raises:
         VocabError: naming the file when it cannot be read (e.g. a corrupt `.gz`).
     """
     try:
-        yield from _line_blocks_unchecked(path, on_raw_bytes)
+        yield from _line_blocks_unchecked(path, on_raw_bytes, block_bytes or _BLOCK_BYTES)
     except (OSError, EOFError) as e:
         raise VocabError(f"--input_file: cannot read {path}: {e}") from None
 
 
-def _line_blocks_unchecked(path: str, on_raw_bytes) -> Iterator[bytes]:
+def _line_blocks_unchecked(path: str, on_raw_bytes, block_bytes: int) -> Iterator[bytes]:
     with _open_raw(path) as raw:
         f = gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
         carry = b""
         position = 0
         while True:
-            data = f.read(_BLOCK_BYTES)
+            data = f.read(block_bytes)
             now = raw.tell()
             on_raw_bytes(now - position)
             position = now
@@ -236,19 +239,21 @@ def count_words(files: Sequence[str], do_lower_case: bool, max_sentences: int = 
     progress = Progress("input bytes", total=total, interval=progress_interval, unit="bytes")
     words: collections.Counter = collections.Counter()
     lines = 0
-    if max_sentences > 0:
-        blocks = _sampled_blocks(files, max_sentences, seed, progress.update)
-    else:
-        blocks = (b for path in files for b in _line_blocks(path, progress.update))
     uncompressed = sum(_file_size(p) * (3 if p.endswith(".gz") else 1) for p in files)
     workers = num_workers or (os.cpu_count() or 1)
     if workers > 1 and uncompressed >= _PARALLEL_MIN_BYTES and max_sentences <= 0:
+        blocks = (b for path in files
+                  for b in _line_blocks(path, progress.update, _WORKER_BLOCK_BYTES))
         with multiprocessing.get_context("spawn").Pool(workers) as pool:
             for block_words, block_lines in pool.imap_unordered(
                     _count_block, ((b, do_lower_case) for b in blocks)):
                 words.update(block_words)
                 lines += block_lines
     else:
+        if max_sentences > 0:
+            blocks = _sampled_blocks(files, max_sentences, seed, progress.update)
+        else:
+            blocks = (b for path in files for b in _line_blocks(path, progress.update))
         for block in blocks:
             block_words, block_lines = _count_block((block, do_lower_case))
             words.update(block_words)

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import unicodedata
 
 import pytest
 
@@ -97,15 +98,21 @@ def test_layout_size_and_alphabet(corpus, tmp_path):
     assert all(len(t) == 1 for t in singles) and singles == sorted(singles)
     tail = body[len(body) - stats.continuation_alphabet:]
     assert all(t.startswith("##") and len(t) == 3 for t in tail) and tail == sorted(tail)
-    # Every character of every BasicTokenizer word of the corpus, as `c`, and as `##c` unless
-    # BasicTokenizer always splits it off (CJK ideographs, punctuation).
-    chars = collections.Counter(c for w in basic_words(train) for c in w)
+    # Every character of every BasicTokenizer word of the corpus, as `c`; as `##c` when it was
+    # seen inside a word or is a letter, mark or decimal digit, and never when BasicTokenizer
+    # always splits it off (CJK ideographs, punctuation).
+    words = basic_words(train)
+    chars = collections.Counter(c for w in words for c in w)
+    inside = {c for w in words for c in w[1:]}
     vocab = set(tokens)
     assert set(singles) == set(chars)
     for c in chars:
         assert c in vocab
         alone = tokenization._is_chinese_char(ord(c)) or tokenization._is_punctuation(c)
-        assert ("##" + c in vocab) != alone, c
+        wanted = not alone and (c in inside or unicodedata.category(c)[0] in "LM"
+                                or c.isdecimal())
+        assert ("##" + c in vocab) == wanted, c
+    assert "##e" in vocab and "##9" in vocab and "##中" not in vocab and "##," not in vocab
     # So no word of the training text becomes [UNK].
     tokenizer = tokenization.FullTokenizer(str(tmp_path / "vocab.txt"), do_lower_case=True)
     assert not any("[UNK]" in t for t in tokenizer.tokenize_batch(train))

@@ -16,9 +16,12 @@ Pipeline
    several cores, blocks are counted in worker processes. `max_sentences` samples that many lines
    (reservoir sampling, seeded, as SentencePiece's `input_sentence_size`).
 2. Alphabet. Every character seen at least `min_char_count` times in those words becomes a token
-   `c`, and `##c` too unless BasicTokenizer always splits it off as a word of its own (CJK
-   ideographs and punctuation: their `##` form can never be asked for, and on Chinese text it would
-   cost thousands of entries). So a known character is never `[UNK]`.
+   `c`, so a known character is never `[UNK]` on its own. Its continuation `##c` is added when a
+   word can go on with it: when it was seen inside a word, or is a letter, a combining mark or a
+   decimal digit. Not for CJK ideographs and punctuation, which BasicTokenizer always splits off
+   as words of their own (their `##` form can never be asked for; on Chinese text that would cost
+   thousands of entries), nor for symbols only ever seen alone ("①", "⊙": on the Chinese reviews,
+   40 entries better spent on pieces, as Hugging Face's trainer does).
 3. Pieces. SentencePiece (BPE or unigram) is trained on the word counts (a TSV of `word<TAB>count`,
    one word per "sentence", so no piece crosses a word boundary) and its pieces are converted:
    `▁word` -> `word` (starts a word), `piece` -> `##piece` (continues one). Pieces are taken in
@@ -52,6 +55,7 @@ import random
 import shutil
 import tempfile
 import time
+import unicodedata
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from absl import logging
@@ -260,6 +264,22 @@ def count_words(files: Sequence[str], do_lower_case: bool, max_sentences: int = 
             lines += block_lines
     progress.done()
     return words, lines
+
+
+def _continuing_chars(words: collections.Counter) -> set:
+    """Characters seen after the first position of a word."""
+    inside = set()
+    for word in words:
+        inside.update(word[1:])
+    return inside
+
+
+def _may_continue(char: str, inside: set) -> bool:
+    """Whether `##char` belongs in the vocabulary: BasicTokenizer can put `char` inside a word,
+    and it was seen there or is a letter, a combining mark or a decimal digit."""
+    if _always_alone(char):
+        return False
+    return char in inside or unicodedata.category(char)[0] in "LM" or char.isdecimal()
 
 
 def char_counts(words: collections.Counter) -> collections.Counter:
@@ -583,7 +603,8 @@ def build_vocab(words: collections.Counter, vocab_size: int, algorithm: str = "b
     alphabet = sorted(c for c, n in chars.items() if n >= min_char_count)
     if not alphabet:
         raise VocabError(f"--min_char_count={min_char_count}: no character is seen that often")
-    continuation = ["##" + c for c in alphabet if not _always_alone(c)]
+    inside = _continuing_chars(words)
+    continuation = ["##" + c for c in alphabet if _may_continue(c, inside)]
     fixed = len(head) + len(alphabet) + len(continuation)
     if vocab_size < fixed:
         raise VocabError(

@@ -191,10 +191,11 @@ def _count_block(args: Tuple[bytes, bool]) -> Tuple[Dict[str, int], int]:
     lines = sum(1 for line in text.split("\n") if line.strip())
     # pylint: disable=protected-access  (Google's cleaning, shared with FullTokenizer)
     chunks = collections.Counter(tokenization._clean_and_pad(text).split())
-    basic = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
+    # Chunks are cleaned already: BasicTokenizer's per-chunk step is all that is left to do.
+    split_chunk = tokenization.BasicTokenizer(do_lower_case=do_lower_case)._tokenize_chunk
     words = collections.Counter()
     for chunk, count in chunks.items():
-        for word in basic.tokenize(chunk):
+        for word in split_chunk(chunk):
             words[word] += count
     return dict(words), lines
 
@@ -284,10 +285,15 @@ def _may_continue(char: str, inside: set) -> bool:
 
 def char_counts(words: collections.Counter) -> collections.Counter:
     """Characters of the words, weighted by word count."""
-    chars: collections.Counter = collections.Counter()
+    # Words grouped by count: one C-level Counter pass per distinct count instead of a Python
+    # loop over every character of every word.
+    by_count: Dict[int, List[str]] = collections.defaultdict(list)
     for word, count in words.items():
-        for char in word:
-            chars[char] += count
+        by_count[count].append(word)
+    chars: collections.Counter = collections.Counter()
+    for count, group in by_count.items():
+        for char, n in collections.Counter("".join(group)).items():
+            chars[char] += n * count
     return chars
 
 
@@ -507,6 +513,7 @@ def _select_pieces(candidates: Sequence[str], words: Dict[str, int], taken: set,
         list of at most `wanted` distinct str tokens, in candidate order.
     """
     pool = [t for t in dict.fromkeys(candidates) if t not in taken]
+    logging.info("%d candidate pieces; keeping %d that greedy matching uses", len(pool), wanted)
     chosen = pool[:wanted]
     next_index = len(chosen)
     dropped: set = set()
@@ -617,6 +624,8 @@ def build_vocab(words: collections.Counter, vocab_size: int, algorithm: str = "b
     learned: List[str] = []
     if wanted:
         trainable = _trainable_words(words)
+        logging.info("learning %d pieces (--algorithm=%s) from %d distinct words", wanted,
+                     algorithm, len(trainable))
         if algorithm == "wordpiece":
             candidates = _wordpiece_pieces(trainable, _pool_size(wanted, len(taken)),
                                            progress_interval)

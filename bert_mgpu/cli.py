@@ -557,7 +557,8 @@ def define_create_vocab_flags():
                       "after [MASK] (where Google's Chinese vocabulary has <S>,<T>).")
     flags.DEFINE_string("spm_model_prefix", None, "Also keep the SentencePiece model the pieces "
                         "come from (PREFIX.model, PREFIX.vocab; --algorithm=bpe or unigram), for "
-                        "--spm_model_file users.")
+                        "--spm_model_file users: ALBERT's ids (<pad> 0, <unk> 1, [CLS] 2, [SEP] "
+                        "3, [MASK] 4); its size is SentencePiece's, above --vocab_size.")
     flags.DEFINE_integer("min_char_count", 1, "Characters seen fewer times are left out of the "
                          "alphabet (their words become [UNK]); raise it on web-scale corpora.")
     flags.DEFINE_integer("max_sentences", 0, "0: count every line. N: a seeded uniform sample of "

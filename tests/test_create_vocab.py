@@ -142,6 +142,12 @@ def test_cased_and_sentencepiece_model_kept(corpus, tmp_path):
                       spm_model_prefix=prefix)
     assert os.path.getsize(prefix + ".model") > 0 and os.path.exists(prefix + ".vocab")
     assert not os.path.exists(prefix + ".words.tsv")
+    # ALBERT's special ids, so the model serves --spm_model_file as ALBERT's does.
+    albert_style = tokenization.FullTokenizer(None, do_lower_case=False,
+                                              spm_model_file=prefix + ".model")
+    assert [albert_style.vocab[t] for t in ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")] == [
+        0, 1, 2, 3, 4]
+    assert albert_style.tokenize("In the beginning")[0] == "\u2581In"
     assert "THE" in " ".join(train) and "T" in tokens and "É" not in tokens  # NFD-free cased
     tokenizer = tokenization.FullTokenizer(str(tmp_path / "vocab.txt"), do_lower_case=False)
     assert not any("[UNK]" in t for t in tokenizer.tokenize_batch(train))

@@ -342,7 +342,9 @@ def _spm_pieces(words: Dict[str, int], algorithm: str, wanted: int, model_prefix
         # mind, so neither does the learner.
         split_by_unicode_script=False, split_by_number=False, split_digits=False,
         max_sentencepiece_length=16, max_sentence_length=4 * MAX_WORD_CHARS + 16,
-        bos_id=-1, eos_id=-1, pad_id=-1, unk_id=0, num_threads=num_threads,
+        # ALBERT's ids for --spm_model_file users: <pad> 0, <unk> 1, [CLS] 2, [SEP] 3, [MASK] 4.
+        pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"],
+        num_threads=num_threads,
         input_sentence_size=0, shuffle_input_sentence=False, minloglevel=2)
     try:
         spm.SentencePieceTrainer.train(**spm_kwargs)

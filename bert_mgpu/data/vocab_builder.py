@@ -614,6 +614,10 @@ def build_vocab(words: collections.Counter, vocab_size: int, algorithm: str = "b
         raise VocabError(f"--min_char_count={min_char_count}: no character is seen that often")
     inside = _continuing_chars(words)
     continuation = ["##" + c for c in alphabet if _may_continue(c, inside)]
+    # A reserved token may coincide with a character or piece: it is there once, in the head.
+    head_set = set(head)
+    alphabet = [c for c in alphabet if c not in head_set]
+    continuation = [c for c in continuation if c not in head_set]
     fixed = len(head) + len(alphabet) + len(continuation)
     if vocab_size < fixed:
         raise VocabError(

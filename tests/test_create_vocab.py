@@ -262,3 +262,12 @@ def test_script_bad_input(tmp_path):
     assert "cannot read" in line and "bad.txt.gz" in line
     assert not out.exists()
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".vocab-")]
+
+
+def test_reserved_token_that_is_also_a_character():
+    words = collections.Counter({"abc": 5, "abd": 3, "x": 2})
+    tokens, sizes = vocab_builder.build_vocab(words, 24, reserved_tokens=("a", "##b", "xyz"),
+                                              num_unused=0)
+    assert len(tokens) == len(set(tokens)) == 24
+    assert tokens[5:8] == ["a", "##b", "xyz"]
+    assert sizes["alphabet"] == 3 and "##b" not in tokens[8:]

@@ -270,4 +270,4 @@ def test_reserved_token_that_is_also_a_character():
                                               num_unused=0)
     assert len(tokens) == len(set(tokens)) == 24
     assert tokens[5:8] == ["a", "##b", "xyz"]
-    assert sizes["alphabet"] == 3 and "##b" not in tokens[8:]
+    assert tokens[8:12] == ["b", "c", "d", "x"] and "##b" not in tokens[8:]

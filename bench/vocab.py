@@ -236,7 +236,8 @@ def main():
     out += [f"**Counting with worker processes** (the KJV training text 10 times, {big_mb:.1f} MB, "
             "size 6,000; `--num_workers`; the vocabularies are "
             + ("identical" if same else "DIFFERENT") + "):", "",
-            "| `--num_workers` | wall s | CPU s | peak RSS MB (main process) |",
+            "| `--num_workers` | wall s | CPU s (workers included) | peak RSS MB (largest "
+            "process) |",
             "|---:|---:|---:|---:|"]
     for workers, runs in scaling.items():
         out.append(f"| {workers} | {statistics.median(w for w, _, _ in runs):.2f} | "

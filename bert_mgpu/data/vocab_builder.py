@@ -254,6 +254,9 @@ def count_words(files: Sequence[str], do_lower_case: bool, max_sentences: int = 
                     _count_block, ((b, do_lower_case) for b in blocks)):
                 words.update(block_words)
                 lines += block_lines
+            # Let the workers exit and be reaped (their CPU time is then counted in ours).
+            pool.close()
+            pool.join()
     else:
         if max_sentences > 0:
             blocks = _sampled_blocks(files, max_sentences, seed, progress.update)

@@ -237,8 +237,9 @@ def main():
             "greedy longest-match (WordPiece's rule) uses badly, hence its higher fertility on "
             "English. `wordpiece` (likelihood-gain merges, pure Python) reaches the lowest "
             "fertility on the English corpora but takes several times longer; `bpe` is the "
-            "default. Our peak RSS is mostly the interpreter with absl and SentencePiece loaded "
-            "(~35 MB); the corpus itself is never held, only word counts. Google's released "
+            "default. Of our peak RSS, 23 MB is the interpreter with absl and SentencePiece "
+            "loaded; the rest is word counts and SentencePiece's training (the corpus itself is "
+            "never held). Google's released "
             "vocabularies are far larger and learned on other text: they show what a general "
             "vocabulary gives on these texts, not a comparison at equal size.", ""]
     out += [f"**Counting with worker processes** (the KJV training text 10 times, {big_mb:.1f} MB, "

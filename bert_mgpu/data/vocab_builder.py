@@ -83,6 +83,11 @@ _WORKER_BLOCK_BYTES = 4 << 20
 _PARALLEL_MIN_BYTES = 24 << 20
 
 
+# Per process: do_lower_case -> {cleaned chunk: its BasicTokenizer words}.
+_SPLIT_MEMO: Dict[bool, Dict[str, List[str]]] = {}
+_SPLIT_MEMO_SIZE = 1 << 18
+
+
 class VocabError(ValueError):
     """Input from which the asked vocabulary cannot be built; the message names the flag."""
 
@@ -191,11 +196,19 @@ def _count_block(args: Tuple[bytes, bool]) -> Tuple[Dict[str, int], int]:
     lines = sum(1 for line in text.split("\n") if line.strip())
     # pylint: disable=protected-access  (Google's cleaning, shared with FullTokenizer)
     chunks = collections.Counter(tokenization._clean_and_pad(text).split())
-    # Chunks are cleaned already: BasicTokenizer's per-chunk step is all that is left to do.
+    # Chunks are cleaned already: BasicTokenizer's per-chunk step is all that is left to do,
+    # once per distinct chunk of the process (natural text repeats its chunks from block to
+    # block; the memo is bounded and cleared when full, which changes no result).
+    memo = _SPLIT_MEMO.setdefault(do_lower_case, {})
+    if len(memo) > _SPLIT_MEMO_SIZE:
+        memo.clear()
     split_chunk = tokenization.BasicTokenizer(do_lower_case=do_lower_case)._tokenize_chunk
     words = collections.Counter()
     for chunk, count in chunks.items():
-        for word in split_chunk(chunk):
+        split = memo.get(chunk)
+        if split is None:
+            split = memo[chunk] = split_chunk(chunk)
+        for word in split:
             words[word] += count
     return dict(words), lines
 

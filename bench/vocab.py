@@ -229,8 +229,8 @@ def main():
                  ("time <= 1.5x HF's", bpe[5] <= 1.5 * hf[5])]
         out += ["", f"Ours (bpe) / Hugging Face: fertility {bpe[3] / hf[3]:.3f}x, [UNK] "
                 + (f"{bpe[4] / hf[4]:.3f}x" if hf[4] else "both 0") + f", time "
-                f"{bpe[5] / hf[5]:.2f}x (CPU {bpe[6] / hf[6]:.2f}x), peak RSS {bpe[7] / hf[7]:.2f}x. "
-                "Goals (issue 18): "
+                f"{bpe[5] / hf[5]:.2f}x (CPU {bpe[6] / hf[6]:.2f}x), peak RSS "
+                f"{bpe[7] / hf[7]:.2f}x. Goals (issue 18): "
                 + ", ".join(f"{name} {'met' if ok else 'NOT met'}" for name, ok in goals)
                 + ".", ""]
     out += ["Notes. `unigram` learns pieces for SentencePiece's own Viterbi segmentation, which "

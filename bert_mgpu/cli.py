@@ -564,7 +564,8 @@ def define_create_vocab_flags():
     flags.DEFINE_integer("max_sentences", 0, "0: count every line. N: a seeded uniform sample of "
                          "N lines (SentencePiece's input_sentence_size).")
     flags.DEFINE_integer("num_workers", 0, "Processes counting words and SentencePiece threads "
-                         "(0: one per core; inputs under ~24 MB are counted in one process).")
+                         "(0: one per core, but inputs under 256 MB are counted in one process, "
+                         "which is faster there).")
     flags.DEFINE_integer("random_seed", 12345, "Seed of the --max_sentences sample.")
     flags.DEFINE_float("progress_interval", 10.0, "Seconds between progress lines.")
 

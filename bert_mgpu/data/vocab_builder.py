@@ -9,12 +9,13 @@ Pipeline
 --------
 1. Word counts, streamed. The input (Google's pretraining text format, `.gz` allowed) is read in
    blocks of whole lines; each block is cleaned and split on whitespace into chunks (Google's
-   `_clean_text` + `_tokenize_chinese_chars`, `tokenization._clean_and_pad`), the chunks are counted
-   and every distinct chunk is split once by `BasicTokenizer` (casing, accents, punctuation, CJK
-   characters). BasicTokenizer works chunk by chunk, so the counts are those of
-   `BasicTokenizer.tokenize` over every line. Only the counts are kept, never the text; with
-   several cores, blocks are counted in worker processes. `max_sentences` samples that many lines
-   (reservoir sampling, seeded, as SentencePiece's `input_sentence_size`).
+   `_clean_text` + `_tokenize_chinese_chars`, `tokenization._clean_and_pad`), the chunks are
+   counted (in C, `Counter.update`) and every distinct chunk is split once by BasicTokenizer's
+   per-chunk step (casing, accents, punctuation). BasicTokenizer works chunk by chunk, so the
+   counts are those of `BasicTokenizer.tokenize` over every line. Only counts are kept, never the
+   text. Worker processes count blocks when asked (`num_workers` >= 2) or, by default, for inputs
+   over 256 MB. `max_sentences` samples that many lines (reservoir sampling, seeded, as
+   SentencePiece's `input_sentence_size`).
 2. Alphabet. Every character seen at least `min_char_count` times in those words becomes a token
    `c`, so a known character is never `[UNK]` on its own. Its continuation `##c` is added when a
    word can go on with it: when it was seen inside a word, or is a letter, a combining mark or a

@@ -241,6 +241,30 @@ _SPECS = {
                                                "do not have an answer."),
     "null_score_diff_threshold": ("float", 0.0, "If null_score - best_non_null is greater than "
                                                 "the threshold predict null."),
+    # create_vocab.py (besides --input_file, --output_file, --do_lower_case, --num_workers,
+    # --random_seed and --progress_interval above).
+    "vocab_size": ("integer", 30522, "Entries of the vocabulary, exactly (special tokens and "
+                                     "[unused] slots included)."),
+    "algorithm": ("enum", "bpe", "How pieces are learned from the word counts: bpe "
+                                 "(SentencePiece BPE, the lowest fertility measured), unigram "
+                                 "(SentencePiece unigram LM) or wordpiece (likelihood-scored "
+                                 "merges, pure Python, slower).", config.VOCAB_ALGORITHMS),
+    "num_unused": ("integer", 99, "[unusedN] slots. The first 99 come before [UNK], so [UNK], "
+                                  "[CLS], [SEP], [MASK] get ids 100-103 as in Google's English "
+                                  "vocabularies; the rest follow [MASK] (Google's uncased has "
+                                  "994)."),
+    "reserved_tokens": ("list", [], "Comma-separated extra special tokens placed right after "
+                                    "[MASK] (where Google's Chinese vocabulary has <S>,<T>)."),
+    "spm_model_prefix": ("string", None, "Also keep the SentencePiece model the pieces come "
+                                         "from (PREFIX.model, PREFIX.vocab; --algorithm=bpe or "
+                                         "unigram), for --spm_model_file users: ALBERT's ids "
+                                         "(<pad> 0, <unk> 1, [CLS] 2, [SEP] 3, [MASK] 4); its "
+                                         "size is SentencePiece's, above --vocab_size."),
+    "min_char_count": ("integer", 1, "Characters seen fewer times are left out of the alphabet "
+                                     "(their words become [UNK]); raise it on web-scale "
+                                     "corpora."),
+    "max_sentences": ("integer", 0, "0: count every line. N: a seeded uniform sample of N lines "
+                                    "(SentencePiece's input_sentence_size)."),
     # convert_hf_checkpoint.py
     "hf_model_dir": ("string", None, "Hugging Face BERT folder: config.json, model.safetensors "
                                      "or pytorch_model.bin, vocab.txt."),
@@ -683,3 +707,25 @@ def squad_config() -> config.SquadConfig:
         if used and not _is_remote(path) and not os.path.isfile(path):
             raise FlagError(f"--{flag}: {path} not found")
     return cfg
+
+
+def define_create_vocab_flags():
+    define_flags(tuple(f.name for f in dataclasses.fields(config.CreateVocabConfig)), helps={
+        "input_file": "Input raw text file (or comma-separated list of files; globs allowed), "
+                      "in create_pretraining_data.py's format; '.gz' files are read "
+                      "decompressed.",
+        "output_file": "The vocab.txt to write (written to a temporary file and renamed: no "
+                       "partial file on failure).",
+        "do_lower_case": "Lower-case and strip accents, as BasicTokenizer with do_lower_case; "
+                         "use the same value with the other scripts.",
+        "num_workers": "Processes counting words and SentencePiece threads (0: one per core, "
+                       "but inputs under 256 MB are counted in one process, which is faster "
+                       "there).",
+        "random_seed": "Seed of the --max_sentences sample."})
+
+
+def create_vocab_config() -> config.CreateVocabConfig:
+    require("input_file", "output_file")
+    check_output_files()
+    reserved = tuple(t.strip() for t in FLAGS.reserved_tokens if t.strip())
+    return validated(from_flags(config.CreateVocabConfig, reserved_tokens=reserved))

@@ -10,7 +10,8 @@ Signatures (every batch dimension is free; texts are UTF-8 strings):
 
 - `serving_default`: `text_a` string [batch] -> the task's outputs.
 - `serving_pair`: `text_a`, `text_b` string [batch] -> the same; as in Google's
-  `convert_single_example`, an empty `text_b` means "no second text" for that row.
+  `convert_single_example`, a `text_b` that is empty (or has no tokens) means "no second text"
+  for that row.
 - `tokenize` / `tokenize_pair`: the texts -> `input_ids`, `input_mask`, `segment_ids`, int32
   [batch, max_seq_length], exactly as `run_classifier_mgpu.py` builds them (truncation included).
 - `serve_ids`: `input_ids`, `input_mask`, `segment_ids` int32 [batch, seq_length] -> the outputs
@@ -177,12 +178,13 @@ class ServingModel(tf.Module):
     def tokenize(self, text_a, text_b=None):
         if text_b is None:
             return self.tokenizer.tokenize(text_a)
-        # Google: `if example.text_b:` — an empty second text is no second text. Rows with and
-        # without one are packed apart (their truncation budgets differ) and merged.
+        # Google's convert_single_example: `if example.text_b:` then `if tokens_b:` -- a second
+        # text that is empty or has no tokens leaves the row a single text (its truncation
+        # budget and head_tail included). Rows with and without one are packed apart, merged.
+        has_b = self.tokenizer.tokenize_ids(text_b).row_lengths() > 0
         single = self.tokenizer.tokenize(text_a)
-        pair = tf.cond(tf.reduce_any(tf.strings.length(text_b) > 0),
+        pair = tf.cond(tf.reduce_any(has_b),
                        lambda: self.tokenizer.tokenize(text_a, text_b), lambda: single)
-        has_b = tf.strings.length(text_b) > 0
         return {k: tf.where(has_b[:, None], pair[k], single[k]) for k in single}
 
 

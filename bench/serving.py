@@ -98,7 +98,8 @@ def arm_ours(saved_model, texts, latency_texts):
         return serve(text_a=tf.constant(batch))["probabilities"].numpy().tolist()
 
     result = _time_arm(predict, texts, latency_texts)
-    result["versions"] = f"TensorFlow {tf.__version__}, tensorflow-text {tensorflow_text.__version__}"
+    result["versions"] = (f"TensorFlow {tf.__version__}, tensorflow-text "
+                          f"{tensorflow_text.__version__}")
     return result
 
 

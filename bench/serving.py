@@ -217,7 +217,7 @@ NAMES = {"ours": "**ours**: SavedModel `serving_default` (tokenizer in the graph
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=DEFAULT_DATA)
-    parser.add_argument("--texts", type=int, default=1024)
+    parser.add_argument("--texts", type=int, default=400, help="texts used (the file has 400)")
     parser.add_argument("--latency_texts", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--arms", default=",".join(ARMS))

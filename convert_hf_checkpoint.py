@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Converts a Hugging Face BERT folder into Google's checkpoint layout.
+r"""Converts a Hugging Face BERT folder into Google's checkpoint layout.
 
 Usage:
   python convert_hf_checkpoint.py --hf_model_dir=path/to/hf_bert --output_dir=path/to/google_bert \
@@ -15,10 +15,10 @@ Hugging Face's "gelu" is the exact erf form; Google's "gelu" is the tanh approxi
 --gelu=tanh writes Google's "gelu".
 """
 
-from absl import app, logging
+from absl import logging
 
 from bert_mgpu import cli
-from bert_mgpu.scripts import run_main
+from bert_mgpu.scripts import run
 
 cli.define_convert_hf_flags()
 
@@ -31,4 +31,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    app.run(run_main(main))
+    run(main)

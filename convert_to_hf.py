@@ -13,10 +13,10 @@ the checkpoint has them, so transformers loads the folder with BertModel, BertFo
 BertForSequenceClassification (num_labels and id2label from --label_list).
 """
 
-from absl import app, logging
+from absl import logging
 
 from bert_mgpu import cli
-from bert_mgpu.scripts import run_main
+from bert_mgpu.scripts import run
 
 cli.define_convert_to_hf_flags()
 
@@ -32,4 +32,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    app.run(run_main(main))
+    run(main)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Creates masked-LM / next-sentence pretraining TFRecords (Google's create_pretraining_data.py).
+r"""Creates masked-LM / next-sentence pretraining TFRecords (Google's create_pretraining_data.py).
 
 Usage (Google's flags; the same input, vocabulary, flags and seed give Google's records):
   python create_pretraining_data.py \
@@ -14,10 +14,8 @@ have: --sentence_order_prediction, --no_next_sentence, --span_masking [--span_le
 --word_segmented_input. TensorFlow is not imported.
 """
 
-from absl import app
-
 from bert_mgpu import cli
-from bert_mgpu.scripts import run_main
+from bert_mgpu.scripts import run
 
 cli.define_create_pretraining_data_flags()
 
@@ -28,4 +26,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    app.run(run_main(main))
+    run(main)

@@ -17,10 +17,10 @@ serving_default (text_a), serving_pair (text_a, text_b), tokenize, tokenize_pair
   model.signatures["serving_default"](text_a=tf.constant(["a raw sentence"]))
 """
 
-from absl import app, logging
+from absl import logging
 
 from bert_mgpu import cli, jobs
-from bert_mgpu.scripts import run_main
+from bert_mgpu.scripts import run
 
 cli.define_export_flags()
 
@@ -32,4 +32,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    app.run(run_main(main))
+    run(main)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Extracts pre-computed feature vectors from BERT (Google's extract_features.py, TF2).
+r"""Extracts pre-computed feature vectors from BERT (Google's extract_features.py, TF2).
 
 Usage (Google's flags):
   python extract_features.py \
@@ -12,18 +12,17 @@ Usage (Google's flags):
 One example per input line; a sentence pair is written `text_a ||| text_b`.
 """
 
-from absl import app
-
 from bert_mgpu import cli
-from bert_mgpu.scripts import run_main
+from bert_mgpu.scripts import run
 
 cli.define_extract_features_flags()
 
 
 def main(_):
+    cfg = cli.extract_features_config()  # every flag and file checked before TensorFlow is loaded
     from bert_mgpu import jobs
-    jobs.extract_features(cli.extract_features_config())
+    jobs.extract_features(cfg)
 
 
 if __name__ == "__main__":
-    app.run(run_main(main))
+    run(main)

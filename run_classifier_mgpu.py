@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""BERT fine-tuning for classification with in-graph towers (the multi-GPU fork's script, TF2).
+r"""BERT fine-tuning for classification with in-graph towers (the multi-GPU fork's script, TF2).
 
 Usage (the fork's launch line works with only task name and paths changed):
   export CUDA_VISIBLE_DEVICES=1,2,3,4,5,6
@@ -15,18 +15,17 @@ a `label` column, one or two text columns). --train_batch_size is per tower. Wri
 eval_results.txt (--do_eval), test_results.tsv and predict.txt (--do_predict) in --output_dir.
 """
 
-from absl import app
-
 from bert_mgpu import cli
-from bert_mgpu.scripts import run_main
+from bert_mgpu.scripts import run
 
 cli.define_classifier_flags()
 
 
 def main(_):
+    cfg = cli.classifier_config()  # every flag and file checked before TensorFlow is loaded
     from bert_mgpu import jobs
-    jobs.run_classifier(cli.classifier_config())
+    jobs.run_classifier(cfg)
 
 
 if __name__ == "__main__":
-    app.run(run_main(main))
+    run(main)

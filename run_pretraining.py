@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Pretrains BERT (masked LM + next sentence) with in-graph towers: Google's script on TF2.
+r"""Pretrains BERT (masked LM + next sentence) with in-graph towers: Google's script on TF2.
 
 Usage (Google's flags, plus --n_gpus and the trainer options):
   export CUDA_VISIBLE_DEVICES=0,1
@@ -16,18 +16,17 @@ num_accumulation_steps examples. Re-running the same command resumes from the ne
 in --output_dir; SIGHUP/SIGTERM/SIGINT write a checkpoint and exit cleanly.
 """
 
-from absl import app
-
 from bert_mgpu import cli
-from bert_mgpu.scripts import run_main
+from bert_mgpu.scripts import run
 
 cli.define_pretraining_flags()
 
 
 def main(_):
+    cfg = cli.pretraining_config()  # every flag and file checked before TensorFlow is loaded
     from bert_mgpu import jobs
-    jobs.run_pretraining(cli.pretraining_config())
+    jobs.run_pretraining(cfg)
 
 
 if __name__ == "__main__":
-    app.run(run_main(main))
+    run(main)

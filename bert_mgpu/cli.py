@@ -9,13 +9,23 @@ reads FLAGS.
 """
 
 import dataclasses
-from typing import List
+import glob
+import os
+import sys
+import tempfile
+from typing import List, Optional
 
 from absl import flags, logging
 
 from bert_mgpu import config
 
 FLAGS = flags.FLAGS
+
+# The flags are defined here but belong to the script that asks for them: absl attributes a flag
+# to the module that called DEFINE_*, and `--help` lists the main module's flags only. Disclaimed,
+# this module's definitions are attributed to its caller (the script), so `--help` lists each
+# script's own flags.
+flags.disclaim_key_flags()
 
 
 class FlagError(ValueError):
@@ -57,6 +67,9 @@ _SPECS = {
     "num_train_epochs": ("float", 3.0, "Total number of training epochs to perform."),
     "warmup_proportion": ("float", 0.1, "Proportion of training to perform linear learning "
                                         "rate warmup for. E.g., 0.1 = 10% of training."),
+    "allow_random_weights": ("bool", False, "Allow --do_eval/--do_predict without --do_train, "
+                                            "a checkpoint in --output_dir or --init_checkpoint "
+                                            "(an untrained model: normally a mistake)."),
     # TPU flags of Google's scripts: accepted so old launch scripts keep working, then ignored.
     "use_tpu": ("bool", False, "Accepted for compatibility; ignored (no TPU support)."),
     "tpu_name": ("string", None, "Accepted for compatibility; ignored."),
@@ -140,6 +153,20 @@ _SPECS = {
     "layerwise_lr_decay": ("float", 1.0, "Layer-wise LR decay: encoder layer l of L gets "
                                          "learning_rate * RATE^(L - l), the embeddings RATE^L, "
                                          "the classifier the full rate. 1.0 = off."),
+    # Evaluation during training (fine-tuning scripts).
+    "eval_every_n_steps": ("integer", 0, "Evaluate the dev set every N updates (and at the "
+                                         "last): eval_history.tsv, TensorBoard run 'eval', "
+                                         "eval_curve.png (with matplotlib). 0 = only at the end "
+                                         "(Google)."),
+    "keep_best_checkpoint": ("bool", False, "With --eval_every_n_steps: keep the model at the "
+                                            "best --best_metric in OUTPUT_DIR/best (survives "
+                                            "--keep_checkpoint_max); --do_predict uses it."),
+    "best_metric": ("string", "eval_accuracy", "The eval_results key that decides the best "
+                                               "checkpoint and early stopping (losses: lower "
+                                               "is better; others: higher)."),
+    "early_stopping_patience": ("integer", 0, "Stop training after this many evaluations "
+                                              "without improvement of --best_metric (0 = "
+                                              "never)."),
     # extract_features.py
     "output_file": ("string", None, "Output JSON-lines file."),
     "layers": ("string", "-1,-2,-3,-4", "Indexes of the encoder layers to output."),
@@ -177,6 +204,27 @@ _SPECS = {
                                             "Chinese run through a word segmenter): mask whole "
                                             "words, as Chinese-BERT-wwm."),
     "progress_interval": ("float", 10.0, "Seconds between progress lines."),
+    # run_squad.py (Google's flags; do_train, do_predict, max_seq_length etc. are above)
+    "train_file": ("string", None, "SQuAD json for training. E.g., train-v1.1.json"),
+    "predict_file": ("string", None, "SQuAD json for predictions. E.g., dev-v1.1.json or "
+                                     "test-v1.1.json"),
+    "doc_stride": ("integer", 128, "When splitting up a long document into chunks, how much "
+                                   "stride to take between chunks."),
+    "max_query_length": ("integer", 64, "The maximum number of tokens for the question. "
+                                        "Questions longer than this will be truncated to this "
+                                        "length."),
+    "n_best_size": ("integer", 20, "The total number of n-best predictions to generate in the "
+                                   "nbest_predictions.json output file."),
+    "max_answer_length": ("integer", 30, "The maximum length of an answer that can be "
+                                         "generated. This is needed because the start and end "
+                                         "predictions are not conditioned on one another."),
+    "verbose_logging": ("bool", False, "If true, all of the warnings related to data "
+                                       "processing will be printed. A number of warnings are "
+                                       "expected for a normal SQuAD evaluation."),
+    "version_2_with_negative": ("bool", False, "If true, the SQuAD examples contain some that "
+                                               "do not have an answer."),
+    "null_score_diff_threshold": ("float", 0.0, "If null_score - best_non_null is greater than "
+                                                "the threshold predict null."),
     # convert_hf_checkpoint.py
     "hf_model_dir": ("string", None, "Hugging Face BERT folder: config.json, model.safetensors "
                                      "or pytorch_model.bin, vocab.txt."),
@@ -194,7 +242,9 @@ TPU_FLAGS = ("use_tpu", "tpu_name", "tpu_zone", "gcp_project", "master", "num_tp
 TRAINER_FLAGS = tuple(f.name for f in dataclasses.fields(config.TrainOptions))
 CLUSTER_FLAGS = ("worker_hosts", "task_index", "collective_timeout_seconds")
 GOOGLE_TRAINING_FLAGS = ("output_dir", "do_train", "do_eval", "eval_batch_size",
-                         "learning_rate", "save_checkpoints_steps")
+                         "learning_rate", "save_checkpoints_steps", "allow_random_weights")
+EVAL_DURING_TRAINING_FLAGS = ("eval_every_n_steps", "keep_best_checkpoint", "best_metric",
+                              "early_stopping_patience")
 # Every training script: Google's common flags, the trainer's, the cluster's, TPU compatibility.
 TRAINING_SCRIPT_FLAGS = GOOGLE_TRAINING_FLAGS + TRAINER_FLAGS + CLUSTER_FLAGS + TPU_FLAGS
 
@@ -224,6 +274,19 @@ def define_flags(*groups, helps=None, defaults=None) -> None:
             flags.DEFINE_enum(name, default, list(enum[0]), help_text)
         else:
             _DEFINERS[kind](name, default, help_text)
+
+
+def parse_flags(argv: List[str]) -> List[str]:
+    """absl's flag parsing for `app.run(..., flags_parser=parse_flags)`: a bad flag (unknown
+    name, a value of the wrong type or outside its enum) is one line `SCRIPT: ERROR: ...` and
+    exit code 1, as every other bad input."""
+    try:
+        return FLAGS(argv)
+    except flags.Error as e:
+        script = os.path.basename(argv[0]) if argv else "bert_mgpu"
+        message = " ".join(str(e).split())
+        sys.stderr.write(f"{script}: ERROR: {message} (--help lists the flags)\n")
+        sys.exit(1)
 
 
 def _declared_names() -> List[str]:
@@ -260,6 +323,151 @@ def require(*names):
             raise FlagError(f"--{name} is required")
 
 
+def _is_remote(path: str) -> bool:
+    return "://" in path
+
+
+def _nearest_existing(path: str) -> str:
+    """`path` itself or its nearest ancestor that exists."""
+    path = os.path.abspath(path)
+    while not os.path.lexists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return path
+
+
+def _writable_directory(directory: str) -> bool:
+    """Whether a file can be created in `directory`, tried for real: permission bits do not
+    say it for root, nor for a read-only mount."""
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return False
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".bert_mgpu-write-test-", dir=directory)
+    except OSError:
+        return False
+    os.close(fd)
+    os.remove(probe)
+    return True
+
+
+def _check_can_create_in(flag: str, path: str, what: str) -> None:
+    """The missing `path` (a `what`) can be created: its nearest existing ancestor is a
+    writable directory."""
+    ancestor = _nearest_existing(path)
+    if not os.path.isdir(ancestor):
+        raise FlagError(f"--{flag}={path}: cannot create the {what}, {ancestor} is a file")
+    if not _writable_directory(ancestor):
+        raise FlagError(f"--{flag}={path}: cannot create the {what}, {ancestor} is not "
+                        f"writable")
+
+
+def check_output_dir(flag: str = "output_dir", path: Optional[str] = None) -> None:
+    """Raises FlagError unless `--flag` names a writable directory or one that can be created.
+
+    Every script's config builder calls it (or `check_output_files`) before any work, so a bad
+    output path fails in one line, not after hours or with a traceback. Remote paths (gs://...)
+    are left to the file system.
+    """
+    path = getattr(FLAGS, flag) if path is None else path
+    if not path or _is_remote(path):
+        return
+    if os.path.lexists(path):
+        if not os.path.isdir(path):
+            raise FlagError(f"--{flag}={path} is a file, not a directory")
+        if not _writable_directory(path):
+            raise FlagError(f"--{flag}={path} is not writable")
+    else:
+        _check_can_create_in(flag, path, "directory")
+
+
+def check_output_files(flag: str = "output_file", paths: Optional[str] = None) -> None:
+    """Raises FlagError unless every comma-separated path of `--flag` can be written (replaced
+    at the end of the run: the file itself stays untouched until then)."""
+    paths = getattr(FLAGS, flag) if paths is None else paths
+    for path in (p.strip() for p in (paths or "").split(",")):
+        if not path or _is_remote(path):
+            continue
+        if os.path.isdir(path):
+            raise FlagError(f"--{flag}={path} is a directory, not a file")
+        if os.path.lexists(path):
+            # Written next to it and renamed over it: the directory must be writable, and
+            # a read-only file is not silently replaced.
+            if not os.access(path, os.W_OK):
+                raise FlagError(f"--{flag}={path} is not writable")
+            if not _writable_directory(os.path.dirname(os.path.abspath(path))):
+                raise FlagError(f"--{flag}={path}: its directory is not writable")
+        else:
+            _check_can_create_in(flag, path, "file")
+
+
+def check_input_text_file(flag: str) -> None:
+    """Raises FlagError unless the local file of `--flag` exists and is not empty (checked
+    before the model is built; remote paths are checked when read)."""
+    path = getattr(FLAGS, flag)
+    if not path or _is_remote(path):
+        return
+    if not os.path.exists(path):
+        raise FlagError(f"--{flag}: {path} not found")
+    if os.path.isdir(path):
+        raise FlagError(f"--{flag}: {path} is a directory, not a text file")
+    if os.path.getsize(path) == 0:
+        raise FlagError(f"--{flag}: {path} is empty (one example per line expected)")
+
+
+def check_model_files(model: config.ModelFiles) -> None:
+    """Reads --bert_config_file (and checks --max_seq_length against it), checks that the
+    vocabulary exists, fits the model's vocab_size and suits --do_lower_case: at start, before
+    TensorFlow is loaded, so a mistyped path costs a second, not the start-up. The job reads
+    them again for real."""
+    from bert_mgpu import tokenization
+
+    bert_config = model.bert_config() if model.bert_config_file else None
+    for flag in ("vocab_file", "spm_model_file"):
+        path = getattr(model, flag)
+        if path and not _is_remote(path) and not os.path.isfile(path):
+            raise FlagError(f"--{flag}: {path} not found")
+    flag = "spm_model_file" if model.spm_model_file else "vocab_file"
+    path = getattr(model, flag)
+    if bert_config is not None and path and not _is_remote(path):
+        if model.spm_model_file:
+            import sentencepiece  # pylint: disable=import-outside-toplevel
+            size = sentencepiece.SentencePieceProcessor(model_file=path).GetPieceSize()
+        else:
+            size = len(tokenization.load_vocab(path))
+        if size > bert_config.vocab_size:
+            raise FlagError(f"--{flag}: {path} has {size} tokens, more than vocab_size "
+                            f"{bert_config.vocab_size} in {model.bert_config_file} (ids past "
+                            f"the embedding table)")
+    if model.vocab_file or model.spm_model_file:
+        tokenization.validate_case_matches_checkpoint(model.do_lower_case,
+                                                      model.init_checkpoint)
+
+
+def _has_checkpoint(output_dir: str) -> bool:
+    """Whether the trainer would resume from `output_dir` (remote: assumed, checked later)."""
+    if _is_remote(output_dir):
+        return True
+    return os.path.isfile(os.path.join(output_dir, "checkpoint")) or \
+        bool(glob.glob(os.path.join(glob.escape(output_dir), "model.ckpt-*.index")))
+
+
+def check_weights_to_evaluate(cfg) -> None:
+    """--do_eval/--do_predict without --do_train evaluate the checkpoint in --output_dir, else
+    --init_checkpoint: with neither, the model would be random weights (a plausible-looking
+    result of nothing). Refused in one line."""
+    if cfg.do_train or cfg.model.init_checkpoint or cfg.allow_random_weights or \
+            _has_checkpoint(cfg.output_dir):
+        return
+    what = "/".join(f"--{name}" for name in ("do_eval", "do_predict")
+                    if getattr(cfg, name, False))
+    raise FlagError(f"{what} without --do_train: no checkpoint in --output_dir={cfg.output_dir} "
+                    f"and no --init_checkpoint, so the model would have random weights; train "
+                    f"first (--do_train), give --init_checkpoint, or pass "
+                    f"--allow_random_weights to run an untrained model on purpose")
+
+
 def warn_ignored_tpu_flags():
     """Logs a warning for every TPU flag set on the command line."""
     for name in TPU_FLAGS:
@@ -289,22 +497,21 @@ def train_options() -> config.TrainOptions:
 
 def cluster_config():
     """The `cluster` subtree: from --worker_hosts/--task_index or TF_CONFIG, or None."""
-    from bert_mgpu.cluster import resolve_cluster
-
     if FLAGS.collective_timeout_seconds <= 0:
         raise FlagError("--collective_timeout_seconds must be > 0")
     if FLAGS.task_index is not None and not FLAGS.worker_hosts:
         raise FlagError("--task_index needs --worker_hosts")
-    return resolve_cluster(FLAGS.worker_hosts, FLAGS.task_index,
-                           FLAGS.collective_timeout_seconds)
+    return config.resolve_cluster(FLAGS.worker_hosts, FLAGS.task_index,
+                                  FLAGS.collective_timeout_seconds)
 
 
 def _training_job_config(cls, **explicit):
     """A training job's config: its fields, the model/train/cluster subtrees, the flags."""
     warn_ignored_tpu_flags()
-    return validated(from_flags(cls, model=model_files(), train=train_options(),
-                                cluster=cluster_config(), flags=flag_values_dict(),
-                                **explicit))
+    cfg = validated(from_flags(cls, model=model_files(), train=train_options(),
+                               cluster=cluster_config(), flags=flag_values_dict(), **explicit))
+    check_model_files(cfg.model)
+    return cfg
 
 
 # ---------------------------------------------------------------------------------------------
@@ -319,14 +526,33 @@ def define_pretraining_flags():
 
 def pretraining_config() -> config.PretrainingConfig:
     require("bert_config_file", "input_file", "output_dir")
-    return _training_job_config(config.PretrainingConfig)
+    check_output_dir()
+    cfg = _training_job_config(config.PretrainingConfig)
+    check_weights_to_evaluate(cfg)
+    from bert_mgpu.data import input_pipeline
+    input_pipeline.expand_input_files(cfg.input_file)  # a pattern matching nothing: at start
+    warn_warmup_longer_than_training(cfg)
+    return cfg
+
+
+def warn_warmup_longer_than_training(cfg: config.PretrainingConfig) -> None:
+    """Logs a warning when the linear schedule's warmup outlasts the run: the learning rate
+    would rise for every step and never reach --learning_rate."""
+    train = cfg.train_config
+    if cfg.do_train and train.lr_schedule == "linear" and \
+            train.num_warmup_steps > train.num_train_steps:
+        peak = train.learning_rate * train.num_train_steps / train.num_warmup_steps
+        logging.warning("--num_warmup_steps=%d > --num_train_steps=%d: the learning rate rises "
+                        "for the whole run and never reaches its peak --learning_rate=%g "
+                        "(at most %g, at the last step)", train.num_warmup_steps,
+                        train.num_train_steps, train.learning_rate, peak)
 
 
 def define_classifier_flags():
     define_flags(MODEL_FLAGS, TRAINING_SCRIPT_FLAGS,
                  ("do_predict", "predict_batch_size", "num_train_epochs", "warmup_proportion",
                   "data_dir", "task_name", "label_list", "truncation", "head_tokens",
-                  "layerwise_lr_decay"),
+                  "layerwise_lr_decay"), EVAL_DURING_TRAINING_FLAGS,
                  # Fine-tuning shuffles the whole training set every epoch (Google's buffer of
                  # 100 learns nothing from a file sorted by label).
                  defaults={"shuffle_buffer_size": 0})
@@ -334,9 +560,15 @@ def define_classifier_flags():
 
 def classifier_config() -> config.ClassifierConfig:
     require("data_dir", "task_name", "bert_config_file", "output_dir")
-    return _training_job_config(
-        config.ClassifierConfig, task_name=FLAGS.task_name.lower(),
-        label_list=tuple(FLAGS.label_list) if FLAGS.label_list else None)
+    check_output_dir()
+    from bert_mgpu.data import processors
+
+    label_list = tuple(FLAGS.label_list) if FLAGS.label_list else None
+    processors.get_processor(FLAGS.task_name, label_list)  # an unknown --task_name: at start
+    cfg = _training_job_config(config.ClassifierConfig, task_name=FLAGS.task_name.lower(),
+                               label_list=label_list)
+    check_weights_to_evaluate(cfg)
+    return cfg
 
 
 def define_extract_features_flags():
@@ -347,9 +579,13 @@ def define_extract_features_flags():
 
 def extract_features_config() -> config.ExtractFeaturesConfig:
     require("input_file", "output_file", "bert_config_file", "init_checkpoint")
+    check_input_text_file("input_file")
+    check_output_files()
     warn_ignored_tpu_flags()
-    return validated(from_flags(config.ExtractFeaturesConfig, model=model_files(),
-                                layers=tuple(parse_int_list("layers", FLAGS.layers))))
+    cfg = validated(from_flags(config.ExtractFeaturesConfig, model=model_files(),
+                               layers=tuple(parse_int_list("layers", FLAGS.layers))))
+    check_model_files(cfg.model)
+    return cfg
 
 
 def define_create_pretraining_data_flags():
@@ -370,6 +606,7 @@ def define_create_pretraining_data_flags():
 
 def create_pretraining_data_config() -> config.CreatePretrainingDataConfig:
     require("input_file", "output_file", "vocab_file")
+    check_output_files()
     return validated(from_flags(config.CreatePretrainingDataConfig))
 
 
@@ -382,6 +619,7 @@ def define_convert_hf_flags():
 
 def convert_hf_config() -> config.ConvertHfConfig:
     require("hf_model_dir", "output_dir")
+    check_output_dir()
     return from_flags(config.ConvertHfConfig)
 
 
@@ -397,7 +635,7 @@ _SPECS.update({
     "task": ("enum", "classifier", "What the SavedModel returns: 'classifier' (probabilities, "
                                    "label_id, label) or 'features' (pooled_output, "
                                    "sequence_output, input_mask, sentence_embedding); 'squad' "
-                                   "comes with run_squad.py.",
+                                   "is reserved (not exported yet).",
              ("classifier", "features", "squad")),
     "jit_compile": ("bool", False, "Compile the exported encoder with XLA (jit_compile)."),
 })
@@ -422,6 +660,7 @@ def define_export_flags():
 
 def export_config() -> config.ExportConfig:
     require("export_dir")
+    check_output_dir("export_dir")
     given = frozenset(name for name in EXPORT_FLAGS + MODEL_FLAGS if FLAGS[name].present)
     return validated(from_flags(
         config.ExportConfig, model=model_files(), flags_given=given,
@@ -439,5 +678,38 @@ def define_convert_to_hf_flags():
 
 def convert_to_hf_config() -> config.ConvertToHfConfig:
     require("bert_config_file", "init_checkpoint", "vocab_file", "output_dir")
+    check_output_dir()
     return from_flags(config.ConvertToHfConfig, model=model_files(),
                       label_list=tuple(FLAGS.label_list) if FLAGS.label_list else None)
+
+
+def define_squad_flags():
+    define_flags(MODEL_FLAGS, tuple(n for n in TRAINING_SCRIPT_FLAGS if n != "eval_batch_size"),
+                 ("do_predict", "predict_batch_size", "num_train_epochs", "warmup_proportion",
+                  "train_file", "predict_file", "doc_stride", "max_query_length", "n_best_size",
+                  "max_answer_length", "verbose_logging", "version_2_with_negative",
+                  "null_score_diff_threshold"),
+                 helps={"do_predict": "Whether to run predictions on --predict_file (writes "
+                                      "predictions.json, nbest_predictions.json and, with "
+                                      "--version_2_with_negative, null_odds.json).",
+                        "do_eval": "Predict on --predict_file (which holds the answers) and "
+                                   "write the official EM/F1 to eval_results.txt.",
+                        "train_batch_size": "Batch size for training, per tower (--n_gpus); "
+                                            "Google: total batch size."},
+                 # Google's run_squad.py length; fine-tuning shuffles the whole training set
+                 # every epoch, as run_classifier_mgpu.py.
+                 defaults={"max_seq_length": 384, "shuffle_buffer_size": 0})
+
+
+def squad_config() -> config.SquadConfig:
+    require("vocab_file", "bert_config_file", "output_dir")
+    check_output_dir()
+    cfg = _training_job_config(config.SquadConfig)
+    check_weights_to_evaluate(cfg)
+    # A mistyped SQuAD json path fails at start, before TensorFlow is loaded.
+    for flag, used in (("train_file", cfg.do_train),
+                       ("predict_file", cfg.do_predict or cfg.do_eval)):
+        path = getattr(cfg, flag)
+        if used and not _is_remote(path) and not os.path.isfile(path):
+            raise FlagError(f"--{flag}: {path} not found")
+    return cfg

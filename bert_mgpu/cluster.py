@@ -20,14 +20,17 @@ on the same global batch. A worker that dies makes the others' next all-reduce f
 worker resumes from the last checkpoint.
 """
 
-import json
 import os
-from typing import List, Optional, Sequence
+from typing import List, Sequence
 
 import tensorflow as tf
 from absl import logging
 
+from bert_mgpu import config as _config
 from bert_mgpu.config import ClusterConfig
+
+# resolve_cluster lives with ClusterConfig (no TensorFlow: scripts check the flags at start).
+resolve_cluster = _config.resolve_cluster
 
 # Keys of the collective instances: one per traced call site, allocated in trace order (the
 # same on every worker, since every worker traces the same code in the same order).
@@ -36,44 +39,6 @@ _GROUP_KEY = 1
 
 class WorkerLostError(ConnectionError):
     """An all-reduce did not complete: a worker died or the network failed."""
-
-
-def resolve_cluster(worker_hosts: Optional[str] = None, task_index: Optional[int] = None,
-                    timeout_seconds: float = 300.0,
-                    environ=os.environ) -> Optional[ClusterConfig]:
-    """The cluster from the flags, else from TF_CONFIG; None for a single process.
-
-    Raises:
-      ValueError: naming the flag or TF_CONFIG when they are inconsistent.
-    """
-    if worker_hosts:
-        hosts = tuple(h.strip() for h in worker_hosts.split(",") if h.strip())
-        if task_index is None or not 0 <= task_index < len(hosts):
-            raise ValueError(f"--task_index must be in [0, {len(hosts)}) with --worker_hosts "
-                             f"of {len(hosts)} workers, got {task_index}")
-        for host in hosts:
-            if ":" not in host:
-                raise ValueError(f"--worker_hosts: {host!r} is not host:port")
-        config = ClusterConfig(hosts, task_index, timeout_seconds)
-    elif environ.get("TF_CONFIG"):
-        try:
-            tf_config = json.loads(environ["TF_CONFIG"])
-            hosts = tuple(tf_config["cluster"]["worker"])
-            task = tf_config["task"]
-        except (ValueError, KeyError, TypeError) as e:
-            raise ValueError(f"TF_CONFIG: expected {{'cluster': {{'worker': [...]}}, 'task': "
-                             f"{{'type': 'worker', 'index': i}}}} ({e})") from None
-        if set(tf_config["cluster"]) - {"worker", "chief"} or "chief" in tf_config["cluster"]:
-            raise ValueError("TF_CONFIG: only a 'worker' job is supported (worker 0 is the "
-                             "chief); no parameter servers")
-        if task.get("type") != "worker" or not 0 <= int(task.get("index", -1)) < len(hosts):
-            raise ValueError(f"TF_CONFIG: task {task} is not one of the {len(hosts)} workers")
-        config = ClusterConfig(hosts, int(task["index"]), timeout_seconds)
-    else:
-        return None
-    if config.num_workers == 1:
-        return None
-    return config
 
 
 class Cluster:

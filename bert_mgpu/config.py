@@ -26,7 +26,7 @@ import copy
 import dataclasses
 import json
 import os
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Mapping, Optional
 
 # Google's keys and defaults (modeling.BertConfig.__init__), in Google's order.
 _GOOGLE_DEFAULTS = (
@@ -176,12 +176,22 @@ class BertConfig:
     @classmethod
     def from_json_file(cls, json_file: str) -> "BertConfig":
         """Reads Google's `bert_config.json`; errors name the file."""
-        import tensorflow as tf  # local: reading from gs:// etc. goes through tf.io.gfile
+        if "://" not in json_file:  # local: no TensorFlow (config builders check it at start)
+            if not os.path.isfile(json_file):
+                raise BertConfigError(f"{json_file}: bert_config file not found")
+            with open(json_file, "rb") as reader:
+                data = reader.read()
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                raise BertConfigError(f"{json_file}: not a UTF-8 JSON file") from None
+        else:
+            import tensorflow as tf  # gs:// etc. go through tf.io.gfile
 
-        if not tf.io.gfile.exists(json_file):
-            raise BertConfigError(f"{json_file}: bert_config file not found")
-        with tf.io.gfile.GFile(json_file, "r") as reader:
-            text = reader.read()
+            if not tf.io.gfile.exists(json_file):
+                raise BertConfigError(f"{json_file}: bert_config file not found")
+            with tf.io.gfile.GFile(json_file, "r") as reader:
+                text = reader.read()
         try:
             obj = json.loads(text)
         except json.JSONDecodeError as e:
@@ -391,6 +401,44 @@ class ClusterConfig:
                            "task": {"type": "worker", "index": self.task_index}})
 
 
+def resolve_cluster(worker_hosts: Optional[str] = None, task_index: Optional[int] = None,
+                    timeout_seconds: float = 300.0,
+                    environ: Mapping[str, str] = os.environ) -> Optional[ClusterConfig]:
+    """The cluster from the flags, else from TF_CONFIG; None for a single process.
+
+    Raises:
+      ValueError: naming the flag or TF_CONFIG when they are inconsistent.
+    """
+    if worker_hosts:
+        hosts = tuple(h.strip() for h in worker_hosts.split(",") if h.strip())
+        if task_index is None or not 0 <= task_index < len(hosts):
+            raise ValueError(f"--task_index must be in [0, {len(hosts)}) with --worker_hosts "
+                             f"of {len(hosts)} workers, got {task_index}")
+        for host in hosts:
+            if ":" not in host:
+                raise ValueError(f"--worker_hosts: {host!r} is not host:port")
+        config = ClusterConfig(hosts, task_index, timeout_seconds)
+    elif environ.get("TF_CONFIG"):
+        try:
+            tf_config = json.loads(environ["TF_CONFIG"])
+            hosts = tuple(tf_config["cluster"]["worker"])
+            task = tf_config["task"]
+        except (ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"TF_CONFIG: expected {{'cluster': {{'worker': [...]}}, 'task': "
+                             f"{{'type': 'worker', 'index': i}}}} ({e})") from None
+        if set(tf_config["cluster"]) - {"worker", "chief"} or "chief" in tf_config["cluster"]:
+            raise ValueError("TF_CONFIG: only a 'worker' job is supported (worker 0 is the "
+                             "chief); no parameter servers")
+        if task.get("type") != "worker" or not 0 <= int(task.get("index", -1)) < len(hosts):
+            raise ValueError(f"TF_CONFIG: task {task} is not one of the {len(hosts)} workers")
+        config = ClusterConfig(hosts, int(task["index"]), timeout_seconds)
+    else:
+        return None
+    if config.num_workers == 1:
+        return None
+    return config
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PretrainingConfig:
     """run_pretraining.py (Google's flags, same meaning, plus the trainer's)."""
@@ -407,6 +455,7 @@ class PretrainingConfig:
     eval_batch_size: int = 8
     max_eval_steps: int = 100
     no_next_sentence: bool = False
+    allow_random_weights: bool = False
     flags: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
@@ -449,6 +498,11 @@ class ClassifierConfig:
     truncation: str = "head"
     head_tokens: int = 128
     layerwise_lr_decay: float = 1.0
+    allow_random_weights: bool = False
+    eval_every_n_steps: int = 0
+    keep_best_checkpoint: bool = False
+    best_metric: str = "eval_accuracy"
+    early_stopping_patience: int = 0
     flags: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def train_config(self, num_train_examples: int = 0, num_workers: int = 1) -> TrainConfig:
@@ -486,6 +540,14 @@ class ClassifierConfig:
             raise ValueError(f"--truncation must be one of {', '.join(TRUNCATIONS)}, got "
                              f"{self.truncation!r}")
         _check_at_least(self, 0, "head_tokens")
+        _check_at_least(self, 0, "eval_every_n_steps", "early_stopping_patience")
+        if (self.keep_best_checkpoint or self.early_stopping_patience) and \
+                not self.eval_every_n_steps:
+            raise ValueError("--keep_best_checkpoint and --early_stopping_patience need "
+                             "--eval_every_n_steps")
+        if self.eval_every_n_steps and not (self.do_train and self.do_eval):
+            raise ValueError("--eval_every_n_steps evaluates dev.tsv during training: it needs "
+                             "--do_train and --do_eval")
         self.train.validate()
 
 
@@ -499,7 +561,10 @@ class ExtractFeaturesConfig:
     batch_size: int = 32
 
     def validate(self) -> None:
-        self.model.validate(min_seq_length=2, needs_tokenizer=True)
+        if self.model.max_seq_length < 3:
+            raise ValueError(f"--max_seq_length must be >= 3 (room for [CLS], [SEP] and one "
+                             f"token), got {self.model.max_seq_length}")
+        self.model.validate(needs_tokenizer=True)
         _check_at_least(self, 1, "batch_size")
         if not self.layers:
             raise ValueError("--layers is empty")
@@ -604,3 +669,74 @@ class ConvertToHfConfig:
     model: ModelFiles
     output_dir: str
     label_list: Optional[tuple] = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SquadConfig:
+    """run_squad.py: Google's flags (same names, defaults and meaning), plus `do_eval` and the
+    trainer's."""
+    model: ModelFiles
+    train: TrainOptions
+    cluster: Optional[ClusterConfig] = None
+    output_dir: str
+    train_file: Optional[str] = None
+    predict_file: Optional[str] = None
+    do_train: bool = False
+    do_predict: bool = False
+    do_eval: bool = False
+    predict_batch_size: int = 8
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    verbose_logging: bool = False
+    version_2_with_negative: bool = False
+    null_score_diff_threshold: float = 0.0
+    allow_random_weights: bool = False
+    flags: Dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def train_config(self, num_train_examples: int = 0, num_workers: int = 1) -> TrainConfig:
+        """The trainer's config. Steps as Google's `run_squad.main`: int(training *examples*
+        (questions, not their doc-stride windows) / batch * epochs), over the global batch of
+        every worker; warmup `warmup_proportion` of them.
+
+        Raises:
+          ValueError: the training set makes no step.
+        """
+        global_batch = self.train.global_batch_size * num_workers
+        steps = num_train_steps_for(num_train_examples, global_batch, self.num_train_epochs)
+        if self.do_train and steps < 1:
+            raise ValueError(f"{num_train_examples} training examples in {self.train_file} and "
+                             f"--num_train_epochs={self.num_train_epochs} make 0 steps of "
+                             f"{global_batch} examples (train_batch_size x n_gpus x "
+                             f"num_accumulation_steps x workers)")
+        steps = max(steps, 1)  # prediction only: no schedule is run
+        return TrainConfig.of(self.train, output_dir=self.output_dir, num_train_steps=steps,
+                              num_warmup_steps=int(steps * self.warmup_proportion),
+                              init_checkpoint=self.model.init_checkpoint)
+
+    def validate(self) -> None:
+        """Google's `validate_flags_or_throw` (but the model's length, checked with the model
+        config), plus --do_eval and the trainer's options."""
+        self.model.validate(needs_tokenizer=True)
+        if not (self.do_train or self.do_predict or self.do_eval):
+            raise ValueError("At least one of `do_train`, `do_predict` or `do_eval` must be "
+                             "True.")
+        if self.do_train and not self.train_file:
+            raise ValueError("If `do_train` is True, then `train_file` must be specified.")
+        if (self.do_predict or self.do_eval) and not self.predict_file:
+            raise ValueError("If `do_predict` or `do_eval` is True, then `predict_file` must be "
+                             "specified.")
+        _check_at_least(self, 1, "max_query_length", "doc_stride", "predict_batch_size",
+                        "n_best_size", "max_answer_length")
+        if self.model.max_seq_length <= self.max_query_length + 3:
+            raise ValueError(f"The max_seq_length ({self.model.max_seq_length}) must be greater "
+                             f"than max_query_length ({self.max_query_length}) + 3")
+        if not self.num_train_epochs > 0:
+            raise ValueError(f"--num_train_epochs must be > 0, got {self.num_train_epochs}")
+        if not 0 <= self.warmup_proportion < 1:
+            raise ValueError(f"--warmup_proportion must be in [0, 1), got "
+                             f"{self.warmup_proportion}")
+        self.train.validate()

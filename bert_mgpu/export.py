@@ -28,7 +28,8 @@ Outputs by `--task`:
   [batch, seq, hidden], `input_mask` int32 [batch, seq], `sentence_embedding` float32
   [batch, hidden] (the mean of `sequence_output` over the real tokens, the common sentence
   embedding).
-- squad: reserved (see `_TASKS`): run_squad.py's export registers a `TaskExport` there.
+- squad: reserved (see `_TASKS`): the export of run_squad.py models registers a `TaskExport`
+  there.
 
 The raw-text signatures cut the padded inputs to the longest text of the batch before the
 encoder: padding is masked out of attention (Google's additive -10000 mask gives it weight 0 in
@@ -110,13 +111,14 @@ def _features_outputs(head, bert_out, input_mask):
 
 
 def _squad_not_yet(*unused):
-    raise ExportError("--task=squad is not available yet: it is added with run_squad.py "
-                      "(a TaskExport whose head is the span head, outputs start/end logits)")
+    raise ExportError("--task=squad is not available yet: the export of run_squad.py models "
+                      "is a hook (export._TASKS['squad']) still to be filled")
 
 
-# --task -> TaskExport. run_squad.py's export adds "squad": build = the span head (Google's
+# --task -> TaskExport. The SQuAD export fills "squad": build = the span head (Google's
 # `cls/squad/output_weights`), outputs = start_logits/end_logits [B, S]; its raw-text
-# signatures take `question`/`context` and need the doc-stride windows, which are its own.
+# signatures take `question`/`context` and need the doc-stride windows and the answer search,
+# which are its own (a signature set of its own next to `_signatures`).
 _TASKS: Dict[str, TaskExport] = {
     "classifier": TaskExport(_build_classifier, _classifier_outputs, labels_needed=True),
     "features": TaskExport(lambda *unused: None, _features_outputs),

@@ -8,10 +8,12 @@ line, in input order, exactly Google's layout:
 
 with values rounded to 6 decimals as Google's `round(float(x), 6)`. Every input line (empty ones
 included, as Google's reader) gets an output line. The output is written to a temporary file and
-renamed at the end, so an interrupted run leaves no truncated file behind.
+renamed at the end, so an interrupted run leaves no truncated file behind. A line longer than
+--max_seq_length is truncated as Google's script does, with a warning counting such lines.
 """
 
 import json
+import os
 import re
 from typing import Iterator, List, NamedTuple, Optional
 
@@ -92,32 +94,88 @@ class FeatureExtractor:
         return [t.numpy() for t in self._run(input_ids, input_mask, segment_ids)]
 
 
-def write_features(input_file: str, output_file: str, tokenizer, extractor: FeatureExtractor,
-                   batch_size: int) -> int:
-    """Writes one JSON line per line of `input_file` (atomically); returns the count."""
+def read_input_lines(input_file: str) -> List[str]:
+    """The lines of `--input_file`.
+
+    Raises:
+      FileNotFoundError: the file is missing.
+      ValueError: it is a directory, or has no line (nothing to extract).
+    """
     if not tf.io.gfile.exists(input_file):
         raise FileNotFoundError(f"--input_file: {input_file} not found")
+    if tf.io.gfile.isdir(input_file):
+        raise ValueError(f"--input_file: {input_file} is a directory, not a text file")
     with tf.io.gfile.GFile(input_file, "r") as f:
         lines = f.read().splitlines()
+    if not lines:
+        raise ValueError(f"--input_file: {input_file} is empty (one example per line expected)")
+    return lines
+
+
+class _TruncationCount:
+    """Input lines longer than --max_seq_length: counted, the first one remembered."""
+
+    def __init__(self, max_seq_length: int):
+        self.max_seq_length = max_seq_length
+        self.count = 0
+        self.first_line = None  # 1-based line number in --input_file
+
+    def check(self, unique_id: int, tokens_a: List[str], tokens_b: Optional[List[str]]):
+        room = self.max_seq_length - (3 if tokens_b is not None else 2)
+        if len(tokens_a) + len(tokens_b or ()) > room:
+            self.count += 1
+            if self.first_line is None:
+                self.first_line = unique_id + 1
+
+    def warn(self, input_file: str, num_lines: int) -> None:
+        if self.count:
+            logging.warning("%d of %d input line(s) of %s are longer than --max_seq_length=%d "
+                            "tokens and were truncated (the first: line %d); their output "
+                            "covers the kept tokens only", self.count, num_lines, input_file,
+                            self.max_seq_length, self.first_line)
+
+
+def write_features(input_file: str, output_file: str, tokenizer, extractor: FeatureExtractor,
+                   batch_size: int) -> int:
+    """Writes one JSON line per line of `input_file` (atomically); returns the count.
+
+    The output's directory is created if missing. Lines longer than the model's input are
+    truncated as Google's script does, with a warning that counts them.
+    """
+    lines = read_input_lines(input_file)
+    directory = os.path.dirname(output_file)
+    if directory:
+        tf.io.gfile.makedirs(directory)
     progress = Progress("lines", total=len(lines))
-    tmp_path = output_file + ".incomplete"
-    with tf.io.gfile.GFile(tmp_path, "w") as writer:
-        for batch in _batches(read_examples(lines), batch_size):
-            tokens_a = tokenizer.tokenize_batch([ex.text_a for ex in batch])
-            pairs = [i for i, ex in enumerate(batch) if ex.text_b is not None]
-            tokens_b = dict(zip(pairs, tokenizer.tokenize_batch([batch[i].text_b
-                                                                 for i in pairs])))
-            packed = [pack_tokens(tokens_a[i], tokens_b.get(i), extractor.max_seq_length,
-                                  tokenizer.convert_tokens_to_ids) for i in range(len(batch))]
-            arrays = [np.array([getattr(p, field) for p in packed], np.int32)
-                      for field in ("input_ids", "input_mask", "segment_ids")]
-            layers = extractor(*arrays)
-            for b, (example, p) in enumerate(zip(batch, packed)):
-                n = len(p.tokens)
-                writer.write(layer_json(example.unique_id, p.tokens, extractor.layer_indexes,
-                                        [values[b, :n] for values in layers]) + "\n")
-            progress.update(len(batch))
-    tf.io.gfile.rename(tmp_path, output_file, overwrite=True)
+    truncated = _TruncationCount(extractor.max_seq_length)
+    tmp_path = f"{output_file}.incomplete-{os.getpid()}"
+    try:
+        with tf.io.gfile.GFile(tmp_path, "w") as writer:
+            for batch in _batches(read_examples(lines), batch_size):
+                tokens_a = tokenizer.tokenize_batch([ex.text_a for ex in batch])
+                pairs = [i for i, ex in enumerate(batch) if ex.text_b is not None]
+                tokens_b = dict(zip(pairs, tokenizer.tokenize_batch([batch[i].text_b
+                                                                     for i in pairs])))
+                for i, example in enumerate(batch):
+                    truncated.check(example.unique_id, tokens_a[i], tokens_b.get(i))
+                packed = [pack_tokens(tokens_a[i], tokens_b.get(i), extractor.max_seq_length,
+                                      tokenizer.convert_tokens_to_ids)
+                          for i in range(len(batch))]
+                arrays = [np.array([getattr(p, field) for p in packed], np.int32)
+                          for field in ("input_ids", "input_mask", "segment_ids")]
+                layers = extractor(*arrays)
+                for b, (example, p) in enumerate(zip(batch, packed)):
+                    n = len(p.tokens)
+                    writer.write(layer_json(example.unique_id, p.tokens,
+                                            extractor.layer_indexes,
+                                            [values[b, :n] for values in layers]) + "\n")
+                progress.update(len(batch))
+        tf.io.gfile.rename(tmp_path, output_file, overwrite=True)
+    except BaseException:
+        if tf.io.gfile.exists(tmp_path):
+            tf.io.gfile.remove(tmp_path)
+        raise
     progress.done()
+    truncated.warn(input_file, len(lines))
     logging.info("Wrote %d lines to %s", len(lines), output_file)
     return len(lines)

@@ -708,22 +708,27 @@ class Trainer:
 
     def _log_and_summarize(self, out, loop) -> None:
         cfg = self.cfg
-        # Examples per micro-batch of the whole job (the batch ramp varies their number).
-        micro_examples = cfg.train_batch_size * cfg.n_gpus * self.num_workers
         now = time.monotonic()
-        rate = self.micro.between(loop.last_step, loop.step) * micro_examples \
-            / max(now - loop.last_time, 1e-9)
         metrics = {k: float(v) for k, v in out.items()}
-        metrics["examples_per_sec"] = rate
         if self.update.fp16:
             metrics["loss_scale"] = float(self.loss_scale)
-        left = self.micro.between(loop.step, cfg.num_train_steps) * micro_examples
-        parts = [f"{k} = {v:.6g}" for k, v in metrics.items()
-                 if k not in ("examples_per_sec", "learning_rate")]
-        logging.info("step %d/%d: %s, lr = %.3e, %.1f examples/s (global), elapsed %s, ETA %s",
-                     loop.step, cfg.num_train_steps, ", ".join(parts),
-                     metrics["learning_rate"], rate, format_duration(now - loop.start),
-                     format_duration(left / max(rate, 1e-9)))
+        parts = [f"{k} = {v:.6g}" for k, v in metrics.items() if k != "learning_rate"]
+        head = f"step {loop.step}/{cfg.num_train_steps}: {', '.join(parts)}, " \
+               f"lr = {metrics['learning_rate']:.3e}"
+        if loop.step == loop.start_step + 1:
+            # The first update includes tracing (and XLA compilation): no rate or ETA from it.
+            logging.info("%s, first update (tracing included) took %s; examples/s and ETA "
+                         "from the next log line on", head, format_duration(now - loop.start))
+        else:
+            # Examples per micro-batch of the whole job (the batch ramp varies their number).
+            micro_examples = cfg.train_batch_size * cfg.n_gpus * self.num_workers
+            rate = self.micro.between(loop.last_step, loop.step) * micro_examples \
+                / max(now - loop.last_time, 1e-9)
+            metrics["examples_per_sec"] = rate
+            left = self.micro.between(loop.step, cfg.num_train_steps) * micro_examples
+            logging.info("%s, %.1f examples/s (global), elapsed %s, ETA %s", head, rate,
+                         format_duration(now - loop.start),
+                         format_duration(left / max(rate, 1e-9)))
         for name, value in metrics.items():
             write_scalar_summary(name, value, loop.step)
         loop.metrics = metrics

@@ -117,13 +117,14 @@ def test_google_json_layout_and_every_line(converted, tmp_path):
     assert [f["token"] for f in outputs[1]["features"]] == ["[CLS]", "[SEP]"]
     assert [f["token"] for f in outputs[2]["features"]] == [
         "[CLS]", "a", "pair", "[SEP]", "of", "texts", "[SEP]"]
-    assert len(outputs[3]["features"]) == 16  # truncated to max_seq_length
+    assert len(outputs[3]["features"]) == 16  # truncated to max_seq_length, with a warning
+    assert "1 of 5 input line(s) of" in proc.stderr and "(the first: line 4)" in proc.stderr
     layers = outputs[0]["features"][0]["layers"]
     assert [layer["index"] for layer in layers] == [-1, -2, -3, -4]
     assert len(layers[0]["values"]) == 384
     for value in layers[0]["values"]:
         assert value == round(value, 6)
-    assert not os.path.exists(str(output_file) + ".incomplete")
+    assert sorted(os.listdir(tmp_path)) == ["in.txt", "out.jsonl"]  # no temporary left
 
 
 def test_bad_input_is_one_line_naming_the_flag(converted, tmp_path):

@@ -135,8 +135,11 @@ def test_classifier_steps_are_derived_from_the_data():
         cfg.train_config(5)
 
 
-def _build_config_in_subprocess(script_flags, argv):
-    """Defines a script's flag groups, parses argv and prints the config (fresh FLAGS)."""
+def _build_config_in_subprocess(script_flags, argv, cwd):
+    """Defines a script's flag groups, parses argv and prints the config (fresh FLAGS).
+
+    The builders check the files the flags name (before TensorFlow starts): `cwd` holds them.
+    """
     code = f"""
 import dataclasses, json, sys
 from absl import flags
@@ -149,16 +152,20 @@ out["defined"] = sorted(cli.flag_values_dict())
 print(json.dumps(out, default=str))
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=REPO, env=dict(os.environ, CUDA_VISIBLE_DEVICES=""), timeout=120)
+                          cwd=cwd, env=dict(os.environ, CUDA_VISIBLE_DEVICES="",
+                                            PYTHONPATH=REPO), timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_flags_fill_the_configs_by_field_name():
+def test_flags_fill_the_configs_by_field_name(tmp_path):
+    (tmp_path / "c.json").write_text(json.dumps(dict(TINY, max_position_embeddings=64)))
+    (tmp_path / "v.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n")
+    (tmp_path / "x").write_text("")
     out = _build_config_in_subprocess("define_classifier_flags", [
         "--task_name=TSV", "--data_dir=d", "--bert_config_file=c.json", "--vocab_file=v.txt",
         "--output_dir=o", "--do_train", "--n_gpus=2", "--max_seq_length=64",
-        "--do_lower_case=false", "--learning_rate=3e-5", "--label_list=b,a"])
+        "--do_lower_case=false", "--learning_rate=3e-5", "--label_list=b,a"], tmp_path)
     assert out["model"] == {"bert_config_file": "c.json", "init_checkpoint": None,
                             "vocab_file": "v.txt", "spm_model_file": None,
                             "do_lower_case": False, "max_seq_length": 64}
@@ -171,7 +178,7 @@ def test_flags_fill_the_configs_by_field_name():
 
     out = _build_config_in_subprocess("define_pretraining_flags", [
         "--input_file=x", "--output_dir=o", "--bert_config_file=c.json", "--do_train",
-        "--num_train_steps=7", "--max_seq_length=32"])
+        "--num_train_steps=7", "--max_seq_length=32"], tmp_path)
     assert out["num_train_steps"] == 7 and out["model"]["max_seq_length"] == 32
     # Google's run_pretraining.py has no tokenizer flags.
     assert "vocab_file" not in out["defined"] and "do_lower_case" not in out["defined"]

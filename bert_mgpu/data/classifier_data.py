@@ -26,7 +26,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_mgpu.data import features, tfrecord
-from bert_mgpu.data.processors import InputExample
+from bert_mgpu.data.processors import DataError, InputExample
 from bert_mgpu.data.sequence import pack_tokens
 from bert_mgpu.progress import Progress
 
@@ -155,28 +155,63 @@ def cached_features(examples_fn, split: str, output_dir: str, key: str, label_li
 
 
 class FeatureFiles:
-    """The cached feature files of a classifier run's splits (`train`, `dev`, `test`)."""
+    """The cached feature files of a classifier run's splits (`train`, `dev`, `test`).
+
+    The dev and test files a run will need (`--do_eval`, `--do_predict`) are read and checked
+    when this is made, before training, so an unknown label, a wrong column or a file without
+    examples fails at start, not after hours of training.
+    """
 
     _STEMS = {"train": "train", "dev": "eval", "test": "predict"}  # Google's file stems
 
     def __init__(self, cfg, processor, tokenizer, label_list: Sequence[str]):
-        """Args: cfg a `config.ClassifierConfig`; processor from `processors.get_processor`."""
+        """Args: cfg a `config.ClassifierConfig`; processor from `processors.get_processor`.
+
+        Raises:
+          DataError: a dev/test file the run needs is missing, malformed or has no example.
+        """
         self.cfg, self.processor, self.tokenizer = cfg, processor, tokenizer
         self.label_list = list(label_list)
         self.shapes = features.classifier_shapes(cfg.model.max_seq_length)
+        self._examples: Dict[str, List[InputExample]] = {}
+        for split, needed in (("dev", cfg.do_eval), ("test", cfg.do_predict)):
+            if needed and not self._cached(split):
+                self._examples[split] = self._read(split)
+
+    def _key(self, split: str) -> str:
+        cfg, model = self.cfg, self.cfg.model
+        return cache_key(cfg.task_name, split, self.processor.input_files(cfg.data_dir, split),
+                         model.vocab_file, model.spm_model_file, model.do_lower_case,
+                         model.max_seq_length, self.label_list, cfg.truncation, cfg.head_tokens)
+
+    def _path(self, split: str) -> str:
+        return os.path.join(self.cfg.output_dir,
+                            f"{self._STEMS[split]}.{self._key(split)}.tf_record")
+
+    def _cached(self, split: str) -> bool:
+        path = self._path(split)
+        return tf.io.gfile.exists(path) and tf.io.gfile.exists(path + ".json")
+
+    def _read(self, split: str) -> List[InputExample]:
+        """The examples of `split` (read once); a split without any is an error."""
+        if split in self._examples:
+            return self._examples.pop(split)
+        read = {"train": self.processor.get_train_examples,
+                "dev": self.processor.get_dev_examples,
+                "test": self.processor.get_test_examples}[split]
+        examples = read(self.cfg.data_dir)
+        if not examples:
+            files = ", ".join(self.processor.input_files(self.cfg.data_dir, split))
+            raise DataError(f"{files}: no {split} examples (a header row only, or no row "
+                            f"this task reads)")
+        return examples
 
     def get(self, split: str):
         """(path, number of examples) of `split`'s features, written if not cached."""
         cfg, model = self.cfg, self.cfg.model
-        key = cache_key(cfg.task_name, split, self.processor.input_files(cfg.data_dir, split),
-                        model.vocab_file, model.spm_model_file, model.do_lower_case,
-                        model.max_seq_length, self.label_list, cfg.truncation, cfg.head_tokens)
-        read = {"train": self.processor.get_train_examples,
-                "dev": self.processor.get_dev_examples,
-                "test": self.processor.get_test_examples}[split]
-        return cached_features(lambda: read(cfg.data_dir), self._STEMS[split], cfg.output_dir,
-                               key, self.label_list, model.max_seq_length, self.tokenizer,
-                               cfg.truncation, cfg.head_tokens)
+        return cached_features(lambda: self._read(split), self._STEMS[split], cfg.output_dir,
+                               self._key(split), self.label_list, model.max_seq_length,
+                               self.tokenizer, cfg.truncation, cfg.head_tokens)
 
 
 def _write_lines_atomically(path: str, lines) -> None:

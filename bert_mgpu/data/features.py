@@ -22,7 +22,9 @@ from typing import Dict, Mapping
 PRETRAINING_FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
                         "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 CLASSIFIER_FEATURES = ("input_ids", "input_mask", "segment_ids", "label_ids", "is_real_example")
-FLOAT_FEATURES = frozenset({"masked_lm_weights"})
+# Every float feature of every record kind (a feature name means one thing in every format):
+# the pretraining masked-LM weights, the token-tagging (NER) label weights.
+FLOAT_FEATURES = frozenset({"masked_lm_weights", "label_weights"})
 
 
 def pretraining_shapes(max_seq_length: int, max_predictions_per_seq: int) -> Dict[str, int]:

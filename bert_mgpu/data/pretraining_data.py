@@ -72,6 +72,7 @@ import multiprocessing
 import os
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -695,16 +696,72 @@ def make_records(documents: List[List[List[int]]], options, vocab: VocabInfo,
 # ---------------------------------------------------------------------------------------------
 # Output
 
+def _pid_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # someone else's process (or not a PID we can ask about): keep its files
+    return True
+
+
+def _stale_temporaries(path: str) -> List[str]:
+    """Temporaries (`PATH.tmp-PID`, `PATH.shards.tmp-PID`) left next to the output `path` by a
+    killed run: those whose process is not running. A running process's (another run writing the
+    same output) are kept."""
+    directory = os.path.dirname(os.path.abspath(path))
+    stale = []
+    for prefix in (os.path.basename(path) + ".tmp-",
+                   os.path.basename(path) + ".shards.tmp-"):
+        for name in os.listdir(directory) if os.path.isdir(directory) else ():
+            pid = name[len(prefix):]
+            if name.startswith(prefix) and pid.isdigit() and int(pid) != os.getpid() \
+                    and not _pid_running(int(pid)):
+                stale.append(os.path.join(directory, name))
+    return stale
+
+
+def _size(path: str) -> int:
+    if os.path.isdir(path):
+        return sum(os.path.getsize(os.path.join(d, f))
+                   for d, _, files in os.walk(path) for f in files)
+    return os.path.getsize(path)
+
+
+def remove_stale_temporaries(paths: Sequence[str]) -> List[str]:
+    """Deletes the temporaries that killed runs (SIGKILL, a crash, a power cut) left next to the
+    local output `paths`, logging one line; returns what was removed."""
+    stale = sorted({t for p in paths if not _is_remote(p) for t in _stale_temporaries(p)})
+    if not stale:
+        return []
+    size = 0
+    for path in stale:
+        try:
+            size += _size(path)
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
+        except FileNotFoundError:
+            pass  # removed meanwhile (by another run cleaning up)
+    logging.warning("Removed %d stale temporary file(s) of killed runs (%.1f MB): %s",
+                    len(stale), size / 1e6, ", ".join(stale))
+    return stale
+
+
 class _OutputFiles:
     """The output files under temporary names, renamed to their final names by `commit()`.
 
     An interrupted run leaves no file under a final name (remote paths: written locally, copied
-    at the end).
+    at the end). A local temporary is `PATH.tmp-PID`: a later run removes those of dead
+    processes (`remove_stale_temporaries`).
     """
 
     def __init__(self, paths: Sequence[str]):
         self.paths = list(paths)
         self._tmp_dir = None
+        self._created_dirs = []  # made for the outputs, deepest last: removed by abort()
         self.tmp_paths = []
         for path in self.paths:
             if _is_remote(path):
@@ -712,11 +769,35 @@ class _OutputFiles:
                     self._tmp_dir = tempfile.mkdtemp(prefix="create_pretraining_data-")
                 tmp = os.path.join(self._tmp_dir, f"{len(self.tmp_paths)}.tfrecord")
             else:
-                directory = os.path.dirname(os.path.abspath(path))
-                os.makedirs(directory, exist_ok=True)
+                self._make_directory(os.path.dirname(os.path.abspath(path)))
                 tmp = f"{path}.tmp-{os.getpid()}"
             self.tmp_paths.append(tmp)
-        self.files = [open(p, "wb") for p in self.tmp_paths]
+        self.files = []
+        try:
+            for p in self.tmp_paths:
+                self.files.append(open(p, "wb"))
+        except BaseException:
+            self.abort()
+            raise
+
+    def _make_directory(self, directory: str) -> None:
+        missing = []
+        while not os.path.exists(directory) and directory not in missing:
+            missing.append(directory)
+            directory = os.path.dirname(directory)
+        for d in reversed(missing):
+            os.makedirs(d, exist_ok=True)
+            self._created_dirs.append(d)
+
+    def scratch_dir(self) -> str:
+        """A new directory for intermediate files: next to the first local output (same
+        disk, removed by a later run if this one is killed), else a system temporary one."""
+        local = [p for p in self.paths if not _is_remote(p)]
+        if not local:
+            return tempfile.mkdtemp(prefix="create_pretraining_data-shards-")
+        path = f"{local[0]}.shards.tmp-{os.getpid()}"
+        os.makedirs(path)
+        return path
 
     def commit(self) -> None:
         for f in self.files:
@@ -736,6 +817,12 @@ class _OutputFiles:
                 os.remove(tmp)
         if self._tmp_dir:
             shutil.rmtree(self._tmp_dir, ignore_errors=True)
+        for directory in reversed(self._created_dirs):
+            try:
+                os.rmdir(directory)  # only if still empty
+            except OSError:
+                pass
+        self._created_dirs = []
 
 
 def write_records(records: Sequence[bytes], files: Sequence) -> None:
@@ -824,7 +911,24 @@ def plan_shards(paths: Sequence[str], shard_bytes: int) -> List[Tuple[list, int]
 _WORKER = {}
 
 
+def _die_with_parent() -> None:
+    """Linux: this worker gets SIGKILL when the main process dies (even by SIGKILL), instead of
+    finishing its shard into a directory the next run removes as stale."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+
+
 def _init_worker(options) -> None:
+    # Ctrl-C reaches the whole process group: the main process alone handles it (terminates the
+    # pool, removes the temporaries, one line); a worker would print a traceback each.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
     tokenizer = tokenization.FullTokenizer(options.vocab_file, options.do_lower_case)
     vocab = vocab_info(tokenizer, options.vocab_file)
     _WORKER.update(options=options, tokenizer=tokenizer, vocab=vocab,
@@ -935,9 +1039,7 @@ def _run_sharded(options, input_files: List[str], outputs: _OutputFiles, vocab: 
     shards = plan_shards(input_files, shard_bytes)
     logging.info("%d shard(s) of up to %s MB, %d worker process(es)", len(shards),
                  options.shard_size_mb, options.num_workers)
-    anchor = outputs.tmp_paths[0] if not _is_remote(outputs.paths[0]) else None
-    tmp_dir = tempfile.mkdtemp(prefix=".create_pretraining_data-shards-",
-                               dir=os.path.dirname(os.path.abspath(anchor)) if anchor else None)
+    tmp_dir = outputs.scratch_dir()
     try:
         shard_paths = [os.path.join(tmp_dir, f"shard-{i:06d}.tfrecord")
                        for i in range(len(shards))]
@@ -972,12 +1074,20 @@ def _encoder(options, vocab: VocabInfo) -> tfrecord.PretrainingRecordEncoder:
         features_lib.PRETRAINING_FEATURES)
 
 
+class NoInstancesError(ValueError):
+    """The input made no instance: an empty output file would only fail later, in training."""
+
+
 def create_pretraining_data(options) -> Stats:
     """Runs create_pretraining_data.py on a config (see `config.CreatePretrainingDataConfig`).
 
+    Temporaries of killed runs next to the outputs are removed first; this run's are removed
+    whatever ends it (an error, Ctrl-C), and only a complete output is renamed to its final name.
+
     Raises:
       FileNotFoundError: an input pattern matches nothing, or the vocabulary file is missing.
-      ValueError: the vocabulary lacks [CLS], [SEP] or [MASK].
+      ValueError: the vocabulary lacks [CLS], [SEP] or [MASK]; NoInstancesError: the input
+        made no instance (an empty corpus).
     """
     start = time.monotonic()
     tokenizer = tokenization.FullTokenizer(options.vocab_file, options.do_lower_case)
@@ -991,6 +1101,7 @@ def create_pretraining_data(options) -> Stats:
     if not output_paths:
         raise ValueError("--output_file: no output file given")
     stats = Stats(input_files=len(input_files))
+    remove_stale_temporaries(output_paths)
     outputs = _OutputFiles(output_paths)
     try:
         if sharded:
@@ -1006,6 +1117,11 @@ def create_pretraining_data(options) -> Stats:
             del documents
             stats.instances = len(records)
             first = records[:20]
+        if stats.instances == 0:
+            raise NoInstancesError(
+                f"--input_file={options.input_file}: no instance made from {stats.documents} "
+                f"document(s), {stats.input_bytes:,} bytes of input (empty, or no text the "
+                f"vocabulary covers); nothing written to --output_file")
         logging.info("*** Writing to output files ***")
         for path in output_paths:
             logging.info("  %s", path)

@@ -9,11 +9,10 @@ error naming the file and line, never skipped silently.
 """
 
 import csv
+import io
 import os
 import sys
 from typing import List, NamedTuple, Optional, Sequence
-
-from bert_mgpu import tokenization
 
 
 class InputExample(NamedTuple):
@@ -35,20 +34,35 @@ class DataError(ValueError):
     """A data file that cannot be read as the task says; the message names file and line."""
 
 
+def _decode(data: bytes, path: str) -> str:
+    """UTF-8 text of a file's bytes; an invalid byte is an error naming the file and line."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise DataError(f"{path}:{line}: not UTF-8 (byte 0x{data[e.start]:02x} at column "
+                        f"{column}); save the file as UTF-8") from None
+
+
+def _tsv_rows(text: str) -> List[List[str]]:
+    csv.field_size_limit(min(sys.maxsize, 2 ** 31 - 1))
+    return list(csv.reader(io.StringIO(text, newline=""), delimiter="\t",
+                           quoting=csv.QUOTE_NONE))
+
+
 def read_tsv(input_file: str) -> List[List[str]]:
     """Reads a tab-separated file as Google's `_read_tsv` (no quoting), as unicode.
 
     Raises:
-      DataError: the file is missing.
+      DataError: the file is missing, or not UTF-8 (naming the line).
     """
     import tensorflow as tf  # tf.io.gfile reads local and remote (gs://) paths alike
 
     if not tf.io.gfile.exists(input_file):
         raise DataError(f"{input_file}: not found")
-    csv.field_size_limit(min(sys.maxsize, 2 ** 31 - 1))
-    with tf.io.gfile.GFile(input_file, "r") as f:
-        return [[tokenization.convert_to_unicode(cell) for cell in line]
-                for line in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)]
+    with tf.io.gfile.GFile(input_file, "rb") as f:
+        return _tsv_rows(_decode(f.read(), input_file))
 
 
 def _need(line: Sequence[str], n: int, path: str, line_number: int) -> None:
@@ -214,8 +228,8 @@ class TsvProcessor(DataProcessor):
             import gzip
             if not os.path.exists(path):
                 raise DataError(f"{path}: not found")
-            with gzip.open(path, "rt", encoding="utf-8", newline="") as f:
-                return list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+            with gzip.open(path, "rb") as f:
+                return _tsv_rows(_decode(f.read(), path))
         return read_tsv(path)
 
     def _read_split(self, data_dir, split, labels: Optional[Sequence[str]]):

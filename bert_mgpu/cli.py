@@ -677,6 +677,66 @@ def convert_hf_config() -> config.ConvertHfConfig:
     return from_flags(config.ConvertHfConfig)
 
 
+# ---------------------------------------------------------------------------------------------
+# export_saved_model.py and convert_to_hf.py (issue 14)
+
+_SPECS.update({
+    "export_dir": ("string", None, "Where the SavedModel goes, in TF Serving's layout: "
+                                   "EXPORT_DIR/<version>/saved_model.pb, variables/, "
+                                   "assets/vocab.txt."),
+    "export_version": ("integer", 0, "The version directory under --export_dir (0: one more "
+                                     "than the highest there, 1 for a new directory)."),
+    "task": ("enum", "classifier", "What the SavedModel returns: 'classifier' (probabilities, "
+                                   "label_id, label) or 'features' (pooled_output, "
+                                   "sequence_output, input_mask, sentence_embedding); 'squad' "
+                                   "is reserved (not exported yet).",
+             ("classifier", "features", "squad")),
+    "jit_compile": ("bool", False, "Compile the exported encoder with XLA (jit_compile)."),
+})
+
+EXPORT_FLAGS = ("export_dir", "export_version", "task", "precision", "jit_compile",
+                "truncation", "head_tokens", "label_list", "output_dir")
+
+
+def define_export_flags():
+    define_flags(MODEL_FLAGS, EXPORT_FLAGS,
+                 helps={"output_dir": "A run of run_classifier_mgpu.py (or run_pretraining.py): "
+                                      "its latest checkpoint, bert_config.json and "
+                                      "run_config.json (vocabulary, casing, max_seq_length, "
+                                      "truncation, labels) are exported; explicit flags win.",
+                        "precision": "The exported compute: fp32, bf16 or fp16 (variables "
+                                     "stay float32; outputs are float32).",
+                        "init_checkpoint": "The checkpoint to export (default: the latest of "
+                                           "--output_dir).",
+                        "label_list": "Label names in id order (default: the run's labels, "
+                                      "else 0..N-1)."})
+
+
+def export_config() -> config.ExportConfig:
+    require("export_dir")
+    check_output_dir("export_dir")
+    given = frozenset(name for name in EXPORT_FLAGS + MODEL_FLAGS if FLAGS[name].present)
+    return validated(from_flags(
+        config.ExportConfig, model=model_files(), flags_given=given,
+        label_list=tuple(FLAGS.label_list) if FLAGS.label_list else None))
+
+
+def define_convert_to_hf_flags():
+    define_flags(("bert_config_file", "init_checkpoint", "vocab_file", "do_lower_case",
+                  "output_dir", "label_list"),
+                 helps={"output_dir": "Where the Hugging Face folder goes: config.json, "
+                                      "model.safetensors, vocab.txt, tokenizer_config.json.",
+                        "label_list": "Label names of a classifier head in id order (written "
+                                      "as id2label; default LABEL_0..)."})
+
+
+def convert_to_hf_config() -> config.ConvertToHfConfig:
+    require("bert_config_file", "init_checkpoint", "vocab_file", "output_dir")
+    check_output_dir()
+    return from_flags(config.ConvertToHfConfig, model=model_files(),
+                      label_list=tuple(FLAGS.label_list) if FLAGS.label_list else None)
+
+
 def define_squad_flags():
     define_flags(MODEL_FLAGS, tuple(n for n in TRAINING_SCRIPT_FLAGS if n != "eval_batch_size"),
                  ("do_predict", "predict_batch_size", "num_train_epochs", "warmup_proportion",

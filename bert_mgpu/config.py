@@ -661,6 +661,45 @@ class ConvertHfConfig:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class ExportConfig:
+    """export_saved_model.py: a run (`output_dir`) or explicit model files -> a SavedModel.
+
+    `model` fields left unset are read from the run's `run_config.json` (the vocabulary, casing,
+    max_seq_length, truncation), its `bert_config.json` and latest checkpoint. `flags_given`
+    names the flags set on the command line: those win over the run's values.
+    """
+    model: ModelFiles
+    export_dir: str
+    output_dir: Optional[str] = None
+    export_version: int = 0
+    task: str = "classifier"
+    precision: str = "fp32"
+    jit_compile: bool = False
+    truncation: str = "head"
+    head_tokens: int = 128
+    label_list: Optional[tuple] = None
+    flags_given: frozenset = frozenset()
+
+    def validate(self) -> None:
+        if not self.output_dir and not (self.model.bert_config_file
+                                        and self.model.init_checkpoint):
+            raise ValueError("--output_dir (a run) or --bert_config_file and --init_checkpoint "
+                             "are required")
+        _check_at_least(self, 0, "export_version", "head_tokens")
+        if self.truncation not in TRUNCATIONS:
+            raise ValueError(f"--truncation must be one of {', '.join(TRUNCATIONS)}, got "
+                             f"{self.truncation!r}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ConvertToHfConfig:
+    """convert_to_hf.py: a Google-layout checkpoint -> a Hugging Face folder (`output_dir`)."""
+    model: ModelFiles
+    output_dir: str
+    label_list: Optional[tuple] = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class SquadConfig:
     """run_squad.py: Google's flags (same names, defaults and meaning), plus `do_eval` and the
     trainer's."""

@@ -391,3 +391,13 @@ def extract_features(cfg) -> int:
         cfg.model.bert_config(), cfg.model.init_checkpoint, cfg.layers, cfg.model.max_seq_length)
     return feature_extraction.write_features(cfg.input_file, cfg.output_file, tokenizer,
                                              extractor, cfg.batch_size)
+
+
+# ---------------------------------------------------------------------------------------------
+# export_saved_model.py
+
+def export_saved_model(cfg) -> str:
+    """Runs export_saved_model.py with a `config.ExportConfig`; returns the version directory."""
+    from bert_mgpu import export
+
+    return export.export_saved_model(cfg)

@@ -178,16 +178,9 @@ class ServingModel(tf.Module):
         return self.serve_ids(cut["input_ids"], cut["input_mask"], cut["segment_ids"])
 
     def tokenize(self, text_a, text_b=None):
-        if text_b is None:
-            return self.tokenizer.tokenize(text_a)
-        # Google's convert_single_example: `if example.text_b:` then `if tokens_b:` -- a second
-        # text that is empty or has no tokens leaves the row a single text (its truncation
-        # budget and head_tail included). Rows with and without one are packed apart, merged.
-        has_b = self.tokenizer.tokenize_ids(text_b).row_lengths() > 0
-        single = self.tokenizer.tokenize(text_a)
-        pair = tf.cond(tf.reduce_any(has_b),
-                       lambda: self.tokenizer.tokenize(text_a, text_b), lambda: single)
-        return {k: tf.where(has_b[:, None], pair[k], single[k]) for k in single}
+        # The ServingTokenizer follows Google's convert_single_example: a second text that is
+        # empty or has no tokens leaves the row a single text (its budget and head_tail too).
+        return self.tokenizer.tokenize(text_a, text_b)
 
 
 def _signatures(model: ServingModel):

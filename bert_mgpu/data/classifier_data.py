@@ -64,6 +64,8 @@ def convert_single_example(example: InputExample, label_map: Dict[str, int],
         tokens_a = tokenizer.tokenize(example.text_a)
     if tokens_b is None and example.text_b is not None:
         tokens_b = tokenizer.tokenize(example.text_b)
+    # Google's `if tokens_b:`: a second text without tokens is no second text.
+    tokens_b = tokens_b or None
     if truncation == "head_tail" and tokens_b is None:
         tokens_a = truncate_head_tail(tokens_a, max_seq_length - 2, head_tokens)
     packed = pack_tokens(tokens_a, tokens_b, max_seq_length, tokenizer.convert_tokens_to_ids)

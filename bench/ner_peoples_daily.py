@@ -223,6 +223,14 @@ def main():
         write_section("ner-benchmark", report(summary))
 
 
+def _number(value, spec):
+    return "—" if value is None else format(value, spec)
+
+
+def _load(load):
+    return "not recorded" if not load else f"{load[0]:.1f} / {load[1]:.1f}"
+
+
 def report(summary):
     """The NER section of docs/benchmarks.md from a run's results.json."""
     a, o, h = summary["args"], summary["rows"]["ours"], summary["rows"]["peer"]
@@ -268,8 +276,8 @@ def report(summary):
         name = names[key]
         text.append(f"| {name} | {100 * r['f1']:.2f} | {100 * r['precision']:.2f} | "
                     f"{100 * r['recall']:.2f} | {100 * r['accuracy']:.2f} | "
-                    f"{r['examples_per_sec']:.1f} | {r['wall']:.0f} | "
-                    f"{r['load'][0]:.1f} / {r['load'][1]:.1f} |")
+                    f"{r['examples_per_sec']:.1f} | {_number(r.get('wall'), '.0f')} | "
+                    f"{_load(r.get('load'))} |")
     text += ["", f"Ours − peer: entity F1 {100 * (o['f1'] - h['f1']):+.2f} points (goal: within "
              f"1 point); training examples/s {o['examples_per_sec'] / h['examples_per_sec']:.2f}x "
              f"the peer's. Wall time, ours: start-up, feature writing, tracing, training and "

@@ -140,8 +140,9 @@ _SPECS = {
     # run_classifier_mgpu.py
     "data_dir": ("string", None, "The input data dir. Should contain the .tsv files (or other "
                                  "data files) for the task."),
-    "task_name": ("string", None, "The name of the task to train: cola, mnli, mrpc, xnli, or "
-                                  "tsv (your own train/dev/test.tsv with a header row)."),
+    "task_name": ("string", None, "The name of the task to train: cola, mnli, mrpc, xnli, stsb "
+                                  "(GLUE's STS-B, a regression), or tsv (your own "
+                                  "train/dev/test.tsv with a header row; see --task_type)."),
     "label_list": ("list", None, "tsv task: the labels in id order (default: the sorted set of "
                                  "labels in train.tsv)."),
     "truncation": ("enum", "head", "How to shorten a long single text: 'head' keeps the "
@@ -153,6 +154,21 @@ _SPECS = {
     "layerwise_lr_decay": ("float", 1.0, "Layer-wise LR decay: encoder layer l of L gets "
                                          "learning_rate * RATE^(L - l), the embeddings RATE^L, "
                                          "the classifier the full rate. 1.0 = off."),
+    # run_classifier_mgpu.py task types and head input (tasks.py).
+    "task_type": ("enum", "classification",
+                  "tsv task: classification (one label per row, softmax); regression (a number "
+                  "in the label column, one output, mean squared error; eval_pearson, "
+                  "eval_spearman, eval_mse); multilabel (comma-separated labels, possibly none; "
+                  "sigmoid + binary cross-entropy; eval_f1_micro, eval_f1_macro, "
+                  "eval_exact_match). --task_name=stsb is regression.", config.TASK_TYPES),
+    "multilabel_threshold": ("float", 0.5, "--task_type=multilabel: a label is predicted when "
+                                           "its probability is above this."),
+    "classifier_input": ("enum", "pooled", "What the output layer reads: pooled (Google: "
+                                           "tanh(dense([CLS]))), cls (the last layer's [CLS] "
+                                           "vector, no pooler), mean (the masked mean of the "
+                                           "last layer), cls_last4 (the [CLS] vectors of the "
+                                           "last 4 layers concatenated: width 4H).",
+                         config.CLASSIFIER_INPUTS),
     # Evaluation during training (fine-tuning scripts).
     "eval_every_n_steps": ("integer", 0, "Evaluate the dev set every N updates (and at the "
                                          "last): eval_history.tsv, TensorBoard run 'eval', "
@@ -204,6 +220,51 @@ _SPECS = {
                                             "Chinese run through a word segmenter): mask whole "
                                             "words, as Chinese-BERT-wwm."),
     "progress_interval": ("float", 10.0, "Seconds between progress lines."),
+    # run_squad.py (Google's flags; do_train, do_predict, max_seq_length etc. are above)
+    "train_file": ("string", None, "SQuAD json for training. E.g., train-v1.1.json"),
+    "predict_file": ("string", None, "SQuAD json for predictions. E.g., dev-v1.1.json or "
+                                     "test-v1.1.json"),
+    "doc_stride": ("integer", 128, "When splitting up a long document into chunks, how much "
+                                   "stride to take between chunks."),
+    "max_query_length": ("integer", 64, "The maximum number of tokens for the question. "
+                                        "Questions longer than this will be truncated to this "
+                                        "length."),
+    "n_best_size": ("integer", 20, "The total number of n-best predictions to generate in the "
+                                   "nbest_predictions.json output file."),
+    "max_answer_length": ("integer", 30, "The maximum length of an answer that can be "
+                                         "generated. This is needed because the start and end "
+                                         "predictions are not conditioned on one another."),
+    "verbose_logging": ("bool", False, "If true, all of the warnings related to data "
+                                       "processing will be printed. A number of warnings are "
+                                       "expected for a normal SQuAD evaluation."),
+    "version_2_with_negative": ("bool", False, "If true, the SQuAD examples contain some that "
+                                               "do not have an answer."),
+    "null_score_diff_threshold": ("float", 0.0, "If null_score - best_non_null is greater than "
+                                                "the threshold predict null."),
+    # create_vocab.py (besides --input_file, --output_file, --do_lower_case, --num_workers,
+    # --random_seed and --progress_interval above).
+    "vocab_size": ("integer", 30522, "Entries of the vocabulary, exactly (special tokens and "
+                                     "[unused] slots included)."),
+    "algorithm": ("enum", "bpe", "How pieces are learned from the word counts: bpe "
+                                 "(SentencePiece BPE, the lowest fertility measured), unigram "
+                                 "(SentencePiece unigram LM) or wordpiece (likelihood-scored "
+                                 "merges, pure Python, slower).", config.VOCAB_ALGORITHMS),
+    "num_unused": ("integer", 99, "[unusedN] slots. The first 99 come before [UNK], so [UNK], "
+                                  "[CLS], [SEP], [MASK] get ids 100-103 as in Google's English "
+                                  "vocabularies; the rest follow [MASK] (Google's uncased has "
+                                  "994)."),
+    "reserved_tokens": ("list", [], "Comma-separated extra special tokens placed right after "
+                                    "[MASK] (where Google's Chinese vocabulary has <S>,<T>)."),
+    "spm_model_prefix": ("string", None, "Also keep the SentencePiece model the pieces come "
+                                         "from (PREFIX.model, PREFIX.vocab; --algorithm=bpe or "
+                                         "unigram), for --spm_model_file users: ALBERT's ids "
+                                         "(<pad> 0, <unk> 1, [CLS] 2, [SEP] 3, [MASK] 4); its "
+                                         "size is SentencePiece's, above --vocab_size."),
+    "min_char_count": ("integer", 1, "Characters seen fewer times are left out of the alphabet "
+                                     "(their words become [UNK]); raise it on web-scale "
+                                     "corpora."),
+    "max_sentences": ("integer", 0, "0: count every line. N: a seeded uniform sample of N lines "
+                                    "(SentencePiece's input_sentence_size)."),
     # convert_hf_checkpoint.py
     "hf_model_dir": ("string", None, "Hugging Face BERT folder: config.json, model.safetensors "
                                      "or pytorch_model.bin, vocab.txt."),
@@ -532,6 +593,7 @@ def define_classifier_flags():
                  ("do_predict", "predict_batch_size", "num_train_epochs", "warmup_proportion",
                   "data_dir", "task_name", "label_list", "truncation", "head_tokens",
                   "layerwise_lr_decay"), EVAL_DURING_TRAINING_FLAGS,
+                 ("task_type", "multilabel_threshold", "classifier_input"),
                  # Fine-tuning shuffles the whole training set every epoch (Google's buffer of
                  # 100 learns nothing from a file sorted by label).
                  defaults={"shuffle_buffer_size": 0})
@@ -545,9 +607,22 @@ def classifier_config() -> config.ClassifierConfig:
     label_list = tuple(FLAGS.label_list) if FLAGS.label_list else None
     processors.get_processor(FLAGS.task_name, label_list)  # an unknown --task_name: at start
     cfg = _training_job_config(config.ClassifierConfig, task_name=FLAGS.task_name.lower(),
-                               label_list=label_list)
+                               label_list=label_list, **classifier_task_defaults())
     check_weights_to_evaluate(cfg)
     return cfg
+
+
+def classifier_task_defaults() -> dict:
+    """--task_type where the task fixes it (stsb: regression) and --best_metric's default per
+    task type (eval_accuracy is a classification metric), unless given on the command line."""
+    out = {}
+    if not FLAGS["task_type"].present:
+        out["task_type"] = config.TASK_TYPE_OF.get(FLAGS.task_name.lower(), FLAGS.task_type)
+    task_type = out.get("task_type", FLAGS.task_type)
+    if not FLAGS["best_metric"].present:
+        out["best_metric"] = {"regression": "eval_pearson",
+                              "multilabel": "eval_f1_micro"}.get(task_type, FLAGS.best_metric)
+    return out
 
 
 def define_extract_features_flags():
@@ -600,6 +675,120 @@ def convert_hf_config() -> config.ConvertHfConfig:
     require("hf_model_dir", "output_dir")
     check_output_dir()
     return from_flags(config.ConvertHfConfig)
+
+
+# ---------------------------------------------------------------------------------------------
+# export_saved_model.py and convert_to_hf.py (issue 14)
+
+_SPECS.update({
+    "export_dir": ("string", None, "Where the SavedModel goes, in TF Serving's layout: "
+                                   "EXPORT_DIR/<version>/saved_model.pb, variables/, "
+                                   "assets/vocab.txt."),
+    "export_version": ("integer", 0, "The version directory under --export_dir (0: one more "
+                                     "than the highest there, 1 for a new directory)."),
+    "task": ("enum", "classifier", "What the SavedModel returns: 'classifier' (probabilities, "
+                                   "label_id, label) or 'features' (pooled_output, "
+                                   "sequence_output, input_mask, sentence_embedding); 'squad' "
+                                   "is reserved (not exported yet).",
+             ("classifier", "features", "squad")),
+    "jit_compile": ("bool", False, "Compile the exported encoder with XLA (jit_compile)."),
+})
+
+EXPORT_FLAGS = ("export_dir", "export_version", "task", "precision", "jit_compile",
+                "truncation", "head_tokens", "label_list", "output_dir")
+
+
+def define_export_flags():
+    define_flags(MODEL_FLAGS, EXPORT_FLAGS,
+                 helps={"output_dir": "A run of run_classifier_mgpu.py (or run_pretraining.py): "
+                                      "its latest checkpoint, bert_config.json and "
+                                      "run_config.json (vocabulary, casing, max_seq_length, "
+                                      "truncation, labels) are exported; explicit flags win.",
+                        "precision": "The exported compute: fp32, bf16 or fp16 (variables "
+                                     "stay float32; outputs are float32).",
+                        "init_checkpoint": "The checkpoint to export (default: the latest of "
+                                           "--output_dir).",
+                        "label_list": "Label names in id order (default: the run's labels, "
+                                      "else 0..N-1)."})
+
+
+def export_config() -> config.ExportConfig:
+    require("export_dir")
+    check_output_dir("export_dir")
+    given = frozenset(name for name in EXPORT_FLAGS + MODEL_FLAGS if FLAGS[name].present)
+    return validated(from_flags(
+        config.ExportConfig, model=model_files(), flags_given=given,
+        label_list=tuple(FLAGS.label_list) if FLAGS.label_list else None))
+
+
+def define_convert_to_hf_flags():
+    define_flags(("bert_config_file", "init_checkpoint", "vocab_file", "do_lower_case",
+                  "output_dir", "label_list"),
+                 helps={"output_dir": "Where the Hugging Face folder goes: config.json, "
+                                      "model.safetensors, vocab.txt, tokenizer_config.json.",
+                        "label_list": "Label names of a classifier head in id order (written "
+                                      "as id2label; default LABEL_0..)."})
+
+
+def convert_to_hf_config() -> config.ConvertToHfConfig:
+    require("bert_config_file", "init_checkpoint", "vocab_file", "output_dir")
+    check_output_dir()
+    return from_flags(config.ConvertToHfConfig, model=model_files(),
+                      label_list=tuple(FLAGS.label_list) if FLAGS.label_list else None)
+
+
+def define_squad_flags():
+    define_flags(MODEL_FLAGS, tuple(n for n in TRAINING_SCRIPT_FLAGS if n != "eval_batch_size"),
+                 ("do_predict", "predict_batch_size", "num_train_epochs", "warmup_proportion",
+                  "train_file", "predict_file", "doc_stride", "max_query_length", "n_best_size",
+                  "max_answer_length", "verbose_logging", "version_2_with_negative",
+                  "null_score_diff_threshold"),
+                 helps={"do_predict": "Whether to run predictions on --predict_file (writes "
+                                      "predictions.json, nbest_predictions.json and, with "
+                                      "--version_2_with_negative, null_odds.json).",
+                        "do_eval": "Predict on --predict_file (which holds the answers) and "
+                                   "write the official EM/F1 to eval_results.txt.",
+                        "train_batch_size": "Batch size for training, per tower (--n_gpus); "
+                                            "Google: total batch size."},
+                 # Google's run_squad.py length; fine-tuning shuffles the whole training set
+                 # every epoch, as run_classifier_mgpu.py.
+                 defaults={"max_seq_length": 384, "shuffle_buffer_size": 0})
+
+
+def squad_config() -> config.SquadConfig:
+    require("vocab_file", "bert_config_file", "output_dir")
+    check_output_dir()
+    cfg = _training_job_config(config.SquadConfig)
+    check_weights_to_evaluate(cfg)
+    # A mistyped SQuAD json path fails at start, before TensorFlow is loaded.
+    for flag, used in (("train_file", cfg.do_train),
+                       ("predict_file", cfg.do_predict or cfg.do_eval)):
+        path = getattr(cfg, flag)
+        if used and not _is_remote(path) and not os.path.isfile(path):
+            raise FlagError(f"--{flag}: {path} not found")
+    return cfg
+
+
+def define_create_vocab_flags():
+    define_flags(tuple(f.name for f in dataclasses.fields(config.CreateVocabConfig)), helps={
+        "input_file": "Input raw text file (or comma-separated list of files; globs allowed), "
+                      "in create_pretraining_data.py's format; '.gz' files are read "
+                      "decompressed.",
+        "output_file": "The vocab.txt to write (written to a temporary file and renamed: no "
+                       "partial file on failure).",
+        "do_lower_case": "Lower-case and strip accents, as BasicTokenizer with do_lower_case; "
+                         "use the same value with the other scripts.",
+        "num_workers": "Processes counting words and SentencePiece threads (0: one per core, "
+                       "but inputs under 256 MB are counted in one process, which is faster "
+                       "there).",
+        "random_seed": "Seed of the --max_sentences sample."})
+
+
+def create_vocab_config() -> config.CreateVocabConfig:
+    require("input_file", "output_file")
+    check_output_files()
+    reserved = tuple(t.strip() for t in FLAGS.reserved_tokens if t.strip())
+    return validated(from_flags(config.CreateVocabConfig, reserved_tokens=reserved))
 
 
 # ---------------------------------------------------------------------------------------------

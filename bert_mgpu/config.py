@@ -253,6 +253,11 @@ PRECISIONS = ("fp32", "fp16", "bf16")
 OPTIMIZERS = ("adamw", "lamb")
 LR_SCHEDULES = ("linear", "one_cycle")
 TRUNCATIONS = ("head", "head_tail")
+# run_classifier_mgpu.py --task_type and --classifier_input (see tasks.py).
+TASK_TYPES = ("classification", "regression", "multilabel")
+CLASSIFIER_INPUTS = ("pooled", "cls", "mean", "cls_last4")
+# Tasks whose type is fixed by their data (the others are classification, or any with tsv).
+TASK_TYPE_OF = {"stsb": "regression"}
 
 
 def _check_at_least(obj, minimum: int, *names: str) -> None:
@@ -503,6 +508,9 @@ class ClassifierConfig:
     keep_best_checkpoint: bool = False
     best_metric: str = "eval_accuracy"
     early_stopping_patience: int = 0
+    task_type: str = "classification"
+    multilabel_threshold: float = 0.5
+    classifier_input: str = "pooled"
     flags: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def train_config(self, num_train_examples: int = 0, num_workers: int = 1) -> TrainConfig:
@@ -548,7 +556,27 @@ class ClassifierConfig:
         if self.eval_every_n_steps and not (self.do_train and self.do_eval):
             raise ValueError("--eval_every_n_steps evaluates dev.tsv during training: it needs "
                              "--do_train and --do_eval")
+        self._validate_task_type()
         self.train.validate()
+
+    def _validate_task_type(self) -> None:
+        """--task_type / --multilabel_threshold / --classifier_input against the task."""
+        if self.task_type not in TASK_TYPES:
+            raise ValueError(f"--task_type must be one of {', '.join(TASK_TYPES)}, got "
+                             f"{self.task_type!r}")
+        fixed = TASK_TYPE_OF.get(self.task_name.lower(), "classification")
+        if self.task_name.lower() != "tsv" and self.task_type != fixed:
+            raise ValueError(f"--task_type={self.task_type}: --task_name={self.task_name} is a "
+                             f"{fixed} task (other task types need --task_name=tsv)")
+        if not 0 < self.multilabel_threshold < 1:
+            raise ValueError(f"--multilabel_threshold must be in (0, 1), got "
+                             f"{self.multilabel_threshold}")
+        if self.classifier_input not in CLASSIFIER_INPUTS:
+            raise ValueError(f"--classifier_input must be one of {', '.join(CLASSIFIER_INPUTS)}, "
+                             f"got {self.classifier_input!r}")
+        if self.task_type == "regression" and self.label_list:
+            raise ValueError("--label_list does not apply to --task_type=regression (the label "
+                             "is a number)")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -630,6 +658,157 @@ class ConvertHfConfig:
     hf_model_dir: str
     output_dir: str
     gelu: str = "exact"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ExportConfig:
+    """export_saved_model.py: a run (`output_dir`) or explicit model files -> a SavedModel.
+
+    `model` fields left unset are read from the run's `run_config.json` (the vocabulary, casing,
+    max_seq_length, truncation), its `bert_config.json` and latest checkpoint. `flags_given`
+    names the flags set on the command line: those win over the run's values.
+    """
+    model: ModelFiles
+    export_dir: str
+    output_dir: Optional[str] = None
+    export_version: int = 0
+    task: str = "classifier"
+    precision: str = "fp32"
+    jit_compile: bool = False
+    truncation: str = "head"
+    head_tokens: int = 128
+    label_list: Optional[tuple] = None
+    flags_given: frozenset = frozenset()
+
+    def validate(self) -> None:
+        if not self.output_dir and not (self.model.bert_config_file
+                                        and self.model.init_checkpoint):
+            raise ValueError("--output_dir (a run) or --bert_config_file and --init_checkpoint "
+                             "are required")
+        _check_at_least(self, 0, "export_version", "head_tokens")
+        if self.truncation not in TRUNCATIONS:
+            raise ValueError(f"--truncation must be one of {', '.join(TRUNCATIONS)}, got "
+                             f"{self.truncation!r}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ConvertToHfConfig:
+    """convert_to_hf.py: a Google-layout checkpoint -> a Hugging Face folder (`output_dir`)."""
+    model: ModelFiles
+    output_dir: str
+    label_list: Optional[tuple] = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SquadConfig:
+    """run_squad.py: Google's flags (same names, defaults and meaning), plus `do_eval` and the
+    trainer's."""
+    model: ModelFiles
+    train: TrainOptions
+    cluster: Optional[ClusterConfig] = None
+    output_dir: str
+    train_file: Optional[str] = None
+    predict_file: Optional[str] = None
+    do_train: bool = False
+    do_predict: bool = False
+    do_eval: bool = False
+    predict_batch_size: int = 8
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    verbose_logging: bool = False
+    version_2_with_negative: bool = False
+    null_score_diff_threshold: float = 0.0
+    allow_random_weights: bool = False
+    flags: Dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def train_config(self, num_train_examples: int = 0, num_workers: int = 1) -> TrainConfig:
+        """The trainer's config. Steps as Google's `run_squad.main`: int(training *examples*
+        (questions, not their doc-stride windows) / batch * epochs), over the global batch of
+        every worker; warmup `warmup_proportion` of them.
+
+        Raises:
+          ValueError: the training set makes no step.
+        """
+        global_batch = self.train.global_batch_size * num_workers
+        steps = num_train_steps_for(num_train_examples, global_batch, self.num_train_epochs)
+        if self.do_train and steps < 1:
+            raise ValueError(f"{num_train_examples} training examples in {self.train_file} and "
+                             f"--num_train_epochs={self.num_train_epochs} make 0 steps of "
+                             f"{global_batch} examples (train_batch_size x n_gpus x "
+                             f"num_accumulation_steps x workers)")
+        steps = max(steps, 1)  # prediction only: no schedule is run
+        return TrainConfig.of(self.train, output_dir=self.output_dir, num_train_steps=steps,
+                              num_warmup_steps=int(steps * self.warmup_proportion),
+                              init_checkpoint=self.model.init_checkpoint)
+
+    def validate(self) -> None:
+        """Google's `validate_flags_or_throw` (but the model's length, checked with the model
+        config), plus --do_eval and the trainer's options."""
+        self.model.validate(needs_tokenizer=True)
+        if not (self.do_train or self.do_predict or self.do_eval):
+            raise ValueError("At least one of `do_train`, `do_predict` or `do_eval` must be "
+                             "True.")
+        if self.do_train and not self.train_file:
+            raise ValueError("If `do_train` is True, then `train_file` must be specified.")
+        if (self.do_predict or self.do_eval) and not self.predict_file:
+            raise ValueError("If `do_predict` or `do_eval` is True, then `predict_file` must be "
+                             "specified.")
+        _check_at_least(self, 1, "max_query_length", "doc_stride", "predict_batch_size",
+                        "n_best_size", "max_answer_length")
+        if self.model.max_seq_length <= self.max_query_length + 3:
+            raise ValueError(f"The max_seq_length ({self.model.max_seq_length}) must be greater "
+                             f"than max_query_length ({self.max_query_length}) + 3")
+        if not self.num_train_epochs > 0:
+            raise ValueError(f"--num_train_epochs must be > 0, got {self.num_train_epochs}")
+        if not 0 <= self.warmup_proportion < 1:
+            raise ValueError(f"--warmup_proportion must be in [0, 1), got "
+                             f"{self.warmup_proportion}")
+        self.train.validate()
+
+
+VOCAB_ALGORITHMS = ("bpe", "unigram", "wordpiece")
+_VOCAB_HEAD = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+@dataclasses.dataclass(frozen=True)
+class CreateVocabConfig:
+    """create_vocab.py (flags of the same names)."""
+    input_file: str
+    output_file: str
+    vocab_size: int = 30522
+    do_lower_case: bool = True
+    algorithm: str = "bpe"
+    num_unused: int = 99
+    reserved_tokens: tuple = ()
+    spm_model_prefix: Optional[str] = None
+    min_char_count: int = 1
+    max_sentences: int = 0
+    num_workers: int = 0
+    random_seed: int = 12345
+    progress_interval: float = 10.0
+
+    def validate(self) -> None:
+        _check_at_least(self, 1, "vocab_size", "min_char_count")
+        _check_at_least(self, 0, "num_unused", "max_sentences", "num_workers")
+        if self.algorithm not in VOCAB_ALGORITHMS:
+            raise ValueError(f"--algorithm must be one of {', '.join(VOCAB_ALGORITHMS)}, got "
+                             f"{self.algorithm!r}")
+        if self.spm_model_prefix and self.algorithm == "wordpiece":
+            raise ValueError("--spm_model_prefix needs --algorithm=bpe or unigram (wordpiece "
+                             "trains no SentencePiece model)")
+        unused = {f"[unused{i}]" for i in range(self.num_unused)}
+        for token in self.reserved_tokens:
+            if token.split() != [token]:
+                raise ValueError(f"--reserved_tokens: {token!r} contains whitespace")
+            if token in _VOCAB_HEAD or token in unused:
+                raise ValueError(f"--reserved_tokens: {token} is already in the vocabulary's "
+                                 f"head")
+        if len(set(self.reserved_tokens)) != len(self.reserved_tokens):
+            raise ValueError("--reserved_tokens: a token is repeated")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -130,7 +130,10 @@ class ClassifierHead(tf.Module):
     """Google's `run_classifier.create_model` head: dropout, then a linear layer, on the pooled
     output; variables at the root: `output_weights` [num_labels, H], `output_bias` [num_labels]."""
 
-    def __init__(self, config, num_labels, dropout_prob=CLASSIFIER_DROPOUT_PROB):
+    def __init__(self, config, num_labels, dropout_prob=CLASSIFIER_DROPOUT_PROB,
+                 input_width=None):
+        """input_width: the width of the features it reads (default the hidden size H;
+        `classifier_input_width` gives it per --classifier_input)."""
         super().__init__(name=None)
         if num_labels < 1:
             raise ValueError(f"num_labels must be >= 1, got {num_labels}")
@@ -138,7 +141,7 @@ class ClassifierHead(tf.Module):
         self.dropout_prob = dropout_prob
         self._store = modeling.ParameterStore()
         self.output_weights = self._store.add(
-            "output_weights", [num_labels, config.hidden_size],
+            "output_weights", [num_labels, input_width or config.hidden_size],
             modeling.truncated_normal_initializer(0.02))  # Google: stddev=0.02, not the config's
         self.output_bias = self._store.add("output_bias", [num_labels],
                                            modeling.zeros_initializer)
@@ -157,6 +160,15 @@ class ClassifierHead(tf.Module):
         return _softmax_classifier(output_layer, modeling.param(self.output_weights),
                                    modeling.param(self.output_bias), labels)
 
+    def logits(self, features, training=False) -> tf.Tensor:
+        """Dropout then the linear layer, as `__call__`, without the softmax (regression and
+        multi-label heads). features float [B, W] -> float32 [B, num_labels]."""
+        output_layer = modeling.dropout(features, self.dropout_prob, training)
+        weights = modeling.param(self.output_weights)
+        logits = tf.matmul(output_layer, tf.cast(weights, output_layer.dtype), transpose_b=True)
+        bias = modeling.param(self.output_bias)
+        return tf.cast(tf.nn.bias_add(logits, tf.cast(bias, logits.dtype)), tf.float32)
+
 
 def _softmax_classifier(features, output_weights, output_bias, labels):
     """logits = features @ output_weights^T + bias; log-softmax; mean cross-entropy."""
@@ -171,6 +183,115 @@ def _softmax_classifier(features, output_weights, output_bias, labels):
         result.update(per_example_loss=per_example_loss,
                       loss=tf.reduce_mean(per_example_loss))
     return result
+
+
+# ---------------------------------------------------------------------------------------------
+# SQuAD
+
+class SpanHead(tf.Module):
+    """Google's `run_squad.create_model` head: one linear layer from every position's hidden
+    state to a start and an end logit. Variables `cls/squad/output_weights` [2, H] (truncated
+    normal, stddev 0.02 whatever the config says, as Google) and `cls/squad/output_bias` [2]. No
+    dropout of its own (Google's has none)."""
+
+    def __init__(self, config, scope="cls/squad"):
+        super().__init__(name=None)
+        self._store = modeling.ParameterStore()
+        self.output_weights = self._store.add(
+            f"{scope}/output_weights", [2, config.hidden_size],
+            modeling.truncated_normal_initializer(0.02))
+        self.output_bias = self._store.add(f"{scope}/output_bias", [2],
+                                           modeling.zeros_initializer)
+
+    def named_variables(self):
+        return self._store.as_dict()
+
+    def __call__(self, sequence_output, start_positions=None, end_positions=None
+                 ) -> Dict[str, tf.Tensor]:
+        """Args:
+          sequence_output: float Tensor [B, S, H] (the encoder's last layer).
+          start_positions, end_positions: optional int32 Tensors [B] or [B, 1], the answer's
+            first and last token (0, the [CLS] position, when the window has no answer).
+
+        Returns:
+          dict with `start_logits`, `end_logits` (float32 [B, S]) and, given positions,
+          `per_example_loss` [B] = (start cross-entropy + end cross-entropy) / 2 and `loss`, its
+          mean over the batch (Google's `(start_loss + end_loss) / 2.0`).
+        """
+        weights = modeling.param(self.output_weights)
+        logits = tf.einsum("bsh,kh->bsk", sequence_output,
+                           tf.cast(weights, sequence_output.dtype))  # [B, S, 2]
+        logits = tf.nn.bias_add(logits, tf.cast(modeling.param(self.output_bias), logits.dtype))
+        logits = tf.cast(logits, tf.float32)
+        result = {"start_logits": logits[:, :, 0], "end_logits": logits[:, :, 1]}
+        if start_positions is None:
+            return result
+        per_example_loss = (_position_cross_entropy(result["start_logits"], start_positions)
+                            + _position_cross_entropy(result["end_logits"], end_positions)) / 2.0
+        result.update(per_example_loss=per_example_loss,
+                      loss=tf.reduce_mean(per_example_loss))
+        return result
+
+
+def _position_cross_entropy(logits, positions):
+    """-log softmax(logits)[position] per example, by Google's one-hot product (a position
+    outside [0, S) contributes 0, as in Google's code, rather than failing).
+
+    Args: logits float32 [B, S]; positions int [B] or [B, 1]. Returns float32 [B].
+    """
+    positions = tf.reshape(positions, [-1])
+    one_hot = tf.one_hot(positions, depth=tf.shape(logits)[1], dtype=tf.float32)
+    return -tf.reduce_sum(one_hot * tf.nn.log_softmax(logits, axis=-1), axis=-1)
+
+# ---------------------------------------------------------------------------------------------
+# What the classifier's output layer reads (--classifier_input; Sun et al. 2019, "How to
+# Fine-Tune BERT for Text Classification", compare the same layer features).
+
+CLASSIFIER_INPUTS = ("pooled", "cls", "mean", "cls_last4")
+
+
+def classifier_input_width(config, classifier_input: str) -> int:
+    """The width of `classifier_features(...)`: H, or 4H for cls_last4."""
+    if classifier_input not in CLASSIFIER_INPUTS:
+        raise ValueError(f"--classifier_input must be one of {', '.join(CLASSIFIER_INPUTS)}, "
+                         f"got {classifier_input!r}")
+    return config.hidden_size * (4 if classifier_input == "cls_last4" else 1)
+
+
+def classifier_features(outputs, input_mask, classifier_input: str = "pooled") -> tf.Tensor:
+    """The features the output layer reads.
+
+    Args:
+      outputs: `modeling.BertOutputs`.
+      input_mask: int Tensor [B, S] (1 = real token).
+      classifier_input: "pooled" (Google: the pooler's tanh(dense([CLS]))), "cls" (the last
+        layer's [CLS] vector, no pooler), "mean" (the mean of the last layer over the real
+        tokens), "cls_last4" (the [CLS] vectors of the last 4 layers, last layer first,
+        concatenated).
+
+    Returns:
+      float Tensor [B, W], W = `classifier_input_width(config, classifier_input)`.
+    """
+    if classifier_input == "pooled":
+        return outputs.pooled_output
+    if classifier_input == "cls":
+        return outputs.sequence_output[:, 0, :]
+    if classifier_input == "mean":
+        sequence = outputs.sequence_output  # [B, S, H]
+        # Summed in float32 (a 512-token sum loses digits in fp16/bf16), returned in the
+        # model's dtype. Every packed sequence has [CLS] and [SEP]: the count is never 0.
+        mask = tf.cast(input_mask, tf.float32)[:, :, None]  # [B, S, 1]
+        mean = tf.reduce_sum(tf.cast(sequence, tf.float32) * mask, axis=1) / \
+            tf.reduce_sum(mask, axis=1)
+        return tf.cast(mean, sequence.dtype)
+    if classifier_input == "cls_last4":
+        layers = outputs.all_encoder_layers
+        if len(layers) < 4:
+            raise ValueError(f"--classifier_input=cls_last4 needs at least 4 layers, the model "
+                             f"has {len(layers)}")
+        return tf.concat([layers[-i][:, 0, :] for i in range(1, 5)], axis=-1)
+    raise ValueError(f"--classifier_input must be one of {', '.join(CLASSIFIER_INPUTS)}, got "
+                     f"{classifier_input!r}")
 
 
 # ---------------------------------------------------------------------------------------------

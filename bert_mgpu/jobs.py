@@ -132,8 +132,14 @@ def run_classifier(cfg) -> dict:
     files, config.ClassifierConfig.train_config for the steps).
     """
     job = start_job(cfg)
-    processor = processors.get_processor(cfg.task_name, cfg.label_list)
+    if cfg.classifier_input == "cls_last4" and job.bert_config.num_hidden_layers < 4:
+        raise ValueError(f"--classifier_input=cls_last4 needs at least 4 layers; "
+                         f"--bert_config_file has {job.bert_config.num_hidden_layers}")
+    processor = processors.get_processor(cfg.task_name, cfg.label_list, cfg.task_type)
     labels = processor.get_labels(cfg.data_dir)
+    if cfg.task_type == "multilabel" and not labels:
+        raise processors.DataError(f"{cfg.data_dir}: no label in train.tsv's label column and "
+                                   f"no --label_list (--task_type=multilabel)")
     data = classifier_data.FeatureFiles(cfg, processor, make_tokenizer(cfg.model),
                                         labels)
     # Every input file is read and checked (and its features cached) before training starts.
@@ -144,14 +150,15 @@ def run_classifier(cfg) -> dict:
     if cfg.do_train:
         logging.info("***** Running training: %d examples, %g epochs, %d steps *****",
                      num_train, cfg.num_train_epochs, train_cfg.num_train_steps)
-    job.save_effective_config(labels=labels)
-    task = tasks.BertClassifier(job.bert_config, len(labels), compute_dtype=job.compute_dtype(),
-                                label_names=labels)
+    # The effective task type and --best_metric (stsb and the task types set their defaults).
+    job.save_effective_config(labels=labels, task_type=cfg.task_type,
+                              best_metric=cfg.best_metric)
+    task = classifier_task(cfg, job, labels)
     multipliers = None
     if cfg.layerwise_lr_decay != 1.0:
         multipliers = modeling.layerwise_lr_multipliers(
             task.named_variables(), job.bert_config.num_hidden_layers, cfg.layerwise_lr_decay)
-    trainer = job.trainer(task, train_cfg, multipliers)
+    trainer = FullEvaluation(job.trainer(task, train_cfg, multipliers))
     if cfg.do_train:
         trainer.train(job.training_input([train_file], data.shapes, train_cfg),
                       on_step=_periodic_evaluator(job, trainer, data, splits.get("dev")))
@@ -200,14 +207,175 @@ def _predict_classifier(job: Job, trainer, data, predict_file, num_predict) -> N
                      int(trainer.global_step.numpy()))
     logging.info("***** Running prediction: %d examples, batch size %d *****", num_predict,
                  job.cfg.predict_batch_size)
-    probabilities = trainer.predict(input_pipeline.record_dataset(
-        [predict_file], data.shapes, job.cfg.predict_batch_size,
-        is_training=False)).get("probabilities", np.zeros([0]))
-    if len(probabilities) != num_predict:
-        raise RuntimeError(f"predicted {len(probabilities)} of {num_predict} examples")
-    classifier_data.write_predictions(job.cfg.output_dir, probabilities)
+    outputs = trainer.predict(input_pipeline.record_dataset(
+        [predict_file], data.shapes, job.cfg.predict_batch_size, is_training=False))
+    task_type = job.cfg.task_type
+    predictions = outputs.get("predictions" if task_type == "regression" else "probabilities",
+                              np.zeros([0]))
+    if len(predictions) != num_predict:
+        raise RuntimeError(f"predicted {len(predictions)} of {num_predict} examples")
+    if task_type == "regression":
+        classifier_data.write_regression_predictions(job.cfg.output_dir, predictions)
+    elif task_type == "multilabel":
+        classifier_data.write_multilabel_predictions(job.cfg.output_dir, predictions,
+                                                     data.label_list,
+                                                     job.cfg.multilabel_threshold)
+    else:
+        classifier_data.write_predictions(job.cfg.output_dir, predictions)
     logging.info("Wrote %d predictions to %s (test_results.tsv, predict.txt)", num_predict,
                  job.cfg.output_dir)
+
+
+def classifier_task(cfg, job: Job, labels: Sequence[str]):
+    """The task of --task_type (classification: Google's BertClassifier)."""
+    dtype = job.compute_dtype()
+    if cfg.task_type == "regression":
+        return tasks.BertRegressor(job.bert_config, compute_dtype=dtype,
+                                   classifier_input=cfg.classifier_input)
+    if cfg.task_type == "multilabel":
+        return tasks.BertMultiLabelClassifier(
+            job.bert_config, len(labels), compute_dtype=dtype, label_names=labels,
+            threshold=cfg.multilabel_threshold, classifier_input=cfg.classifier_input)
+    return tasks.BertClassifier(job.bert_config, len(labels), compute_dtype=dtype,
+                                label_names=labels, classifier_input=cfg.classifier_input)
+
+
+class FullEvaluation:
+    """A trainer whose `evaluate` adds the metrics a task computes from every prediction of
+    the dataset (`task.prediction_metrics(trainer.predict(dataset))`, e.g. the regression
+    task's Spearman, which no additive sum gives): a second pass over the dev set, on the
+    chief. Everything else is the wrapped trainer's (training.py is unchanged)."""
+
+    def __init__(self, trainer):
+        self._trainer = trainer
+
+    def __getattr__(self, name):
+        return getattr(self._trainer, name)
+
+    def evaluate(self, dataset, max_steps: Optional[int] = None) -> dict:
+        result = self._trainer.evaluate(dataset, max_steps)
+        prediction_metrics = getattr(self._trainer.task, "prediction_metrics", None)
+        if prediction_metrics is not None and result:
+            if max_steps is not None:
+                dataset = dataset.take(max_steps)
+            result.update(prediction_metrics(self._trainer.predict(dataset)))
+        return result
+
+
+# ---------------------------------------------------------------------------------------------
+# run_squad.py
+
+def run_squad(cfg) -> dict:
+    """Runs run_squad.py with a `config.SquadConfig`; returns the eval results (--do_eval).
+
+    Follows Google's `run_squad.py` (features and post-processing in squad_data.py and
+    squad_metrics.py, steps in config.SquadConfig.train_config); prediction and evaluation are
+    the chief's.
+    """
+    from bert_mgpu.data import squad_data  # here: the other jobs never load SQuAD code
+
+    job = start_job(cfg)
+    if cfg.do_eval:  # before training, not after it
+        _check_has_answers(cfg.predict_file)
+    tokenizer = make_tokenizer(cfg.model)
+    train = _squad_train_records(cfg, tokenizer) if cfg.do_train else None
+    train_cfg = cfg.train_config(train.num_examples if train else 0, job.num_workers)
+    if cfg.do_train:
+        logging.info("***** Running training *****")
+        logging.info("  Num orig examples = %d", train.num_examples)
+        logging.info("  Num split examples = %d", train.num_features)
+        logging.info("  Batch size = %d (global: %d)", cfg.train.train_batch_size,
+                     train_cfg.global_batch_size * job.num_workers)
+        logging.info("  Num steps = %d", train_cfg.num_train_steps)
+    job.save_effective_config()
+    task = tasks.SquadTask(job.bert_config, compute_dtype=job.compute_dtype())
+    trainer = job.trainer(task, train_cfg)
+    if cfg.do_train:
+        trainer.train(job.training_input(
+            [train.path], squad_data.squad_train_shapes(cfg.model.max_seq_length), train_cfg))
+    else:
+        trainer.restore_or_initialize()
+    result = {}
+    if job.chief and (cfg.do_predict or cfg.do_eval):
+        predictions, null_odds = _predict_squad(job, trainer, tokenizer)
+        if cfg.do_eval:
+            result = _evaluate_squad(job, trainer, predictions, null_odds)
+    return result
+
+
+def _check_has_answers(predict_file: str) -> None:
+    """--do_eval scores the predictions against the answers of --predict_file: every question
+    needs an "answers" list (empty for a v2.0 question without answer)."""
+    from bert_mgpu.data import squad_data
+    for article in squad_data.load_squad_json(predict_file)["data"]:
+        for paragraph in article.get("paragraphs", []):
+            for qa in paragraph.get("qas", []):
+                if not isinstance(qa.get("answers"), list):
+                    raise ValueError(f"--do_eval: {predict_file}: question {qa.get('id')} has no "
+                                     f"\"answers\" list (evaluation needs a file with the "
+                                     f"answers; use --do_predict alone for a test file)")
+
+
+def _squad_train_records(cfg, tokenizer):
+    from bert_mgpu.data import squad_data
+    model = cfg.model
+    key = squad_data.cache_key("train", cfg.train_file, model.vocab_file, model.spm_model_file,
+                               model.do_lower_case, model.max_seq_length, cfg.doc_stride,
+                               cfg.max_query_length, cfg.version_2_with_negative)
+    return squad_data.cached_train_features(
+        cfg.train_file, cfg.output_dir, key, tokenizer, model.max_seq_length, cfg.doc_stride,
+        cfg.max_query_length, cfg.version_2_with_negative)
+
+
+def _predict_squad(job: Job, trainer, tokenizer):
+    """Predicts every window of every question of --predict_file (the last partial batch
+    included) and writes Google's prediction files; returns (predictions, null_odds)."""
+    from bert_mgpu import squad_metrics
+    from bert_mgpu.data import squad_data
+    cfg, model = job.cfg, job.cfg.model
+    key = squad_data.cache_key("eval", cfg.predict_file, model.vocab_file, model.spm_model_file,
+                               model.do_lower_case, model.max_seq_length, cfg.doc_stride,
+                               cfg.max_query_length, cfg.version_2_with_negative)
+    examples, eval_features, records = squad_data.eval_features(
+        cfg.predict_file, cfg.output_dir, key, tokenizer, model.max_seq_length, cfg.doc_stride,
+        cfg.max_query_length)
+    logging.info("***** Running predictions *****")
+    logging.info("  Num orig examples = %d", len(examples))
+    logging.info("  Num split examples = %d", len(eval_features))
+    logging.info("  Batch size = %d", cfg.predict_batch_size)
+    out = trainer.predict(input_pipeline.record_dataset(
+        [records.path], squad_data.squad_eval_shapes(model.max_seq_length),
+        cfg.predict_batch_size, is_training=False))
+    unique_ids = out.get("unique_ids", np.zeros([0], np.int32))
+    expected = [f.unique_id for f in eval_features]
+    if unique_ids.tolist() != expected:
+        raise RuntimeError(f"predicted {len(unique_ids)} of {len(expected)} features of "
+                           f"{cfg.predict_file}, or in another order ({records.path} is stale?)")
+    results = [squad_metrics.RawResult(int(u), s, e) for u, s, e in
+               zip(unique_ids, out["start_logits"], out["end_logits"])]
+    files = [os.path.join(cfg.output_dir, name) for name in
+             ("predictions.json", "nbest_predictions.json", "null_odds.json")]
+    predictions, _, null_odds = squad_metrics.write_predictions(
+        examples, eval_features, results, cfg.n_best_size, cfg.max_answer_length,
+        model.do_lower_case, *files, cfg.version_2_with_negative,
+        cfg.null_score_diff_threshold, cfg.verbose_logging)
+    logging.info("Wrote predictions for %d questions to %s", len(predictions), cfg.output_dir)
+    return predictions, null_odds
+
+
+def _evaluate_squad(job: Job, trainer, predictions, null_odds) -> dict:
+    """The official evaluate-v1.1.py / evaluate-v2.0.py scores of the predictions (v2.0 as
+    Google's README runs it: --na-prob-file null_odds.json, threshold 1.0), to
+    eval_results.txt."""
+    from bert_mgpu import squad_metrics
+    from bert_mgpu.data import squad_data
+    cfg = job.cfg
+    result = dict(squad_metrics.evaluate(
+        squad_data.load_squad_json(cfg.predict_file), predictions, cfg.version_2_with_negative,
+        null_odds if cfg.version_2_with_negative else None))
+    result["global_step"] = int(trainer.global_step.numpy())
+    job.write_eval_results(result)
+    return result
 
 
 # ---------------------------------------------------------------------------------------------
@@ -223,6 +391,16 @@ def extract_features(cfg) -> int:
         cfg.model.bert_config(), cfg.model.init_checkpoint, cfg.layers, cfg.model.max_seq_length)
     return feature_extraction.write_features(cfg.input_file, cfg.output_file, tokenizer,
                                              extractor, cfg.batch_size)
+
+
+# ---------------------------------------------------------------------------------------------
+# export_saved_model.py
+
+def export_saved_model(cfg) -> str:
+    """Runs export_saved_model.py with a `config.ExportConfig`; returns the version directory."""
+    from bert_mgpu import export
+
+    return export.export_saved_model(cfg)
 
 
 # ---------------------------------------------------------------------------------------------

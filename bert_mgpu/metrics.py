@@ -126,3 +126,40 @@ def multilabel_metrics(probabilities, labels, threshold: float = 0.5,
         f"{prefix}exact_match": (float(np.mean(np.all(predicted == truth, axis=1)))
                                  if num_examples else 0.0),
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# The same metrics from additive sums (what a task's `eval_sums` adds up over eval batches).
+
+def pearson_from_moments(n, sum_x, sum_y, sum_xx, sum_yy, sum_xy) -> float:
+    """Pearson's r from the count and the sums of x, y, x², y², xy (float64 sums); NaN when
+    either side is constant or n < 2, as `pearson`."""
+    n, sx, sy, sxx, syy, sxy = (float(v) for v in (n, sum_x, sum_y, sum_xx, sum_yy, sum_xy))
+    if n < 2:
+        return float("nan")
+    # n² times the covariance and the variances; max(.., 0) absorbs rounding below zero.
+    cov = n * sxy - sx * sy
+    var_x = max(n * sxx - sx * sx, 0.0)
+    var_y = max(n * syy - sy * sy, 0.0)
+    denominator = np.sqrt(var_x * var_y)
+    if denominator == 0:
+        return float("nan")
+    return float(np.clip(cov / denominator, -1.0, 1.0))
+
+
+def multilabel_metrics_from_counts(tp, fp, fn, num_exact, num_examples,
+                                   prefix: str = "eval_") -> Dict[str, float]:
+    """`multilabel_metrics` from per-label counts of true positives, false positives and
+    false negatives (arrays [num_labels]) and the number of examples whose whole label set is
+    right."""
+    tp, fp, fn = (np.asarray(a, dtype=np.float64) for a in (tp, fp, fn))
+    return {
+        f"{prefix}f1_micro": float(_f1(tp.sum(), fp.sum(), fn.sum())),
+        f"{prefix}f1_macro": float(np.mean(_f1(tp, fp, fn))) if tp.size else 0.0,
+        f"{prefix}exact_match": float(num_exact) / float(num_examples) if num_examples else 0.0,
+    }
+
+
+def per_label_f1(tp, fp, fn) -> np.ndarray:
+    """F1 of each label from its counts (0 where it has no true and no predicted positive)."""
+    return _f1(tp, fp, fn)

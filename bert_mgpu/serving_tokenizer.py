@@ -613,6 +613,18 @@ class ServingTokenizer(tf.Module):
             return self._sentencepiece_ids(text)
         return self._wordpiece_ids(text)
 
+    def _single_text_keep(self, len_a):
+        """Ragged bool [batch, (len_a)]: the tokens a single text keeps (`head`: the first
+        max_seq_length - 2; `head_tail`: the first head_tokens and the last ones)."""
+        budget = self.max_seq_length - 2
+        positions = tf.ragged.range(len_a)
+        if self.truncation != "head_tail":
+            return positions < budget
+        head = min(self.head_tokens, budget)
+        tail = budget - head
+        return ((len_a <= budget)[:, None] | (positions < head)
+                | (positions >= (len_a - tail)[:, None]))
+
     def _keep_first(self, ids, lengths):
         positions = tf.ragged.range(ids.row_lengths())
         return tf.ragged.boolean_mask(ids, positions < lengths[:, None])
@@ -636,18 +648,9 @@ class ServingTokenizer(tf.Module):
         seq_length = self.max_seq_length
         a = self.tokenize_ids(text_a)
         len_a = a.row_lengths()
+        single = self._single_text_keep(len_a)
         if text_b is None:
-            budget = seq_length - 2
-            positions = tf.ragged.range(len_a)
-            if self.truncation == "head_tail":
-                head = min(self.head_tokens, budget)
-                tail = budget - head
-                keep = ((len_a <= budget)[:, None] | (positions < head)
-                        | (positions >= (len_a - tail)[:, None]))
-                a = tf.ragged.boolean_mask(a, keep)
-            else:
-                a = self._keep_first(a, tf.fill(tf.shape(len_a), tf.constant(budget, tf.int64)))
-            b = None
+            a, b = tf.ragged.boolean_mask(a, single), None
         else:
             b = self.tokenize_ids(text_b)
             len_b = b.row_lengths()
@@ -658,7 +661,11 @@ class ServingTokenizer(tf.Module):
             half = tf.constant((budget + 1) // 2, tf.int64)
             keep_a = tf.where(over, tf.minimum(len_a, tf.maximum(half, budget - len_b)), len_a)
             keep_b = tf.where(over, budget - keep_a, len_b)
-            a = self._keep_first(a, keep_a)
+            # A second text without tokens is no second text (Google's `if tokens_b:`): the row
+            # is cut as a single text.
+            no_b = (len_b == 0)[:, None]
+            pair = tf.ragged.range(len_a) < keep_a[:, None]
+            a = tf.ragged.boolean_mask(a, (no_b & single) | (~no_b & pair))
             b = self._keep_first(b, keep_b)
         ones = tf.ones_like(a.row_lengths(), tf.int32)[:, None]
         cls = tf.RaggedTensor.from_tensor(ones * self.cls_id)

@@ -14,7 +14,7 @@ from typing import Dict, Mapping, Optional, Protocol, Sequence, runtime_checkabl
 import numpy as np
 import tensorflow as tf
 
-from bert_mgpu import heads, modeling
+from bert_mgpu import heads, metrics as metrics_lib, modeling
 
 Tensors = Dict[str, tf.Tensor]
 
@@ -178,10 +178,11 @@ class BertPretrainer(tf.Module):
 
 class BertClassifier(tf.Module):
     """Google's `run_classifier` model: `BertModel` + `ClassifierHead`; the loss of a global
-    batch is the mean cross-entropy over its examples."""
+    batch is the mean cross-entropy over its examples. `classifier_input` chooses what the head
+    reads (heads.classifier_features; "pooled" is Google's)."""
 
     def __init__(self, config, num_labels, compute_dtype=tf.float32,
-                 label_names: Optional[Sequence[str]] = None):
+                 label_names: Optional[Sequence[str]] = None, classifier_input: str = "pooled"):
         super().__init__(name=None)
         self.config = config
         self.num_labels = num_labels
@@ -190,7 +191,10 @@ class BertClassifier(tf.Module):
         if len(self.label_names) != num_labels:
             raise ValueError(f"{len(self.label_names)} label names for {num_labels} labels")
         self.bert = modeling.BertModel(config, compute_dtype=compute_dtype)
-        self.classifier = heads.ClassifierHead(config, num_labels)
+        self.classifier_input = classifier_input
+        self.classifier = heads.ClassifierHead(
+            config, num_labels,
+            input_width=heads.classifier_input_width(config, classifier_input))
 
     def named_variables(self):
         return modeling.merge_named_variables(self.bert, self.classifier)
@@ -198,7 +202,9 @@ class BertClassifier(tf.Module):
     def _forward(self, features, training):
         out = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
                         training=training)
-        return self.classifier(out.pooled_output, features.get("label_ids"), training=training)
+        head_input = heads.classifier_features(out, features["input_mask"],
+                                               self.classifier_input)
+        return self.classifier(head_input, features.get("label_ids"), training=training)
 
     @staticmethod
     def context(features) -> Tensors:
@@ -252,6 +258,242 @@ class BertClassifier(tf.Module):
     def predict(self, features) -> Tensors:
         """`probabilities` float32 [B, num_labels] (no dropout)."""
         return {"probabilities": self._forward(features, training=False)["probabilities"]}
+
+
+class SquadTask(tf.Module):
+    """Google's `run_squad` model: `BertModel` + `SpanHead` on the sequence output.
+
+    The loss of a global batch is Google's `(mean start cross-entropy + mean end cross-entropy)
+    / 2` over its features (windows), so a slice returns the sum of its features' losses divided
+    by the global number of features. `predict` gives what Google's `model_fn` predicts, and
+    what post-processing (squad_metrics.write_predictions) and a serving signature need:
+    `unique_ids`, `start_logits`, `end_logits`.
+    """
+
+    def __init__(self, config, compute_dtype=tf.float32):
+        super().__init__(name=None)
+        self.config = config
+        self.bert = modeling.BertModel(config, compute_dtype=compute_dtype)
+        self.span = heads.SpanHead(config)
+
+    def named_variables(self):
+        return modeling.merge_named_variables(self.bert, self.span)
+
+    def _forward(self, features, training, with_positions=True):
+        out = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
+                        training=training)
+        if not with_positions:
+            return self.span(out.sequence_output)
+        return self.span(out.sequence_output, features["start_positions"],
+                         features["end_positions"])
+
+    @staticmethod
+    def context(features) -> Tensors:
+        return {"num_examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)}
+
+    def tower_loss(self, features, context, training=True) -> Dict:
+        loss_sum = tf.reduce_sum(self._forward(features, training)["per_example_loss"])
+        return {"loss": loss_sum / context["num_examples"], "sums": {"loss_sum": loss_sum}}
+
+    @staticmethod
+    def metrics(sums, context) -> Tensors:
+        return {"loss": sums["loss_sum"] / context["num_examples"]}
+
+    def eval_sums(self, features) -> Tensors:
+        """On training-format records (with positions): the loss and how often the most
+        likely start/end is the labelled one."""
+        out = self._forward(features, training=False)
+        sums = {"loss_sum": tf.reduce_sum(out["per_example_loss"]),
+                "num_examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)}
+        for name in ("start", "end"):
+            predicted = tf.argmax(out[f"{name}_logits"], axis=-1, output_type=tf.int32)
+            labels = tf.reshape(features[f"{name}_positions"], [-1])
+            sums[f"{name}_correct"] = tf.reduce_sum(
+                tf.cast(tf.equal(predicted, labels), tf.float32))
+        return sums
+
+    @staticmethod
+    def eval_metrics(sums) -> Dict[str, float]:
+        """`loss` (mean over features), `start_accuracy`, `end_accuracy`. The SQuAD scores
+        (EM/F1) come from the predictions' text: squad_metrics.evaluate."""
+        n = sums["num_examples"]
+        return {"loss": _ratio(sums["loss_sum"], n),
+                "start_accuracy": _ratio(sums["start_correct"], n),
+                "end_accuracy": _ratio(sums["end_correct"], n)}
+
+    def predict(self, features) -> Tensors:
+        """`unique_ids` int32 [B], `start_logits` and `end_logits` float32 [B, S] (no dropout).
+        A serving signature (question + context as text) would run this on the tokenized
+        window and post-process with squad_metrics."""
+        out = self._forward(features, training=False, with_positions=False)
+        return {"unique_ids": tf.reshape(features["unique_ids"], [-1]),
+                "start_logits": out["start_logits"], "end_logits": out["end_logits"]}
+
+class _LinearHeadTask(tf.Module):
+    """`BertModel` + the classifier's output layer (Google's `output_weights` [num_outputs, W],
+    `output_bias`) without the softmax; the loss of a global batch is the mean over its
+    examples of a per-example loss (`_per_example_loss`)."""
+
+    def __init__(self, config, num_outputs, compute_dtype=tf.float32,
+                 classifier_input: str = "pooled"):
+        super().__init__(name=None)
+        self.config = config
+        self.classifier_input = classifier_input
+        self.bert = modeling.BertModel(config, compute_dtype=compute_dtype)
+        self.classifier = heads.ClassifierHead(
+            config, num_outputs,
+            input_width=heads.classifier_input_width(config, classifier_input))
+
+    def named_variables(self):
+        return modeling.merge_named_variables(self.bert, self.classifier)
+
+    def _logits(self, features, training) -> tf.Tensor:
+        """float32 [B, num_outputs]."""
+        out = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
+                        training=training)
+        return self.classifier.logits(
+            heads.classifier_features(out, features["input_mask"], self.classifier_input),
+            training=training)
+
+    def _per_example_loss(self, logits, label_values) -> tf.Tensor:
+        raise NotImplementedError()
+
+    @staticmethod
+    def context(features) -> Tensors:
+        return {"num_examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)}
+
+    def tower_loss(self, features, context, training=True) -> Dict:
+        loss_sum = tf.reduce_sum(self._per_example_loss(
+            self._logits(features, training), features["label_values"]))
+        return {"loss": loss_sum / context["num_examples"], "sums": {"loss_sum": loss_sum}}
+
+    @staticmethod
+    def metrics(sums, context) -> Tensors:
+        return {"loss": sums["loss_sum"] / context["num_examples"]}
+
+    def _loss_sums(self, per_example_loss) -> Tensors:
+        return {
+            "loss_sum": tf.reduce_sum(per_example_loss),
+            "num_examples": tf.cast(tf.shape(per_example_loss)[0], tf.float32),
+            "batch_loss_sum": tf.reduce_mean(per_example_loss),
+            "num_batches": tf.constant(1.0),
+        }
+
+    @staticmethod
+    def _loss_metrics(sums) -> Dict[str, float]:
+        return {"eval_loss": _ratio(sums["loss_sum"], sums["num_examples"]),
+                # The Estimator's `loss`: the mean over eval batches of each batch's mean loss.
+                "loss": _ratio(sums["batch_loss_sum"], sums["num_batches"])}
+
+
+class BertRegressor(_LinearHeadTask):
+    """`--task_type=regression` (STS-B style): one output (`output_weights` [1, W]) read as
+    the score; the loss is the mean squared error over the global batch.
+
+    Evaluation: `eval_sums` are additive (squared errors and the float64 moments that give
+    Pearson's r); Spearman's rho needs the ranks of the whole dev set, so it comes from
+    `prediction_metrics` on the collected `predict` outputs (the job runs both over the dev
+    set: jobs.FullEvaluation).
+    """
+
+    def __init__(self, config, compute_dtype=tf.float32, classifier_input: str = "pooled"):
+        super().__init__(config, 1, compute_dtype, classifier_input)
+
+    def _per_example_loss(self, logits, label_values):
+        return tf.square(logits[:, 0] - tf.cast(label_values[:, 0], tf.float32))
+
+    def eval_sums(self, features) -> Tensors:
+        scores = self._logits(features, training=False)[:, 0]
+        labels = tf.cast(features["label_values"][:, 0], tf.float32)
+        sums = self._loss_sums(tf.square(scores - labels))
+        # float64: the moments of a large dev set lose the correlation to cancellation in float32.
+        x, y = tf.cast(scores, tf.float64), tf.cast(labels, tf.float64)
+        sums.update(sum_x=tf.reduce_sum(x), sum_y=tf.reduce_sum(y),
+                    sum_xx=tf.reduce_sum(x * x), sum_yy=tf.reduce_sum(y * y),
+                    sum_xy=tf.reduce_sum(x * y))
+        return sums
+
+    def eval_metrics(self, sums) -> Dict[str, float]:
+        """`eval_mse` (= `eval_loss`), `loss`, `eval_pearson`."""
+        result = self._loss_metrics(sums)
+        result["eval_mse"] = result["eval_loss"]
+        result["eval_pearson"] = metrics_lib.pearson_from_moments(
+            sums["num_examples"], sums["sum_x"], sums["sum_y"], sums["sum_xx"], sums["sum_yy"],
+            sums["sum_xy"])
+        return result
+
+    @staticmethod
+    def prediction_metrics(outputs: Mapping[str, np.ndarray]) -> Dict[str, float]:
+        """`eval_spearman` (and `eval_pearson`, the same as from the moments) from `predict`
+        over the whole dev set."""
+        scores, labels = outputs["predictions"], outputs["label_values"]
+        return {"eval_spearman": metrics_lib.spearman(scores, labels),
+                "eval_pearson": metrics_lib.pearson(scores, labels)}
+
+    def predict(self, features) -> Tensors:
+        """`predictions` float32 [B] (the scores) and, when the features have them, the
+        records' `label_values` [B] (0 for unlabelled test examples), for
+        `prediction_metrics`."""
+        out = {"predictions": self._logits(features, training=False)[:, 0]}
+        if "label_values" in features:
+            out["label_values"] = tf.cast(features["label_values"][:, 0], tf.float32)
+        return out
+
+
+class BertMultiLabelClassifier(_LinearHeadTask):
+    """`--task_type=multilabel`: one sigmoid per label (`output_weights` [num_labels, W]); the
+    loss is the binary cross-entropy averaged over the labels and the examples of the global
+    batch. A label is predicted when its probability is above `threshold`. Every evaluation
+    statistic is an additive count, so the dev set is evaluated in one pass."""
+
+    def __init__(self, config, num_labels, compute_dtype=tf.float32,
+                 label_names: Optional[Sequence[str]] = None, threshold: float = 0.5,
+                 classifier_input: str = "pooled"):
+        super().__init__(config, num_labels, compute_dtype, classifier_input)
+        self.num_labels = num_labels
+        self.threshold = threshold
+        self.label_names = [str(n) for n in label_names] if label_names is not None else \
+            [str(i) for i in range(num_labels)]
+        if len(self.label_names) != num_labels:
+            raise ValueError(f"{len(self.label_names)} label names for {num_labels} labels")
+
+    def _per_example_loss(self, logits, label_values):
+        return tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
+            labels=tf.cast(label_values, tf.float32), logits=logits), axis=-1)
+
+    def eval_sums(self, features) -> Tensors:
+        """Losses, per-label true/false positives and false negatives [num_labels], and the
+        number of examples whose whole label set is predicted right."""
+        logits = self._logits(features, training=False)
+        truth = features["label_values"] > 0.5  # bool [B, L]
+        predicted = tf.sigmoid(logits) > self.threshold
+        sums = self._loss_sums(self._per_example_loss(logits, features["label_values"]))
+
+        def count(mask, axis=0):
+            return tf.reduce_sum(tf.cast(mask, tf.float32), axis=axis)
+
+        sums.update(
+            true_positives=count(predicted & truth),
+            false_positives=count(predicted & ~truth),
+            false_negatives=count(~predicted & truth),
+            exact_matches=count(tf.reduce_all(tf.equal(predicted, truth), axis=-1), None))
+        return sums
+
+    def eval_metrics(self, sums) -> Dict[str, float]:
+        """`eval_f1_micro`, `eval_f1_macro`, `eval_exact_match` (metrics.py's definitions),
+        `eval_loss`, `loss`, and each label's `eval_f1_<name>`."""
+        tp, fp, fn = (np.asarray(sums[k], np.float64) for k in
+                      ("true_positives", "false_positives", "false_negatives"))
+        result = self._loss_metrics(sums)
+        result.update(metrics_lib.multilabel_metrics_from_counts(
+            tp, fp, fn, sums["exact_matches"], sums["num_examples"]))
+        for name, f1 in zip(self.label_names, metrics_lib.per_label_f1(tp, fp, fn)):
+            result[f"eval_f1_{name}"] = float(f1)
+        return result
+
+    def predict(self, features) -> Tensors:
+        """`probabilities` float32 [B, num_labels] (the sigmoids)."""
+        return {"probabilities": tf.sigmoid(self._logits(features, training=False))}
 
 
 # ---------------------------------------------------------------------------------------------

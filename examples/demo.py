@@ -10,6 +10,9 @@ reviews) with Google's Chinese vocabulary:
    CPU devices here; GPUs on a GPU machine) and evaluates it.
 3. run_classifier_mgpu.py --n_gpus=2: fine-tunes it on the labelled reviews, evaluates on dev
    (eval_results.txt) and predicts the test set (test_results.tsv, predict.txt).
+4. export_saved_model.py: exports the classifier as a SavedModel that takes raw text (tokenizer
+   in the graph), and runs one raw review through it in a process that imports only tensorflow
+   and tensorflow_text.
 
 Outputs go to demo_output/. The model is tiny (2 layers, hidden 128) so this takes minutes on two
 CPU cores; the same commands with a real bert_config.json and --init_checkpoint are the real job.
@@ -19,6 +22,7 @@ import gzip
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -30,6 +34,14 @@ VOCAB = os.path.join(REPO, "data", "vocab", "bert_chinese_vocab.txt")
 MAX_SEQ_LENGTH = 64
 # Sentence ends in Chinese (and Western) punctuation: the split keeps the punctuation.
 _SENTENCE_END = re.compile(r"(?<=[。！？!?；])")
+# What a serving process runs: TensorFlow and tensorflow-text, nothing of this repository.
+_SERVE_ONE = """
+import sys, tensorflow as tf, tensorflow_text  # tensorflow_text registers the tokenizer's ops
+model = tf.saved_model.load(sys.argv[1])
+out = model.signatures["serving_default"](text_a=tf.constant([sys.argv[2]]))
+print(f"label {out['label'][0].numpy().decode()}, probabilities "
+      f"{[round(float(p), 4) for p in out['probabilities'][0]]}")
+"""
 
 
 def step(title):
@@ -99,6 +111,17 @@ def main():
                "--num_train_epochs=2", "--learning_rate=1e-4", "--warmup_proportion=0.1",
                "--eval_batch_size=64", "--predict_batch_size=64", "--log_every_n_steps=100",
                "--eval_every_n_steps=200", "--keep_best_checkpoint")
+
+    step("4. export_saved_model.py: a SavedModel that takes raw text")
+    export_dir = os.path.join(OUT, "export")
+    shutil.rmtree(export_dir, ignore_errors=True)
+    run_script("export_saved_model.py", f"--output_dir={classifier_dir}",
+               f"--export_dir={export_dir}")
+    sentence = "房间很干净，服务也很周到，下次还会再来。"
+    print(f"raw text through {os.path.relpath(os.path.join(export_dir, '1'), REPO)} "
+          f"(tensorflow + tensorflow_text only): {sentence}", flush=True)
+    subprocess.run([sys.executable, "-c", _SERVE_ONE, os.path.join(export_dir, "1"), sentence],
+                   check=True, cwd=OUT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
 
     results = dict(line.split(" = ") for line in
                    open(os.path.join(classifier_dir, "eval_results.txt")).read().splitlines())

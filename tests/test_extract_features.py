@@ -148,3 +148,16 @@ def test_truncate_seq_pair_takes_from_the_longer():
     a, b = list("ab"), list("xy")
     truncate_seq_pair(a, b, 3)
     assert a == list("ab") and b == list("x")  # on a tie b loses a token
+
+
+def test_a_second_text_without_tokens_is_no_second_text():
+    """Google's `if tokens_b:` (run_classifier.convert_single_example, extract_features): an
+    empty second text leaves the single-text budget (max_seq_length - 2) and no second [SEP]."""
+    ids = lambda tokens: list(range(len(tokens)))  # noqa: E731
+    for empty in ([], None):
+        packed = pack_tokens(list("abcdefgh"), empty, 6, ids)
+        assert packed.tokens == ["[CLS]", "a", "b", "c", "d", "[SEP]"]
+        assert packed.segment_ids == [0] * 6
+    # A real second text: the pair budget (max_seq_length - 3), the longer text cut first.
+    packed = pack_tokens(list("abcdefgh"), ["x"], 6, ids)
+    assert packed.tokens == ["[CLS]", "a", "b", "[SEP]", "x", "[SEP]"]

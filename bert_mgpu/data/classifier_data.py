@@ -26,7 +26,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_mgpu.data import features, tfrecord
-from bert_mgpu.data.processors import DataError, InputExample
+from bert_mgpu.data.processors import DataError, InputExample, split_labels
 from bert_mgpu.data.sequence import pack_tokens
 from bert_mgpu.progress import Progress
 
@@ -45,7 +45,8 @@ def truncate_head_tail(tokens: List[str], budget: int, head_tokens: int) -> List
 
 def convert_single_example(example: InputExample, label_map: Dict[str, int],
                            max_seq_length: int, tokenizer, truncation: str = "head",
-                           head_tokens: int = 128, tokens_a=None, tokens_b=None) -> Dict:
+                           head_tokens: int = 128, tokens_a=None, tokens_b=None,
+                           task_type: str = "classification") -> Dict:
     """One example -> the classifier feature dict (lists of ints).
 
     Args:
@@ -56,17 +57,31 @@ def convert_single_example(example: InputExample, label_map: Dict[str, int],
       truncation: "head" (Google) or "head_tail".
       head_tokens: with head_tail, tokens kept from the start.
       tokens_a, tokens_b: already tokenized texts (batch tokenization), else tokenized here.
+      task_type: "classification" (Google's record: `label_ids`), "regression" (`label_values`
+        [1], the float score) or "multilabel" (`label_values` [len(label_map)], multi-hot).
     """
     if tokens_a is None:
         tokens_a = tokenizer.tokenize(example.text_a)
     if tokens_b is None and example.text_b is not None:
         tokens_b = tokenizer.tokenize(example.text_b)
+    # Google's `if tokens_b:`: a second text without tokens is no second text.
+    tokens_b = tokens_b or None
     if truncation == "head_tail" and tokens_b is None:
         tokens_a = truncate_head_tail(tokens_a, max_seq_length - 2, head_tokens)
     packed = pack_tokens(tokens_a, tokens_b, max_seq_length, tokenizer.convert_tokens_to_ids)
-    label_id = label_map[example.label] if example.label is not None else 0
-    return {"input_ids": packed.input_ids, "input_mask": packed.input_mask,
-            "segment_ids": packed.segment_ids, "label_ids": [label_id], "is_real_example": [1]}
+    out = {"input_ids": packed.input_ids, "input_mask": packed.input_mask,
+           "segment_ids": packed.segment_ids}
+    if task_type == "regression":
+        out["label_values"] = [float(example.label) if example.label is not None else 0.0]
+    elif task_type == "multilabel":
+        hot = [0.0] * len(label_map)
+        for name in split_labels(example.label or ""):
+            hot[label_map[name]] = 1.0
+        out["label_values"] = hot
+    else:
+        out["label_ids"] = [label_map[example.label] if example.label is not None else 0]
+    out["is_real_example"] = [1]
+    return out
 
 
 def _file_sha256(path: Optional[str]) -> Optional[str]:
@@ -89,7 +104,8 @@ def _file_stats(path: str):
 
 def cache_key(task_name: str, split: str, input_files: Sequence[str], vocab_file: Optional[str],
               spm_model_file: Optional[str], do_lower_case: bool, max_seq_length: int,
-              label_list: Sequence[str], truncation: str, head_tokens: int) -> str:
+              label_list: Sequence[str], truncation: str, head_tokens: int,
+              task_type: str = "classification") -> str:
     """A short hash of everything the features of a split depend on."""
     parts = {
         "version": CACHE_FORMAT_VERSION, "task": task_name, "split": split,
@@ -99,12 +115,14 @@ def cache_key(task_name: str, split: str, input_files: Sequence[str], vocab_file
         "labels": list(label_list), "truncation": truncation,
         "head_tokens": head_tokens if truncation == "head_tail" else None,
     }
+    if task_type != "classification":  # classification keys stay those of earlier caches
+        parts["task_type"] = task_type
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def write_features(examples: Sequence[InputExample], label_list: Sequence[str],
                    max_seq_length: int, tokenizer, output_file: str, truncation: str = "head",
-                   head_tokens: int = 128) -> int:
+                   head_tokens: int = 128, task_type: str = "classification") -> int:
     """Writes Google's classifier records for `examples` (atomically); returns the count."""
     label_map = {label: i for i, label in enumerate(label_list)}
     progress = Progress("examples", total=len(examples))
@@ -120,14 +138,15 @@ def write_features(examples: Sequence[InputExample], label_list: Sequence[str],
             for i, example in enumerate(chunk):
                 values = convert_single_example(example, label_map, max_seq_length, tokenizer,
                                                 truncation, head_tokens, tokens_a[i],
-                                                tokens_b.get(i))
+                                                tokens_b.get(i), task_type)
                 writer.write(tfrecord.encode_example(values))
             progress.update(len(chunk))
     return len(examples)
 
 
 def cached_features(examples_fn, split: str, output_dir: str, key: str, label_list,
-                    max_seq_length: int, tokenizer, truncation: str, head_tokens: int):
+                    max_seq_length: int, tokenizer, truncation: str, head_tokens: int,
+                    task_type: str = "classification"):
     """Returns (path, number of examples) of the split's features, writing them if needed.
 
     Args:
@@ -145,7 +164,7 @@ def cached_features(examples_fn, split: str, output_dir: str, key: str, label_li
     examples = examples_fn()
     tf.io.gfile.makedirs(output_dir)
     n = write_features(examples, label_list, max_seq_length, tokenizer, path, truncation,
-                       head_tokens)
+                       head_tokens, task_type)
     tmp = f"{meta_path}.tmp-{os.getpid()}"
     with tf.io.gfile.GFile(tmp, "w") as f:
         json.dump({"num_examples": n, "key": key}, f)
@@ -172,7 +191,13 @@ class FeatureFiles:
         """
         self.cfg, self.processor, self.tokenizer = cfg, processor, tokenizer
         self.label_list = list(label_list)
-        self.shapes = features.classifier_shapes(cfg.model.max_seq_length)
+        self.task_type = getattr(cfg, "task_type", "classification")
+        if self.task_type == "classification":
+            self.shapes = features.classifier_shapes(cfg.model.max_seq_length)
+        else:
+            self.shapes = features.label_values_shapes(
+                cfg.model.max_seq_length,
+                1 if self.task_type == "regression" else len(self.label_list))
         self._examples: Dict[str, List[InputExample]] = {}
         for split, needed in (("dev", cfg.do_eval), ("test", cfg.do_predict)):
             if needed and not self._cached(split):
@@ -182,7 +207,8 @@ class FeatureFiles:
         cfg, model = self.cfg, self.cfg.model
         return cache_key(cfg.task_name, split, self.processor.input_files(cfg.data_dir, split),
                          model.vocab_file, model.spm_model_file, model.do_lower_case,
-                         model.max_seq_length, self.label_list, cfg.truncation, cfg.head_tokens)
+                         model.max_seq_length, self.label_list, cfg.truncation, cfg.head_tokens,
+                         self.task_type)
 
     def _path(self, split: str) -> str:
         return os.path.join(self.cfg.output_dir,
@@ -211,7 +237,7 @@ class FeatureFiles:
         cfg, model = self.cfg, self.cfg.model
         return cached_features(lambda: self._read(split), self._STEMS[split], cfg.output_dir,
                                self._key(split), self.label_list, model.max_seq_length,
-                               self.tokenizer, cfg.truncation, cfg.head_tokens)
+                               self.tokenizer, cfg.truncation, cfg.head_tokens, self.task_type)
 
 
 def _write_lines_atomically(path: str, lines) -> None:
@@ -233,3 +259,24 @@ def write_predictions(output_dir: str, probabilities) -> None:
     _write_lines_atomically(
         os.path.join(output_dir, "predict.txt"),
         (f"{int(i)}\n" for i in np.argmax(probabilities, axis=-1)))
+
+
+def write_regression_predictions(output_dir: str, scores) -> None:
+    """--task_type=regression: test_results.tsv and predict.txt both hold one predicted score
+    per test example, in input order."""
+    lines = [f"{float(x)}\n" for x in scores]
+    _write_lines_atomically(os.path.join(output_dir, "test_results.tsv"), lines)
+    _write_lines_atomically(os.path.join(output_dir, "predict.txt"), lines)
+
+
+def write_multilabel_predictions(output_dir: str, probabilities, label_names: Sequence[str],
+                                 threshold: float) -> None:
+    """--task_type=multilabel: test_results.tsv holds each label's probability (label-list
+    order), predict.txt the labels above `threshold` joined by commas (an empty line: none)."""
+    _write_lines_atomically(
+        os.path.join(output_dir, "test_results.tsv"),
+        ("\t".join(str(float(p)) for p in row) + "\n" for row in probabilities))
+    _write_lines_atomically(
+        os.path.join(output_dir, "predict.txt"),
+        (",".join(name for name, p in zip(label_names, row) if p > threshold) + "\n"
+         for row in probabilities))

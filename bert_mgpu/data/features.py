@@ -8,6 +8,9 @@ Pretraining records (Google's `create_pretraining_data.py` → `run_pretraining.
 Classifier records (Google's `run_classifier.py` `file_based_convert_examples_to_features`):
   input_ids, input_mask, segment_ids        int64 [max_seq_length]
   label_ids, is_real_example                int64 [1]
+Regression / multi-label classifier records (run_classifier_mgpu.py --task_type; no Google
+counterpart): as the classifier's, with `label_ids` replaced by
+  label_values                              float [1] (the score) / [num_labels] (multi-hot)
 
 TFRecords store int64; `parse_example` casts to int32 after parsing, as Google's `_decode_record`
 does (int32 is what the model and the GPU kernels want).
@@ -22,9 +25,10 @@ from typing import Dict, Mapping
 PRETRAINING_FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
                         "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 CLASSIFIER_FEATURES = ("input_ids", "input_mask", "segment_ids", "label_ids", "is_real_example")
-# Float features of every record kind: pretraining's masked_lm_weights and the token-tagging
-# (NER) records' label_weights (data/ner_data.py); no other kind has features of these names.
-FLOAT_FEATURES = frozenset({"masked_lm_weights", "label_weights"})
+# Every float feature of every record kind (a feature name means one thing in every format):
+# the pretraining masked-LM weights, the token-tagging (NER) label weights, the regression /
+# multi-label classifier targets.
+FLOAT_FEATURES = frozenset({"masked_lm_weights", "label_weights", "label_values"})
 
 
 def pretraining_shapes(max_seq_length: int, max_predictions_per_seq: int) -> Dict[str, int]:
@@ -43,6 +47,14 @@ def classifier_shapes(max_seq_length: int) -> Dict[str, int]:
         ("segment_ids", max_seq_length), ("label_ids", 1), ("is_real_example", 1)])
 
 
+def label_values_shapes(max_seq_length: int, num_values: int) -> Dict[str, int]:
+    """Feature name -> fixed length of a regression (num_values 1) or multi-label
+    (num_values = number of labels) record."""
+    return collections.OrderedDict([
+        ("input_ids", max_seq_length), ("input_mask", max_seq_length),
+        ("segment_ids", max_seq_length), ("label_values", num_values), ("is_real_example", 1)])
+
+
 def feature_spec(shapes: Mapping[str, int]):
     """name -> tf.io.FixedLenFeature for `tf.io.parse_single_example`/`parse_example`."""
     import tensorflow as tf
@@ -59,8 +71,7 @@ def parse_example(serialized, shapes: Mapping[str, int]):
       shapes: from `pretraining_shapes` / `classifier_shapes`.
 
     Returns:
-      dict name -> Tensor ([length] or [batch, length]); int32 except `FLOAT_FEATURES`
-      (float32).
+      dict name -> Tensor ([length] or [batch, length]); int32 except `masked_lm_weights`.
     """
     import tensorflow as tf
     spec = feature_spec(shapes)

@@ -6,6 +6,10 @@ named `label` holds the label (it may be absent from `test.tsv`); the one or two
 `text_a` and `text_b`, in file order. The label list is the sorted set of training labels unless
 `--label_list=a,b,c` is given. A row with the wrong number of columns or an unknown label is an
 error naming the file and line, never skipped silently.
+
+With `--task_type=regression` the `label` column holds a number (the label list is empty); with
+`--task_type=multilabel` it holds comma-separated labels, possibly none, and the label list is
+the sorted union of the training labels. `stsb` is GLUE's STS-B layout (a regression).
 """
 
 import csv
@@ -215,8 +219,12 @@ class TsvProcessor(DataProcessor):
     Files may be gzip-compressed (`train.tsv.gz`); the plain name wins when both exist.
     """
 
-    def __init__(self, label_list: Optional[Sequence[str]] = None):
+    def __init__(self, label_list: Optional[Sequence[str]] = None,
+                 task_type: str = "classification"):
+        self.task_type = task_type
         self._labels = list(label_list) if label_list else None
+        if task_type == "regression":
+            self._labels = []  # one output, no label list
 
     def input_files(self, data_dir, split):
         plain = os.path.join(data_dir, f"{split}.tsv")
@@ -251,9 +259,8 @@ class TsvProcessor(DataProcessor):
             if len(row) != len(header):
                 raise DataError(f"{path}:{i}: {len(row)} columns, the header has {len(header)}")
             label = row[label_col] if label_col is not None else None
-            if label is not None and known is not None and label not in known:
-                raise DataError(f"{path}:{i}: unknown label {label!r} (labels: "
-                                f"{', '.join(labels)})")
+            if label is not None:
+                check_label(label, self.task_type, known, labels, path, i)
             text_b = row[text_cols[1]] if len(text_cols) == 2 else None
             examples.append(InputExample(f"{split}-{i - 1}", row[text_cols[0]], text_b, label))
         return examples
@@ -261,7 +268,11 @@ class TsvProcessor(DataProcessor):
     def get_train_examples(self, data_dir):
         examples = self._read_split(data_dir, "train", self._labels)
         if self._labels is None:
-            self._labels = sorted({e.label for e in examples})
+            if self.task_type == "multilabel":
+                self._labels = sorted({name for e in examples
+                                       for name in split_labels(e.label)})
+            else:
+                self._labels = sorted({e.label for e in examples})
         return examples
 
     def get_dev_examples(self, data_dir):
@@ -283,23 +294,86 @@ class TsvProcessor(DataProcessor):
         return list(self._labels)
 
 
+def split_labels(text: str) -> List[str]:
+    """A multilabel cell -> its labels: comma-separated, spaces around them ignored, an empty
+    cell = no label."""
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def parse_score(text: str, path: str, line_number: int) -> float:
+    """A regression label -> float; anything else (or NaN/inf) is an error naming the line."""
+    import math
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise DataError(f"{path}:{line_number}: the label {text!r} is not a finite number "
+                        f"(--task_type=regression)")
+    return value
+
+
+def check_label(label: str, task_type: str, known, labels, path: str, line_number: int) -> None:
+    """Raises DataError naming the line for a label the task type cannot use."""
+    if task_type == "regression":
+        parse_score(label, path, line_number)
+        return
+    if known is None:
+        return
+    for name in (split_labels(label) if task_type == "multilabel" else [label]):
+        if name not in known:
+            raise DataError(f"{path}:{line_number}: unknown label {name!r} (labels: "
+                            f"{', '.join(labels)})")
+
+
+class StsbProcessor(DataProcessor):
+    """GLUE's STS-B (Semantic Textual Similarity Benchmark): a regression task.
+
+    `train.tsv`, `dev.tsv`, `test.tsv` with a header row; sentence1 in column 7, sentence2 in
+    column 8 (0-based), the similarity score (0 to 5) in the last column (`score`; test.tsv has
+    none: its examples get 0).
+    """
+
+    task_type = "regression"
+
+    def input_files(self, data_dir, split):
+        return [os.path.join(data_dir, f"{split}.tsv")]
+
+    def _create_examples(self, data_dir, split):
+        (path,) = self.input_files(data_dir, split)
+        examples = []
+        for i, line in enumerate(read_tsv(path)):
+            if i == 0:
+                continue
+            _need(line, 9 if split == "test" else 10, path, i + 1)
+            label = "0" if split == "test" else line[-1]
+            parse_score(label, path, i + 1)
+            examples.append(InputExample(f"{split}-{line[0]}", line[7], line[8], label))
+        return examples
+
+    def get_labels(self, data_dir=None):
+        return []
+
+
 PROCESSORS = {
     "cola": ColaProcessor,
     "mnli": MnliProcessor,
     "mrpc": MrpcProcessor,
     "xnli": XnliProcessor,
     "tsv": TsvProcessor,
+    "stsb": StsbProcessor,
 }
 
 
-def get_processor(task_name: str, label_list: Optional[Sequence[str]] = None) -> DataProcessor:
-    """The processor of `--task_name` (case-insensitive)."""
+def get_processor(task_name: str, label_list: Optional[Sequence[str]] = None,
+                  task_type: str = "classification") -> DataProcessor:
+    """The processor of `--task_name` (case-insensitive); `task_type` applies to tsv."""
     name = task_name.lower()
     if name not in PROCESSORS:
         raise ValueError(f"--task_name: task not found: {task_name!r} (known: "
                          f"{', '.join(sorted(PROCESSORS))})")
     if name == "tsv":
-        return TsvProcessor(label_list)
+        return TsvProcessor(label_list, task_type)
     if label_list:
         raise ValueError(f"--label_list only applies to --task_name=tsv, not {task_name!r}")
     return PROCESSORS[name]()

@@ -44,7 +44,7 @@ def pack_tokens(tokens_a: Sequence[str], tokens_b: Optional[Sequence[str]], max_
 
     Args:
       tokens_a: tokens of the first text.
-      tokens_b: tokens of the second text or None.
+      tokens_b: tokens of the second text, or None (an empty list counts as None).
       max_seq_length: int, the padded length (>= 2, >= 3 with a pair).
       convert_tokens_to_ids: tokenizer's function, tokens -> ids.
 
@@ -52,7 +52,9 @@ def pack_tokens(tokens_a: Sequence[str], tokens_b: Optional[Sequence[str]], max_
       PackedInput.
     """
     tokens_a = list(tokens_a)
-    if tokens_b is not None:
+    # Google's `if tokens_b:`: a second text without tokens (empty, or only characters the
+    # tokenizer drops) is no second text, and the single-text budget applies.
+    if tokens_b:
         tokens_b = list(tokens_b)
         # Account for [CLS], [SEP], [SEP] with "- 3".
         truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)

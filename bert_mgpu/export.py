@@ -1,0 +1,352 @@
+"""SavedModels that take raw text: a trained model leaves the toolkit for TF Serving.
+
+`export_saved_model(cfg)` writes TF Serving's layout::
+
+    EXPORT_DIR/<version>/saved_model.pb
+                        /variables/variables.{index,data-*}
+                        /assets/vocab.txt          (the vocabulary, under its own file name)
+
+Signatures (every batch dimension is free; texts are UTF-8 strings):
+
+- `serving_default`: `text_a` string [batch] -> the task's outputs.
+- `serving_pair`: `text_a`, `text_b` string [batch] -> the same; as in Google's
+  `convert_single_example`, a `text_b` that is empty (or has no tokens) means "no second text"
+  for that row.
+- `tokenize` / `tokenize_pair`: the texts -> `input_ids`, `input_mask`, `segment_ids`, int32
+  [batch, max_seq_length], exactly as `run_classifier_mgpu.py` builds them (truncation included).
+- `serve_ids`: `input_ids`, `input_mask`, `segment_ids` int32 [batch, seq_length] -> the outputs
+  (for servers that tokenize elsewhere).
+
+A SavedModel signature has a fixed set of inputs, which is why the optional second text is a
+signature of its own rather than an optional input.
+
+Outputs by `--task`:
+
+- classifier: `probabilities` float32 [batch, num_labels] (softmax, as test_results.tsv),
+  `label_id` int32 [batch], `label` string [batch] (the run's label names).
+- features: `pooled_output` float32 [batch, hidden], `sequence_output` float32
+  [batch, seq, hidden], `input_mask` int32 [batch, seq], `sentence_embedding` float32
+  [batch, hidden] (the mean of `sequence_output` over the real tokens, the common sentence
+  embedding).
+- squad: reserved (see `_TASKS`): the export of run_squad.py models registers a `TaskExport`
+  there.
+
+The raw-text signatures cut the padded inputs to the longest text of the batch before the
+encoder: padding is masked out of attention (Google's additive -10000 mask gives it weight 0 in
+float32), so the outputs of real tokens are those of the full-length inputs up to float
+summation order, and a batch of short texts costs what its texts cost. Their `sequence_output`
+and `input_mask` therefore have that length; `serve_ids` keeps the length it is given.
+
+Loading needs `tensorflow` and `tensorflow-text` only (`import tensorflow_text` registers the
+tokenizer's ops); no Python code of this package is stored or needed.
+"""
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import time
+from typing import Callable, Dict, List, Optional, Sequence
+
+import tensorflow as tf
+from absl import logging
+
+from bert_mgpu import checkpoint, heads, modeling
+from bert_mgpu.config import BertConfig
+
+_COMPUTE_DTYPES = {"fp32": tf.float32, "bf16": tf.bfloat16, "fp16": tf.float16}
+
+
+class ExportError(ValueError):
+    """An export that cannot be made; the message names the flag or file."""
+
+
+# ---------------------------------------------------------------------------------------------
+# What a task adds to the encoder.
+
+@dataclasses.dataclass
+class TaskExport:
+    """How one `--task` turns encoder outputs into serving outputs.
+
+    Attributes:
+      build: (bert_config, checkpoint reader shapes, labels) -> the task's tf.Module holding its
+        head variables (Google's names via `named_variables()`), or None for no head.
+      outputs: (head, BertOutputs, input_mask int32 [B, S]) -> dict of output Tensors.
+      labels_needed: whether the task has label names.
+    """
+    build: Callable
+    outputs: Callable
+    labels_needed: bool = False
+
+
+def _build_classifier(bert_config, shapes, labels):
+    if "output_bias" not in shapes:
+        raise ExportError("--task=classifier: the checkpoint has no classifier head "
+                          "(output_weights/output_bias); use --task=features")
+    num_labels = shapes["output_bias"][0]
+    if labels is not None and len(labels) != num_labels:
+        raise ExportError(f"{len(labels)} label names for a classifier head of {num_labels} "
+                          f"labels")
+    return heads.ClassifierHead(bert_config, num_labels)
+
+
+def _classifier_outputs(head, bert_out, input_mask):
+    del input_mask
+    probabilities = head(tf.cast(bert_out.pooled_output, tf.float32),
+                         training=False)["probabilities"]
+    return {"probabilities": probabilities,
+            "label_id": tf.argmax(probabilities, axis=-1, output_type=tf.int32)}
+
+
+def _features_outputs(head, bert_out, input_mask):
+    del head
+    sequence = tf.cast(bert_out.sequence_output, tf.float32)  # [B, S, H]
+    mask = tf.cast(input_mask, tf.float32)[:, :, None]        # [B, S, 1]
+    count = tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)     # [B, 1]
+    return {"pooled_output": tf.cast(bert_out.pooled_output, tf.float32),
+            "sequence_output": sequence,
+            "input_mask": tf.cast(input_mask, tf.int32),
+            "sentence_embedding": tf.reduce_sum(sequence * mask, axis=1) / count}
+
+
+def _squad_not_yet(*unused):
+    raise ExportError("--task=squad is not available yet: the export of run_squad.py models "
+                      "is a hook (export._TASKS['squad']) still to be filled")
+
+
+# --task -> TaskExport. The SQuAD export fills "squad": build = the span head (Google's
+# `cls/squad/output_weights`), outputs = start_logits/end_logits [B, S]; its raw-text
+# signatures take `question`/`context` and need the doc-stride windows and the answer search,
+# which are its own (a signature set of its own next to `_signatures`).
+_TASKS: Dict[str, TaskExport] = {
+    "classifier": TaskExport(_build_classifier, _classifier_outputs, labels_needed=True),
+    "features": TaskExport(lambda *unused: None, _features_outputs),
+    "squad": TaskExport(_squad_not_yet, _squad_not_yet),
+}
+TASKS = tuple(_TASKS)
+
+
+# ---------------------------------------------------------------------------------------------
+# The exported module.
+
+class ServingModel(tf.Module):
+    """A BERT encoder, a task head and the in-graph tokenizer, with the serving signatures.
+
+    Built in the exporting process from bert_mgpu's modules; what is saved is the traced graphs
+    and the variables, so the loader needs none of this code.
+    """
+
+    def __init__(self, bert_config: BertConfig, tokenizer, task: str, head_module,
+                 labels: Optional[Sequence[str]] = None, compute_dtype=tf.float32,
+                 jit_compile: bool = False):
+        super().__init__(name=None)
+        self.tokenizer = tokenizer
+        self.task = task
+        self.bert = modeling.BertModel(bert_config, compute_dtype=compute_dtype)
+        self.head = head_module
+        named = self.named_variables()
+        # The model keeps its variables in plain dicts; a list attribute makes the SavedModel
+        # track them.
+        self._weights = list(named.values())
+        self._outputs = _TASKS[task].outputs
+        self.labels = tf.constant(list(labels)) if labels is not None else None
+        self._encode = tf.function(self._encode_python, jit_compile=jit_compile,
+                                   reduce_retracing=True)
+
+    def named_variables(self) -> Dict[str, tf.Variable]:
+        mods = [self.bert] + ([self.head] if self.head is not None else [])
+        return modeling.merge_named_variables(*mods)
+
+    def _encode_python(self, input_ids, input_mask, segment_ids):
+        out = self.bert(input_ids, input_mask, segment_ids, training=False)
+        return self._outputs(self.head, out, input_mask)
+
+    def _finish(self, outputs):
+        if "label_id" in outputs and self.labels is not None:
+            outputs = dict(outputs, label=tf.gather(self.labels, outputs["label_id"]))
+        return outputs
+
+    def serve_ids(self, input_ids, input_mask, segment_ids):
+        return self._finish(self._encode(input_ids, input_mask, segment_ids))
+
+    def serve_text(self, text_a, text_b=None):
+        features = self.tokenize(text_a, text_b)
+        # Cut the padding to the longest text of the batch (at least 1 position).
+        length = tf.maximum(tf.reduce_max(tf.reduce_sum(features["input_mask"], axis=1)), 1)
+        cut = {k: v[:, :length] for k, v in features.items()}
+        return self.serve_ids(cut["input_ids"], cut["input_mask"], cut["segment_ids"])
+
+    def tokenize(self, text_a, text_b=None):
+        # The ServingTokenizer follows Google's convert_single_example: a second text that is
+        # empty or has no tokens leaves the row a single text (its budget and head_tail too).
+        return self.tokenizer.tokenize(text_a, text_b)
+
+
+def _signatures(model: ServingModel):
+    text = tf.TensorSpec([None], tf.string, name="text_a")
+    text_b = tf.TensorSpec([None], tf.string, name="text_b")
+    ids = [tf.TensorSpec([None, None], tf.int32, name=n)
+           for n in ("input_ids", "input_mask", "segment_ids")]
+    return {
+        "serving_default": tf.function(lambda text_a: model.serve_text(text_a),
+                                       input_signature=[text]),
+        "serving_pair": tf.function(lambda text_a, text_b: model.serve_text(text_a, text_b),
+                                    input_signature=[text, text_b]),
+        "tokenize": tf.function(lambda text_a: model.tokenize(text_a), input_signature=[text]),
+        "tokenize_pair": tf.function(lambda text_a, text_b: model.tokenize(text_a, text_b),
+                                     input_signature=[text, text_b]),
+        "serve_ids": tf.function(model.serve_ids, input_signature=ids),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Export.
+
+@dataclasses.dataclass
+class ResolvedExport:
+    """Everything an export reads, after `--output_dir` (a run) or the explicit flags."""
+    bert_config_file: str
+    init_checkpoint: str
+    vocab_file: Optional[str]
+    spm_model_file: Optional[str]
+    do_lower_case: bool
+    max_seq_length: int
+    truncation: str
+    head_tokens: int
+    labels: Optional[List[str]]
+
+
+def _read_run_config(run_dir: str) -> dict:
+    path = os.path.join(run_dir, "run_config.json")
+    if not tf.io.gfile.exists(path):
+        return {}
+    with tf.io.gfile.GFile(path) as f:
+        try:
+            return json.load(f)
+        except json.JSONDecodeError as e:
+            raise ExportError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
+
+
+def resolve(cfg) -> ResolvedExport:
+    """The files and options of an export: explicit flags win over the run's `run_config.json`.
+
+    Raises:
+      ExportError: naming the flag or file that is missing.
+    """
+    run = _read_run_config(cfg.output_dir) if cfg.output_dir else {}
+    model = cfg.model
+
+    def pick(name, explicit, default=None):
+        if explicit not in (None, ""):
+            return explicit
+        return run.get(name, default)
+
+    bert_config_file = model.bert_config_file
+    init_checkpoint = model.init_checkpoint
+    if cfg.output_dir:
+        if not tf.io.gfile.isdir(cfg.output_dir):
+            raise ExportError(f"--output_dir={cfg.output_dir}: not a directory")
+        if not bert_config_file:
+            bert_config_file = os.path.join(cfg.output_dir, "bert_config.json")
+        if not init_checkpoint:
+            init_checkpoint = checkpoint.latest_checkpoint(cfg.output_dir)
+            if init_checkpoint is None:
+                raise ExportError(f"--output_dir={cfg.output_dir}: no checkpoint")
+    if not bert_config_file:
+        raise ExportError("--bert_config_file (or --output_dir of a run) is required")
+    if not init_checkpoint:
+        raise ExportError("--init_checkpoint (or --output_dir of a run) is required")
+    vocab_file = pick("vocab_file", model.vocab_file)
+    spm_model_file = pick("spm_model_file", model.spm_model_file)
+    if not vocab_file and not spm_model_file:
+        raise ExportError("--vocab_file (or --spm_model_file, or --output_dir of a run that "
+                          "recorded it) is required")
+    # Casing and lengths: the run's unless the flag was given on the command line.
+    flag_set = cfg.flags_given
+
+    def option(name, value):
+        return value if name in flag_set or name not in run else run[name]
+
+    labels = list(cfg.label_list) if cfg.label_list else run.get("labels")
+    return ResolvedExport(
+        bert_config_file=bert_config_file, init_checkpoint=init_checkpoint,
+        vocab_file=vocab_file, spm_model_file=spm_model_file,
+        do_lower_case=bool(option("do_lower_case", model.do_lower_case)),
+        max_seq_length=int(option("max_seq_length", model.max_seq_length)),
+        truncation=option("truncation", cfg.truncation),
+        head_tokens=int(option("head_tokens", cfg.head_tokens)),
+        labels=[str(x) for x in labels] if labels is not None else None)
+
+
+def next_version(export_dir: str) -> int:
+    """1 + the highest numeric version under `export_dir` (TF Serving serves the highest)."""
+    if not tf.io.gfile.isdir(export_dir):
+        return 1
+    versions = [int(n) for n in tf.io.gfile.listdir(export_dir) if re.fullmatch(r"\d+/?", n)
+                for n in [n.rstrip("/")]]
+    return max(versions, default=0) + 1
+
+
+def build_serving_model(spec: ResolvedExport, task: str, precision: str = "fp32",
+                        jit_compile: bool = False) -> ServingModel:
+    """The `ServingModel` of `spec` with its weights loaded from `spec.init_checkpoint`."""
+    from bert_mgpu.serving_tokenizer import ServingTokenizer
+
+    if task not in _TASKS:
+        raise ExportError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
+    if precision not in _COMPUTE_DTYPES:
+        raise ExportError(f"--precision must be one of {', '.join(_COMPUTE_DTYPES)}, got "
+                          f"{precision!r}")
+    bert_config = BertConfig.from_json_file(spec.bert_config_file)
+    if spec.max_seq_length > bert_config.max_position_embeddings:
+        raise ExportError(f"--max_seq_length={spec.max_seq_length} is longer than "
+                          f"max_position_embeddings ({bert_config.max_position_embeddings}) in "
+                          f"{spec.bert_config_file}")
+    prefix = checkpoint.resolve_checkpoint_path(spec.init_checkpoint)
+    shapes = dict(tf.train.list_variables(prefix))
+    task_export = _TASKS[task]
+    head = task_export.build(bert_config, shapes, spec.labels)
+    labels = None
+    if task_export.labels_needed:
+        labels = spec.labels or [str(i) for i in range(head.num_labels)]
+    tokenizer = ServingTokenizer(spec.vocab_file, do_lower_case=spec.do_lower_case,
+                                 spm_model_file=spec.spm_model_file,
+                                 max_seq_length=spec.max_seq_length,
+                                 truncation=spec.truncation, head_tokens=spec.head_tokens)
+    if tokenizer.vocab_size != bert_config.vocab_size:
+        raise ExportError(f"{spec.vocab_file or spec.spm_model_file}: {tokenizer.vocab_size} "
+                          f"tokens, but vocab_size is {bert_config.vocab_size} in "
+                          f"{spec.bert_config_file}")
+    model = ServingModel(bert_config, tokenizer, task, head, labels,
+                         compute_dtype=_COMPUTE_DTYPES[precision], jit_compile=jit_compile)
+    # Every variable of the served model must come from the checkpoint.
+    checkpoint.restore_checkpoint(prefix, model.named_variables(), strict=True)
+    return model
+
+
+def export_saved_model(cfg) -> str:
+    """Runs export_saved_model.py with a `config.ExportConfig`; returns the version directory.
+
+    The SavedModel is written to a temporary directory next to the version and renamed into
+    place, so TF Serving never sees a half-written version.
+    """
+    spec = resolve(cfg)
+    model = build_serving_model(spec, cfg.task, cfg.precision, cfg.jit_compile)
+    version = cfg.export_version or next_version(cfg.export_dir)
+    target = os.path.join(cfg.export_dir, str(version))
+    if tf.io.gfile.exists(target):
+        raise ExportError(f"--export_dir: {target} already exists (choose another "
+                          f"--export_version)")
+    tmp = os.path.join(cfg.export_dir, f".tmp-{version}-{os.getpid()}-{int(time.time())}")
+    tf.io.gfile.makedirs(cfg.export_dir)
+    try:
+        tf.saved_model.save(model, tmp, signatures=_signatures(model))
+        tf.io.gfile.rename(tmp, target)
+    finally:
+        if tf.io.gfile.exists(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)
+    logging.info("Exported %s (task %s, %s%s) from %s to %s", os.path.basename(
+        spec.vocab_file or spec.spm_model_file), cfg.task, cfg.precision,
+        ", XLA" if cfg.jit_compile else "", spec.init_checkpoint, target)
+    return target

@@ -1,0 +1,255 @@
+"""Writing a Google-layout BERT checkpoint as a Hugging Face folder (the other direction of
+hf_checkpoint.py).
+
+The folder holds `config.json`, `model.safetensors`, `vocab.txt`, `tokenizer_config.json` and
+`special_tokens_map.json`; `transformers` loads it with `BertModel`, `BertForPreTraining` (when
+the checkpoint has the masked-LM and next-sentence heads), `BertForMaskedLM` (masked-LM head
+only) or `BertForSequenceClassification` (the classifier's `output_weights`/`output_bias`).
+Nothing here needs PyTorch: safetensors is an 8-byte little-endian header length, a JSON header
+(name -> dtype, shape, byte offsets) and the raw little-endian tensors, written here directly.
+
+The GELU trap, this way round: Google's `"gelu"` is the tanh approximation, which Hugging Face
+calls `"gelu_new"`; this project's `"gelu_exact"` (erf) is Hugging Face's `"gelu"`.
+
+Weights are written as Hugging Face's own `save_pretrained` writes them: `bert.` prefix when a
+head is present (none without), kernels transposed to PyTorch's [out, in], the masked-LM decoder
+weight left out (tied to the word embeddings) and its bias as `cls.predictions.bias`. So a
+Hugging Face folder converted to Google's layout by convert_hf_checkpoint.py and back gives the
+same tensors, bit for bit.
+"""
+
+import json
+import os
+import re
+import struct
+from typing import Dict, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from bert_mgpu import hf_checkpoint
+from bert_mgpu.hf_checkpoint import ConversionError
+
+# Google hidden_act -> Hugging Face hidden_act (the same numerics).
+_ACTIVATIONS = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu", "tanh": "tanh"}
+# Config options of this project that Hugging Face's BERT cannot express, with their BERT value.
+_BERT_ONLY = {"embedding_size": None, "share_parameters": "none", "pre_layer_norm": False,
+              "use_bias": True, "position_embedding_type": "absolute", "num_hidden_groups": None}
+# Checkpoint entries that are not model weights (optimizer slots, step, our input state).
+_NOT_WEIGHTS = re.compile(r"(/adam_[mv]|/lamb_[mv]|/Momentum|/accumulat\w*)$|^global_step$"
+                          r"|^_CHECKPOINTABLE_OBJECT_GRAPH$|^input_state")
+
+_SPECIAL_TOKENS = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
+                   "cls_token": "[CLS]", "mask_token": "[MASK]"}
+
+
+def _reverse_layer_names():
+    return {google: hf for hf, google in hf_checkpoint._LAYER_NAMES.items()}  # noqa: SLF001
+
+
+def google_to_hf_name(name: str) -> Tuple[str, bool]:
+    """Google variable name -> (Hugging Face parameter name without `bert.`, transpose?).
+
+    `bert/...` names come back without the `bert.` prefix (added by the caller when a head is
+    written); head names are returned whole (`cls.predictions.bias`, `classifier.weight`).
+
+    Raises:
+      KeyError: the name is not one of Google's BERT variables.
+    """
+    specials = {
+        "cls/predictions/output_bias": "cls.predictions.bias",
+        "cls/seq_relationship/output_weights": "cls.seq_relationship.weight",
+        "cls/seq_relationship/output_bias": "cls.seq_relationship.bias",
+        "output_weights": "classifier.weight",
+        "output_bias": "classifier.bias",
+    }
+    if name in specials:
+        return specials[name], False
+    module, _, param = name.rpartition("/")
+    m = re.match(r"^bert/encoder/layer_(\d+)/(.+)$", module)
+    layer_names = _reverse_layer_names()
+    top = {google: hf for hf, google in hf_checkpoint._TOP_NAMES.items()}  # noqa: SLF001
+    if m and m.group(2) in layer_names:
+        hf_module = f"encoder.layer.{m.group(1)}.{layer_names[m.group(2)]}"
+    elif name in top and name.endswith("_embeddings"):
+        return f"{top[name]}.weight", False
+    elif module in top:
+        hf_module = top[module]
+    else:
+        raise KeyError(name)
+    if hf_module.endswith("LayerNorm"):
+        hf_param = {"gamma": "weight", "beta": "bias"}.get(param)
+        if hf_param:
+            return f"{hf_module}.{hf_param}", False
+    elif param in ("kernel", "bias"):
+        return f"{hf_module}.{'weight' if param == 'kernel' else 'bias'}", param == "kernel"
+    raise KeyError(name)
+
+
+def export_weights(weights: Mapping[str, np.ndarray]) -> Tuple[Dict[str, np.ndarray], str]:
+    """Google name -> array  =>  (Hugging Face state dict, architecture name).
+
+    Optimizer slots and the step are skipped; any other name that is not part of Google's BERT
+    is an error (nothing is dropped silently).
+    """
+    mapped, unknown = {}, []
+    for name, value in weights.items():
+        if _NOT_WEIGHTS.search(name):
+            continue
+        try:
+            hf_name, transpose = google_to_hf_name(name)
+        except KeyError:
+            unknown.append(name)
+            continue
+        value = np.asarray(value)
+        mapped[hf_name] = np.ascontiguousarray(value.T) if transpose else value
+    if unknown:
+        raise ConversionError(f"{len(unknown)} checkpoint variable(s) are not part of Google's "
+                              f"BERT (ALBERT/other layouts do not convert): "
+                              f"{', '.join(sorted(unknown))}")
+    heads = {n.split(".")[0] for n in mapped if n.startswith(("cls.", "classifier."))}
+    has_mlm = "cls.predictions.bias" in mapped
+    has_nsp = "cls.seq_relationship.weight" in mapped
+    if "classifier" in heads:
+        architecture = "BertForSequenceClassification"
+    elif has_mlm and has_nsp:
+        architecture = "BertForPreTraining"
+    elif has_mlm:
+        architecture = "BertForMaskedLM"
+    else:
+        architecture = "BertModel"
+    prefix = "" if architecture == "BertModel" else "bert."
+    out = {}
+    for name, value in mapped.items():
+        is_head = name.startswith(("cls.", "classifier."))
+        out[name if is_head else prefix + name] = value
+    return out, architecture
+
+
+def export_config(bert_config: Mapping, architecture: str,
+                  labels: Optional[Sequence[str]] = None, num_labels: Optional[int] = None,
+                  source: str = "bert_config.json") -> Dict:
+    """Google `bert_config.json` dict -> Hugging Face `config.json` dict."""
+    for key, bert_value in _BERT_ONLY.items():
+        value = bert_config.get(key, bert_value)
+        if key == "embedding_size" and value == bert_config.get("hidden_size"):
+            continue
+        if value != bert_value:
+            raise ConversionError(f"{source}: {key}={value!r} has no Hugging Face BERT "
+                                  f"equivalent (only Google's BERT layout converts)")
+    act = bert_config.get("hidden_act", "gelu")
+    if act not in _ACTIVATIONS:
+        raise ConversionError(f"{source}: hidden_act {act!r} has no Hugging Face equivalent")
+    out = {"architectures": [architecture], "model_type": "bert"}
+    for key in hf_checkpoint._CONFIG_KEYS:  # noqa: SLF001
+        if key not in bert_config:
+            raise ConversionError(f"{source}: missing key {key}")
+        out[key] = bert_config[key]
+    out.update(hidden_act=_ACTIVATIONS[act], layer_norm_eps=1e-12, pad_token_id=0,
+               position_embedding_type="absolute", tie_word_embeddings=True)
+    if num_labels is not None:
+        names = [str(x) for x in labels] if labels else [f"LABEL_{i}" for i in range(num_labels)]
+        if len(names) != num_labels:
+            raise ConversionError(f"--label_list has {len(names)} labels, the classifier head "
+                                  f"{num_labels}")
+        out["id2label"] = {str(i): n for i, n in enumerate(names)}
+        out["label2id"] = {n: i for i, n in enumerate(names)}
+    return out
+
+
+_NUMPY_TO_SAFETENSORS = {np.dtype(v).str[1:]: k
+                         for k, v in hf_checkpoint._SAFETENSORS_DTYPES.items()}  # noqa: SLF001
+
+
+def write_safetensors(path: str, tensors: Mapping[str, np.ndarray],
+                      metadata: Optional[Mapping[str, str]] = None) -> None:
+    """Writes `tensors` in the safetensors format (little-endian, names sorted, as the
+    `safetensors` package writes them; the header is padded with spaces to 8 bytes)."""
+    header, blobs, offset = {}, [], 0
+    for name in sorted(tensors):
+        array = np.asarray(tensors[name])
+        dtype = _NUMPY_TO_SAFETENSORS.get(array.dtype.str[1:])
+        if dtype is None:
+            raise ConversionError(f"{name}: dtype {array.dtype} cannot be written to safetensors")
+        blob = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
+        header[name] = {"dtype": dtype, "shape": list(array.shape),
+                        "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    if metadata:
+        header["__metadata__"] = dict(metadata)
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    tmp = path + ".incomplete"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for blob in blobs:
+            f.write(blob)
+    os.replace(tmp, path)
+
+
+def convert_checkpoint(bert_config_file: str, init_checkpoint: str, vocab_file: str,
+                       do_lower_case: bool, output_dir: str,
+                       labels: Optional[Sequence[str]] = None) -> Dict[str, str]:
+    """Google-layout checkpoint -> a Hugging Face folder in `output_dir`; returns the paths."""
+    import tensorflow as tf  # only to read the checkpoint
+
+    from bert_mgpu import checkpoint
+
+    with open(bert_config_file, encoding="utf-8") as f:
+        try:
+            bert_config = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ConversionError(f"{bert_config_file}:{e.lineno}: invalid JSON ({e.msg})") \
+                from None
+    prefix = checkpoint.resolve_checkpoint_path(init_checkpoint)
+    reader = tf.train.load_checkpoint(prefix)
+    weights = {name: reader.get_tensor(name)
+               for name in reader.get_variable_to_shape_map() if not _NOT_WEIGHTS.search(name)}
+    missing = [n for n in hf_checkpoint._expected_bert_names(  # noqa: SLF001
+        _ConfigView(bert_config)) if n not in weights]
+    if missing:
+        raise ConversionError(f"{prefix}: {len(missing)} BERT variable(s) missing: "
+                              f"{', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}")
+    state, architecture = export_weights(weights)
+    if "bert.embeddings.word_embeddings.weight" in state or \
+            "embeddings.word_embeddings.weight" in state:
+        vocab_size = weights["bert/embeddings/word_embeddings"].shape[0]
+        if vocab_size != bert_config.get("vocab_size"):
+            raise ConversionError(f"{bert_config_file}: vocab_size {bert_config.get('vocab_size')}"
+                                  f", the checkpoint's embeddings have {vocab_size} rows")
+    num_labels = weights["output_bias"].shape[0] if "output_bias" in weights else None
+    hf_config = export_config(bert_config, architecture, labels, num_labels, bert_config_file)
+    with open(vocab_file, encoding="utf-8") as f:
+        vocab_lines = len(f.readlines())  # Google's load_vocab: one token per line
+    if vocab_lines != bert_config["vocab_size"]:
+        raise ConversionError(f"{vocab_file}: {vocab_lines} tokens, but vocab_size is "
+                              f"{bert_config['vocab_size']} in {bert_config_file}")
+    os.makedirs(output_dir, exist_ok=True)
+    paths = {name: os.path.join(output_dir, name) for name in
+             ("config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json",
+              "special_tokens_map.json")}
+    write_safetensors(paths["model.safetensors"], state, {"format": "pt"})
+    _write_json(paths["config.json"], hf_config)
+    with open(vocab_file, "rb") as src, open(paths["vocab.txt"], "wb") as dst:
+        dst.write(src.read())
+    # Hugging Face's BertTokenizer with Google's casing: lower-casing strips accents (its
+    # `strip_accents=None` follows `do_lower_case`), Chinese characters are split.
+    _write_json(paths["tokenizer_config.json"], dict(
+        _SPECIAL_TOKENS, tokenizer_class="BertTokenizer", do_lower_case=bool(do_lower_case),
+        strip_accents=None, tokenize_chinese_chars=True,
+        model_max_length=bert_config["max_position_embeddings"]))
+    _write_json(paths["special_tokens_map.json"], _SPECIAL_TOKENS)
+    return paths
+
+
+class _ConfigView:
+    """The two attributes `_expected_bert_names` reads, from a config dict."""
+
+    def __init__(self, config):
+        self.num_hidden_layers = config.get("num_hidden_layers", 0)
+
+
+def _write_json(path, obj):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")

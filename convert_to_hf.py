@@ -1,0 +1,35 @@
+#!/usr/bin/env python
+"""Converts a Google-layout BERT checkpoint (ours or Google's released ones) into a Hugging Face
+folder, the other direction of convert_hf_checkpoint.py.
+
+Usage:
+  python convert_to_hf.py --bert_config_file=bert_config.json --init_checkpoint=model.ckpt-1000 \
+    --vocab_file=vocab.txt --do_lower_case=true --output_dir=path/to/hf_bert [--label_list=neg,pos]
+
+Writes config.json (Google's tanh "gelu" as Hugging Face's "gelu_new", "gelu_exact" as "gelu"),
+model.safetensors (written without PyTorch), vocab.txt, tokenizer_config.json and
+special_tokens_map.json. The masked-LM/next-sentence heads and a classifier head are written when
+the checkpoint has them, so transformers loads the folder with BertModel, BertForPreTraining or
+BertForSequenceClassification (num_labels and id2label from --label_list).
+"""
+
+from absl import logging
+
+from bert_mgpu import cli
+from bert_mgpu.scripts import run
+
+cli.define_convert_to_hf_flags()
+
+
+def main(_):
+    from bert_mgpu.hf_export import convert_checkpoint
+    cfg = cli.convert_to_hf_config()
+    model = cfg.model
+    paths = convert_checkpoint(model.bert_config_file, model.init_checkpoint, model.vocab_file,
+                               model.do_lower_case, cfg.output_dir, cfg.label_list)
+    for name, path in paths.items():
+        logging.info("wrote %s: %s", name, path)
+
+
+if __name__ == "__main__":
+    run(main)

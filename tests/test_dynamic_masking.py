@@ -50,7 +50,8 @@ def unmasked_records(n, seed=0, seq=SEQ, single_segment_every=4):
         cut = rng.randint(1, text) if segments == 2 else text
         for s, size in enumerate([cut, text - cut][:segments]):
             for j in range(size):
-                piece = rng.rand() < 0.35 and j > 0
+                # A piece may open segment B: Google's groups continue across [SEP].
+                piece = rng.rand() < 0.35 and (j > 0 or s == 1)
                 ids.append(rng.randint(65, 100) if piece else rng.randint(5, 65))
             ids.append(SEP)
         tokens = [VOCAB[i] for i in ids]
@@ -216,30 +217,45 @@ def test_whole_word_masking(data, records):
     assert abs(n_mask / n_total - 0.8) < 0.03
 
 
+def span_words(original):
+    """Span masking's words: the whole-word groups, cut where a segment starts."""
+    words = []
+    segment = 0
+    for group in groups_of(original):
+        for p in group:
+            seg = int(np.sum(np.array(original["input_ids"][:p]) == SEP))
+            if not words or seg != segment or p == group[0]:
+                words.append((seg, [p]))
+            else:
+                words[-1][1].append(p)
+            segment = seg
+    return words
+
+
 def test_span_masking(data, records):
-    """One run of whole words inside one segment, at most the budget, filling it when the
-    segment allows; replaced as a whole (all [MASK], all kept, or all random words)."""
+    """One run of whole words inside one segment, at most the budget, and no neighbouring word
+    of that segment would still fit (grown right, then left, as far as the budget allows); a
+    first word longer than the budget is cut to it. Replaced as a whole: all [MASK], all kept,
+    or all random words."""
     m = masking(span=True)
     kinds = {"mask": 0, "kept": 0, "random": 0}
+    cut = 0
     for original, example in draws(data, records, m, 30):
         k = check_well_formed(original, example, m)
         positions, labels = predictions(example)
-        assert k >= 1
-        assert list(positions) == list(range(positions[0], positions[0] + k))  # contiguous
-        ids = original["input_ids"]
         b = budget(original, m)
-        groups = groups_of(original)
-        # Span words never cross [SEP]: a segment's first piece starts a span word.
-        segment_of = np.cumsum([t == SEP for t in ids])
-        assert len(set(segment_of[positions])) == 1
-        span_groups = [g for g in groups if g[0] in positions or g[-1] in positions]
-        covers = [p for g in span_groups for p in g
-                  if segment_of[p] == segment_of[positions[0]]]
-        first_word = [p for p in covers if p >= positions[0]]
-        if len(first_word) > b or k == b:
-            pass  # a long first word cut to the budget, or the budget filled
+        words = span_words(original)
+        inside = [i for i, (_, w) in enumerate(words) if set(w) & set(positions.tolist())]
+        assert k >= 1 and inside == list(range(inside[0], inside[-1] + 1))
+        assert len({words[i][0] for i in inside}) == 1  # one segment
+        if len(inside) == 1 and len(words[inside[0]][1]) > b:
+            assert list(positions) == words[inside[0]][1][:b]
+            cut += 1
         else:
-            assert sorted(covers) == list(positions), (covers, positions)
+            assert sorted(p for i in inside for p in words[i][1]) == list(positions)
+            for neighbour in (inside[0] - 1, inside[-1] + 1):
+                if 0 <= neighbour < len(words) and words[neighbour][0] == words[inside[0]][0]:
+                    assert k + len(words[neighbour][1]) > b, (positions, words, b)
         now = example["input_ids"][positions]
         if (now == MASK).all():
             kinds["mask"] += 1
@@ -250,6 +266,14 @@ def test_span_masking(data, records):
     total = sum(kinds.values())
     assert abs(kinds["mask"] / total - 0.8) < 0.06, kinds
     assert kinds["kept"] > 0.04 * total and kinds["random"] > 0.04 * total, kinds
+
+
+def test_span_length_limits_the_words(data, records):
+    m = masking(span=True, span_length=2, max_predictions_per_seq=10)
+    for original, example in draws(data, records, m, 5):
+        check_well_formed(original, example, m)
+        positions = set(predictions(example)[0].tolist())
+        assert 1 <= sum(bool(set(w) & positions) for _, w in span_words(original)) <= 2
 
 
 def test_masks_change_every_epoch_and_follow_the_seed(data, records):

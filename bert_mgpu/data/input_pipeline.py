@@ -384,7 +384,12 @@ def mask_example(record: Mapping, index, masking: DynamicMasking):
 def _whole_word_choice(candidates, word_starts, budget, seed, length: int):
     """Google's whole-word selection: the groups in a random order, each taken if it still fits
     the budget. A group begins at a candidate with a word start; the candidates up to the next
-    start (across [CLS]/[SEP], as Google's `##` grouping) belong to it."""
+    start (across [CLS]/[SEP], as Google's `##` grouping) belong to it.
+
+    Vectorized: the groups are taken in order up to the first one that does not fit (a prefix,
+    by a cumulative sum); after it, fewer than a group's tokens are left, and the loop only
+    looks for the next group small enough, at most that many times.
+    """
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     c = tf.cast(candidates, tf.int32)
@@ -393,28 +398,34 @@ def _whole_word_choice(candidates, word_starts, budget, seed, length: int):
     num_groups = tf.reduce_sum(tf.cast(starts, tf.int32))
     group = tf.where(candidates, tf.cumsum(tf.cast(starts, tf.int32)) - 1, length)
     sizes = tf.math.unsorted_segment_sum(c, group, length + 1)[:length]
-    keys = tf.where(tf.range(length) < num_groups,
-                    tf.random.stateless_uniform([length], seed=seed), 2.0)
+    valid = tf.range(length) < num_groups
+    keys = tf.where(valid, tf.random.stateless_uniform([length], seed=seed), 2.0)
     order = tf.argsort(keys, stable=True)  # groups in a random order, then the unused slots
-    ordered_sizes = tf.gather(sizes, order)
+    ordered_sizes = tf.gather(sizes, order)  # 0 for the unused slots
+    taken = valid & (tf.cumsum(ordered_sizes) <= budget)
+    prefix = tf.reduce_sum(tf.cast(taken, tf.int32))
+    total = tf.reduce_sum(tf.where(taken, ordered_sizes, 0))
+    slots = tf.range(length)
 
-    def body(i, total, taken):
-        fits = total + ordered_sizes[i] <= budget
-        taken = tf.tensor_scatter_nd_update(taken, [[order[i]]], [fits])
-        return i + 1, total + tf.where(fits, ordered_sizes[i], 0), taken
+    def body(last, total, taken):
+        fits = valid & (slots > last) & (ordered_sizes <= budget - total)
+        nxt = tf.cast(tf.argmax(tf.cast(fits, tf.int32)), tf.int32)
+        return nxt, total + ordered_sizes[nxt], taken | tf.equal(slots, nxt)
 
-    # Once the budget is full no group fits: Google's loop breaks there.
-    _, _, taken = tf.while_loop(
-        lambda i, total, taken: (i < num_groups) & (total < budget), body,
-        (tf.constant(0), tf.constant(0), tf.zeros([length + 1], tf.bool)))
-    return candidates & tf.gather(taken, group)
+    def more(last, total, taken):
+        return tf.reduce_any(valid & (slots > last) & (ordered_sizes <= budget - total))
+
+    _, _, taken = tf.while_loop(more, body, (prefix, total, taken))
+    chosen_groups = tf.scatter_nd(order[:, None], tf.cast(taken, tf.int32), [length])
+    return candidates & (tf.gather(tf.concat([chosen_groups, [0]], 0), group) > 0)
 
 
 def _span_choice(candidates, word_starts, budget, seed, span_length: int, length: int):
     """One contiguous span of whole words within a segment (a run of candidates between
-    [CLS]/[SEP]): a uniformly drawn word, grown right then left while the next word fits the
-    budget, up to `span_length` words (0 = no limit); a first word longer than the budget
-    gives its first `budget` tokens (create_pretraining_data.py's span masking)."""
+    [CLS]/[SEP]): a uniformly drawn word, grown right while the next word fits the budget, then
+    left (once the right side is blocked it stays blocked: the span only grows), up to
+    `span_length` words (0 = no limit); a first word longer than the budget gives its first
+    `budget` tokens (create_pretraining_data.py's span masking). Cumulative sums, no loop."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     c = tf.cast(candidates, tf.int32)
@@ -423,32 +434,24 @@ def _span_choice(candidates, word_starts, budget, seed, span_length: int, length
     starts = candidates & (word_starts | segment_starts)
     num_words = tf.reduce_sum(tf.cast(starts, tf.int32))
     word = tf.where(candidates, tf.cumsum(tf.cast(starts, tf.int32)) - 1, length)
-    sizes = tf.math.unsorted_segment_sum(c, word, length + 1)
+    sizes = tf.math.unsorted_segment_sum(c, word, length + 1)[:length]  # 0 past num_words
     segment_of_start = tf.cumsum(tf.cast(segment_starts, tf.int32)) - 1
-    # Segment of each word (slot `length` and unused words: -1, never equal to a real one).
     segments = tf.math.unsorted_segment_max(tf.where(candidates, segment_of_start, -1), word,
-                                            length + 1)
+                                            length + 1)[:length]
     first = tf.random.stateless_uniform([], seed=seed, minval=0,
                                         maxval=tf.maximum(num_words, 1), dtype=tf.int32)
     max_words = span_length if span_length > 0 else length
-    segment = segments[first]
-
-    def grow(lo, hi, size, done):
-        right_ok = (hi + 1 < num_words) & tf.equal(segments[tf.minimum(hi + 1, length)],
-                                                    segment)
-        right_ok &= size + sizes[tf.minimum(hi + 1, length)] <= budget
-        left_ok = (lo > 0) & tf.equal(segments[tf.maximum(lo - 1, 0)], segment)
-        left_ok &= size + sizes[tf.maximum(lo - 1, 0)] <= budget
-        new_hi = tf.where(right_ok, hi + 1, hi)
-        new_lo = tf.where(~right_ok & left_ok, lo - 1, lo)
-        grown = tf.where(right_ok, sizes[tf.minimum(hi + 1, length)],
-                         tf.where(left_ok, sizes[tf.maximum(lo - 1, 0)], 0))
-        return new_lo, new_hi, size + grown, ~(right_ok | left_ok)
-
-    first_size = sizes[first]
-    lo, hi, _, _ = tf.while_loop(
-        lambda lo, hi, size, done: ~done & (hi - lo + 1 < max_words) & (first_size <= budget),
-        grow, (first, first, first_size, tf.constant(False)))
+    words = tf.range(length)
+    ends = tf.cumsum(sizes)  # tokens of words 0..j
+    before = ends - sizes    # tokens of words 0..j-1
+    same = (words < num_words) & tf.equal(segments, segments[first])
+    # Right: words first+1..j, a prefix since the sizes are positive.
+    right = same & (words > first) & (ends - before[first] <= budget) & \
+        (words - first + 1 <= max_words)
+    hi = first + tf.reduce_sum(tf.cast(right, tf.int32))
+    left = same & (words < first) & (ends[hi] - before <= budget) & \
+        (hi - words + 1 <= max_words)
+    lo = first - tf.reduce_sum(tf.cast(left, tf.int32))
     in_span = candidates & (word >= lo) & (word <= hi)
     # A first word longer than the budget: its first `budget` tokens.
     in_span &= tf.cumsum(tf.cast(in_span, tf.int32)) <= budget

@@ -61,12 +61,12 @@ def worker_pipeline(args):
     iterator = iter(_dataset(args.mode, records))
     for _ in range(20):
         next(iterator)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for _ in range(args.batches):
         next(iterator)
-    cpu = time.process_time()
     json.dump({"seconds_per_batch": (time.perf_counter() - start) / args.batches,
-               "cpu": cpu}, sys.stdout)
+               "cpu_seconds_per_batch": (time.process_time() - cpu) / args.batches},
+              sys.stdout)
 
 
 def worker_train(args):
@@ -161,6 +161,9 @@ def main():
     parser.add_argument("--warmup_steps", type=int, default=3)
     parser.add_argument("--timed_steps", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--reference_step", type=float, default=0.552,
+                        help="a step of this configuration on a quiet machine (s): "
+                             "bench/pretraining.py's n_gpus=1 fp32 median in docs/benchmarks.md")
     parser.add_argument("--no_write", action="store_true")
     args = parser.parse_args()
     if args.worker == "pipeline":
@@ -183,9 +186,10 @@ def run(args):
             for mode in MODES:
                 out = base.run_worker(me + ["--worker", "pipeline", "--mode", mode, "--records",
                                             records, "--batches", str(args.batches)])
-                pipeline[mode].append(out["seconds_per_batch"])
+                pipeline[mode].append(out)
                 print(f"round {r + 1}: pipeline {mode}: {1e3 * out['seconds_per_batch']:.2f} "
-                      f"ms/batch", file=sys.stderr)
+                      f"ms/batch ({1e3 * out['cpu_seconds_per_batch']:.2f} ms CPU)",
+                      file=sys.stderr)
             for mode in train:
                 out = base.run_worker(me + [
                     "--worker", "train", "--mode", mode, "--records", records,
@@ -207,7 +211,8 @@ def run(args):
 def build_report(args, pipeline, train, started, load, busy):
     step = {m: min(r["step_median"] for r in runs) for m, runs in train.items()}
     all_steps = {m: ", ".join(f"{r['step_median']:.3f}" for r in runs) for m, runs in train.items()}
-    best = {m: min(v) for m, v in pipeline.items()}
+    best = {m: min(o["seconds_per_batch"] for o in v) for m, v in pipeline.items()}
+    cpu = {m: min(o["cpu_seconds_per_batch"] for o in v) for m, v in pipeline.items()}
     lines = [
         "## Dynamic masking: input-pipeline cost (run_pretraining.py --dynamic_masking)",
         "",
@@ -225,17 +230,18 @@ def build_report(args, pipeline, train, started, load, busy):
         "unmasked `--dynamic_masking` records. Each measurement is a fresh process, one at a "
         "time, alternating; best of the rounds (all rounds listed).",
         "",
-        "| input | pipeline alone, ms per batch of 32 (best) | share of a static training step "
-        "| every round (ms) |",
-        "|---|---:|---:|---|",
+        "| input | pipeline alone, wall ms per batch of 32 (best) | CPU ms per batch (best; all "
+        "threads) | CPU time as a share of a static training step | wall ms, every round |",
+        "|---|---:|---:|---:|---|",
     ]
     for mode in MODES:
         label = "static records (parse only)" if mode == "static" else \
             f"dynamic masking, {mode.replace('_', '-')}"
-        lines.append(f"| {label} | {1e3 * best[mode]:.2f} | "
-                     f"{100 * best[mode] / step['static']:.2f}% | "
-                     + ", ".join(f"{1e3 * v:.2f}" for v in pipeline[mode]) + " |")
-    extra = {m: best[m] - best["static"] for m in MODES[1:]}
+        lines.append(f"| {label} | {1e3 * best[mode]:.2f} | {1e3 * cpu[mode]:.2f} | "
+                     f"{100 * cpu[mode] / step['static']:.2f}% | "
+                     + ", ".join(f"{1e3 * o['seconds_per_batch']:.2f}" for o in pipeline[mode])
+                     + " |")
+    extra = {m: cpu[m] - cpu["static"] for m in MODES[1:]}
     static_steps = [r["step_median"] for r in train["static"]]
     spread = 100 * (max(static_steps) - min(static_steps)) / min(static_steps)
     diff = 100 * (step["token"] - step["static"]) / step["static"]
@@ -245,12 +251,16 @@ def build_report(args, pipeline, train, started, load, busy):
         f"records **{step['static']:.3f} s** (rounds {all_steps['static']}), dynamic token "
         f"masking **{step['token']:.3f} s** (rounds {all_steps['token']}): {diff:+.1f}%.",
         "",
-        f"- Masking's own work per batch (pipeline time over static parsing): token "
+        f"- Masking's own work per batch (pipeline CPU time over static parsing): token "
         f"{1e3 * extra['token']:.2f} ms, whole-word {1e3 * extra['whole_word']:.2f} ms, span "
         f"{1e3 * extra['span']:.2f} ms: **{100 * extra['token'] / step['static']:.2f}% / "
         f"{100 * extra['whole_word'] / step['static']:.2f}% / "
         f"{100 * extra['span'] / step['static']:.2f}%** of a {step['static']:.3f} s step "
-        f"(goal <= 3%). The pipeline runs ahead of the step in tf.data threads (prefetch), so "
+        f"(goal <= 3%); of the {args.reference_step:.3f} s step bench/pretraining.py measured "
+        f"on the quiet machine: **{100 * extra['token'] / args.reference_step:.2f}% / "
+        f"{100 * extra['whole_word'] / args.reference_step:.2f}% / "
+        f"{100 * extra['span'] / args.reference_step:.2f}%**. "
+        f"The pipeline runs ahead of the step in tf.data threads (prefetch), so "
         f"on a machine with a core to spare it is hidden; here, 2 cores busy with the step, it "
         f"costs at most its CPU time.",
         f"- Step times of the same static input varied by {spread:.1f}% between rounds on this "

@@ -440,9 +440,11 @@ def test_sigkill_then_rerun_on_another_split_ends_with_the_same_weights(script_f
     """2 towers x 4 uninterrupted (24 steps of 8 over 120 examples: into the second epoch, with
     fresh masks) vs 1 tower x 8 killed after step 12 and rerun: the same weights, dropout 0.1."""
     reference = str(tmp_path / "uninterrupted")
-    proc = run(script_args(script_files, reference))
+    proc = run(script_args(script_files, reference, ("--do_eval=true", "--max_eval_steps=3")))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Dynamic masking: whole-word, masked_lm_prob 0.2" in proc.stderr
+    results = open(os.path.join(reference, "eval_results.txt")).read()
+    assert "masked_lm_accuracy = " in results and "global_step = 24" in results
     out = str(tmp_path / "killed")
     cmd = script_args(script_files, out, ("--n_gpus=1", "--train_batch_size=8"))
     killed = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -438,7 +438,8 @@ def final_tensors(output_dir):
 def test_sigkill_then_rerun_on_another_split_ends_with_the_same_weights(script_files,
                                                                          tmp_path):
     """2 towers x 4 uninterrupted (24 steps of 8 over 120 examples: into the second epoch, with
-    fresh masks) vs 1 tower x 8 killed after step 12 and rerun: the same weights, dropout 0.1."""
+    fresh masks) vs 1 tower x 8 killed after step 12 and rerun as 1 tower x 4 x 2 accumulated
+    micro-batches: the same weights, dropout 0.1."""
     reference = str(tmp_path / "uninterrupted")
     proc = run(script_args(script_files, reference, ("--do_eval=true", "--max_eval_steps=3")))
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -457,7 +458,9 @@ def test_sigkill_then_rerun_on_another_split_ends_with_the_same_weights(script_f
     time.sleep(0.05)
     killed.send_signal(signal.SIGKILL)
     killed.wait()
-    resumed = run(cmd)
+    # Rerun with accumulation: 1 tower x 4 x 2 micro-batches, the same global batch of 8.
+    resumed = run([a for a in cmd if not a.startswith("--train_batch_size")]
+                  + ["--train_batch_size=4", "--num_accumulation_steps=2"])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "Input position restored" in resumed.stderr
     ours, expected = final_tensors(out), final_tensors(reference)

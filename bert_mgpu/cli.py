@@ -153,6 +153,20 @@ _SPECS = {
     "layerwise_lr_decay": ("float", 1.0, "Layer-wise LR decay: encoder layer l of L gets "
                                          "learning_rate * RATE^(L - l), the embeddings RATE^L, "
                                          "the classifier the full rate. 1.0 = off."),
+    # Evaluation during training (fine-tuning scripts).
+    "eval_every_n_steps": ("integer", 0, "Evaluate the dev set every N updates (and at the "
+                                         "last): eval_history.tsv, TensorBoard run 'eval', "
+                                         "eval_curve.png (with matplotlib). 0 = only at the end "
+                                         "(Google)."),
+    "keep_best_checkpoint": ("bool", False, "With --eval_every_n_steps: keep the model at the "
+                                            "best --best_metric in OUTPUT_DIR/best (survives "
+                                            "--keep_checkpoint_max); --do_predict uses it."),
+    "best_metric": ("string", "eval_accuracy", "The eval_results key that decides the best "
+                                               "checkpoint and early stopping (losses: lower "
+                                               "is better; others: higher)."),
+    "early_stopping_patience": ("integer", 0, "Stop training after this many evaluations "
+                                              "without improvement of --best_metric (0 = "
+                                              "never)."),
     # extract_features.py
     "output_file": ("string", None, "Output JSON-lines file."),
     "layers": ("string", "-1,-2,-3,-4", "Indexes of the encoder layers to output."),
@@ -196,6 +210,27 @@ _SPECS = {
                                        "(with word_starts); run_pretraining.py masks each "
                                        "example anew every time it is read, from (random_seed, "
                                        "the example's index in the input stream)."),
+    # run_squad.py (Google's flags; do_train, do_predict, max_seq_length etc. are above)
+    "train_file": ("string", None, "SQuAD json for training. E.g., train-v1.1.json"),
+    "predict_file": ("string", None, "SQuAD json for predictions. E.g., dev-v1.1.json or "
+                                     "test-v1.1.json"),
+    "doc_stride": ("integer", 128, "When splitting up a long document into chunks, how much "
+                                   "stride to take between chunks."),
+    "max_query_length": ("integer", 64, "The maximum number of tokens for the question. "
+                                        "Questions longer than this will be truncated to this "
+                                        "length."),
+    "n_best_size": ("integer", 20, "The total number of n-best predictions to generate in the "
+                                   "nbest_predictions.json output file."),
+    "max_answer_length": ("integer", 30, "The maximum length of an answer that can be "
+                                         "generated. This is needed because the start and end "
+                                         "predictions are not conditioned on one another."),
+    "verbose_logging": ("bool", False, "If true, all of the warnings related to data "
+                                       "processing will be printed. A number of warnings are "
+                                       "expected for a normal SQuAD evaluation."),
+    "version_2_with_negative": ("bool", False, "If true, the SQuAD examples contain some that "
+                                               "do not have an answer."),
+    "null_score_diff_threshold": ("float", 0.0, "If null_score - best_non_null is greater than "
+                                                "the threshold predict null."),
     # convert_hf_checkpoint.py
     "hf_model_dir": ("string", None, "Hugging Face BERT folder: config.json, model.safetensors "
                                      "or pytorch_model.bin, vocab.txt."),
@@ -214,6 +249,8 @@ TRAINER_FLAGS = tuple(f.name for f in dataclasses.fields(config.TrainOptions))
 CLUSTER_FLAGS = ("worker_hosts", "task_index", "collective_timeout_seconds")
 GOOGLE_TRAINING_FLAGS = ("output_dir", "do_train", "do_eval", "eval_batch_size",
                          "learning_rate", "save_checkpoints_steps", "allow_random_weights")
+EVAL_DURING_TRAINING_FLAGS = ("eval_every_n_steps", "keep_best_checkpoint", "best_metric",
+                              "early_stopping_patience")
 # Every training script: Google's common flags, the trainer's, the cluster's, TPU compatibility.
 TRAINING_SCRIPT_FLAGS = GOOGLE_TRAINING_FLAGS + TRAINER_FLAGS + CLUSTER_FLAGS + TPU_FLAGS
 
@@ -539,7 +576,7 @@ def define_classifier_flags():
     define_flags(MODEL_FLAGS, TRAINING_SCRIPT_FLAGS,
                  ("do_predict", "predict_batch_size", "num_train_epochs", "warmup_proportion",
                   "data_dir", "task_name", "label_list", "truncation", "head_tokens",
-                  "layerwise_lr_decay"),
+                  "layerwise_lr_decay"), EVAL_DURING_TRAINING_FLAGS,
                  # Fine-tuning shuffles the whole training set every epoch (Google's buffer of
                  # 100 learns nothing from a file sorted by label).
                  defaults={"shuffle_buffer_size": 0})
@@ -608,3 +645,35 @@ def convert_hf_config() -> config.ConvertHfConfig:
     require("hf_model_dir", "output_dir")
     check_output_dir()
     return from_flags(config.ConvertHfConfig)
+
+
+def define_squad_flags():
+    define_flags(MODEL_FLAGS, tuple(n for n in TRAINING_SCRIPT_FLAGS if n != "eval_batch_size"),
+                 ("do_predict", "predict_batch_size", "num_train_epochs", "warmup_proportion",
+                  "train_file", "predict_file", "doc_stride", "max_query_length", "n_best_size",
+                  "max_answer_length", "verbose_logging", "version_2_with_negative",
+                  "null_score_diff_threshold"),
+                 helps={"do_predict": "Whether to run predictions on --predict_file (writes "
+                                      "predictions.json, nbest_predictions.json and, with "
+                                      "--version_2_with_negative, null_odds.json).",
+                        "do_eval": "Predict on --predict_file (which holds the answers) and "
+                                   "write the official EM/F1 to eval_results.txt.",
+                        "train_batch_size": "Batch size for training, per tower (--n_gpus); "
+                                            "Google: total batch size."},
+                 # Google's run_squad.py length; fine-tuning shuffles the whole training set
+                 # every epoch, as run_classifier_mgpu.py.
+                 defaults={"max_seq_length": 384, "shuffle_buffer_size": 0})
+
+
+def squad_config() -> config.SquadConfig:
+    require("vocab_file", "bert_config_file", "output_dir")
+    check_output_dir()
+    cfg = _training_job_config(config.SquadConfig)
+    check_weights_to_evaluate(cfg)
+    # A mistyped SQuAD json path fails at start, before TensorFlow is loaded.
+    for flag, used in (("train_file", cfg.do_train),
+                       ("predict_file", cfg.do_predict or cfg.do_eval)):
+        path = getattr(cfg, flag)
+        if used and not _is_remote(path) and not os.path.isfile(path):
+            raise FlagError(f"--{flag}: {path} not found")
+    return cfg

@@ -521,6 +521,10 @@ class ClassifierConfig:
     head_tokens: int = 128
     layerwise_lr_decay: float = 1.0
     allow_random_weights: bool = False
+    eval_every_n_steps: int = 0
+    keep_best_checkpoint: bool = False
+    best_metric: str = "eval_accuracy"
+    early_stopping_patience: int = 0
     flags: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def train_config(self, num_train_examples: int = 0, num_workers: int = 1) -> TrainConfig:
@@ -558,6 +562,14 @@ class ClassifierConfig:
             raise ValueError(f"--truncation must be one of {', '.join(TRUNCATIONS)}, got "
                              f"{self.truncation!r}")
         _check_at_least(self, 0, "head_tokens")
+        _check_at_least(self, 0, "eval_every_n_steps", "early_stopping_patience")
+        if (self.keep_best_checkpoint or self.early_stopping_patience) and \
+                not self.eval_every_n_steps:
+            raise ValueError("--keep_best_checkpoint and --early_stopping_patience need "
+                             "--eval_every_n_steps")
+        if self.eval_every_n_steps and not (self.do_train and self.do_eval):
+            raise ValueError("--eval_every_n_steps evaluates dev.tsv during training: it needs "
+                             "--do_train and --do_eval")
         self.train.validate()
 
 
@@ -645,3 +657,74 @@ class ConvertHfConfig:
     hf_model_dir: str
     output_dir: str
     gelu: str = "exact"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SquadConfig:
+    """run_squad.py: Google's flags (same names, defaults and meaning), plus `do_eval` and the
+    trainer's."""
+    model: ModelFiles
+    train: TrainOptions
+    cluster: Optional[ClusterConfig] = None
+    output_dir: str
+    train_file: Optional[str] = None
+    predict_file: Optional[str] = None
+    do_train: bool = False
+    do_predict: bool = False
+    do_eval: bool = False
+    predict_batch_size: int = 8
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    verbose_logging: bool = False
+    version_2_with_negative: bool = False
+    null_score_diff_threshold: float = 0.0
+    allow_random_weights: bool = False
+    flags: Dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def train_config(self, num_train_examples: int = 0, num_workers: int = 1) -> TrainConfig:
+        """The trainer's config. Steps as Google's `run_squad.main`: int(training *examples*
+        (questions, not their doc-stride windows) / batch * epochs), over the global batch of
+        every worker; warmup `warmup_proportion` of them.
+
+        Raises:
+          ValueError: the training set makes no step.
+        """
+        global_batch = self.train.global_batch_size * num_workers
+        steps = num_train_steps_for(num_train_examples, global_batch, self.num_train_epochs)
+        if self.do_train and steps < 1:
+            raise ValueError(f"{num_train_examples} training examples in {self.train_file} and "
+                             f"--num_train_epochs={self.num_train_epochs} make 0 steps of "
+                             f"{global_batch} examples (train_batch_size x n_gpus x "
+                             f"num_accumulation_steps x workers)")
+        steps = max(steps, 1)  # prediction only: no schedule is run
+        return TrainConfig.of(self.train, output_dir=self.output_dir, num_train_steps=steps,
+                              num_warmup_steps=int(steps * self.warmup_proportion),
+                              init_checkpoint=self.model.init_checkpoint)
+
+    def validate(self) -> None:
+        """Google's `validate_flags_or_throw` (but the model's length, checked with the model
+        config), plus --do_eval and the trainer's options."""
+        self.model.validate(needs_tokenizer=True)
+        if not (self.do_train or self.do_predict or self.do_eval):
+            raise ValueError("At least one of `do_train`, `do_predict` or `do_eval` must be "
+                             "True.")
+        if self.do_train and not self.train_file:
+            raise ValueError("If `do_train` is True, then `train_file` must be specified.")
+        if (self.do_predict or self.do_eval) and not self.predict_file:
+            raise ValueError("If `do_predict` or `do_eval` is True, then `predict_file` must be "
+                             "specified.")
+        _check_at_least(self, 1, "max_query_length", "doc_stride", "predict_batch_size",
+                        "n_best_size", "max_answer_length")
+        if self.model.max_seq_length <= self.max_query_length + 3:
+            raise ValueError(f"The max_seq_length ({self.model.max_seq_length}) must be greater "
+                             f"than max_query_length ({self.max_query_length}) + 3")
+        if not self.num_train_epochs > 0:
+            raise ValueError(f"--num_train_epochs must be > 0, got {self.num_train_epochs}")
+        if not 0 <= self.warmup_proportion < 1:
+            raise ValueError(f"--warmup_proportion must be in [0, 1), got "
+                             f"{self.warmup_proportion}")
+        self.train.validate()

@@ -168,3 +168,62 @@ def _softmax_classifier(features, output_weights, output_bias, labels):
         result.update(per_example_loss=per_example_loss,
                       loss=tf.reduce_mean(per_example_loss))
     return result
+
+
+# ---------------------------------------------------------------------------------------------
+# SQuAD
+
+class SpanHead(tf.Module):
+    """Google's `run_squad.create_model` head: one linear layer from every position's hidden
+    state to a start and an end logit. Variables `cls/squad/output_weights` [2, H] (truncated
+    normal, stddev 0.02 whatever the config says, as Google) and `cls/squad/output_bias` [2]. No
+    dropout of its own (Google's has none)."""
+
+    def __init__(self, config, scope="cls/squad"):
+        super().__init__(name=None)
+        self._store = modeling.ParameterStore()
+        self.output_weights = self._store.add(
+            f"{scope}/output_weights", [2, config.hidden_size],
+            modeling.truncated_normal_initializer(0.02))
+        self.output_bias = self._store.add(f"{scope}/output_bias", [2],
+                                           modeling.zeros_initializer)
+
+    def named_variables(self):
+        return self._store.as_dict()
+
+    def __call__(self, sequence_output, start_positions=None, end_positions=None
+                 ) -> Dict[str, tf.Tensor]:
+        """Args:
+          sequence_output: float Tensor [B, S, H] (the encoder's last layer).
+          start_positions, end_positions: optional int32 Tensors [B] or [B, 1], the answer's
+            first and last token (0, the [CLS] position, when the window has no answer).
+
+        Returns:
+          dict with `start_logits`, `end_logits` (float32 [B, S]) and, given positions,
+          `per_example_loss` [B] = (start cross-entropy + end cross-entropy) / 2 and `loss`, its
+          mean over the batch (Google's `(start_loss + end_loss) / 2.0`).
+        """
+        weights = modeling.param(self.output_weights)
+        logits = tf.einsum("bsh,kh->bsk", sequence_output,
+                           tf.cast(weights, sequence_output.dtype))  # [B, S, 2]
+        logits = tf.nn.bias_add(logits, tf.cast(modeling.param(self.output_bias), logits.dtype))
+        logits = tf.cast(logits, tf.float32)
+        result = {"start_logits": logits[:, :, 0], "end_logits": logits[:, :, 1]}
+        if start_positions is None:
+            return result
+        per_example_loss = (_position_cross_entropy(result["start_logits"], start_positions)
+                            + _position_cross_entropy(result["end_logits"], end_positions)) / 2.0
+        result.update(per_example_loss=per_example_loss,
+                      loss=tf.reduce_mean(per_example_loss))
+        return result
+
+
+def _position_cross_entropy(logits, positions):
+    """-log softmax(logits)[position] per example, by Google's one-hot product (a position
+    outside [0, S) contributes 0, as in Google's code, rather than failing).
+
+    Args: logits float32 [B, S]; positions int [B] or [B, 1]. Returns float32 [B].
+    """
+    positions = tf.reshape(positions, [-1])
+    one_hot = tf.one_hot(positions, depth=tf.shape(logits)[1], dtype=tf.float32)
+    return -tf.reduce_sum(one_hot * tf.nn.log_softmax(logits, axis=-1), axis=-1)

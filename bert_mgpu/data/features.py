@@ -32,7 +32,9 @@ CLASSIFIER_FEATURES = ("input_ids", "input_mask", "segment_ids", "label_ids", "i
 WORD_STARTS = "word_starts"
 DYNAMIC_PRETRAINING_FEATURES = ("input_ids", "input_mask", "segment_ids", "next_sentence_labels",
                                 WORD_STARTS)
-FLOAT_FEATURES = frozenset({"masked_lm_weights"})
+# Every float feature of every record kind (a feature name means one thing in every format):
+# the pretraining masked-LM weights, the token-tagging (NER) label weights.
+FLOAT_FEATURES = frozenset({"masked_lm_weights", "label_weights"})
 
 
 def pretraining_shapes(max_seq_length: int, max_predictions_per_seq: int) -> Dict[str, int]:

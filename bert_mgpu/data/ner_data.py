@@ -35,14 +35,13 @@ import json
 import os
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
-from bert_mgpu.data import tfrecord
+from bert_mgpu.data import features, tfrecord
 from bert_mgpu.data.processors import DataError
 
 # Bumped whenever the feature layout written here changes, so old caches are not reused.
 CACHE_FORMAT_VERSION = 1
 
 NER_FEATURES = ("input_ids", "input_mask", "segment_ids", "label_ids", "label_weights")
-NER_FLOAT_FEATURES = frozenset({"label_weights"})
 DOCSTART = "-DOCSTART-"
 OUTSIDE = "O"
 PREFIXES = ("B", "I", "E", "S")
@@ -225,33 +224,11 @@ def ner_shapes(max_seq_length: int) -> Dict[str, int]:
     return collections.OrderedDict((name, max_seq_length) for name in NER_FEATURES)
 
 
-def feature_spec(max_seq_length: int):
-    """name -> tf.io.FixedLenFeature for parsing NER records (label_weights is float)."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    return {name: tf.io.FixedLenFeature([length], tf.float32 if name in NER_FLOAT_FEATURES
-                                        else tf.int64)
-            for name, length in ner_shapes(max_seq_length).items()}
-
-
 def parse_example(serialized, max_seq_length: int):
-    """Parses one or a batch of serialized NER records; int64 features become int32.
-
-    Args:
-      serialized: string Tensor, scalar or [batch].
-      max_seq_length: the records' length.
-
-    Returns:
-      dict name -> Tensor of shape [max_seq_length] or [batch, max_seq_length]; int32 except
-      `label_weights` (float32).
-    """
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    spec = feature_spec(max_seq_length)
-    if serialized.shape.ndims == 0:
-        parsed = tf.io.parse_single_example(serialized, spec)
-    else:
-        parsed = tf.io.parse_example(serialized, spec)
-    return {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t
-            for name, t in parsed.items()}
+    """Parses one or a batch of serialized NER records (`features.parse_example` with the NER
+    shapes): int32 Tensors of shape [max_seq_length] or [batch, max_seq_length], except
+    `label_weights` (float32)."""
+    return features.parse_example(serialized, ner_shapes(max_seq_length))
 
 
 class WindowFeature(NamedTuple):
@@ -376,7 +353,7 @@ def write_features(windows: Sequence[WindowFeature], output_file: str) -> int:
     tmp = f"{output_file}.incomplete-{os.getpid()}"
     with _open_binary(tmp, "wb") as f:
         for window in windows:
-            f.write(framer.frame(tfrecord.encode_example(window.values, NER_FLOAT_FEATURES)))
+            f.write(framer.frame(tfrecord.encode_example(window.values)))
     _rename(tmp, output_file)
     return len(windows)
 

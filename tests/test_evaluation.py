@@ -1,0 +1,167 @@
+"""Evaluation during training: history, best checkpoint (kept after pruning), early stopping,
+resume of the best value and the patience counter; and the script end to end."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_mgpu import evaluation
+
+from _oracle import DATA, REPO
+from _pretraining_data import TINY_CONFIG
+
+SCRIPT = os.path.join(REPO, "run_classifier_mgpu.py")
+VOCAB = os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")
+
+
+class FakeTrainer:
+    """What PeriodicEvaluator uses of a Trainer: cfg.num_train_steps, variables, evaluate()."""
+
+    def __init__(self, accuracies, num_train_steps=100):
+        self.cfg = type("Cfg", (), {"num_train_steps": num_train_steps})()
+        self.variables = {"bert/w": tf.Variable(np.zeros([2], np.float32))}
+        self.accuracies = list(accuracies)
+        self.calls = 0
+
+    def evaluate(self, _dataset):
+        accuracy = self.accuracies[self.calls]
+        self.calls += 1
+        return {"eval_accuracy": accuracy, "eval_loss": 1.0 - accuracy, "global_step": 0}
+
+
+def drive(evaluator, trainer, steps):
+    """Calls the evaluator after updates `steps`, with weights = the step (to see which step the
+    best checkpoint holds); returns the step it asked to stop at, or None."""
+    for step in steps:
+        trainer.variables["bert/w"].assign([step, step])
+        if evaluator(step, {"loss": tf.constant(0.5)}):
+            return step
+    return None
+
+
+def test_direction_of_metrics():
+    assert evaluation.lower_is_better("eval_loss") and evaluation.lower_is_better("eval_mse")
+    assert not evaluation.lower_is_better("eval_accuracy")
+    assert not evaluation.lower_is_better("eval_f1_macro")
+
+
+def test_best_checkpoint_history_and_early_stopping(tmp_path):
+    # Evaluations every 5 steps: best 0.6 at step 10, then 3 without improvement -> stop at 25.
+    trainer = FakeTrainer([0.5, 0.6, 0.55, 0.6, 0.59, 0.9])
+    ev = evaluation.PeriodicEvaluator(trainer, lambda: None, str(tmp_path), 5,
+                                      keep_best=True, patience=3)
+    assert drive(ev, trainer, range(1, 40)) == 25
+    history = evaluation.read_history(str(tmp_path))
+    assert [r["step"] for r in history] == [5, 10, 15, 20, 25]
+    assert [r["eval_accuracy"] for r in history] == [0.5, 0.6, 0.55, 0.6, 0.59]
+    # The best is the first maximum of the history (a tie is not an improvement).
+    best = evaluation.best_checkpoint(str(tmp_path))
+    assert best.endswith(os.path.join("best", "model.ckpt-10"))
+    np.testing.assert_array_equal(tf.train.load_checkpoint(best).get_tensor("bert/w"), [10, 10])
+    assert "eval_accuracy = 0.6" in (tmp_path / "best_eval_results.txt").read_text()
+    # TensorBoard scalars of the eval run beside the training ones.
+    assert tf.io.gfile.glob(str(tmp_path / "eval" / "events.out.tfevents.*"))
+
+
+def test_a_lower_is_better_metric_and_no_stop_at_the_last_step(tmp_path):
+    trainer = FakeTrainer([0.5, 0.7, 0.6], num_train_steps=3)
+    ev = evaluation.PeriodicEvaluator(trainer, lambda: None, str(tmp_path), 1,
+                                      best_metric="eval_loss", keep_best=True, patience=1)
+    assert drive(ev, trainer, [1, 2, 3]) is None  # step 3 is the last: nothing to stop
+    assert evaluation.best_checkpoint(str(tmp_path)).endswith("model.ckpt-2")
+
+
+def test_resume_continues_the_best_and_the_patience_exactly(tmp_path):
+    """Killed at step 23 after evaluating at 5..20 (checkpoint at 20): the rerun drops nothing
+    it needs, keeps best 0.6 at step 10 with 2 evaluations since, and stops at 25 as the
+    uninterrupted run does."""
+    first = FakeTrainer([0.5, 0.6, 0.55, 0.6, 0.7])
+    ev = evaluation.PeriodicEvaluator(first, lambda: None, str(tmp_path), 5, keep_best=True,
+                                      patience=3)
+    assert drive(ev, first, range(1, 24)) is None
+    # A rerun from the checkpoint at step 15: the row of step 20 is dropped, then recomputed.
+    rerun = FakeTrainer([0.6, 0.59])
+    ev = evaluation.PeriodicEvaluator(rerun, lambda: None, str(tmp_path), 5, keep_best=True,
+                                      patience=3)
+    assert drive(ev, rerun, range(16, 40)) == 25
+    assert [r["step"] for r in evaluation.read_history(str(tmp_path))] == [5, 10, 15, 20, 25]
+    assert ev.best.step == 10 and ev.best.since == 3
+
+
+def test_unknown_best_metric_is_named(tmp_path):
+    ev = evaluation.PeriodicEvaluator(FakeTrainer([0.5]), lambda: None, str(tmp_path), 1,
+                                      best_metric="eval_f2")
+    with pytest.raises(ValueError, match="--best_metric=eval_f2 is not an evaluation result"):
+        ev(1, {"loss": 0.0})
+
+
+@pytest.fixture(scope="module")
+def tsv_data(tmp_path_factory):
+    rng = np.random.RandomState(3)
+    root = tmp_path_factory.mktemp("evaltsv")
+    (root / "data").mkdir()
+
+    def rows(n):
+        out = []
+        for _ in range(n):
+            label = rng.randint(2)
+            words = ["good", "great", "fun"] if label else ["bad", "boring", "terrible"]
+            out.append(f"the movie was {' '.join(rng.choice(words, size=2))}\t{label}")
+        return "sentence\tlabel\n" + "\n".join(out) + "\n"
+
+    for name, n in (("train", 96), ("dev", 20), ("test", 20)):
+        (root / "data" / f"{name}.tsv").write_text(rows(n))
+    (root / "bert_config.json").write_text(json.dumps(dict(TINY_CONFIG, vocab_size=30522)))
+    return root
+
+
+def run_script(root, out, *extra):
+    cmd = [sys.executable, SCRIPT, "--task_name=tsv", f"--data_dir={root / 'data'}",
+           f"--vocab_file={VOCAB}", f"--bert_config_file={root / 'bert_config.json'}",
+           f"--output_dir={out}", "--do_train", "--do_eval", "--do_predict",
+           "--max_seq_length=16", "--train_batch_size=4", "--n_gpus=2", "--num_train_epochs=3",
+           "--eval_batch_size=8", "--log_every_n_steps=100", *extra]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+
+
+def test_script_keeps_the_best_checkpoint_after_pruning_and_predicts_with_it(tsv_data,
+                                                                             tmp_path):
+    out = tmp_path / "out"
+    proc = run_script(tsv_data, out, "--learning_rate=1e-3", "--eval_every_n_steps=6",
+                      "--keep_best_checkpoint", "--keep_checkpoint_max=1",
+                      "--save_checkpoints_steps=6")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    history = evaluation.read_history(str(out))
+    assert [r["step"] for r in history] == [6, 12, 18, 24, 30, 36]  # 36 steps, every 6
+    accuracies = [r["eval_accuracy"] for r in history]
+    best_step = history[int(np.argmax(accuracies))]["step"]
+    best = evaluation.best_checkpoint(str(out))
+    assert best.endswith(f"model.ckpt-{best_step}")
+    # Pruning kept one checkpoint in output_dir; the best survives in best/.
+    assert len(tf.io.gfile.glob(str(out / "model.ckpt-*.index"))) == 1
+    assert "Predicting with the best checkpoint" in proc.stderr
+    assert len((out / "predict.txt").read_text().splitlines()) == 20
+
+
+def test_script_stops_early_and_exits_0(tsv_data, tmp_path):
+    # A learning rate too small to change any prediction: no improvement after the first.
+    out = tmp_path / "out"
+    proc = run_script(tsv_data, out, "--learning_rate=1e-9", "--eval_every_n_steps=3",
+                      "--early_stopping_patience=2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Early stopping at step 9" in proc.stderr
+    assert [r["step"] for r in evaluation.read_history(str(out))] == [3, 6, 9]
+    assert tf.train.latest_checkpoint(str(out)).endswith("model.ckpt-9")
+
+
+def test_eval_during_training_flags_need_their_companions(tsv_data, tmp_path):
+    proc = run_script(tsv_data, tmp_path / "o", "--keep_best_checkpoint")
+    assert proc.returncode == 1
+    assert "--keep_best_checkpoint and --early_stopping_patience need --eval_every_n_steps" \
+        in proc.stderr.strip().splitlines()[-1]

@@ -63,6 +63,10 @@ Options that Google's script does not have (all off by default):
     as Chinese-BERT-wwm. The tokens are those of the unsegmented text wherever the tokenizer would
     split there anyway (it always does around CJK characters). Google's `do_whole_word_mask`
     cannot do this for Chinese: every CJK character is its own token, never a `##` piece.
+  * `dynamic_masking`: the instances are made as above but not masked (no masking draw), and
+    written with `word_starts` (1 where a whole-word group of the static masking begins) instead
+    of the `masked_lm_*` features; run_pretraining.py --dynamic_masking masks them in its input
+    pipeline (input_pipeline.mask_example), anew every epoch.
 """
 
 import dataclasses

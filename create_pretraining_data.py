@@ -11,7 +11,8 @@ Usage (Google's flags; the same input, vocabulary, flags and seed give Google's 
 Input: one sentence per line, a blank line between documents. Large corpora: add
 --num_workers=N (sharded mode, memory bounded by --shard_size_mb). Options Google's script does not
 have: --sentence_order_prediction, --no_next_sentence, --span_masking [--span_length],
---word_segmented_input. TensorFlow is not imported.
+--word_segmented_input, --dynamic_masking (unmasked records with word_starts, masked anew every
+epoch by run_pretraining.py --dynamic_masking). TensorFlow is not imported.
 """
 
 from bert_mgpu import cli

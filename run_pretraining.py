@@ -13,7 +13,10 @@ Usage (Google's flags, plus --n_gpus and the trainer options):
 
 --train_batch_size is per tower: one update sees train_batch_size x n_gpus x
 num_accumulation_steps examples. Re-running the same command resumes from the newest checkpoint
-in --output_dir; SIGHUP/SIGTERM/SIGINT write a checkpoint and exit cleanly.
+in --output_dir; SIGHUP/SIGTERM/SIGINT write a checkpoint and exit cleanly. Records made with
+create_pretraining_data.py --dynamic_masking: add --dynamic_masking --vocab_file=vocab.txt (masks
+drawn in the input pipeline from (--random_seed, example index): new every epoch, independent of
+--n_gpus / accumulation / workers, exact after a resume).
 """
 
 from bert_mgpu import cli

@@ -220,6 +220,12 @@ _SPECS = {
                                             "Chinese run through a word segmenter): mask whole "
                                             "words, as Chinese-BERT-wwm."),
     "progress_interval": ("float", 10.0, "Seconds between progress lines."),
+    # Dynamic masking (create_pretraining_data.py and run_pretraining.py).
+    "dynamic_masking": ("bool", False, "RoBERTa's dynamic masking, deterministic: "
+                                       "create_pretraining_data.py writes unmasked records "
+                                       "(with word_starts); run_pretraining.py masks each "
+                                       "example anew every time it is read, from (random_seed, "
+                                       "the example's index in the input stream)."),
     # run_squad.py (Google's flags; do_train, do_predict, max_seq_length etc. are above)
     "train_file": ("string", None, "SQuAD json for training. E.g., train-v1.1.json"),
     "predict_file": ("string", None, "SQuAD json for predictions. E.g., dev-v1.1.json or "
@@ -561,7 +567,25 @@ def define_pretraining_flags():
     define_flags(("bert_config_file", "init_checkpoint", "max_seq_length"),
                  TRAINING_SCRIPT_FLAGS,
                  ("train_batch_size", "input_file", "max_predictions_per_seq",
-                  "num_train_steps", "num_warmup_steps", "max_eval_steps", "no_next_sentence"))
+                  "num_train_steps", "num_warmup_steps", "max_eval_steps", "no_next_sentence"),
+                 PRETRAINING_MASKING_FLAGS,
+                 helps=PRETRAINING_MASKING_HELPS)
+
+
+# run_pretraining.py --dynamic_masking: the masking flags of create_pretraining_data.py, applied
+# in the input pipeline.
+PRETRAINING_MASKING_FLAGS = ("dynamic_masking", "vocab_file", "masked_lm_prob",
+                             "do_whole_word_mask", "span_masking", "span_length")
+PRETRAINING_MASKING_HELPS = {
+    "vocab_file": "With --dynamic_masking: the vocabulary the records were made with ([MASK], "
+                  "[CLS], [SEP] ids; random words are drawn from it).",
+    "masked_lm_prob": "With --dynamic_masking: masked LM probability (e.g. 0.15 Google, up "
+                      "to 0.4 Wettig et al. 2022).",
+    "do_whole_word_mask": "With --dynamic_masking: mask whole words (the records' "
+                          "word_starts: ## pieces, or --word_segmented_input units).",
+    "span_masking": "With --dynamic_masking: mask one contiguous span of whole words per "
+                    "example (as create_pretraining_data.py --span_masking).",
+}
 
 
 def pretraining_config() -> config.PretrainingConfig:

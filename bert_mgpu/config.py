@@ -461,6 +461,13 @@ class PretrainingConfig:
     max_eval_steps: int = 100
     no_next_sentence: bool = False
     allow_random_weights: bool = False
+    # --dynamic_masking: unmasked records masked in the input pipeline (see
+    # input_pipeline.DynamicMasking); the masking flags below apply only then.
+    dynamic_masking: bool = False
+    masked_lm_prob: float = 0.15
+    do_whole_word_mask: bool = False
+    span_masking: bool = False
+    span_length: int = 0
     flags: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
@@ -476,6 +483,21 @@ class PretrainingConfig:
         self.model.validate()
         _check_at_least(self, 1, "max_predictions_per_seq", "eval_batch_size", "max_eval_steps")
         self.train_config.validate()
+        self._validate_dynamic_masking()
+
+    def _validate_dynamic_masking(self) -> None:
+        if not self.dynamic_masking:
+            for flag in ("do_whole_word_mask", "span_masking"):
+                if getattr(self, flag):
+                    raise ValueError(f"--{flag} needs --dynamic_masking (static records are "
+                                     f"masked already, by create_pretraining_data.py)")
+            return
+        if not self.model.vocab_file:
+            raise ValueError("--dynamic_masking needs --vocab_file (the records' vocabulary: "
+                             "the [MASK], [CLS] and [SEP] ids and the random words)")
+        if not 0.0 < self.masked_lm_prob <= 1.0:
+            raise ValueError(f"--masked_lm_prob must be in (0, 1], got {self.masked_lm_prob}")
+        _check_at_least(self, 0, "span_length")
 
 
 def num_train_steps_for(num_examples: int, global_batch_size: int, epochs: float) -> int:
@@ -621,6 +643,7 @@ class CreatePretrainingDataConfig:
     span_length: int = 0
     word_segmented_input: bool = False
     progress_interval: float = 10.0
+    dynamic_masking: bool = False  # unmasked records; run_pretraining.py draws the masks
 
     def validate(self) -> None:
         single = self.no_next_sentence or self.pack_sequences
@@ -646,6 +669,10 @@ class CreatePretrainingDataConfig:
         if self.sentence_order_prediction and self.no_next_sentence:
             raise ValueError("--sentence_order_prediction and --no_next_sentence exclude each "
                              "other")
+        if self.dynamic_masking and (self.do_whole_word_mask or self.span_masking):
+            raise ValueError("--dynamic_masking writes unmasked records: pass "
+                             "--do_whole_word_mask / --span_masking to run_pretraining.py "
+                             "--dynamic_masking instead")
         if self.pack_sequences and (self.sentence_order_prediction or self.span_masking):
             raise ValueError("--pack_sequences excludes --sentence_order_prediction and "
                              "--span_masking (packed instances have no sentence pairs, and a "

@@ -60,13 +60,15 @@ class Job:
                 lr_multipliers: Optional[Mapping[str, float]] = None) -> training.Trainer:
         return training.Trainer(task, train_cfg, self.devices, self.cluster, lr_multipliers)
 
-    def training_input(self, input_files: Sequence[str], shapes, train_cfg: TrainConfig):
+    def training_input(self, input_files: Sequence[str], shapes, train_cfg: TrainConfig,
+                       masking: Optional[input_pipeline.DynamicMasking] = None):
         """This worker's global batches: deterministic, sharded over the workers."""
         return input_pipeline.record_dataset(
             input_files, shapes, train_cfg.global_batch_size, is_training=True,
             seed=train_cfg.random_seed, shuffle_buffer=train_cfg.shuffle_buffer_size,
             num_shards=self.num_workers,
-            shard_index=self.cluster.task_index if self.cluster is not None else 0)
+            shard_index=self.cluster.task_index if self.cluster is not None else 0,
+            masking=masking)
 
     def write_eval_results(self, result: Mapping) -> None:
         training.write_eval_results(os.path.join(self.cfg.output_dir, "eval_results.txt"),
@@ -98,10 +100,18 @@ def run_pretraining(cfg) -> dict:
     """Runs run_pretraining.py with a `config.PretrainingConfig`; returns the eval results."""
     job = start_job(cfg)
     input_files = input_pipeline.expand_input_files(cfg.input_file)
-    shapes = features.pretraining_shapes(cfg.model.max_seq_length, cfg.max_predictions_per_seq)
-    input_pipeline.check_record_lengths(
-        input_files, shapes, f"--max_seq_length={cfg.model.max_seq_length} / "
-                             f"--max_predictions_per_seq={cfg.max_predictions_per_seq}")
+    masking = dynamic_masking(cfg)
+    input_pipeline.check_masking_mode(input_files, cfg.dynamic_masking)
+    if masking is not None:
+        shapes = masking.shapes
+        input_pipeline.check_record_lengths(
+            input_files, shapes, f"--max_seq_length={cfg.model.max_seq_length}")
+    else:
+        shapes = features.pretraining_shapes(cfg.model.max_seq_length,
+                                             cfg.max_predictions_per_seq)
+        input_pipeline.check_record_lengths(
+            input_files, shapes, f"--max_seq_length={cfg.model.max_seq_length} / "
+                                 f"--max_predictions_per_seq={cfg.max_predictions_per_seq}")
     logging.info("Input files: %d (%s%s)", len(input_files), ", ".join(input_files[:3]),
                  ", ..." if len(input_files) > 3 else "")
     if cfg.do_train:
@@ -111,15 +121,44 @@ def run_pretraining(cfg) -> dict:
                                 next_sentence=not cfg.no_next_sentence)
     trainer = job.trainer(task, cfg.train_config)
     if cfg.do_train:
-        trainer.train(job.training_input(input_files, shapes, cfg.train_config))
+        trainer.train(job.training_input(input_files, shapes, cfg.train_config, masking))
     result = {}
     if cfg.do_eval and job.chief:
         if not cfg.do_train:
             trainer.restore_or_initialize()
         result = trainer.evaluate(input_pipeline.record_dataset(
-            input_files, shapes, cfg.eval_batch_size, is_training=False), cfg.max_eval_steps)
+            input_files, shapes, cfg.eval_batch_size, is_training=False, masking=masking),
+            cfg.max_eval_steps)
         job.write_eval_results(result)
     return result
+
+
+def dynamic_masking(cfg) -> Optional[input_pipeline.DynamicMasking]:
+    """run_pretraining.py --dynamic_masking's rule (None without the flag); the special ids and
+    the random words' range come from --vocab_file.
+
+    Raises:
+      ValueError: the vocabulary lacks [MASK], [CLS] or [SEP], naming it.
+    """
+    if not cfg.dynamic_masking:
+        return None
+    vocab = tokenization.load_vocab(cfg.model.vocab_file)
+    missing = [t for t in ("[MASK]", "[CLS]", "[SEP]") if t not in vocab]
+    if missing:
+        raise ValueError(f"--vocab_file {cfg.model.vocab_file} has no {', '.join(missing)} "
+                         f"token (--dynamic_masking needs them)")
+    masking = input_pipeline.DynamicMasking(
+        max_seq_length=cfg.model.max_seq_length,
+        max_predictions_per_seq=cfg.max_predictions_per_seq,
+        masked_lm_prob=cfg.masked_lm_prob, vocab_size=len(vocab), mask_id=vocab["[MASK]"],
+        cls_id=vocab["[CLS]"], sep_id=vocab["[SEP]"], seed=cfg.train.random_seed,
+        whole_word=cfg.do_whole_word_mask, span=cfg.span_masking, span_length=cfg.span_length)
+    logging.info("Dynamic masking: %s%s, masked_lm_prob %g, up to %d predictions, keyed by "
+                 "(random_seed %d, example index)",
+                 "span" if masking.span else "whole-word" if masking.whole_word else "token",
+                 f" (span_length {masking.span_length})" if masking.span else "",
+                 masking.masked_lm_prob, masking.max_predictions_per_seq, masking.seed)
+    return masking
 
 
 # ---------------------------------------------------------------------------------------------

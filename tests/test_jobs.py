@@ -180,5 +180,8 @@ def test_flags_fill_the_configs_by_field_name(tmp_path):
         "--input_file=x", "--output_dir=o", "--bert_config_file=c.json", "--do_train",
         "--num_train_steps=7", "--max_seq_length=32"], tmp_path)
     assert out["num_train_steps"] == 7 and out["model"]["max_seq_length"] == 32
-    # Google's run_pretraining.py has no tokenizer flags.
-    assert "vocab_file" not in out["defined"] and "do_lower_case" not in out["defined"]
+    # Google's run_pretraining.py has no tokenizer flags; --vocab_file is --dynamic_masking's
+    # (the [MASK]/[CLS]/[SEP] ids and the random words), optional without it.
+    assert "do_lower_case" not in out["defined"] and "spm_model_file" not in out["defined"]
+    assert "vocab_file" in out["defined"] and out["model"]["vocab_file"] is None
+    assert out["dynamic_masking"] is False

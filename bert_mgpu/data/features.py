@@ -5,6 +5,11 @@ Pretraining records (Google's `create_pretraining_data.py` → `run_pretraining.
   masked_lm_positions, masked_lm_ids        int64 [max_predictions_per_seq]
   masked_lm_weights                         float [max_predictions_per_seq]
   next_sentence_labels                      int64 [1]
+Unmasked pretraining records (create_pretraining_data.py --dynamic_masking → run_pretraining.py
+--dynamic_masking, which masks them in the input pipeline into the 7 features above):
+  input_ids, input_mask, segment_ids        int64 [max_seq_length]
+  word_starts                               int64 [max_seq_length] 1 where a word begins
+  next_sentence_labels                      int64 [1]
 Classifier records (Google's `run_classifier.py` `file_based_convert_examples_to_features`):
   input_ids, input_mask, segment_ids        int64 [max_seq_length]
   label_ids, is_real_example                int64 [1]
@@ -25,6 +30,11 @@ from typing import Dict, Mapping
 PRETRAINING_FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
                         "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 CLASSIFIER_FEATURES = ("input_ids", "input_mask", "segment_ids", "label_ids", "is_real_example")
+# Unmasked (dynamic-masking) records: `word_starts` is 1 on a maskable token that begins a
+# whole-word masking group (0 on a continuation piece, [CLS], [SEP] and padding).
+WORD_STARTS = "word_starts"
+DYNAMIC_PRETRAINING_FEATURES = ("input_ids", "input_mask", "segment_ids", "next_sentence_labels",
+                                WORD_STARTS)
 # Every float feature of every record kind (a feature name means one thing in every format):
 # the pretraining masked-LM weights, the token-tagging (NER) label weights, the regression /
 # multi-label classifier targets.
@@ -38,6 +48,14 @@ def pretraining_shapes(max_seq_length: int, max_predictions_per_seq: int) -> Dic
         ("segment_ids", max_seq_length), ("masked_lm_positions", max_predictions_per_seq),
         ("masked_lm_ids", max_predictions_per_seq), ("masked_lm_weights", max_predictions_per_seq),
         ("next_sentence_labels", 1)])
+
+
+def dynamic_pretraining_shapes(max_seq_length: int) -> Dict[str, int]:
+    """Feature name -> fixed length of an unmasked (--dynamic_masking) pretraining record."""
+    return collections.OrderedDict([
+        ("input_ids", max_seq_length), ("input_mask", max_seq_length),
+        ("segment_ids", max_seq_length), ("next_sentence_labels", 1),
+        (WORD_STARTS, max_seq_length)])
 
 
 def classifier_shapes(max_seq_length: int) -> Dict[str, int]:

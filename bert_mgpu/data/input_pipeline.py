@@ -6,9 +6,10 @@ batches in the same order, and the trainer splits them. Its position is saved wi
 checkpoint (tf.data iterator state), so a resumed run neither repeats nor skips a batch.
 """
 
+import dataclasses
 import glob
 import os
-from typing import List, Mapping, Sequence
+from typing import List, Mapping, Optional, Sequence
 
 from bert_mgpu.data import features
 
@@ -129,7 +130,7 @@ def shard_files(input_files: Sequence[str], num_shards: int, index: int):
 def record_dataset(input_files: Sequence[str], shapes: Mapping[str, int], batch_size: int,
                    is_training: bool, seed: int = 12345, shuffle_buffer: int = 100,
                    cycle_length: int = 4, num_shards: int = 1,
-                   shard_index: int = 0):
+                   shard_index: int = 0, masking: Optional["DynamicMasking"] = None):
     """Batches of parsed records.
 
     Training, deterministic for a seed, repeating forever, full batches (drop_remainder):
@@ -158,6 +159,12 @@ def record_dataset(input_files: Sequence[str], shapes: Mapping[str, int], batch_
         worker reads the same record stream and takes the `shard_index`-th of every
         `num_shards` consecutive batches, so the workers' batches together are exactly the
         global batches one process would read.
+      masking: unmasked records (--dynamic_masking; `shapes` is then ignored): each record is
+        masked by `mask_example` keyed by its index in the record stream, counted before
+        batching and worker sharding (with files sharded over workers, index * num_shards +
+        shard_index), so the masks do not depend on how a batch is split, differ every epoch
+        and follow the iterator's saved position. Evaluation: index in the files, so every
+        evaluation sees the same masks.
 
     Returns:
       tf.data.Dataset of dicts name -> int32 Tensor [batch, length] (float32 for
@@ -174,13 +181,22 @@ def record_dataset(input_files: Sequence[str], shapes: Mapping[str, int], batch_
         else:
             d = _interleaved_records(files or list(input_files), seed, shuffle_buffer,
                                      cycle_length)
+        if masking is not None:
+            if by_record or num_shards == 1:
+                d = _masked(d, masking)
+            else:
+                d = _masked(d, masking, stride=num_shards, offset=shard_index)
         d = d.batch(batch_size, drop_remainder=True)
         if by_record and num_shards > 1:
             d = d.shard(num_shards, shard_index)
     else:
-        d = tf.data.TFRecordDataset(list(input_files)).batch(batch_size, drop_remainder=False)
-    d = d.map(lambda s: features.parse_example(s, shapes),
-              num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        d = tf.data.TFRecordDataset(list(input_files))
+        if masking is not None:
+            d = _masked(d, masking)
+        d = d.batch(batch_size, drop_remainder=False)
+    if masking is None:
+        d = d.map(lambda s: features.parse_example(s, shapes),
+                  num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return d.prefetch(2)
 
 
@@ -222,3 +238,221 @@ def epoch_permutations(input_files: Sequence[str], seed: int):
 
     d = tf.data.Dataset.range(2 ** 62).flat_map(epoch)
     return d.map(lambda i: tf.gather(table, i))
+
+
+# ---------------------------------------------------------------------------------------------
+# Dynamic masking (run_pretraining.py --dynamic_masking)
+
+# Folded into (random_seed, stream) so that the masks' random numbers are not the ones another
+# user of (random_seed, index) draws (e.g. dropout keyed by position).
+_MASKING_STREAM = 0x6D61736B  # "mask"
+
+
+@dataclasses.dataclass(frozen=True)
+class DynamicMasking:
+    """How unmasked records (create_pretraining_data.py --dynamic_masking) are masked.
+
+    The rule is create_pretraining_data.py's (Google's): `min(max_predictions_per_seq,
+    max(1, round(length * masked_lm_prob)))` predictions among the tokens that are not [CLS],
+    [SEP] or padding, each replaced by [MASK] (80%), kept (10%) or a random word of the
+    vocabulary (10%); whole-word masking takes whole `word_starts` groups (a group that would
+    exceed the budget is skipped); span masking one contiguous run of whole words within a
+    segment, grown right then left, replaced as a whole (SpanBERT). The draws are not Python's
+    but a stateless generator's keyed by (seed, example index).
+    """
+    max_seq_length: int
+    max_predictions_per_seq: int
+    masked_lm_prob: float
+    vocab_size: int  # random words are ids in [0, vocab_size)
+    mask_id: int
+    cls_id: int
+    sep_id: int
+    seed: int
+    whole_word: bool = False
+    span: bool = False
+    span_length: int = 0  # span masking: words per span, 0 = fill the budget
+
+    @property
+    def shapes(self):
+        return features.dynamic_pretraining_shapes(self.max_seq_length)
+
+
+def check_masking_mode(input_files: Sequence[str], dynamic: bool) -> None:
+    """Checks that the first record of each file is unmasked iff `dynamic`.
+
+    Raises:
+      InputError: one line naming the file and the flag to change.
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    for path in input_files:
+        try:
+            first = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+        except tf.errors.OpError:
+            continue  # check_record_lengths names the unreadable file
+        if first is None:
+            continue
+        names = features.record_lengths(first.numpy())
+        if dynamic and features.WORD_STARTS not in names and "masked_lm_positions" in names:
+            raise InputError(f"{path}: records are masked already (made without "
+                             f"create_pretraining_data.py --dynamic_masking); run without "
+                             f"--dynamic_masking")
+        if not dynamic and features.WORD_STARTS in names and "masked_lm_positions" not in names:
+            raise InputError(f"{path}: records are unmasked (create_pretraining_data.py "
+                             f"--dynamic_masking); pass --dynamic_masking=true")
+
+
+def _masked(serialized, masking: DynamicMasking, stride: int = 1, offset: int = 0):
+    """Masked feature dicts of a stream of serialized unmasked records; record i of the stream
+    is masked with key `i * stride + offset`."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    shapes = masking.shapes
+
+    def mask_one(i, record):
+        return mask_example(features.parse_example(record, shapes), i * stride + offset,
+                            masking)
+
+    return serialized.enumerate().map(mask_one, num_parallel_calls=tf.data.AUTOTUNE,
+                                      deterministic=True)
+
+
+def mask_example(record: Mapping, index, masking: DynamicMasking):
+    """Masks one parsed unmasked record.
+
+    Args:
+      record: name -> int32 Tensor, `DynamicMasking.shapes` (one example, not a batch).
+      index: int64 scalar, the example's key (its index in the input stream).
+      masking: the rule.
+
+    Returns:
+      dict of Google's 7 pretraining features (`features.pretraining_shapes`), int32 except
+      `masked_lm_weights` (float32): `input_ids` with the masked tokens replaced, the sorted
+      `masked_lm_positions`, their original `masked_lm_ids`, weights 1.0, padded with 0.
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    m = masking
+    length, preds = m.max_seq_length, m.max_predictions_per_seq
+    ids = record["input_ids"]
+    real = record["input_mask"] > 0
+    candidates = real & tf.not_equal(ids, m.cls_id) & tf.not_equal(ids, m.sep_id)
+    n = tf.reduce_sum(tf.cast(real, tf.int32))
+    # Python's round() of the float64 product, as create_pretraining_data.py (half to even).
+    budget = tf.cast(tf.round(tf.cast(n, tf.float64) * m.masked_lm_prob), tf.int32)
+    budget = tf.minimum(preds, tf.maximum(1, budget))
+    key = tf.random.experimental.stateless_fold_in(
+        tf.constant([m.seed, _MASKING_STREAM], tf.int64), tf.cast(index, tf.int64))
+    pick_key, replace_key, word_key = tf.unstack(
+        tf.random.experimental.stateless_split(key, 3))
+    if m.span:
+        chosen = _span_choice(candidates, record[features.WORD_STARTS] > 0, budget, pick_key,
+                              m.span_length, length)
+        decision = tf.random.stateless_uniform([2], seed=replace_key)
+        # One decision for the whole span (SpanBERT): all [MASK], all kept or all random.
+        to_mask = tf.fill([length], decision[0] < 0.8)
+        to_keep = tf.fill([length], decision[1] < 0.5)
+    else:
+        if m.whole_word:
+            chosen = _whole_word_choice(candidates, record[features.WORD_STARTS] > 0, budget,
+                                        pick_key, length)
+        else:
+            keys = tf.where(candidates, tf.random.stateless_uniform([length], seed=pick_key),
+                            2.0)
+            order = tf.argsort(keys, stable=True)
+            k = tf.minimum(budget, tf.reduce_sum(tf.cast(candidates, tf.int32)))
+            chosen = tf.scatter_nd(order[:k, None], tf.ones([k], tf.bool), [length])
+        decision = tf.random.stateless_uniform([2, length], seed=replace_key)
+        to_mask, to_keep = decision[0] < 0.8, decision[1] < 0.5
+    random_words = tf.random.stateless_uniform([length], seed=word_key, minval=0,
+                                               maxval=m.vocab_size, dtype=tf.int32)
+    replaced = tf.where(to_mask, m.mask_id, tf.where(to_keep, ids, random_words))
+    positions = tf.cast(tf.where(chosen)[:, 0], tf.int32)  # ascending
+    k = tf.shape(positions)[0]
+    pad = [[0, preds - k]]
+    return {
+        "input_ids": tf.where(chosen, replaced, ids),
+        "input_mask": record["input_mask"],
+        "segment_ids": record["segment_ids"],
+        "masked_lm_positions": tf.ensure_shape(tf.pad(positions, pad), [preds]),
+        "masked_lm_ids": tf.ensure_shape(tf.pad(tf.gather(ids, positions), pad), [preds]),
+        "masked_lm_weights": tf.ensure_shape(tf.pad(tf.ones([k], tf.float32), pad), [preds]),
+        "next_sentence_labels": record["next_sentence_labels"],
+    }
+
+
+def _whole_word_choice(candidates, word_starts, budget, seed, length: int):
+    """Google's whole-word selection: the groups in a random order, each taken if it still fits
+    the budget. A group begins at a candidate with a word start; the candidates up to the next
+    start (across [CLS]/[SEP], as Google's `##` grouping) belong to it.
+
+    Vectorized: the groups are taken in order up to the first one that does not fit (a prefix,
+    by a cumulative sum); after it, fewer than a group's tokens are left, and the loop only
+    looks for the next group small enough, at most that many times.
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    c = tf.cast(candidates, tf.int32)
+    first = candidates & tf.equal(tf.cumsum(c), 1)
+    starts = candidates & (word_starts | first)
+    num_groups = tf.reduce_sum(tf.cast(starts, tf.int32))
+    group = tf.where(candidates, tf.cumsum(tf.cast(starts, tf.int32)) - 1, length)
+    sizes = tf.math.unsorted_segment_sum(c, group, length + 1)[:length]
+    valid = tf.range(length) < num_groups
+    keys = tf.where(valid, tf.random.stateless_uniform([length], seed=seed), 2.0)
+    order = tf.argsort(keys, stable=True)  # groups in a random order, then the unused slots
+    ordered_sizes = tf.gather(sizes, order)  # 0 for the unused slots
+    taken = valid & (tf.cumsum(ordered_sizes) <= budget)
+    prefix = tf.reduce_sum(tf.cast(taken, tf.int32))
+    total = tf.reduce_sum(tf.where(taken, ordered_sizes, 0))
+    slots = tf.range(length)
+
+    def body(last, total, taken):
+        fits = valid & (slots > last) & (ordered_sizes <= budget - total)
+        nxt = tf.cast(tf.argmax(tf.cast(fits, tf.int32)), tf.int32)
+        return nxt, total + ordered_sizes[nxt], taken | tf.equal(slots, nxt)
+
+    def more(last, total, taken):
+        return tf.reduce_any(valid & (slots > last) & (ordered_sizes <= budget - total))
+
+    _, _, taken = tf.while_loop(more, body, (prefix, total, taken))
+    chosen_groups = tf.scatter_nd(order[:, None], tf.cast(taken, tf.int32), [length])
+    return candidates & (tf.gather(tf.concat([chosen_groups, [0]], 0), group) > 0)
+
+
+def _span_choice(candidates, word_starts, budget, seed, span_length: int, length: int):
+    """One contiguous span of whole words within a segment (a run of candidates between
+    [CLS]/[SEP]): a uniformly drawn word, grown right while the next word fits the budget, then
+    left (once the right side is blocked it stays blocked: the span only grows), up to
+    `span_length` words (0 = no limit); a first word longer than the budget gives its first
+    `budget` tokens (create_pretraining_data.py's span masking). Cumulative sums, no loop."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    c = tf.cast(candidates, tf.int32)
+    previous = tf.concat([[False], candidates[:-1]], 0)
+    segment_starts = candidates & ~previous
+    starts = candidates & (word_starts | segment_starts)
+    num_words = tf.reduce_sum(tf.cast(starts, tf.int32))
+    word = tf.where(candidates, tf.cumsum(tf.cast(starts, tf.int32)) - 1, length)
+    sizes = tf.math.unsorted_segment_sum(c, word, length + 1)[:length]  # 0 past num_words
+    segment_of_start = tf.cumsum(tf.cast(segment_starts, tf.int32)) - 1
+    segments = tf.math.unsorted_segment_max(tf.where(candidates, segment_of_start, -1), word,
+                                            length + 1)[:length]
+    first = tf.random.stateless_uniform([], seed=seed, minval=0,
+                                        maxval=tf.maximum(num_words, 1), dtype=tf.int32)
+    max_words = span_length if span_length > 0 else length
+    words = tf.range(length)
+    ends = tf.cumsum(sizes)  # tokens of words 0..j
+    before = ends - sizes    # tokens of words 0..j-1
+    same = (words < num_words) & tf.equal(segments, segments[first])
+    # Right: words first+1..j, a prefix since the sizes are positive.
+    right = same & (words > first) & (ends - before[first] <= budget) & \
+        (words - first + 1 <= max_words)
+    hi = first + tf.reduce_sum(tf.cast(right, tf.int32))
+    left = same & (words < first) & (ends[hi] - before <= budget) & \
+        (hi - words + 1 <= max_words)
+    lo = first - tf.reduce_sum(tf.cast(left, tf.int32))
+    in_span = candidates & (word >= lo) & (word <= hi)
+    # A first word longer than the budget: its first `budget` tokens.
+    in_span &= tf.cumsum(tf.cast(in_span, tf.int32)) <= budget
+    return in_span & (num_words > 0)

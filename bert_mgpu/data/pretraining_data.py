@@ -63,6 +63,10 @@ Options that Google's script does not have (all off by default):
     as Chinese-BERT-wwm. The tokens are those of the unsegmented text wherever the tokenizer would
     split there anyway (it always does around CJK characters). Google's `do_whole_word_mask`
     cannot do this for Chinese: every CJK character is its own token, never a `##` piece.
+  * `dynamic_masking`: the instances are made as above but not masked (no masking draw), and
+    written with `word_starts` (1 where a whole-word group of the static masking begins) instead
+    of the `masked_lm_*` features; run_pretraining.py --dynamic_masking masks them in its input
+    pipeline (input_pipeline.mask_example), anew every epoch.
 """
 
 import dataclasses
@@ -511,6 +515,9 @@ class InstanceMaker:
     def _emit(self, tokens: list, len_a: int, len_b: int, label: int, emit) -> None:
         """Masks `tokens` ([CLS] A [SEP] (B [SEP])) and emits the serialized record."""
         o = self.o
+        if getattr(o, "dynamic_masking", False):
+            self._emit_unmasked(tokens, len_a, len_b, label, emit)
+            return
         num_to_predict = min(o.max_predictions_per_seq,
                              max(1, int(round(len(tokens) * o.masked_lm_prob))))
         if o.span_masking:
@@ -529,6 +536,35 @@ class InstanceMaker:
         else:
             self._replace(tokens, positions)
         emit(self.encoder.encode(tokens, len_a, len_b, sorted_positions, labels, label))
+
+    def _emit_unmasked(self, tokens: list, len_a: int, len_b: int, label: int, emit) -> None:
+        """--dynamic_masking: the record without masks, with `word_starts` (no draw made)."""
+        emit(self.encoder.encode(
+            [t & _ID_MASK for t in tokens] if self.o.word_segmented_input else tokens,
+            len_a, len_b, self._word_starts(tokens, len_a), label))
+
+    def _word_starts(self, tokens: list, len_a: int) -> List[int]:
+        """Positions that begin a whole-word group of `_whole_word_positions`, in order.
+
+        The groups are this module's static ones exactly: a `##` piece continues the candidate
+        before it (even across [SEP], as Google's), a word-segmented continuation the token just
+        before it; the first candidate always begins a group. run_pretraining's masking rebuilds
+        the groups from these starts and the [CLS]/[SEP] ids.
+        """
+        starts: List[int] = []
+        previous = -2
+        if self.o.word_segmented_input:
+            for i in self._candidates(tokens, len_a):
+                if not (tokens[i] & _CONTINUES_WORD and previous == i - 1):
+                    starts.append(i)
+                previous = i
+        else:
+            is_subword = self.vocab.is_subword
+            for i in self._candidates(tokens, len_a):
+                if previous == -2 or not is_subword[tokens[i]]:
+                    starts.append(i)
+                previous = i
+        return starts
 
     def _candidates(self, tokens: list, len_a: int) -> List[int]:
         """Positions that are not [CLS]/[SEP], in order."""
@@ -836,15 +872,16 @@ def write_records(records: Sequence[bytes], files: Sequence) -> None:
             f.write(b"".join([framer.frame(r) for r in chunk[k::n_files]]))
 
 
-def log_examples(records: Sequence[bytes], vocab: VocabInfo, limit: int = 20) -> None:
-    """Google's `*** Example ***` log of the first records."""
+def log_examples(records: Sequence[bytes], vocab: VocabInfo, limit: int = 20,
+                 names: Sequence[str] = features_lib.PRETRAINING_FEATURES) -> None:
+    """Google's `*** Example ***` log of the first records (features `names`)."""
     for serialized in records[:limit]:
         values = tfrecord.decode_example(serialized)
         n = sum(values["input_mask"])
         tokens = " ".join(vocab.inv_vocab[t] for t in values["input_ids"][:n])
         logging.info("*** Example ***")
         logging.info("tokens: %s", tokens)
-        for name in features_lib.PRETRAINING_FEATURES:
+        for name in names:
             logging.info("%s: %s", name, " ".join(str(x) for x in values[name]))
 
 
@@ -1068,7 +1105,50 @@ def _run_sharded(options, input_files: List[str], outputs: _OutputFiles, vocab: 
 # ---------------------------------------------------------------------------------------------
 # Entry point
 
+class UnmaskedRecordEncoder(tfrecord.PretrainingRecordEncoder):
+    """Serializes --dynamic_masking instances: `features.DYNAMIC_PRETRAINING_FEATURES`, no masks.
+
+    `encode` takes the word-start positions where the masked encoder takes the predictions.
+    """
+
+    def __init__(self, max_seq_length: int, vocab_size: int):
+        super().__init__(max_seq_length, 1, vocab_size, features_lib.PRETRAINING_FEATURES)
+        self._k_word_starts = _tfrecord_key(features_lib.WORD_STARTS)
+
+    def encode(self, input_ids: Sequence[int], len_a: int, len_b: int,
+               word_starts: Sequence[int], next_sentence_label: int) -> bytes:
+        """Serialized Example of one unmasked instance.
+
+        Args:
+          input_ids: ids of `[CLS] A [SEP] (B [SEP])`, unpadded.
+          len_a, len_b: as `PretrainingRecordEncoder.encode`.
+          word_starts: sorted positions where a whole-word group begins.
+          next_sentence_label: 0 or 1.
+        """
+        varints = self._varints
+        n = len(input_ids)
+        starts = bytearray(self.max_seq_length)
+        for p in word_starts:
+            starts[p] = 1  # varint(1) is one byte, as varint(0)
+        features = b"".join((
+            self._int_entry(self._k_input_ids, b"".join([varints[t] for t in input_ids]) +
+                            b"\x00" * (self.max_seq_length - n)),
+            self._mask_entry(n),
+            self._segment_entry(len_a, len_b),
+            self._label_entries[next_sentence_label],
+            self._int_entry(self._k_word_starts, bytes(starts))))
+        return b"\x0a" + varints[len(features)] + features
+
+
+def _tfrecord_key(name: str) -> bytes:
+    """The map-entry key field of feature `name` (as PretrainingRecordEncoder builds its own)."""
+    data = name.encode("utf-8")
+    return b"\x0a" + tfrecord.varint(len(data)) + data
+
+
 def _encoder(options, vocab: VocabInfo) -> tfrecord.PretrainingRecordEncoder:
+    if getattr(options, "dynamic_masking", False):
+        return UnmaskedRecordEncoder(options.max_seq_length, vocab.size)
     return tfrecord.PretrainingRecordEncoder(
         options.max_seq_length, options.max_predictions_per_seq, vocab.size,
         features_lib.PRETRAINING_FEATURES)
@@ -1128,7 +1208,9 @@ def create_pretraining_data(options) -> Stats:
         if not sharded:
             write_records(records, outputs.files)
             del records
-        log_examples(first, vocab)
+        log_examples(first, vocab, names=features_lib.DYNAMIC_PRETRAINING_FEATURES
+                     if getattr(options, "dynamic_masking", False)
+                     else features_lib.PRETRAINING_FEATURES)
         outputs.commit()
     except BaseException:
         outputs.abort()

@@ -478,7 +478,10 @@ def _long_cpd_run(tmp_path, *extra):
          f"--output_file={tmp_path}/out/a.tfrecord,{tmp_path}/out/b.tfrecord",
          f"--vocab_file={os.path.join(DATA, 'vocab', 'bert_uncased_vocab.txt')}",
          "--dupe_factor=40", "--shard_size_mb=0.5", *extra],
-        stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_env())
+        stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_env(),
+        # A shell runs background commands (`make test &`, `nohup ... &`) with SIGINT ignored,
+        # and children inherit that: give the script the default Ctrl-C, as a terminal would.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])

@@ -419,8 +419,9 @@ class ResumeState:
         step = self.restore_checkpoint()
         if step and input_checkpoint is not None:
             self.plan_input(step)
-            if not self.repositioned:
-                self.restore_input(step, input_checkpoint, iterator)
+            if not self.repositioned and not self.restore_input(step, input_checkpoint) \
+                    and iterator is not None:
+                self.skip_to(step, iterator)
         return int(self.update.global_step.numpy())
 
     def restore_checkpoint(self) -> int:
@@ -478,18 +479,31 @@ class ResumeState:
         self.skip_records, self.repositioned = examples, True
         return examples
 
-    def restore_input(self, step, input_checkpoint, iterator):
+    def restore_input(self, step, input_checkpoint) -> bool:
+        """Restores the input position saved for `step`; False when there is none or it was
+        written by another version of the input pipeline (then the caller builds a fresh
+        iterator and calls `skip_to`: a failed restore leaves the iterator unusable)."""
         state = self._input_state_path(step)
-        if tf.io.gfile.exists(state + ".index"):
+        if not tf.io.gfile.exists(state + ".index"):
+            logging.warning("No saved input position for step %d.", step)
+            return False
+        try:
             input_checkpoint.read(state).assert_existing_objects_matched()
-            logging.info("Input position restored from %s", state)
-        elif iterator is not None:
-            skip = (self.examples_consumed(step) // self.num_workers - self.skip_records) \
-                // self.input_batch if self.skip_records else self.micro.batches_to_skip(step)
-            logging.warning("No saved input position for step %d: skipping %d batches to "
-                            "reach it.", step, skip)
-            for _ in range(skip):
-                next(iterator)
+        except (tf.errors.OpError, AssertionError) as e:
+            message = getattr(e, "message", str(e)).splitlines()[0]
+            logging.warning("The input position %s does not fit this input pipeline (written "
+                            "by another version?): %s", state, message[:160])
+            return False
+        logging.info("Input position restored from %s", state)
+        return True
+
+    def skip_to(self, step, iterator) -> None:
+        """Reaches the input position of `step` by reading the batches before it."""
+        skip = (self.examples_consumed(step) // self.num_workers - self.skip_records) \
+            // self.input_batch if self.skip_records else self.micro.batches_to_skip(step)
+        logging.warning("Skipping %d input batches to reach step %d.", skip, step)
+        for _ in range(skip):
+            next(iterator)
 
     def _read_recipe(self, step: int) -> Optional[dict]:
         path = self._input_state_path(step) + ".json"
@@ -612,8 +626,11 @@ class Trainer:
                                                           drop_remainder=True)
         iterator = iter(dataset)
         input_checkpoint = tf.train.Checkpoint(input=iterator)
-        if start and not self.state.repositioned:
-            self.state.restore_input(start, input_checkpoint, iterator)
+        if start and not self.state.repositioned and start < cfg.num_train_steps and \
+                not self.state.restore_input(start, input_checkpoint):
+            iterator = iter(dataset)
+            input_checkpoint = tf.train.Checkpoint(input=iterator)
+            self.state.skip_to(start, iterator)
         loop = _Loop(int(self.global_step.numpy()))
         if self.cluster is not None:
             # Same starting weights everywhere, whatever each worker initialised or restored.

@@ -72,6 +72,9 @@ def write_pretraining_corpus(path):
 
 
 def main():
+    # A fresh run every time: a previous demo's checkpoints would be resumed (nothing left to
+    # train) instead of showing the pipeline end to end.
+    shutil.rmtree(OUT, ignore_errors=True)
     os.makedirs(OUT, exist_ok=True)
     start = time.time()
 

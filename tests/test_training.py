@@ -398,3 +398,26 @@ def test_resume_with_another_global_batch_continues_at_the_next_example(data, tm
     again = training.Trainer(tasks.BertPretrainer(BertConfig.from_dict(DROPOUT_CONFIG)),
                              cfg, towers.tower_devices(1))
     assert again.restore_or_initialize() == 12
+
+
+def test_an_input_position_of_another_pipeline_is_skipped_to(data, tmp_path, caplog):
+    """A checkpoint whose input position was written by another input pipeline (e.g. before
+    an upgrade changed it): the rerun says so and reaches the step by reading batches."""
+    from absl import logging as absl_logging
+
+    out = "upgraded"
+    train(data, tmp_path, out, n_gpus=1, batch=8, steps=3)
+    cfg = TrainConfig(output_dir=str(tmp_path / out), train_batch_size=8, num_train_steps=5,
+                      num_warmup_steps=1, learning_rate=1e-3, save_checkpoints_steps=100,
+                      log_every_n_steps=1, init_checkpoint=data["init"])
+    trainer = training.Trainer(tasks.BertPretrainer(BertConfig.from_dict(TINY_CONFIG)), cfg,
+                               towers.tower_devices(1))
+    shapes = features.pretraining_shapes(SEQ, PREDS)
+    other = input_pipeline.record_dataset(data["files"], shapes, 8, True, seed=3,
+                                          shuffle_buffer=0)  # another dataset definition
+    with caplog.at_level("WARNING", logger=absl_logging.get_absl_logger().name):
+        trainer.train(other)
+    messages = " ".join(r.getMessage() for r in caplog.records)
+    assert "does not fit this input pipeline" in messages
+    assert "Skipping 3 input batches to reach step 3" in messages
+    assert int(trainer.global_step.numpy()) == 5

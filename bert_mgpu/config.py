@@ -505,6 +505,56 @@ def num_train_steps_for(num_examples: int, global_batch_size: int, epochs: float
     return int(num_examples / global_batch_size * epochs)
 
 
+def _epochs_train_config(cfg, num_items: int, num_workers: int, items: str = "examples",
+                         source: str = "") -> TrainConfig:
+    """A fine-tuning job's TrainConfig: steps = the fork's formula over the global batch of
+    every worker, warmup `warmup_proportion` of them (`cfg` has train, output_dir, model,
+    do_train, num_train_epochs, warmup_proportion).
+
+    Raises:
+      ValueError: training was asked for and the training set makes no step.
+    """
+    global_batch = cfg.train.global_batch_size * num_workers
+    steps = num_train_steps_for(num_items, global_batch, cfg.num_train_epochs)
+    if cfg.do_train and steps < 1:
+        raise ValueError(f"{num_items} training {items}{source} and --num_train_epochs="
+                         f"{cfg.num_train_epochs} make 0 steps of {global_batch} {items} "
+                         f"(train_batch_size x n_gpus x num_accumulation_steps x workers)")
+    steps = max(steps, 1)  # evaluation or prediction only: no schedule is run
+    return TrainConfig.of(cfg.train, output_dir=cfg.output_dir, num_train_steps=steps,
+                          num_warmup_steps=int(steps * cfg.warmup_proportion),
+                          init_checkpoint=cfg.model.init_checkpoint)
+
+
+def _check_epochs(cfg) -> None:
+    if not cfg.num_train_epochs > 0:
+        raise ValueError(f"--num_train_epochs must be > 0, got {cfg.num_train_epochs}")
+    if not 0 <= cfg.warmup_proportion < 1:
+        raise ValueError(f"--warmup_proportion must be in [0, 1), got {cfg.warmup_proportion}")
+
+
+def _check_fine_tuning(cfg) -> None:
+    """The checks the classifier and the tagger share: a tokenizer, something to do, batch
+    sizes, epochs and warmup, layer-wise LR decay."""
+    cfg.model.validate(min_seq_length=3, needs_tokenizer=True)
+    if not (cfg.do_train or cfg.do_eval or cfg.do_predict):
+        raise ValueError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
+    _check_at_least(cfg, 1, "eval_batch_size", "predict_batch_size")
+    _check_epochs(cfg)
+    if not 0 < cfg.layerwise_lr_decay <= 1:
+        raise ValueError(f"--layerwise_lr_decay must be in (0, 1], got {cfg.layerwise_lr_decay}")
+
+
+def _check_eval_during_training(cfg, dev_file: str) -> None:
+    _check_at_least(cfg, 0, "eval_every_n_steps", "early_stopping_patience")
+    if (cfg.keep_best_checkpoint or cfg.early_stopping_patience) and not cfg.eval_every_n_steps:
+        raise ValueError("--keep_best_checkpoint and --early_stopping_patience need "
+                         "--eval_every_n_steps")
+    if cfg.eval_every_n_steps and not (cfg.do_train and cfg.do_eval):
+        raise ValueError(f"--eval_every_n_steps evaluates {dev_file} during training: it needs "
+                         f"--do_train and --do_eval")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ClassifierConfig:
     """run_classifier_mgpu.py (Google's flags, the fork's, and the trainer's)."""
@@ -542,42 +592,15 @@ class ClassifierConfig:
         Raises:
           ValueError: the training set makes no step.
         """
-        global_batch = self.train.global_batch_size * num_workers
-        steps = num_train_steps_for(num_train_examples, global_batch, self.num_train_epochs)
-        if self.do_train and steps < 1:
-            raise ValueError(f"{num_train_examples} training examples and --num_train_epochs="
-                             f"{self.num_train_epochs} make 0 steps of {global_batch} examples "
-                             f"(train_batch_size x n_gpus x num_accumulation_steps x workers)")
-        steps = max(steps, 1)  # evaluation or prediction only: no schedule is run
-        return TrainConfig.of(self.train, output_dir=self.output_dir, num_train_steps=steps,
-                              num_warmup_steps=int(steps * self.warmup_proportion),
-                              init_checkpoint=self.model.init_checkpoint)
+        return _epochs_train_config(self, num_train_examples, num_workers)
 
     def validate(self) -> None:
-        self.model.validate(min_seq_length=3, needs_tokenizer=True)
-        if not (self.do_train or self.do_eval or self.do_predict):
-            raise ValueError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
-        _check_at_least(self, 1, "eval_batch_size", "predict_batch_size")
-        if not self.num_train_epochs > 0:
-            raise ValueError(f"--num_train_epochs must be > 0, got {self.num_train_epochs}")
-        if not 0 <= self.warmup_proportion < 1:
-            raise ValueError(f"--warmup_proportion must be in [0, 1), got "
-                             f"{self.warmup_proportion}")
-        if not 0 < self.layerwise_lr_decay <= 1:
-            raise ValueError(f"--layerwise_lr_decay must be in (0, 1], got "
-                             f"{self.layerwise_lr_decay}")
+        _check_fine_tuning(self)
         if self.truncation not in TRUNCATIONS:
             raise ValueError(f"--truncation must be one of {', '.join(TRUNCATIONS)}, got "
                              f"{self.truncation!r}")
         _check_at_least(self, 0, "head_tokens")
-        _check_at_least(self, 0, "eval_every_n_steps", "early_stopping_patience")
-        if (self.keep_best_checkpoint or self.early_stopping_patience) and \
-                not self.eval_every_n_steps:
-            raise ValueError("--keep_best_checkpoint and --early_stopping_patience need "
-                             "--eval_every_n_steps")
-        if self.eval_every_n_steps and not (self.do_train and self.do_eval):
-            raise ValueError("--eval_every_n_steps evaluates dev.tsv during training: it needs "
-                             "--do_train and --do_eval")
+        _check_eval_during_training(self, "dev.tsv")
         self._validate_task_type()
         self.train.validate()
 
@@ -760,17 +783,8 @@ class SquadConfig:
         Raises:
           ValueError: the training set makes no step.
         """
-        global_batch = self.train.global_batch_size * num_workers
-        steps = num_train_steps_for(num_train_examples, global_batch, self.num_train_epochs)
-        if self.do_train and steps < 1:
-            raise ValueError(f"{num_train_examples} training examples in {self.train_file} and "
-                             f"--num_train_epochs={self.num_train_epochs} make 0 steps of "
-                             f"{global_batch} examples (train_batch_size x n_gpus x "
-                             f"num_accumulation_steps x workers)")
-        steps = max(steps, 1)  # prediction only: no schedule is run
-        return TrainConfig.of(self.train, output_dir=self.output_dir, num_train_steps=steps,
-                              num_warmup_steps=int(steps * self.warmup_proportion),
-                              init_checkpoint=self.model.init_checkpoint)
+        return _epochs_train_config(self, num_train_examples, num_workers,
+                                    source=f" in {self.train_file}")
 
     def validate(self) -> None:
         """Google's `validate_flags_or_throw` (but the model's length, checked with the model
@@ -789,11 +803,7 @@ class SquadConfig:
         if self.model.max_seq_length <= self.max_query_length + 3:
             raise ValueError(f"The max_seq_length ({self.model.max_seq_length}) must be greater "
                              f"than max_query_length ({self.max_query_length}) + 3")
-        if not self.num_train_epochs > 0:
-            raise ValueError(f"--num_train_epochs must be > 0, got {self.num_train_epochs}")
-        if not 0 <= self.warmup_proportion < 1:
-            raise ValueError(f"--warmup_proportion must be in [0, 1), got "
-                             f"{self.warmup_proportion}")
+        _check_epochs(self)
         self.train.validate()
 
 
@@ -893,30 +903,10 @@ class NerConfig:
         Raises:
           ValueError: the training set makes no step.
         """
-        global_batch = self.train.global_batch_size * num_workers
-        steps = num_train_steps_for(num_train_windows, global_batch, self.num_train_epochs)
-        if self.do_train and steps < 1:
-            raise ValueError(f"{num_train_windows} training windows and --num_train_epochs="
-                             f"{self.num_train_epochs} make 0 steps of {global_batch} windows "
-                             f"(train_batch_size x n_gpus x num_accumulation_steps x workers)")
-        steps = max(steps, 1)  # evaluation or prediction only: no schedule is run
-        return TrainConfig.of(self.train, output_dir=self.output_dir, num_train_steps=steps,
-                              num_warmup_steps=int(steps * self.warmup_proportion),
-                              init_checkpoint=self.model.init_checkpoint)
+        return _epochs_train_config(self, num_train_windows, num_workers, items="windows")
 
     def validate(self) -> None:
-        self.model.validate(min_seq_length=3, needs_tokenizer=True)
-        if not (self.do_train or self.do_eval or self.do_predict):
-            raise ValueError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
-        _check_at_least(self, 1, "eval_batch_size", "predict_batch_size")
-        if not self.num_train_epochs > 0:
-            raise ValueError(f"--num_train_epochs must be > 0, got {self.num_train_epochs}")
-        if not 0 <= self.warmup_proportion < 1:
-            raise ValueError(f"--warmup_proportion must be in [0, 1), got "
-                             f"{self.warmup_proportion}")
-        if not 0 < self.layerwise_lr_decay <= 1:
-            raise ValueError(f"--layerwise_lr_decay must be in (0, 1], got "
-                             f"{self.layerwise_lr_decay}")
+        _check_fine_tuning(self)
         if self.tag_scheme not in TAG_SCHEMES:
             raise ValueError(f"--tag_scheme must be one of {', '.join(TAG_SCHEMES)}, got "
                              f"{self.tag_scheme!r}")
@@ -925,12 +915,5 @@ class NerConfig:
             raise ValueError(f"--doc_stride must be in [1, max_seq_length - 2 = {max_tokens}] "
                              f"(windows must overlap or touch to cover every token), got "
                              f"{self.doc_stride}")
-        _check_at_least(self, 0, "eval_every_n_steps", "early_stopping_patience")
-        if (self.keep_best_checkpoint or self.early_stopping_patience) and \
-                not self.eval_every_n_steps:
-            raise ValueError("--keep_best_checkpoint and --early_stopping_patience need "
-                             "--eval_every_n_steps")
-        if self.eval_every_n_steps and not (self.do_train and self.do_eval):
-            raise ValueError("--eval_every_n_steps evaluates dev.txt during training: it needs "
-                             "--do_train and --do_eval")
+        _check_eval_during_training(self, "dev.txt")
         self.train.validate()

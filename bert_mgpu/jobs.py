@@ -70,6 +70,18 @@ class Job:
             shard_index=self.cluster.task_index if self.cluster is not None else 0,
             masking=masking)
 
+    def weights_for_prediction(self, trainer) -> None:
+        """With --keep_best_checkpoint, loads the kept best model into `trainer` (else the
+        current weights predict); the log says which."""
+        best = evaluation.best_checkpoint(self.cfg.output_dir) \
+            if getattr(self.cfg, "keep_best_checkpoint", False) else None
+        if best is not None:
+            checkpoint.restore_checkpoint(best, trainer.variables)
+            logging.info("Predicting with the best checkpoint %s (--keep_best_checkpoint)", best)
+        else:
+            logging.info("Predicting with the weights at global_step %d",
+                         int(trainer.global_step.numpy()))
+
     def write_eval_results(self, result: Mapping) -> None:
         training.write_eval_results(os.path.join(self.cfg.output_dir, "eval_results.txt"),
                                     result)
@@ -236,14 +248,7 @@ def _evaluate_classifier(job: Job, trainer, data, eval_file, num_eval) -> dict:
 
 
 def _predict_classifier(job: Job, trainer, data, predict_file, num_predict) -> None:
-    best = evaluation.best_checkpoint(job.cfg.output_dir) if job.cfg.keep_best_checkpoint \
-        else None
-    if best is not None:
-        checkpoint.restore_checkpoint(best, trainer.variables)
-        logging.info("Predicting with the best checkpoint %s (--keep_best_checkpoint)", best)
-    else:
-        logging.info("Predicting with the weights at global_step %d",
-                     int(trainer.global_step.numpy()))
+    job.weights_for_prediction(trainer)
     logging.info("***** Running prediction: %d examples, batch size %d *****", num_predict,
                  job.cfg.predict_batch_size)
     outputs = trainer.predict(input_pipeline.record_dataset(
@@ -548,14 +553,7 @@ def _predicted_file_tags(trainer, data, split, dataset):
 def _predict_ner(job: Job, trainer, data, test) -> None:
     from bert_mgpu.data import ner_data
 
-    best = evaluation.best_checkpoint(job.cfg.output_dir) if job.cfg.keep_best_checkpoint \
-        else None
-    if best is not None:
-        checkpoint.restore_checkpoint(best, trainer.variables)
-        logging.info("Predicting with the best checkpoint %s (--keep_best_checkpoint)", best)
-    else:
-        logging.info("Predicting with the weights at global_step %d",
-                     int(trainer.global_step.numpy()))
+    job.weights_for_prediction(trainer)
     logging.info("***** Running prediction: %d sentences, %d windows, batch size %d *****",
                  len(test.sentences), test.num_records, job.cfg.predict_batch_size)
     tags = _predicted_file_tags(trainer, data, test, input_pipeline.record_dataset(

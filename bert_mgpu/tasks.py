@@ -54,6 +54,24 @@ class Task(Protocol):
         """Named outputs of one batch, each with the batch as its first dimension."""
 
 
+class _MeanOverExamples:
+    """For tasks whose loss is the mean over the global batch's examples of a per-example loss
+    (`per_example_loss(features, training)`, float32 [B]): each slice returns its sum divided
+    by the global example count."""
+
+    @staticmethod
+    def context(features) -> Tensors:
+        return {"num_examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)}
+
+    def tower_loss(self, features, context, training=True) -> Dict:
+        loss_sum = tf.reduce_sum(self.per_example_loss(features, training))
+        return {"loss": loss_sum / context["num_examples"], "sums": {"loss_sum": loss_sum}}
+
+    @staticmethod
+    def metrics(sums, context) -> Tensors:
+        return {"loss": sums["loss_sum"] / context["num_examples"]}
+
+
 def _ratio(a, b) -> float:
     return float(a) / float(b) if float(b) else 0.0
 
@@ -176,7 +194,7 @@ class BertPretrainer(tf.Module):
         return out
 
 
-class BertClassifier(tf.Module):
+class BertClassifier(_MeanOverExamples, tf.Module):
     """Google's `run_classifier` model: `BertModel` + `ClassifierHead`; the loss of a global
     batch is the mean cross-entropy over its examples. `classifier_input` chooses what the head
     reads (heads.classifier_features; "pooled" is Google's)."""
@@ -206,17 +224,8 @@ class BertClassifier(tf.Module):
                                                self.classifier_input)
         return self.classifier(head_input, features.get("label_ids"), training=training)
 
-    @staticmethod
-    def context(features) -> Tensors:
-        return {"num_examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)}
-
-    def tower_loss(self, features, context, training=True) -> Dict:
-        loss_sum = tf.reduce_sum(self._forward(features, training)["per_example_loss"])
-        return {"loss": loss_sum / context["num_examples"], "sums": {"loss_sum": loss_sum}}
-
-    @staticmethod
-    def metrics(sums, context) -> Tensors:
-        return {"loss": sums["loss_sum"] / context["num_examples"]}
+    def per_example_loss(self, features, training) -> tf.Tensor:
+        return self._forward(features, training)["per_example_loss"]
 
     def eval_sums(self, features) -> Tensors:
         """Losses, and the confusion matrix [num_labels (true), num_labels (predicted)]."""
@@ -260,7 +269,7 @@ class BertClassifier(tf.Module):
         return {"probabilities": self._forward(features, training=False)["probabilities"]}
 
 
-class SquadTask(tf.Module):
+class SquadTask(_MeanOverExamples, tf.Module):
     """Google's `run_squad` model: `BertModel` + `SpanHead` on the sequence output.
 
     The loss of a global batch is Google's `(mean start cross-entropy + mean end cross-entropy)
@@ -287,17 +296,8 @@ class SquadTask(tf.Module):
         return self.span(out.sequence_output, features["start_positions"],
                          features["end_positions"])
 
-    @staticmethod
-    def context(features) -> Tensors:
-        return {"num_examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)}
-
-    def tower_loss(self, features, context, training=True) -> Dict:
-        loss_sum = tf.reduce_sum(self._forward(features, training)["per_example_loss"])
-        return {"loss": loss_sum / context["num_examples"], "sums": {"loss_sum": loss_sum}}
-
-    @staticmethod
-    def metrics(sums, context) -> Tensors:
-        return {"loss": sums["loss_sum"] / context["num_examples"]}
+    def per_example_loss(self, features, training) -> tf.Tensor:
+        return self._forward(features, training)["per_example_loss"]
 
     def eval_sums(self, features) -> Tensors:
         """On training-format records (with positions): the loss and how often the most
@@ -329,7 +329,7 @@ class SquadTask(tf.Module):
         return {"unique_ids": tf.reshape(features["unique_ids"], [-1]),
                 "start_logits": out["start_logits"], "end_logits": out["end_logits"]}
 
-class _LinearHeadTask(tf.Module):
+class _LinearHeadTask(_MeanOverExamples, tf.Module):
     """`BertModel` + the classifier's output layer (Google's `output_weights` [num_outputs, W],
     `output_bias`) without the softmax; the loss of a global batch is the mean over its
     examples of a per-example loss (`_per_example_loss`)."""
@@ -358,18 +358,8 @@ class _LinearHeadTask(tf.Module):
     def _per_example_loss(self, logits, label_values) -> tf.Tensor:
         raise NotImplementedError()
 
-    @staticmethod
-    def context(features) -> Tensors:
-        return {"num_examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)}
-
-    def tower_loss(self, features, context, training=True) -> Dict:
-        loss_sum = tf.reduce_sum(self._per_example_loss(
-            self._logits(features, training), features["label_values"]))
-        return {"loss": loss_sum / context["num_examples"], "sums": {"loss_sum": loss_sum}}
-
-    @staticmethod
-    def metrics(sums, context) -> Tensors:
-        return {"loss": sums["loss_sum"] / context["num_examples"]}
+    def per_example_loss(self, features, training) -> tf.Tensor:
+        return self._per_example_loss(self._logits(features, training), features["label_values"])
 
     def _loss_sums(self, per_example_loss) -> Tensors:
         return {

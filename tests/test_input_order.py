@@ -162,3 +162,16 @@ def test_a_training_file_sorted_by_label_trains_like_a_shuffled_one(review_sets,
     # Google's buffer of 100 over the sorted file sees one class, then the other: it ends
     # predicting the last class (what users got before; still reachable by flag).
     assert fine_tune(review_sets, "sorted", tmp_path / "c", "--shuffle_buffer_size=100") < 0.6
+
+
+def test_a_tsv_with_a_bom_and_windows_line_endings_reads_as_a_plain_one(tmp_path):
+    """Users' own train.tsv as Excel/Notepad write it: a UTF-8 BOM and CRLF line ends."""
+    from bert_mgpu.data import processors
+
+    rows = "sentence\tlabel\r\ngood movie\t1\r\nbad movie\t0\r\n"
+    (tmp_path / "train.tsv").write_bytes(b"\xef\xbb\xbf" + rows.encode("utf-8"))
+    processor = processors.get_processor("tsv", None)
+    examples = processor.get_train_examples(str(tmp_path))
+    assert [(e.text_a, e.text_b, e.label) for e in examples] == [
+        ("good movie", None, "1"), ("bad movie", None, "0")]
+    assert processor.get_labels(str(tmp_path)) == ["0", "1"]

@@ -155,7 +155,13 @@ def worker_ours(args):
         raise RuntimeError(f"{len(times)} updates run, {steps} expected")
     params = sum(int(v.shape.num_elements()) for v in trainer.variables.values())
     json.dump({"times": times, "losses": losses, "devices": devices, "params": params,
-               "tf": tf.__version__}, sys.stdout)
+               "tf": tf.__version__, "peak_rss_mb": peak_rss_mb()}, sys.stdout)
+
+
+def peak_rss_mb():
+    """This process's peak resident memory (ru_maxrss, KiB on Linux) in MiB."""
+    import resource  # pylint: disable=import-outside-toplevel
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def run_worker(argv, python=sys.executable):
@@ -369,16 +375,17 @@ def build_report(args, results, matmul, started, load, busy):
         f"{rounds} rounds (all rounds in the last column). The peer is Hugging Face "
         "`BertForPreTraining` built from a `BertConfig` object, `torch.optim.AdamW`, "
         "`clip_grad_norm_`, batches already in memory (bench/pretraining_hf_peer.py, run by "
-        "the oracle venv's Python), timed the same way.",
+        "the oracle venv's Python), timed the same way. Peak RSS: the worker process's own "
+        "peak resident memory (`ru_maxrss`: framework, data, model, optimizer state).",
         "",
         "| run | examples/s (global) | step, median (s) | vs peer | vs ours n_gpus=1 fp32 | "
-        f"MFU | first {w} updates (s) | examples/s, every round |",
-        "|---|---:|---:|---:|---:|---:|---:|---|",
+        f"MFU | first {w} updates (s) | peak RSS (MiB) | examples/s, every round |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
         f"| peer: HF `BertForPreTraining`, PyTorch CPU | {peer['examples_per_sec']:.2f} | "
         f"{peer['step_median']:.3f} | 1.00x | "
         f"{peer['examples_per_sec'] / base['examples_per_sec']:.2f}x | "
         f"{mfu(peer, peer_flops):.0%} (of its own FLOPs) | {peer['startup']:.1f} | "
-        + ", ".join(f"{x:.2f}" for x in peer["all_rounds"]) + " |",
+        f"{peer['peak_rss_mb']:.0f} | " + ", ".join(f"{x:.2f}" for x in peer["all_rounds"]) + " |",
     ]
     for label, n_gpus, precision, xla in OUR_RUNS:
         r = results[label]
@@ -389,7 +396,8 @@ def build_report(args, results, matmul, started, load, busy):
             f"| {label} | {r['examples_per_sec']:.2f} | {r['step_median']:.3f} | "
             f"**{r['examples_per_sec'] / peer['examples_per_sec']:.2f}x** | "
             f"{r['examples_per_sec'] / base['examples_per_sec']:.2f}x | {m} | "
-            f"{r['startup']:.1f} | " + ", ".join(f"{x:.2f}" for x in r["all_rounds"]) + " |")
+            f"{r['startup']:.1f} | {r['peak_rss_mb']:.0f} | "
+            + ", ".join(f"{x:.2f}" for x in r["all_rounds"]) + " |")
     ratio = base["examples_per_sec"] / peer["examples_per_sec"]
     tower_ratio = two["examples_per_sec"] / base["examples_per_sec"]
     base_mfu = mfu(base, ours_flops)

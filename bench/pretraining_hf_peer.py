@@ -13,6 +13,7 @@ memory, so the peer pays nothing for input.
 
 import argparse
 import json
+import resource
 import sys
 import time
 
@@ -88,7 +89,9 @@ def main():
     json.dump({"times": times, "losses": losses, "params": params,
                "torch": torch.__version__, "transformers": transformers.__version__,
                "threads": torch.get_num_threads(), "attn_implementation": attn,
-               "python": sys.version.split()[0]}, sys.stdout)
+               "python": sys.version.split()[0],
+               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024},
+              sys.stdout)
 
 
 if __name__ == "__main__":

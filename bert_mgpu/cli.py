@@ -486,7 +486,10 @@ def check_model_files(model: config.ModelFiles) -> None:
             raise FlagError(f"--{flag}: {path} has {size} tokens, more than vocab_size "
                             f"{bert_config.vocab_size} in {model.bert_config_file} (ids past "
                             f"the embedding table)")
-    if model.vocab_file or model.spm_model_file:
+    # Google's casing check, for the scripts that tokenize text (they define --do_lower_case,
+    # the flag its error tells the user to set). run_pretraining.py reads ids: its --vocab_file
+    # (dynamic masking) only names the special tokens, whatever the checkpoint's casing.
+    if (model.vocab_file or model.spm_model_file) and "do_lower_case" in FLAGS:
         tokenization.validate_case_matches_checkpoint(model.do_lower_case,
                                                       model.init_checkpoint)
 

@@ -492,6 +492,17 @@ def test_flag_and_records_disagree_is_one_line(script_files, tmp_path, case, mes
     assert last.startswith("run_pretraining.py: ERROR: ") and message in last, last
 
 
+def test_cased_checkpoint_is_not_refused_for_its_casing(script_files, tmp_path):
+    """run_pretraining.py has no --do_lower_case (it reads ids): Google's casing check, whose
+    error asks for that flag, must not stop continued pretraining of a cased model with
+    --dynamic_masking's --vocab_file. The next check (the checkpoint exists) is what fails."""
+    cased = "/x/cased_L-12_H-768_A-12/bert_model.ckpt"
+    proc = run(script_args(script_files, str(tmp_path / "out"), (f"--init_checkpoint={cased}",)))
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "seems to be a cased model" not in last and cased in last, last
+
+
 def test_masking_flags_without_dynamic_masking_are_refused():
     from bert_mgpu.config import ModelFiles, TrainOptions
     cfg = PretrainingConfig(model=ModelFiles(), train=TrainOptions(), output_dir="o",

@@ -417,8 +417,7 @@ def _wordpiece_pieces(words: Dict[str, int], wanted: int, progress_interval: flo
     (a, b) with the largest count(ab) * log(count(ab) * N / (count(a) * count(b))) over the
     weighted words is merged (N: the symbols at the start; the gain in unigram log-likelihood
     that merge brings, to first order). Ties: higher pair count, then the smaller pair as
-    strings, so the result is deterministic.
-    Pair counts are updated incrementally; a lazy max-heap holds the candidates.
+    strings, so the result is deterministic (see `_PairMerges`).
 
     Args:
         words: dict str word -> int count.
@@ -428,97 +427,130 @@ def _wordpiece_pieces(words: Dict[str, int], wanted: int, progress_interval: flo
     Returns:
         list of str tokens, possibly fewer than `wanted`.
     """
-    word_list = sorted(words)
-    counts = [words[w] for w in word_list]
-    seqs = [[w[0]] + ["##" + c for c in w[1:]] for w in word_list]
-    symbol_count: collections.Counter = collections.Counter()
-    pair_count: collections.Counter = collections.Counter()
-    where: Dict[Tuple[str, str], set] = collections.defaultdict(set)
-    # symbol -> the pairs it is part of: when a merge lowers a symbol's count, the score of each
-    # of those pairs rises and a fresh heap entry is pushed for it.
-    pairs_of: Dict[str, set] = collections.defaultdict(set)
-    for i, (seq, count) in enumerate(zip(seqs, counts)):
-        for j, symbol in enumerate(seq):
-            symbol_count[symbol] += count
-            if j:
-                pair = (seq[j - 1], symbol)
-                pair_count[pair] += count
-                where[pair].add(i)
-    for a, b in pair_count:
-        pairs_of[a].add((a, b))
-        pairs_of[b].add((a, b))
-
-    total = sum(symbol_count.values())
-
-    def entry(pair):
-        n = pair_count[pair]
-        return (-n * math.log(n * total / (symbol_count[pair[0]] * symbol_count[pair[1]])),
-                -n, pair)
-
-    # Lazy max-heap: an entry is current when it equals entry(pair); every change of a pair's
-    # score pushes a current entry, stale ones are dropped or re-queued when popped.
-    heap = [entry(p) for p in pair_count]
-    heapq.heapify(heap)
+    merges = _PairMerges(words)
     output: List[str] = []
-    known = set(symbol_count)
+    known = set(merges.symbol_count)
     progress = Progress("wordpiece merges", total=wanted, interval=progress_interval)
-    while heap and len(output) < wanted:
-        top = heapq.heappop(heap)
-        pair = top[2]
-        if pair_count.get(pair, 0) <= 0:
-            continue
-        current = entry(pair)
-        if top != current:
-            if current < top:
-                heapq.heappush(heap, current)
-            continue
-        a, b = pair
-        new = a + (b[2:] if b.startswith("##") else b)
-        changed_pairs = set()
-        for i in where.pop(pair, ()):
-            seq, count = seqs[i], counts[i]
-            out = []
-            j = 0
-            while j < len(seq):
-                if j + 1 < len(seq) and seq[j] == a and seq[j + 1] == b:
-                    out.append(new)
-                    j += 2
-                else:
-                    out.append(seq[j])
-                    j += 1
-            if len(out) == len(seq):
-                continue
-            for k in range(1, len(seq)):
-                old = (seq[k - 1], seq[k])
-                pair_count[old] -= count
-                changed_pairs.add(old)
-            for symbol in seq:
-                symbol_count[symbol] -= count
-            for symbol in out:
-                symbol_count[symbol] += count
-            for k in range(1, len(out)):
-                p = (out[k - 1], out[k])
-                pair_count[p] += count
-                where[p].add(i)
-                changed_pairs.add(p)
-            seqs[i] = out
-        changed_pairs |= pairs_of[a] | pairs_of[b]
-        for p in changed_pairs:
-            if pair_count.get(p, 0) > 0:
-                pairs_of[p[0]].add(p)
-                pairs_of[p[1]].add(p)
-                heapq.heappush(heap, entry(p))
-            else:
-                pair_count.pop(p, None)
-                where.pop(p, None)
-                pairs_of[p[0]].discard(p)
-                pairs_of[p[1]].discard(p)
+    while len(output) < wanted:
+        pair = merges.best()
+        if pair is None:
+            break
+        new = merges.merge(pair)
         if new not in known:
             known.add(new)
             output.append(new)
             progress.update()
     progress.done()
     return output
+
+
+class _PairMerges:
+    """The weighted words as symbol sequences, with incrementally updated symbol and adjacent
+    pair counts and a lazy max-heap of the pairs' merge scores.
+
+    Heap entries are (-score, -pair count, pair): an entry is current when it equals
+    `_entry(pair)`; every change of a pair's score pushes a current entry, and stale ones are
+    dropped or re-queued when popped.
+    """
+
+    def __init__(self, words: Dict[str, int]):
+        word_list = sorted(words)
+        self.counts = [words[w] for w in word_list]
+        self.seqs = [[w[0]] + ["##" + c for c in w[1:]] for w in word_list]
+        self.symbol_count: collections.Counter = collections.Counter()
+        self.pair_count: collections.Counter = collections.Counter()
+        self.where: Dict[Tuple[str, str], set] = collections.defaultdict(set)  # pair -> words
+        # symbol -> the pairs it is part of: when a merge lowers a symbol's count, the score of
+        # each of those pairs rises and a fresh heap entry is pushed for it.
+        self.pairs_of: Dict[str, set] = collections.defaultdict(set)
+        for i, (seq, count) in enumerate(zip(self.seqs, self.counts)):
+            for j, symbol in enumerate(seq):
+                self.symbol_count[symbol] += count
+                if j:
+                    pair = (seq[j - 1], symbol)
+                    self.pair_count[pair] += count
+                    self.where[pair].add(i)
+        for a, b in self.pair_count:
+            self.pairs_of[a].add((a, b))
+            self.pairs_of[b].add((a, b))
+        self.total = sum(self.symbol_count.values())
+        self.heap = [self._entry(p) for p in self.pair_count]
+        heapq.heapify(self.heap)
+
+    def _entry(self, pair):
+        n = self.pair_count[pair]
+        score = n * math.log(n * self.total
+                             / (self.symbol_count[pair[0]] * self.symbol_count[pair[1]]))
+        return (-score, -n, pair)
+
+    def best(self) -> Optional[Tuple[str, str]]:
+        """The pair with the highest current score (None when no pair is left)."""
+        while self.heap:
+            top = heapq.heappop(self.heap)
+            pair = top[2]
+            if self.pair_count.get(pair, 0) <= 0:
+                continue
+            current = self._entry(pair)
+            if top == current:
+                return pair
+            if current < top:
+                heapq.heappush(self.heap, current)
+        return None
+
+    def merge(self, pair: Tuple[str, str]) -> str:
+        """Merges `pair` in every word that has it; returns the merged symbol."""
+        a, b = pair
+        new = a + (b[2:] if b.startswith("##") else b)
+        changed = set()
+        for i in self.where.pop(pair, ()):
+            changed |= self._merge_in_word(i, a, b, new)
+        self._requeue(changed | self.pairs_of[a] | self.pairs_of[b])
+        return new
+
+    def _merge_in_word(self, i: int, a: str, b: str, new: str) -> set:
+        """Replaces every adjacent (a, b) of word `i` by `new`; returns the pairs whose counts
+        changed."""
+        seq, count = self.seqs[i], self.counts[i]
+        out = []
+        j = 0
+        while j < len(seq):
+            if j + 1 < len(seq) and seq[j] == a and seq[j + 1] == b:
+                out.append(new)
+                j += 2
+            else:
+                out.append(seq[j])
+                j += 1
+        if len(out) == len(seq):
+            return set()
+        changed = set()
+        for k in range(1, len(seq)):
+            old = (seq[k - 1], seq[k])
+            self.pair_count[old] -= count
+            changed.add(old)
+        for symbol in seq:
+            self.symbol_count[symbol] -= count
+        for symbol in out:
+            self.symbol_count[symbol] += count
+        for k in range(1, len(out)):
+            p = (out[k - 1], out[k])
+            self.pair_count[p] += count
+            self.where[p].add(i)
+            changed.add(p)
+        self.seqs[i] = out
+        return changed
+
+    def _requeue(self, pairs: set) -> None:
+        """Pushes current entries for the live pairs among `pairs`; forgets the dead ones."""
+        for p in pairs:
+            if self.pair_count.get(p, 0) > 0:
+                self.pairs_of[p[0]].add(p)
+                self.pairs_of[p[1]].add(p)
+                heapq.heappush(self.heap, self._entry(p))
+            else:
+                self.pair_count.pop(p, None)
+                self.where.pop(p, None)
+                self.pairs_of[p[0]].discard(p)
+                self.pairs_of[p[1]].discard(p)
 
 
 def _pool_size(wanted: int, taken: int) -> int:

@@ -371,83 +371,96 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer,
     unique_id = FIRST_UNIQUE_ID
     cls_id, sep_id = tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]"])
     progress = Progress("SQuAD examples converted", total=len(examples))
-    last_doc_tokens = None
+    doc = None
     for example_index, example in enumerate(examples):
         query_tokens = tokenizer.tokenize(example.question_text)[:max_query_length]
-
         # The questions of a paragraph share its token list: tokenize it once.
-        if example.doc_tokens is not last_doc_tokens:
-            last_doc_tokens = example.doc_tokens
-            tok_to_orig_index: List[int] = []
-            orig_to_tok_index: List[int] = []
-            all_doc_tokens: List[str] = []
-            for i, token in enumerate(example.doc_tokens):
-                orig_to_tok_index.append(len(all_doc_tokens))
-                sub_tokens = tokenizer.tokenize(token)
-                tok_to_orig_index.extend([i] * len(sub_tokens))
-                all_doc_tokens.extend(sub_tokens)
-            all_doc_ids = tokenizer.convert_tokens_to_ids(all_doc_tokens)
-
-        tok_start_position = tok_end_position = None
-        if is_training and example.is_impossible:
-            tok_start_position = tok_end_position = -1
-        if is_training and not example.is_impossible:
-            tok_start_position = orig_to_tok_index[example.start_position]
-            if example.end_position < len(example.doc_tokens) - 1:
-                tok_end_position = orig_to_tok_index[example.end_position + 1] - 1
-            else:
-                tok_end_position = len(all_doc_tokens) - 1
-            tok_start_position, tok_end_position = improve_answer_span(
-                all_doc_tokens, tok_start_position, tok_end_position, tokenizer,
-                example.orig_answer_text)
+        if doc is None or example.doc_tokens is not doc.words:
+            doc = _TokenizedDoc.of(example.doc_tokens, tokenizer)
+        answer = (_answer_token_span(example, doc, tokenizer) if is_training
+                  else _NOT_TRAINING)
 
         # [CLS], [SEP] and [SEP].
         max_tokens_for_doc = max_seq_length - len(query_tokens) - 3
-        doc_spans = doc_spans_of(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
-        max_context = max_context_span_indexes(doc_spans, len(all_doc_tokens))
+        doc_spans = doc_spans_of(len(doc.tokens), max_tokens_for_doc, doc_stride)
+        max_context = max_context_span_indexes(doc_spans, len(doc.tokens))
         query_ids = tokenizer.convert_tokens_to_ids(query_tokens)
         doc_offset = len(query_tokens) + 2
 
         for doc_span_index, doc_span in enumerate(doc_spans):
             window = range(doc_span.start, doc_span.start + doc_span.length)
-            tokens = (["[CLS]"] + query_tokens + ["[SEP]"]
-                      + all_doc_tokens[window.start:window.stop] + ["[SEP]"])
-            token_to_orig_map = {doc_offset + i: tok_to_orig_index[s]
-                                 for i, s in enumerate(window)}
-            token_is_max_context = {doc_offset + i: max_context[s] == doc_span_index
-                                    for i, s in enumerate(window)}
-            input_ids = ([cls_id] + query_ids + [sep_id] + all_doc_ids[window.start:window.stop]
+            input_ids = ([cls_id] + query_ids + [sep_id] + doc.ids[window.start:window.stop]
                          + [sep_id])
             n = len(input_ids)
             padding = [0] * (max_seq_length - n)
-            input_mask = [1] * n + padding
-            segment_ids = [0] * doc_offset + [1] * (doc_span.length + 1) + padding
-            input_ids += padding
-
-            start_position = end_position = None
-            if is_training and not example.is_impossible:
-                # A window without the whole answer has nothing to predict: 0/0 ([CLS]).
-                doc_start = doc_span.start
-                doc_end = doc_span.start + doc_span.length - 1
-                if tok_start_position >= doc_start and tok_end_position <= doc_end:
-                    start_position = tok_start_position - doc_start + doc_offset
-                    end_position = tok_end_position - doc_start + doc_offset
-                else:
-                    start_position = end_position = 0
-            if is_training and example.is_impossible:
-                start_position = end_position = 0
-
+            start_position, end_position = _window_positions(answer, window, doc_offset)
             yield SquadFeature(
                 unique_id=unique_id, example_index=example_index, doc_span_index=doc_span_index,
-                tokens=tokens, token_to_orig_map=token_to_orig_map,
-                token_is_max_context=token_is_max_context, input_ids=input_ids,
-                input_mask=input_mask, segment_ids=segment_ids, start_position=start_position,
-                end_position=end_position, is_impossible=example.is_impossible)
+                tokens=(["[CLS]"] + query_tokens + ["[SEP]"]
+                        + doc.tokens[window.start:window.stop] + ["[SEP]"]),
+                token_to_orig_map={doc_offset + i: doc.tok_to_orig[s]
+                                   for i, s in enumerate(window)},
+                token_is_max_context={doc_offset + i: max_context[s] == doc_span_index
+                                      for i, s in enumerate(window)},
+                input_ids=input_ids + padding, input_mask=[1] * n + padding,
+                segment_ids=[0] * doc_offset + [1] * (doc_span.length + 1) + padding,
+                start_position=start_position, end_position=end_position,
+                is_impossible=example.is_impossible)
             unique_id += 1
         progress.update()
     if examples:
         progress.done()
 
+
+@dataclasses.dataclass(frozen=True)
+class _TokenizedDoc:
+    """A paragraph's words (`SquadExample.doc_tokens`) as WordPieces, with both index maps."""
+    words: Sequence[str]
+    tokens: List[str]  # the paragraph's WordPieces
+    ids: List[int]
+    tok_to_orig: List[int]  # WordPiece index -> word index
+    orig_to_tok: List[int]  # word index -> index of its first WordPiece
+
+    @classmethod
+    def of(cls, words: Sequence[str], tokenizer) -> "_TokenizedDoc":
+        tok_to_orig: List[int] = []
+        orig_to_tok: List[int] = []
+        tokens: List[str] = []
+        for i, word in enumerate(words):
+            orig_to_tok.append(len(tokens))
+            pieces = tokenizer.tokenize(word)
+            tok_to_orig.extend([i] * len(pieces))
+            tokens.extend(pieces)
+        return cls(words, tokens, tokenizer.convert_tokens_to_ids(tokens), tok_to_orig,
+                   orig_to_tok)
+
+
+def _answer_token_span(example: SquadExample, doc: _TokenizedDoc,
+                       tokenizer) -> Optional[Tuple[int, int]]:
+    """The answer's first and last WordPiece in the paragraph (None: impossible question),
+    tightened to the answer text as Google's `_improve_answer_span` does."""
+    if example.is_impossible:
+        return None
+    start = doc.orig_to_tok[example.start_position]
+    if example.end_position < len(example.doc_tokens) - 1:
+        end = doc.orig_to_tok[example.end_position + 1] - 1
+    else:
+        end = len(doc.tokens) - 1
+    return improve_answer_span(doc.tokens, start, end, tokenizer, example.orig_answer_text)
+
+
+_NOT_TRAINING = object()  # the answer span when features are made for prediction
+
+
+def _window_positions(answer, window: range, doc_offset: int):
+    """Training labels of one doc-stride window: the answer's positions in the feature, or 0/0
+    ([CLS]) for an impossible question (`answer` None) or a window without the whole answer;
+    (None, None) for prediction features (`answer` is `_NOT_TRAINING`)."""
+    if answer is _NOT_TRAINING:
+        return None, None
+    if answer is None or not (answer[0] >= window.start and answer[1] <= window.stop - 1):
+        return 0, 0
+    return answer[0] - window.start + doc_offset, answer[1] - window.start + doc_offset
 
 # ---------------------------------------------------------------------------------------------
 # Records

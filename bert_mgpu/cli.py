@@ -139,12 +139,16 @@ _SPECS = {
                                         "cls/seq_relationship variables."),
     # run_classifier_mgpu.py
     "data_dir": ("string", None, "The input data dir. Should contain the .tsv files (or other "
-                                 "data files) for the task."),
+                                 "data files) for the task. Several tasks: one dir per task, "
+                                 "comma-separated."),
     "task_name": ("string", None, "The name of the task to train: cola, mnli, mrpc, xnli, stsb "
                                   "(GLUE's STS-B, a regression), or tsv (your own "
-                                  "train/dev/test.tsv with a header row; see --task_type)."),
+                                  "train/dev/test.tsv with a header row; see --task_type). "
+                                  "Comma-separated names train several tasks at once on one "
+                                  "encoder (multi-task; --data_dir one dir per task)."),
     "label_list": ("list", None, "tsv task: the labels in id order (default: the sorted set of "
-                                 "labels in train.tsv)."),
+                                 "labels in train.tsv). Several tasks: one list per task, "
+                                 "separated by ';' (empty: that task's default)."),
     "truncation": ("enum", "head", "How to shorten a long single text: 'head' keeps the "
                                    "beginning (Google); 'head_tail' keeps --head_tokens from "
                                    "the start and the rest from the end (Sun et al. 2019).",
@@ -155,12 +159,17 @@ _SPECS = {
                                          "learning_rate * RATE^(L - l), the embeddings RATE^L, "
                                          "the classifier the full rate. 1.0 = off."),
     # run_classifier_mgpu.py task types and head input (tasks.py).
-    "task_type": ("enum", "classification",
+    "task_type": ("string", "classification",
                   "tsv task: classification (one label per row, softmax); regression (a number "
                   "in the label column, one output, mean squared error; eval_pearson, "
                   "eval_spearman, eval_mse); multilabel (comma-separated labels, possibly none; "
                   "sigmoid + binary cross-entropy; eval_f1_micro, eval_f1_macro, "
-                  "eval_exact_match). --task_name=stsb is regression.", config.TASK_TYPES),
+                  "eval_exact_match). --task_name=stsb is regression. Several tasks: one type "
+                  "per task, comma-separated, or one for all."),
+    "task_sampling": ("enum", "proportional",
+                      "Several tasks: how the task of each global batch is drawn (a function "
+                      "of --random_seed and the step): proportional to its training examples, "
+                      "sqrt (to their square root), uniform.", config.TASK_SAMPLINGS),
     "multilabel_threshold": ("float", 0.5, "--task_type=multilabel: a label is predicted when "
                                            "its probability is above this."),
     "classifier_input": ("enum", "pooled", "What the output layer reads: pooled (Google: "
@@ -179,7 +188,9 @@ _SPECS = {
                                             "--keep_checkpoint_max); --do_predict uses it."),
     "best_metric": ("string", "eval_accuracy", "The eval_results key that decides the best "
                                                "checkpoint and early stopping (losses: lower "
-                                               "is better; others: higher)."),
+                                               "is better; others: higher). Several tasks: "
+                                               "one per task, comma-separated, or one for all; "
+                                               "their mean decides."),
     "early_stopping_patience": ("integer", 0, "Stop training after this many evaluations "
                                               "without improvement of --best_metric (0 = "
                                               "never)."),
@@ -620,7 +631,7 @@ def define_classifier_flags():
                  ("do_predict", "predict_batch_size", "num_train_epochs", "warmup_proportion",
                   "data_dir", "task_name", "label_list", "truncation", "head_tokens",
                   "layerwise_lr_decay"), EVAL_DURING_TRAINING_FLAGS,
-                 ("task_type", "multilabel_threshold", "classifier_input"),
+                 ("task_type", "multilabel_threshold", "classifier_input", "task_sampling"),
                  # Fine-tuning shuffles the whole training set every epoch (Google's buffer of
                  # 100 learns nothing from a file sorted by label).
                  defaults={"shuffle_buffer_size": 0})
@@ -632,23 +643,34 @@ def classifier_config() -> config.ClassifierConfig:
     from bert_mgpu.data import processors
 
     label_list = tuple(FLAGS.label_list) if FLAGS.label_list else None
-    processors.get_processor(FLAGS.task_name, label_list)  # an unknown --task_name: at start
+    names = config.split_tasks(FLAGS.task_name)
+    # An unknown --task_name: at start.
+    for name in names:
+        processors.get_processor(name, label_list if len(names) == 1 else None)
     cfg = _training_job_config(config.ClassifierConfig, task_name=FLAGS.task_name.lower(),
                                label_list=label_list, **classifier_task_defaults())
+    if cfg.num_tasks > 1:
+        for task in cfg.task_configs():  # each task's --label_list
+            processors.get_processor(task.task_name, task.label_list)
     check_weights_to_evaluate(cfg)
     return cfg
 
 
 def classifier_task_defaults() -> dict:
     """--task_type where the task fixes it (stsb: regression) and --best_metric's default per
-    task type (eval_accuracy is a classification metric), unless given on the command line."""
+    task type (eval_accuracy is a classification metric), unless given on the command line;
+    per task of a multi-task run (comma-separated)."""
     out = {}
-    if not FLAGS["task_type"].present:
-        out["task_type"] = config.TASK_TYPE_OF.get(FLAGS.task_name.lower(), FLAGS.task_type)
-    task_type = out.get("task_type", FLAGS.task_type)
+    if FLAGS["task_type"].present:
+        task_types = config.split_tasks(FLAGS.task_type)
+    else:
+        task_types = [config.TASK_TYPE_OF.get(name.lower(), FLAGS.task_type)
+                      for name in config.split_tasks(FLAGS.task_name)]
+        out["task_type"] = ",".join(task_types)
     if not FLAGS["best_metric"].present:
-        out["best_metric"] = {"regression": "eval_pearson",
-                              "multilabel": "eval_f1_micro"}.get(task_type, FLAGS.best_metric)
+        out["best_metric"] = ",".join(
+            {"regression": "eval_pearson", "multilabel": "eval_f1_micro"}.get(t, FLAGS.best_metric)
+            for t in task_types)
     return out
 
 

@@ -258,6 +258,32 @@ TASK_TYPES = ("classification", "regression", "multilabel")
 CLASSIFIER_INPUTS = ("pooled", "cls", "mean", "cls_last4")
 # Tasks whose type is fixed by their data (the others are classification, or any with tsv).
 TASK_TYPE_OF = {"stsb": "regression"}
+# Multi-task fine-tuning: how the task of each global batch is drawn (data/multitask.py).
+TASK_SAMPLINGS = ("proportional", "sqrt", "uniform")
+
+
+def split_tasks(value: Optional[str]) -> list:
+    """A comma-separated per-task flag value -> its entries, stripped ('' -> [''])."""
+    return [v.strip() for v in (value or "").split(",")]
+
+
+def task_labels(task_names) -> list:
+    """Each task's label in a multi-task run (its subdirectory OUTPUT_DIR/<label> and its head's
+    scope `task_<label>/`): the task name, or `<name>_<index>` (its 0-based position in
+    --task_name) for a name given more than once."""
+    names = [n.lower() for n in task_names]
+    return [n if names.count(n) == 1 else f"{n}_{i}" for i, n in enumerate(names)]
+
+
+def _per_task(value: str, n: int, flag: str, what: str = "value") -> list:
+    """One entry of a comma-separated flag per task: one entry applies to every task."""
+    values = split_tasks(value)
+    if len(values) == 1:
+        return values * n
+    if len(values) != n:
+        raise ValueError(f"--{flag} has {len(values)} {what}s for {n} tasks (--task_name): give "
+                         f"one for every task, or one for all")
+    return values
 
 
 def _check_at_least(obj, minimum: int, *names: str) -> None:
@@ -583,7 +609,46 @@ class ClassifierConfig:
     task_type: str = "classification"
     multilabel_threshold: float = 0.5
     classifier_input: str = "pooled"
+    task_sampling: str = "proportional"
     flags: Dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def num_tasks(self) -> int:
+        """Tasks trained together (comma-separated --task_name); 1 = Google's single task."""
+        return len(split_tasks(self.task_name))
+
+    def task_configs(self) -> list:
+        """One single-task config per task of a multi-task run: its task name, data dir, task
+        type, label list and --best_metric (each flag: one entry per task, or one for all;
+        --label_list: label lists separated by ';'), its output_dir OUTPUT_DIR/<label> (see
+        `task_labels`). A single-task run: [self].
+
+        Raises:
+          ValueError: a per-task flag has neither one entry nor one per task.
+        """
+        names = split_tasks(self.task_name)
+        n = len(names)
+        if n == 1:
+            return [self]
+        dirs = split_tasks(self.data_dir)
+        if len(dirs) != n:
+            raise ValueError(f"--data_dir has {len(dirs)} directories for {n} tasks "
+                             f"(--task_name={self.task_name}): give one per task, "
+                             f"comma-separated, in the same order")
+        types = _per_task(self.task_type, n, "task_type")
+        metrics = _per_task(self.best_metric, n, "best_metric")
+        groups = ",".join(self.label_list or ()).split(";")
+        if len(groups) not in (1, n):
+            raise ValueError(f"--label_list has {len(groups)} label lists (separated by ';') "
+                             f"for {n} tasks (--task_name): give one per task (empty for a "
+                             f"task's default), or one for all")
+        label_lists = [tuple(x.strip() for x in g.split(",") if x.strip()) or None
+                       for g in (groups * n if len(groups) == 1 else groups)]
+        return [dataclasses.replace(self, task_name=name, data_dir=d, task_type=t,
+                                    best_metric=m, label_list=labels,
+                                    output_dir=os.path.join(self.output_dir, label))
+                for name, d, t, m, labels, label in zip(names, dirs, types, metrics,
+                                                        label_lists, task_labels(names))]
 
     def train_config(self, num_train_examples: int = 0, num_workers: int = 1) -> TrainConfig:
         """The trainer's config; its steps come from the training set's size (the fork's
@@ -601,8 +666,19 @@ class ClassifierConfig:
                              f"{self.truncation!r}")
         _check_at_least(self, 0, "head_tokens")
         _check_eval_during_training(self, "dev.tsv")
-        self._validate_task_type()
+        for task in self.task_configs():
+            task._validate_task_type()
+        if self.num_tasks > 1:
+            self._validate_multitask()
         self.train.validate()
+
+    def _validate_multitask(self) -> None:
+        if self.task_sampling not in TASK_SAMPLINGS:
+            raise ValueError(f"--task_sampling must be one of {', '.join(TASK_SAMPLINGS)}, got "
+                             f"{self.task_sampling!r}")
+        if self.train.batch_ramp_steps:
+            raise ValueError("--batch_ramp_steps cannot be used with several --task_name: a "
+                             "multi-task global batch is one task's, the ramp would re-cut it")
 
     def _validate_task_type(self) -> None:
         """--task_type / --multilabel_threshold / --classifier_input against the task."""

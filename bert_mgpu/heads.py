@@ -128,22 +128,25 @@ class NextSentenceHead(tf.Module):
 
 class ClassifierHead(tf.Module):
     """Google's `run_classifier.create_model` head: dropout, then a linear layer, on the pooled
-    output; variables at the root: `output_weights` [num_labels, H], `output_bias` [num_labels]."""
+    output; variables at the root: `output_weights` [num_labels, H], `output_bias` [num_labels]
+    (under `scope/` when a scope is given: one head per task of a multi-task run)."""
 
     def __init__(self, config, num_labels, dropout_prob=CLASSIFIER_DROPOUT_PROB,
-                 input_width=None):
+                 input_width=None, scope: str = ""):
         """input_width: the width of the features it reads (default the hidden size H;
-        `classifier_input_width` gives it per --classifier_input)."""
+        `classifier_input_width` gives it per --classifier_input). scope: the variables' prefix
+        ("" = Google's root-level names)."""
         super().__init__(name=None)
         if num_labels < 1:
             raise ValueError(f"num_labels must be >= 1, got {num_labels}")
         self.num_labels = num_labels
         self.dropout_prob = dropout_prob
         self._store = modeling.ParameterStore()
+        prefix = f"{scope}/" if scope else ""
         self.output_weights = self._store.add(
-            "output_weights", [num_labels, input_width or config.hidden_size],
+            f"{prefix}output_weights", [num_labels, input_width or config.hidden_size],
             modeling.truncated_normal_initializer(0.02))  # Google: stddev=0.02, not the config's
-        self.output_bias = self._store.add("output_bias", [num_labels],
+        self.output_bias = self._store.add(f"{prefix}output_bias", [num_labels],
                                            modeling.zeros_initializer)
 
     def named_variables(self):

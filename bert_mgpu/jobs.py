@@ -18,8 +18,9 @@ from absl import logging
 
 from bert_mgpu import checkpoint, evaluation, modeling, tasks, tokenization, towers, training
 from bert_mgpu.cluster import Cluster
+from bert_mgpu import config
 from bert_mgpu.config import BertConfig, ModelFiles, TrainConfig
-from bert_mgpu.data import classifier_data, features, input_pipeline, processors
+from bert_mgpu.data import classifier_data, features, input_pipeline, multitask, processors
 
 
 def make_tokenizer(model: ModelFiles) -> tokenization.FullTokenizer:
@@ -180,22 +181,16 @@ def run_classifier(cfg) -> dict:
     """Runs run_classifier_mgpu.py with a `config.ClassifierConfig`; returns the eval results.
 
     Follows Google's `run_classifier.py` and the multi-GPU fork (see classifier_data.py for the
-    files, config.ClassifierConfig.train_config for the steps).
+    files, config.ClassifierConfig.train_config for the steps). Several --task_name: multi-task
+    fine-tuning (`_run_multitask_classifier`).
     """
     job = start_job(cfg)
     if cfg.classifier_input == "cls_last4" and job.bert_config.num_hidden_layers < 4:
         raise ValueError(f"--classifier_input=cls_last4 needs at least 4 layers; "
                          f"--bert_config_file has {job.bert_config.num_hidden_layers}")
-    processor = processors.get_processor(cfg.task_name, cfg.label_list, cfg.task_type)
-    labels = processor.get_labels(cfg.data_dir)
-    if cfg.task_type == "multilabel" and not labels:
-        raise processors.DataError(f"{cfg.data_dir}: no label in train.tsv's label column and "
-                                   f"no --label_list (--task_type=multilabel)")
-    data = classifier_data.FeatureFiles(cfg, processor, make_tokenizer(cfg.model),
-                                        labels)
-    # Every input file is read and checked (and its features cached) before training starts.
-    splits = {split: data.get(split) for split, wanted in (
-        ("train", cfg.do_train), ("dev", cfg.do_eval), ("test", cfg.do_predict)) if wanted}
+    if cfg.num_tasks > 1:
+        return _run_multitask_classifier(job)
+    labels, data, splits = _classifier_data(cfg, make_tokenizer(cfg.model))
     train_file, num_train = splits.get("train", (None, 0))
     train_cfg = cfg.train_config(num_train, job.num_workers)
     if cfg.do_train:
@@ -205,11 +200,8 @@ def run_classifier(cfg) -> dict:
     job.save_effective_config(labels=labels, task_type=cfg.task_type,
                               best_metric=cfg.best_metric)
     task = classifier_task(cfg, job, labels)
-    multipliers = None
-    if cfg.layerwise_lr_decay != 1.0:
-        multipliers = modeling.layerwise_lr_multipliers(
-            task.named_variables(), job.bert_config.num_hidden_layers, cfg.layerwise_lr_decay)
-    trainer = FullEvaluation(job.trainer(task, train_cfg, multipliers))
+    _log_head_initialisation(cfg, task)
+    trainer = FullEvaluation(_fine_tuning_trainer(job, task, train_cfg))
     if cfg.do_train:
         trainer.train(job.training_input([train_file], data.shapes, train_cfg),
                       on_step=_periodic_evaluator(job, trainer, data, splits.get("dev")))
@@ -217,10 +209,59 @@ def run_classifier(cfg) -> dict:
         trainer.restore_or_initialize()
     result = {}
     if job.chief and cfg.do_eval:  # evaluation, prediction and their files are the chief's
-        result = _evaluate_classifier(job, trainer, data, *splits["dev"])
+        result = _evaluate_classifier(cfg, trainer, data, *splits["dev"])
     if job.chief and cfg.do_predict:
-        _predict_classifier(job, trainer, data, *splits["test"])
+        job.weights_for_prediction(trainer)
+        _predict_classifier(cfg, trainer, data, *splits["test"])
     return result
+
+
+def _classifier_data(cfg, tokenizer):
+    """(labels, feature files, splits) of one classifier task (`cfg`: a single task's config):
+    every input file the run needs is read and checked (and its features cached) before
+    training starts; splits maps "train"/"dev"/"test" to (record file, number of examples)."""
+    processor = processors.get_processor(cfg.task_name, cfg.label_list, cfg.task_type)
+    labels = processor.get_labels(cfg.data_dir)
+    if cfg.task_type == "multilabel" and not labels:
+        raise processors.DataError(f"{cfg.data_dir}: no label in train.tsv's label column and "
+                                   f"no --label_list (--task_type=multilabel)")
+    data = classifier_data.FeatureFiles(cfg, processor, tokenizer, labels)
+    splits = {split: data.get(split) for split, wanted in (
+        ("train", cfg.do_train), ("dev", cfg.do_eval), ("test", cfg.do_predict)) if wanted}
+    return labels, data, splits
+
+
+def _fine_tuning_trainer(job: Job, task, train_cfg: TrainConfig) -> training.Trainer:
+    """The trainer of a fine-tuning task, with --layerwise_lr_decay's learning-rate factors."""
+    multipliers = None
+    if job.cfg.layerwise_lr_decay != 1.0:
+        multipliers = modeling.layerwise_lr_multipliers(
+            task.named_variables(), job.bert_config.num_hidden_layers,
+            job.cfg.layerwise_lr_decay)
+    return job.trainer(task, train_cfg, multipliers)
+
+
+def _log_head_initialisation(cfg, task) -> None:
+    """States what --init_checkpoint gives the output layer(s) when it holds classifier heads
+    under other names (a multi-task run's `task_<label>/` heads for a single task, or the
+    reverse): the encoder is restored by name, those heads are not used, the run's own heads
+    start from random initialisation."""
+    if not cfg.model.init_checkpoint:
+        return
+    try:
+        prefix = checkpoint.resolve_checkpoint_path(cfg.model.init_checkpoint)
+    except (ValueError, OSError):
+        return  # the trainer's initialisation names the problem
+    in_checkpoint = {name for name, _ in tf.train.list_variables(prefix)}
+    heads = sorted(n for n in in_checkpoint if n.endswith("output_weights") and
+                   not n.startswith(("bert/", "cls/")))
+    own = [n for n in task.named_variables() if n.endswith("output_weights")]
+    if heads and not in_checkpoint.intersection(own):
+        logging.info("--init_checkpoint %s has the classifier head(s) %s, not this run's %s: "
+                     "the encoder (bert/) is initialised from it by name, its heads are not "
+                     "used, and this run's output layer(s) start from random initialisation "
+                     "(when training starts from it, not when resuming from --output_dir).",
+                     prefix, ", ".join(heads), ", ".join(own))
 
 
 def _periodic_evaluator(job: Job, trainer, data, dev):
@@ -237,51 +278,174 @@ def _periodic_evaluator(job: Job, trainer, data, dev):
         is_chief=job.chief)
 
 
-def _evaluate_classifier(job: Job, trainer, data, eval_file, num_eval) -> dict:
+def _evaluate_classifier(cfg, trainer, data, eval_file, num_eval, write: bool = True) -> dict:
+    """The dev set's results (`cfg`: a single task's config); written to its output_dir's
+    eval_results.txt unless `write` is False."""
     logging.info("***** Running evaluation: %d examples, batch size %d *****", num_eval,
-                 job.cfg.eval_batch_size)
+                 cfg.eval_batch_size)
     result = trainer.evaluate(input_pipeline.record_dataset(
-        [eval_file], data.shapes, job.cfg.eval_batch_size, is_training=False))
+        [eval_file], data.shapes, cfg.eval_batch_size, is_training=False))
     result["eval_examples"] = num_eval
-    job.write_eval_results(result)
+    if write:
+        tf.io.gfile.makedirs(cfg.output_dir)
+        training.write_eval_results(os.path.join(cfg.output_dir, "eval_results.txt"), result)
     return result
 
 
-def _predict_classifier(job: Job, trainer, data, predict_file, num_predict) -> None:
-    job.weights_for_prediction(trainer)
+def _predict_classifier(cfg, trainer, data, predict_file, num_predict) -> None:
+    """test_results.tsv and predict.txt of one task (`cfg`: its config) in its output_dir."""
     logging.info("***** Running prediction: %d examples, batch size %d *****", num_predict,
-                 job.cfg.predict_batch_size)
+                 cfg.predict_batch_size)
     outputs = trainer.predict(input_pipeline.record_dataset(
-        [predict_file], data.shapes, job.cfg.predict_batch_size, is_training=False))
-    task_type = job.cfg.task_type
-    predictions = outputs.get("predictions" if task_type == "regression" else "probabilities",
-                              np.zeros([0]))
+        [predict_file], data.shapes, cfg.predict_batch_size, is_training=False))
+    predictions = outputs.get("predictions" if cfg.task_type == "regression"
+                              else "probabilities", np.zeros([0]))
     if len(predictions) != num_predict:
         raise RuntimeError(f"predicted {len(predictions)} of {num_predict} examples")
-    if task_type == "regression":
-        classifier_data.write_regression_predictions(job.cfg.output_dir, predictions)
-    elif task_type == "multilabel":
-        classifier_data.write_multilabel_predictions(job.cfg.output_dir, predictions,
-                                                     data.label_list,
-                                                     job.cfg.multilabel_threshold)
-    else:
-        classifier_data.write_predictions(job.cfg.output_dir, predictions)
-    logging.info("Wrote %d predictions to %s (test_results.tsv, predict.txt)", num_predict,
-                 job.cfg.output_dir)
-
-
-def classifier_task(cfg, job: Job, labels: Sequence[str]):
-    """The task of --task_type (classification: Google's BertClassifier)."""
-    dtype = job.compute_dtype()
+    tf.io.gfile.makedirs(cfg.output_dir)
     if cfg.task_type == "regression":
-        return tasks.BertRegressor(job.bert_config, compute_dtype=dtype,
-                                   classifier_input=cfg.classifier_input)
+        classifier_data.write_regression_predictions(cfg.output_dir, predictions)
+    elif cfg.task_type == "multilabel":
+        classifier_data.write_multilabel_predictions(cfg.output_dir, predictions,
+                                                     data.label_list, cfg.multilabel_threshold)
+    else:
+        classifier_data.write_predictions(cfg.output_dir, predictions)
+    logging.info("Wrote %d predictions to %s (test_results.tsv, predict.txt)", num_predict,
+                 cfg.output_dir)
+
+
+def classifier_task(cfg, job: Job, labels: Sequence[str], encoder=None, scope: str = ""):
+    """The task of --task_type (classification: Google's BertClassifier); `encoder` and
+    `scope` make it one task of a multi-task model (tasks.MultiTaskClassifier)."""
+    dtype = job.compute_dtype()
+    shared = dict(compute_dtype=dtype, classifier_input=cfg.classifier_input, encoder=encoder,
+                  scope=scope)
+    if cfg.task_type == "regression":
+        return tasks.BertRegressor(job.bert_config, **shared)
     if cfg.task_type == "multilabel":
-        return tasks.BertMultiLabelClassifier(
-            job.bert_config, len(labels), compute_dtype=dtype, label_names=labels,
-            threshold=cfg.multilabel_threshold, classifier_input=cfg.classifier_input)
-    return tasks.BertClassifier(job.bert_config, len(labels), compute_dtype=dtype,
-                                label_names=labels, classifier_input=cfg.classifier_input)
+        return tasks.BertMultiLabelClassifier(job.bert_config, len(labels), label_names=labels,
+                                              threshold=cfg.multilabel_threshold, **shared)
+    return tasks.BertClassifier(job.bert_config, len(labels), label_names=labels, **shared)
+
+
+# -- multi-task fine-tuning ----------------------------------------------------------------------
+
+def _run_multitask_classifier(job: Job) -> dict:
+    """Several --task_name on one encoder: one head per task (`task_<label>/`), each global
+    batch one task's, drawn by --task_sampling (data/multitask.py); each task evaluated and
+    predicted in OUTPUT_DIR/<label>/, the mean of the tasks' --best_metric for the best
+    checkpoint; OUTPUT_DIR/eval_results.txt holds every task's results as `<label>/<key>`."""
+    cfg = job.cfg
+    task_cfgs = cfg.task_configs()
+    labels = config.task_labels([t.task_name for t in task_cfgs])
+    mean_metric = multitask_mean_metric([t.best_metric for t in task_cfgs])
+    tokenizer = make_tokenizer(cfg.model)
+    inputs = [_classifier_data(t, tokenizer) for t in task_cfgs]  # (labels, data, splits)
+    num_train = [splits["train"][1] if cfg.do_train else 0 for _, _, splits in inputs]
+    train_cfg = cfg.train_config(sum(num_train), job.num_workers)
+    probabilities = multitask.sampling_probabilities(num_train, cfg.task_sampling) \
+        if cfg.do_train else None
+    if cfg.do_train:
+        logging.info("***** Running multi-task training: %d examples, %g epochs, %d steps, "
+                     "--task_sampling=%s *****", sum(num_train), cfg.num_train_epochs,
+                     train_cfg.num_train_steps, cfg.task_sampling)
+        for label, n, p in zip(labels, num_train, probabilities):
+            logging.info("  task %s: %d examples, drawn for %.1f%% of the batches", label, n,
+                         100 * p)
+    job.save_effective_config(tasks=[
+        {"label": label, "task_name": t.task_name, "data_dir": t.data_dir,
+         "task_type": t.task_type, "labels": task_labels, "best_metric": t.best_metric}
+        for label, t, (task_labels, _, _) in zip(labels, task_cfgs, inputs)],
+        best_metric=mean_metric)
+    encoder = modeling.BertModel(job.bert_config, compute_dtype=job.compute_dtype())
+    model = tasks.MultiTaskClassifier(encoder, {
+        label: classifier_task(t, job, task_labels, encoder,
+                               tasks.MultiTaskClassifier.head_scope(label))
+        for label, t, (task_labels, _, _) in zip(labels, task_cfgs, inputs)})
+    _log_head_initialisation(cfg, model)
+    trainer = _fine_tuning_trainer(job, model, train_cfg)
+    dev = _MultiTaskEvaluation(trainer, model, task_cfgs, inputs, mean_metric) \
+        if cfg.do_eval else None
+    if cfg.do_train:
+        on_step = None
+        if cfg.eval_every_n_steps:
+            on_step = evaluation.PeriodicEvaluator(
+                dev, lambda: None, cfg.output_dir, cfg.eval_every_n_steps,
+                best_metric=mean_metric, keep_best=cfg.keep_best_checkpoint,
+                patience=cfg.early_stopping_patience, is_chief=job.chief)
+        trainer.train(multitask.training_dataset(
+            [(splits["train"][0], data.shapes) for _, data, splits in inputs],
+            train_cfg.global_batch_size, train_cfg.random_seed, probabilities,
+            num_shards=job.num_workers,
+            shard_index=job.cluster.task_index if job.cluster is not None else 0),
+            on_step=on_step)
+    else:
+        trainer.restore_or_initialize()
+    result = {}
+    if job.chief and cfg.do_eval:
+        result = dev.evaluate(write=True)
+        job.write_eval_results(result)
+    if job.chief and cfg.do_predict:
+        job.weights_for_prediction(trainer)
+        for t, task, (_, data, splits) in zip(task_cfgs, model.tasks, inputs):
+            _predict_classifier(t, trainer.with_task(task), data, *splits["test"])
+    return result
+
+
+def multitask_mean_metric(metrics: Sequence[str]) -> str:
+    """The name of the scalar that picks the best checkpoint of a multi-task run, the mean over
+    the tasks of each one's --best_metric: `mean_<metric>` when every task uses the same one,
+    else `mean_best_metric` (scores) or `mean_best_loss` (losses).
+
+    Raises:
+      ValueError: the metrics do not improve in one direction (losses and scores mixed).
+    """
+    lower = {evaluation.lower_is_better(m) for m in metrics}
+    if len(lower) > 1:
+        raise ValueError(f"--best_metric={','.join(metrics)}: the mean of losses (lower is "
+                         f"better) and scores (higher is better) means nothing; choose metrics "
+                         f"that improve in one direction")
+    if len(set(metrics)) == 1:
+        return f"mean_{metrics[0]}"
+    return "mean_best_loss" if lower == {True} else "mean_best_metric"
+
+
+class _MultiTaskEvaluation:
+    """The dev sets of a multi-task run: each task's results (the trainer's evaluation of that
+    task, `FullEvaluation` included) as `<label>/<key>`, plus the mean over the tasks of their
+    --best_metric. Stands in for the trainer in `evaluation.PeriodicEvaluator` (everything but
+    `evaluate` is the trainer's)."""
+
+    def __init__(self, trainer, model, task_cfgs, inputs, mean_metric: str):
+        self.trainer, self.task_cfgs, self.inputs = trainer, task_cfgs, inputs
+        self.labels = model.labels
+        self.views = [FullEvaluation(trainer.with_task(task)) for task in model.tasks]
+        self.mean_metric = mean_metric
+
+    def __getattr__(self, name):  # cfg, variables, global_step: the trainer's
+        return getattr(self.trainer, name)
+
+    def evaluate(self, dataset=None, write: bool = False) -> dict:
+        """Every task's dev results (`dataset` is unused: each task reads its own dev file);
+        with `write`, each also to OUTPUT_DIR/<label>/eval_results.txt.
+
+        Raises:
+          ValueError: a task's --best_metric is not among its results, naming both.
+        """
+        del dataset
+        result, best = {}, []
+        for label, t, view, (_, data, splits) in zip(self.labels, self.task_cfgs, self.views,
+                                                      self.inputs):
+            task_result = _evaluate_classifier(t, view, data, *splits["dev"], write=write)
+            if t.best_metric not in task_result:
+                raise ValueError(f"--best_metric={t.best_metric} is not an evaluation result of "
+                                 f"task {label}; choose one of {', '.join(sorted(task_result))}")
+            best.append(float(task_result[t.best_metric]))
+            result.update({f"{label}/{k}": v for k, v in task_result.items()
+                           if k != "global_step"})
+        result[self.mean_metric] = float(np.mean(best))
+        result["global_step"] = int(self.trainer.global_step.numpy())
+        return result
 
 
 class FullEvaluation:
@@ -473,11 +637,7 @@ def run_ner(cfg) -> dict:
     job.save_effective_config(labels=data.labels, doc_stride=data.doc_stride)
     task = tasks.TaggingTask(job.bert_config, len(data.labels),
                              compute_dtype=job.compute_dtype(), tag_names=data.labels)
-    multipliers = None
-    if cfg.layerwise_lr_decay != 1.0:
-        multipliers = modeling.layerwise_lr_multipliers(
-            task.named_variables(), job.bert_config.num_hidden_layers, cfg.layerwise_lr_decay)
-    trainer = job.trainer(task, train_cfg, multipliers)
+    trainer = _fine_tuning_trainer(job, task, train_cfg)
     if cfg.do_train:
         trainer.train(job.training_input([splits["train"].path], data.shapes, train_cfg),
                       on_step=_ner_periodic_evaluator(job, trainer, data, splits.get("dev")))

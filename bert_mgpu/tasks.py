@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_mgpu import heads, metrics as metrics_lib, modeling
+from bert_mgpu.data import features as features_lib
 
 Tensors = Dict[str, tf.Tensor]
 
@@ -197,10 +198,13 @@ class BertPretrainer(tf.Module):
 class BertClassifier(_MeanOverExamples, tf.Module):
     """Google's `run_classifier` model: `BertModel` + `ClassifierHead`; the loss of a global
     batch is the mean cross-entropy over its examples. `classifier_input` chooses what the head
-    reads (heads.classifier_features; "pooled" is Google's)."""
+    reads (heads.classifier_features; "pooled" is Google's). `encoder` and `scope` make one task
+    of a multi-task model (`MultiTaskClassifier`): a shared `BertModel`, the head under
+    `scope/`."""
 
     def __init__(self, config, num_labels, compute_dtype=tf.float32,
-                 label_names: Optional[Sequence[str]] = None, classifier_input: str = "pooled"):
+                 label_names: Optional[Sequence[str]] = None, classifier_input: str = "pooled",
+                 encoder: Optional[modeling.BertModel] = None, scope: str = ""):
         super().__init__(name=None)
         self.config = config
         self.num_labels = num_labels
@@ -208,10 +212,11 @@ class BertClassifier(_MeanOverExamples, tf.Module):
             [str(i) for i in range(num_labels)]
         if len(self.label_names) != num_labels:
             raise ValueError(f"{len(self.label_names)} label names for {num_labels} labels")
-        self.bert = modeling.BertModel(config, compute_dtype=compute_dtype)
+        self.bert = encoder if encoder is not None else modeling.BertModel(
+            config, compute_dtype=compute_dtype)
         self.classifier_input = classifier_input
         self.classifier = heads.ClassifierHead(
-            config, num_labels,
+            config, num_labels, scope=scope,
             input_width=heads.classifier_input_width(config, classifier_input))
 
     def named_variables(self):
@@ -335,13 +340,15 @@ class _LinearHeadTask(_MeanOverExamples, tf.Module):
     examples of a per-example loss (`_per_example_loss`)."""
 
     def __init__(self, config, num_outputs, compute_dtype=tf.float32,
-                 classifier_input: str = "pooled"):
+                 classifier_input: str = "pooled", encoder: Optional[modeling.BertModel] = None,
+                 scope: str = ""):
         super().__init__(name=None)
         self.config = config
         self.classifier_input = classifier_input
-        self.bert = modeling.BertModel(config, compute_dtype=compute_dtype)
+        self.bert = encoder if encoder is not None else modeling.BertModel(
+            config, compute_dtype=compute_dtype)
         self.classifier = heads.ClassifierHead(
-            config, num_outputs,
+            config, num_outputs, scope=scope,
             input_width=heads.classifier_input_width(config, classifier_input))
 
     def named_variables(self):
@@ -386,8 +393,9 @@ class BertRegressor(_LinearHeadTask):
     set: jobs.FullEvaluation).
     """
 
-    def __init__(self, config, compute_dtype=tf.float32, classifier_input: str = "pooled"):
-        super().__init__(config, 1, compute_dtype, classifier_input)
+    def __init__(self, config, compute_dtype=tf.float32, classifier_input: str = "pooled",
+                 encoder: Optional[modeling.BertModel] = None, scope: str = ""):
+        super().__init__(config, 1, compute_dtype, classifier_input, encoder, scope)
 
     def _per_example_loss(self, logits, label_values):
         return tf.square(logits[:, 0] - tf.cast(label_values[:, 0], tf.float32))
@@ -438,8 +446,9 @@ class BertMultiLabelClassifier(_LinearHeadTask):
 
     def __init__(self, config, num_labels, compute_dtype=tf.float32,
                  label_names: Optional[Sequence[str]] = None, threshold: float = 0.5,
-                 classifier_input: str = "pooled"):
-        super().__init__(config, num_labels, compute_dtype, classifier_input)
+                 classifier_input: str = "pooled", encoder: Optional[modeling.BertModel] = None,
+                 scope: str = ""):
+        super().__init__(config, num_labels, compute_dtype, classifier_input, encoder, scope)
         self.num_labels = num_labels
         self.threshold = threshold
         self.label_names = [str(n) for n in label_names] if label_names is not None else \
@@ -484,6 +493,89 @@ class BertMultiLabelClassifier(_LinearHeadTask):
     def predict(self, features) -> Tensors:
         """`probabilities` float32 [B, num_labels] (the sigmoids)."""
         return {"probabilities": tf.sigmoid(self._logits(features, training=False))}
+
+
+# ---------------------------------------------------------------------------------------------
+# Multi-task fine-tuning (run_classifier_mgpu.py with several --task_name)
+
+class MultiTaskClassifier(tf.Module):
+    """Several classifier tasks on one encoder: `tasks[i]` (a `BertClassifier`, `BertRegressor`
+    or `BertMultiLabelClassifier` built with `encoder=` this model's `bert` and
+    `scope=head_scope(labels[i])`) owns the head `task_<label>/output_weights`,
+    `task_<label>/output_bias`; the `bert/` variables exist once.
+
+    Training batches come from one task each (data/multitask.py): the union of the tasks'
+    features (`label_ids` [B, 1] and/or `label_values` [B, W], zero-padded to the widest task)
+    plus `task_id` int32 [B]. The trainer asks `route(features)` (eagerly) whose batch it is and
+    traces one update per task with `routes[i]`, that task's loss alone, so the other heads get
+    no gradient (None, not zeros): the optimizer leaves them and their Adam slots untouched, as
+    Google's AdamWeightDecay skips a variable without a gradient (a zero gradient would still
+    move a head by its momentum and weight decay). Evaluation and prediction run one task at a
+    time on its own records (`training.Trainer.with_task(tasks[i])`).
+    """
+
+    def __init__(self, encoder: modeling.BertModel, tasks_by_label: Mapping[str, tf.Module]):
+        super().__init__(name=None)
+        self.bert = encoder
+        self.labels = list(tasks_by_label)
+        self.tasks = list(tasks_by_label.values())
+        if any(task.bert is not encoder for task in self.tasks):
+            raise ValueError("every task of a MultiTaskClassifier must share its encoder")
+        self.routes = [_OneTaskOfBatch(task) for task in self.tasks]
+
+    @staticmethod
+    def head_scope(label: str) -> str:
+        """The variable scope of a task's head."""
+        return f"task_{label}"
+
+    def named_variables(self):
+        return modeling.merge_named_variables(self.bert, *(t.classifier for t in self.tasks))
+
+    def route(self, features: Mapping[str, tf.Tensor]) -> int:
+        """The index of the task of a global batch (eager: it selects the traced update).
+
+        Raises:
+          ValueError: the batch mixes tasks (its rows were re-cut: see data/multitask.py).
+        """
+        ids = np.unique(features[features_lib.TASK_ID].numpy())
+        if len(ids) != 1:
+            raise ValueError(f"a multi-task training batch mixes tasks {ids.tolist()}: each "
+                             f"batch must be one task's (a rerun with another global batch "
+                             f"cannot re-cut them; rerun with the same --train_batch_size, "
+                             f"--n_gpus and --num_accumulation_steps)")
+        return int(ids[0])
+
+    def _one_task_at_a_time(self, features):
+        raise TypeError("a multi-task model is evaluated and predicted one task at a time: "
+                        "Trainer.with_task(model.tasks[i])")
+
+    eval_sums = predict = _one_task_at_a_time
+
+
+class _OneTaskOfBatch:
+    """A task's training contract (`context`, `tower_loss`, `metrics`) on multi-task batches:
+    the task sees the inputs and its own label feature, cut to its width."""
+
+    def __init__(self, task):
+        self.task = task
+        if isinstance(task, BertClassifier):
+            self.label_feature, self.width = "label_ids", 1
+        else:
+            self.label_feature, self.width = "label_values", task.classifier.num_labels
+
+    def _own(self, features) -> Tensors:
+        own = {k: features[k] for k in ("input_ids", "input_mask", "segment_ids")}
+        own[self.label_feature] = features[self.label_feature][:, :self.width]
+        return own
+
+    def context(self, features) -> Tensors:
+        return self.task.context(self._own(features))
+
+    def tower_loss(self, features, context, training=True) -> Dict:
+        return self.task.tower_loss(self._own(features), context, training)
+
+    def metrics(self, sums, context) -> Tensors:
+        return self.task.metrics(sums, context)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ checkpoint; the learning-rate schedule is a function of `global_step`, so it res
 SIGHUP/SIGTERM/SIGINT finish the current step, write a checkpoint and return normally.
 """
 
+import copy
 import json
 import os
 import re
@@ -169,7 +170,7 @@ class UpdateStep:
                                                   jit_compile=cfg.use_xla,
                                                   substitute=modeling.parameter_values)
         self.accumulators = None
-        self._grad_is_none = None
+        self._grad_is_none = {}  # per route: which variables the traced towers leave without
         if cfg.num_accumulation_steps > 1:
             # Accumulation always completes within one update, so these are never saved.
             self.accumulators = [tf.Variable(tf.zeros_like(v), trainable=False)
@@ -179,14 +180,19 @@ class UpdateStep:
         self._accumulate = tf.function(self._accumulate_impl)
         self._apply_accumulated = tf.function(self._apply_accumulated_impl)
 
-    def _tower_fn(self, shard, example_offset, step, context):
+    def _task_of(self, route):
+        """The task whose loss a batch trains: the task, or for a routed (multi-task) batch
+        `task.routes[route]` (see `__call__`)."""
+        return self.task if route is None else self.task.routes[route]
+
+    def _tower_fn(self, shard, example_offset, step, context, route=None):
         # Dropout masks keyed by (seed, step, global example position): the same whatever the
         # split over towers, micro-batches and workers, and again after a resume.
         with modeling.dropout_stream(self.cfg.random_seed, step, example_offset,
                                      _batch_rows(shard)):
-            return self.task.tower_loss(shard, context, training=True)
+            return self._task_of(route).tower_loss(shard, context, training=True)
 
-    def towers(self, features, context, offset=0):
+    def towers(self, features, context, offset=0, route=None):
         """Summed (still loss-scaled) gradients of the towers on one micro-batch, and their
         summed statistics.
 
@@ -195,6 +201,7 @@ class UpdateStep:
           context: the task's normalisers of the global batch.
           offset: int scalar, the position of the micro-batch's first example in the global
             batch (of every worker).
+          route: None, or (a routed task) the index of the batch's task, a Python int.
         """
         shards = towers.split_batch(features, self.cfg.n_gpus)
         rows = _batch_rows(shards[0])
@@ -202,7 +209,8 @@ class UpdateStep:
         step = self.global_step.read_value()
         tower_args = [(offset + i * rows, step) for i in range(len(shards))]
         outputs, grads = towers.run_towers(self._grad_fn, shards, self.devices,
-                                           self.loss_scale, context, tower_args=tower_args)
+                                           self.loss_scale, context, route,
+                                           tower_args=tower_args)
         return towers.sum_gradients(grads), _sum_dicts(o["sums"] for o in outputs)
 
     def _worker_offset(self, features):
@@ -211,9 +219,9 @@ class UpdateStep:
             return tf.constant(0, tf.int64)
         return self.cluster.task_index * _batch_rows(features)
 
-    def _global_context_impl(self, features):
+    def _global_context_impl(self, features, route=None):
         """The task's normalisers of the global batch: summed over workers."""
-        context = self.task.context(features)
+        context = self._task_of(route).context(features)
         if self.cluster is None:
             return context
         keys = sorted(context)
@@ -278,23 +286,23 @@ class UpdateStep:
         self.loss_scale.assign(new_scale)
         self.good_steps.assign(new_good)
 
-    def _train_step_impl(self, features, stop):
-        context = self._global_context_impl(features)
-        grads, sums = self.towers(features, context, self._worker_offset(features))
+    def _train_step_impl(self, features, stop, route=None):
+        context = self._global_context_impl(features, route)
+        grads, sums = self.towers(features, context, self._worker_offset(features), route)
         lr, finite, global_norm, stop, sums = self._apply(grads, stop, sums)
         return sums, context, lr, finite, global_norm, stop
 
-    def _accumulate_impl(self, features, context, offset):
-        grads, sums = self.towers(features, context, offset)
-        self._grad_is_none = [g is None for g in grads]
+    def _accumulate_impl(self, features, context, offset, route=None):
+        grads, sums = self.towers(features, context, offset, route)
+        self._grad_is_none[route] = [g is None for g in grads]
         for acc, g in zip(self.accumulators, grads):
             if g is not None:
                 acc.assign_add(tf.convert_to_tensor(g))
         return sums
 
-    def _apply_accumulated_impl(self, stop, sums):
+    def _apply_accumulated_impl(self, stop, sums, route=None):
         grads = [None if none else acc.read_value()
-                 for acc, none in zip(self.accumulators, self._grad_is_none)]
+                 for acc, none in zip(self.accumulators, self._grad_is_none[route])]
         result = self._apply(grads, stop, sums)
         for acc in self.accumulators:
             acc.assign(tf.zeros_like(acc))
@@ -313,20 +321,26 @@ class UpdateStep:
         Returns:
           dict: the task's metrics of the global batch, `learning_rate`, `global_norm`,
           `finite`, `stop` (some worker asked to stop).
+
+        A task with a `route(features)` method (tasks.MultiTaskClassifier) says which of its
+        `routes` a batch trains; the update is traced once per route, so the variables that
+        route does not use get no gradient and are not updated at all.
         """
+        route = self.task.route(features) if hasattr(self.task, "route") else None
         stop = tf.constant(1.0 if stop else 0.0)
         k = num_micro_batches or self.cfg.num_accumulation_steps
         if k == 1:
-            sums, context, lr, finite, global_norm, stop = self._train_step(features, stop)
+            sums, context, lr, finite, global_norm, stop = self._train_step(features, stop,
+                                                                            route)
         else:
-            context = self.global_context(features)
+            context = self.global_context(features, route)
             base = self._worker_offset(features)
             micros = towers.split_batch(features, k)
             rows = _batch_rows(micros[0])
-            sums = _sum_dicts(self._accumulate(micro, context, base + m * rows)
+            sums = _sum_dicts(self._accumulate(micro, context, base + m * rows, route)
                               for m, micro in enumerate(micros))
-            lr, finite, global_norm, stop, sums = self._apply_accumulated(stop, sums)
-        out = dict(self.task.metrics(sums, context))
+            lr, finite, global_norm, stop, sums = self._apply_accumulated(stop, sums, route)
+        out = dict(self._task_of(route).metrics(sums, context))
         out.update(learning_rate=lr, global_norm=global_norm, finite=finite, stop=stop > 0)
         return out
 
@@ -752,6 +766,16 @@ class Trainer:
         loop.last_time, loop.last_step = time.monotonic(), loop.step
 
     # -- evaluation and prediction --------------------------------------------------------------
+
+    def with_task(self, task) -> "Trainer":
+        """This trainer (same variables, step, devices and config) evaluating and predicting
+        `task`, a task over some of its variables: one task of a multi-task model
+        (tasks.MultiTaskClassifier.tasks)."""
+        view = copy.copy(self)
+        view.task = task
+        view._eval_step = tf.function(task.eval_sums)
+        view._predict_step = tf.function(task.predict)
+        return view
 
     def evaluate(self, dataset: tf.data.Dataset, max_steps: Optional[int] = None) -> Dict:
         """Runs the task's eval over `dataset` (at most `max_steps` batches, all by default) on

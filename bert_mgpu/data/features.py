@@ -39,6 +39,9 @@ DYNAMIC_PRETRAINING_FEATURES = ("input_ids", "input_mask", "segment_ids", "next_
 # the pretraining masked-LM weights, the token-tagging (NER) label weights, the regression /
 # multi-label classifier targets.
 FLOAT_FEATURES = frozenset({"masked_lm_weights", "label_weights", "label_values"})
+# Multi-task training batches (data/multitask.py; not a record feature): int32 [batch], the index
+# of the task every example of the batch belongs to.
+TASK_ID = "task_id"
 
 
 def pretraining_shapes(max_seq_length: int, max_predictions_per_seq: int) -> Dict[str, int]:

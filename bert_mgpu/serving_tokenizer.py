@@ -495,7 +495,8 @@ class ServingTokenizer(tf.Module):
         Given `source` (int64 [num_output_chars], the input character each output character
         comes from), also the input characters each piece spans: int64 Tensors
         [num_pieces], the first one and one past the last one (a word of more than 200
-        characters, one [UNK], spans the whole word)."""
+        characters, one [UNK], spans the whole word). Input characters the map deletes
+        (control characters, a lower-cased model's accents) count only inside a piece."""
         # Words: maximal runs of word characters; punctuation and CJK characters are words of
         # their own; spaces separate.
         is_token = tf.not_equal(cls, _SPACE)
@@ -517,7 +518,7 @@ class ServingTokenizer(tf.Module):
             pieces = self._wordpiece.tokenize(word_text)
             return tf.RaggedTensor.from_value_rowids(pieces, word_rows, nrows=batch,
                                                      validate=False).merge_dims(1, 2)
-        pieces, start_byte, end_byte = self._wordpiece.tokenize_with_offsets(word_text)
+        pieces, start_byte, _ = self._wordpiece.tokenize_with_offsets(word_text)
         ids = tf.RaggedTensor.from_value_rowids(pieces, word_rows, nrows=batch,
                                                 validate=False).merge_dims(1, 2)
         # Byte offsets in a word -> positions in the token characters (all words, in order).
@@ -532,13 +533,17 @@ class ServingTokenizer(tf.Module):
         long_word = tf.gather(words.row_lengths() > MAX_INPUT_CHARS_PER_WORD, piece_word)
         base = tf.gather(word_byte_start, piece_word)
         start = base + tf.where(long_word, tf.zeros_like(start_byte.values), start_byte.values)
-        end = tf.where(long_word, tf.gather(word_byte_start, piece_word + 1),
-                       base + end_byte.values)
         first = tf.searchsorted(char_byte_start, start, side="left", out_type=tf.int64)
-        stop = tf.searchsorted(char_byte_start, end, side="left", out_type=tf.int64)
-        # NFD reordering may permute the sources of a piece's characters: take their range.
-        spanned = tf.gather(tf.gather(source, token_chars), tf.ragged.range(first, stop))
-        return ids, tf.reduce_min(spanned, axis=1), tf.reduce_max(spanned, axis=1) + 1
+        # The pieces of a word cover it, in order (an [UNK] the whole word): a piece ends where
+        # the next one starts. The piece of every token character, then the range of their
+        # input characters (NFD reordering may permute them within a piece). Linear in the
+        # characters: no ragged range per piece, whose row ids tile to the longest piece.
+        piece = tf.searchsorted(first, tf.range(tf.size(chars, out_type=tf.int64)),
+                                side="right", out_type=tf.int64) - 1
+        char_source = tf.gather(source, token_chars)
+        count = tf.size(first, out_type=tf.int64)
+        return (ids, tf.math.unsorted_segment_min(char_source, piece, count),
+                tf.math.unsorted_segment_max(char_source, piece, count) + 1)
 
     # -----------------------------------------------------------------------------------------
     # SentencePiece

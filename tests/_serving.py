@@ -32,6 +32,11 @@ _PREAMBLE = textwrap.dedent("""
             if name.split(".")[0] == "bert_mgpu":
                 raise ImportError("bert_mgpu must not be imported here")
     sys.meta_path.insert(0, Refuse())
+    try:
+        import bert_mgpu  # noqa: F401
+        raise SystemExit("bert_mgpu is importable")
+    except ImportError:
+        pass
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
     request = json.load(open(sys.argv[1]))

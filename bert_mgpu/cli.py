@@ -736,23 +736,28 @@ _SPECS.update({
     "export_version": ("integer", 0, "The version directory under --export_dir (0: one more "
                                      "than the highest there, 1 for a new directory)."),
     "task": ("enum", "classifier", "What the SavedModel returns: 'classifier' (probabilities, "
-                                   "label_id, label) or 'features' (pooled_output, "
-                                   "sequence_output, input_mask, sentence_embedding); 'squad' "
-                                   "is reserved (not exported yet).",
+                                   "label_id, label), 'features' (pooled_output, "
+                                   "sequence_output, input_mask, sentence_embedding) or "
+                                   "'squad' (a run_squad.py model: question + context -> "
+                                   "answer, its character offsets and logits).",
              ("classifier", "features", "squad")),
     "jit_compile": ("bool", False, "Compile the exported encoder with XLA (jit_compile)."),
 })
 
 EXPORT_FLAGS = ("export_dir", "export_version", "task", "precision", "jit_compile",
-                "truncation", "head_tokens", "label_list", "output_dir")
+                "truncation", "head_tokens", "label_list", "output_dir", "doc_stride",
+                "max_query_length", "n_best_size", "max_answer_length",
+                "version_2_with_negative", "null_score_diff_threshold")
 
 
 def define_export_flags():
     define_flags(MODEL_FLAGS, EXPORT_FLAGS,
-                 helps={"output_dir": "A run of run_classifier_mgpu.py (or run_pretraining.py): "
-                                      "its latest checkpoint, bert_config.json and "
-                                      "run_config.json (vocabulary, casing, max_seq_length, "
-                                      "truncation, labels) are exported; explicit flags win.",
+                 helps={"output_dir": "A run of run_classifier_mgpu.py, run_squad.py (or "
+                                      "run_pretraining.py): its latest checkpoint, "
+                                      "bert_config.json and run_config.json (vocabulary, "
+                                      "casing, max_seq_length, truncation, labels, SQuAD's "
+                                      "window and answer flags) are exported; explicit flags "
+                                      "win.",
                         "precision": "The exported compute: fp32, bf16 or fp16 (variables "
                                      "stay float32; outputs are float32).",
                         "init_checkpoint": "The checkpoint to export (default: the latest of "
@@ -767,6 +772,7 @@ def export_config() -> config.ExportConfig:
     given = frozenset(name for name in EXPORT_FLAGS + MODEL_FLAGS if FLAGS[name].present)
     return validated(from_flags(
         config.ExportConfig, model=model_files(), flags_given=given,
+        squad=from_flags(config.SquadAnswerOptions),
         label_list=tuple(FLAGS.label_list) if FLAGS.label_list else None))
 
 

@@ -786,6 +786,25 @@ class ConvertHfConfig:
     gelu: str = "exact"
 
 
+@dataclasses.dataclass(frozen=True)
+class SquadAnswerOptions:
+    """run_squad.py's flags that shape the windows and the answer (Google's names and
+    defaults), as a SQuAD export reads them."""
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    version_2_with_negative: bool = False
+    null_score_diff_threshold: float = 0.0
+
+    def validate(self, max_seq_length: Optional[int] = None) -> None:
+        _check_at_least(self, 1, "doc_stride", "max_query_length", "n_best_size",
+                        "max_answer_length")
+        if max_seq_length is not None and max_seq_length <= self.max_query_length + 3:
+            raise ValueError(f"--max_seq_length ({max_seq_length}) must be greater than "
+                             f"--max_query_length ({self.max_query_length}) + 3")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ExportConfig:
     """export_saved_model.py: a run (`output_dir`) or explicit model files -> a SavedModel.
@@ -804,6 +823,8 @@ class ExportConfig:
     truncation: str = "head"
     head_tokens: int = 128
     label_list: Optional[tuple] = None
+    # --task=squad: run_squad.py's flags (read from the run's run_config.json unless given).
+    squad: Optional[SquadAnswerOptions] = None
     flags_given: frozenset = frozenset()
 
     def validate(self) -> None:
@@ -812,6 +833,8 @@ class ExportConfig:
             raise ValueError("--output_dir (a run) or --bert_config_file and --init_checkpoint "
                              "are required")
         _check_at_least(self, 0, "export_version", "head_tokens")
+        if self.squad is not None:
+            self.squad.validate()
         if self.truncation not in TRUNCATIONS:
             raise ValueError(f"--truncation must be one of {', '.join(TRUNCATIONS)}, got "
                              f"{self.truncation!r}")

@@ -6,7 +6,8 @@
                         /variables/variables.{index,data-*}
                         /assets/vocab.txt          (the vocabulary, under its own file name)
 
-Signatures (every batch dimension is free; texts are UTF-8 strings):
+Signatures of the classifier and features exports (every batch dimension is free; texts are
+UTF-8 strings):
 
 - `serving_default`: `text_a` string [batch] -> the task's outputs.
 - `serving_pair`: `text_a`, `text_b` string [batch] -> the same; as in Google's
@@ -16,6 +17,19 @@ Signatures (every batch dimension is free; texts are UTF-8 strings):
   [batch, max_seq_length], exactly as `run_classifier_mgpu.py` builds them (truncation included).
 - `serve_ids`: `input_ids`, `input_mask`, `segment_ids` int32 [batch, seq_length] -> the outputs
   (for servers that tokenize elsewhere).
+
+The SQuAD export (`--task=squad`, a run_squad.py model) has its own (see `squad_export`):
+
+- `serving_default`: `question`, `context` string [batch] -> `answer` string [batch] (the
+  context's substring), `answer_start`, `answer_end` int32 [batch] (character offsets, end
+  exclusive, -1 for no answer), `start_logit`, `end_logit`, `null_score_diff` float32 [batch];
+  contexts longer than one window are read in Google's doc-stride windows, the best span over
+  all of them wins.
+- `tokenize`: `question`, `context` -> the windows as run_squad.py builds them: `input_ids`,
+  `input_mask`, `segment_ids` int32 [windows, max_seq_length], `example_index` int32 [windows]
+  (the question each window belongs to).
+- `serve_ids`: the ids [windows, seq_length] -> `start_logits`, `end_logits` float32
+  [windows, seq_length].
 
 A SavedModel signature has a fixed set of inputs, which is why the optional second text is a
 signature of its own rather than an optional input.
@@ -28,14 +42,16 @@ Outputs by `--task`:
   [batch, seq, hidden], `input_mask` int32 [batch, seq], `sentence_embedding` float32
   [batch, hidden] (the mean of `sequence_output` over the real tokens, the common sentence
   embedding).
-- squad: reserved (see `_TASKS`): the export of run_squad.py models registers a `TaskExport`
-  there.
 
 The raw-text signatures cut the padded inputs to the longest text of the batch before the
 encoder: padding is masked out of attention (Google's additive -10000 mask gives it weight 0 in
 float32), so the outputs of real tokens are those of the full-length inputs up to float
 summation order, and a batch of short texts costs what its texts cost. Their `sequence_output`
-and `input_mask` therefore have that length; `serve_ids` keeps the length it is given.
+and `input_mask` therefore have that length. `serve_ids` cuts the same way when its outputs
+have no sequence dimension (classifier) and keeps the length it is given otherwise. With
+`jit_compile` the cut length is rounded up to a multiple of 8 (at most max_seq_length), so XLA
+compiles for a few lengths rather than every one. The classifier computes the last layer for
+the [CLS] token only (all the pooler reads).
 
 Loading needs `tensorflow` and `tensorflow-text` only (`import tensorflow_text` registers the
 tokenizer's ops); no Python code of this package is stored or needed.
@@ -53,7 +69,8 @@ import tensorflow as tf
 from absl import logging
 
 from bert_mgpu import checkpoint, heads, modeling
-from bert_mgpu.config import BertConfig
+from bert_mgpu.config import BertConfig, SquadAnswerOptions
+from bert_mgpu.squad_export import SquadServing
 
 _COMPUTE_DTYPES = {"fp32": tf.float32, "bf16": tf.bfloat16, "fp16": tf.float16}
 
@@ -74,10 +91,14 @@ class TaskExport:
         head variables (Google's names via `named_variables()`), or None for no head.
       outputs: (head, BertOutputs, input_mask int32 [B, S]) -> dict of output Tensors.
       labels_needed: whether the task has label names.
+      first_token_only: the outputs read the last layer at [CLS] only (the pooler).
+      per_position: the outputs have a sequence dimension (`serve_ids` keeps its length).
     """
     build: Callable
     outputs: Callable
     labels_needed: bool = False
+    first_token_only: bool = False
+    per_position: bool = True
 
 
 def _build_classifier(bert_config, shapes, labels):
@@ -110,19 +131,26 @@ def _features_outputs(head, bert_out, input_mask):
             "sentence_embedding": tf.reduce_sum(sequence * mask, axis=1) / count}
 
 
-def _squad_not_yet(*unused):
-    raise ExportError("--task=squad is not available yet: the export of run_squad.py models "
-                      "is a hook (export._TASKS['squad']) still to be filled")
+def _build_squad(bert_config, shapes, labels):
+    del labels
+    if "cls/squad/output_bias" not in shapes:
+        raise ExportError("--task=squad: the checkpoint has no SQuAD head "
+                          "(cls/squad/output_weights, cls/squad/output_bias): export a "
+                          "run_squad.py run")
+    return heads.SpanHead(bert_config)
 
 
-# --task -> TaskExport. The SQuAD export fills "squad": build = the span head (Google's
-# `cls/squad/output_weights`), outputs = start_logits/end_logits [B, S]; its raw-text
-# signatures take `question`/`context` and need the doc-stride windows and the answer search,
-# which are its own (a signature set of its own next to `_signatures`).
+def _squad_outputs(head, bert_out, input_mask):
+    del input_mask
+    return head(bert_out.sequence_output)
+
+
+# --task -> TaskExport. SQuAD's raw-text signatures are its own (`_squad_signatures`).
 _TASKS: Dict[str, TaskExport] = {
-    "classifier": TaskExport(_build_classifier, _classifier_outputs, labels_needed=True),
+    "classifier": TaskExport(_build_classifier, _classifier_outputs, labels_needed=True,
+                             first_token_only=True, per_position=False),
     "features": TaskExport(lambda *unused: None, _features_outputs),
-    "squad": TaskExport(_squad_not_yet, _squad_not_yet),
+    "squad": TaskExport(_build_squad, _squad_outputs),
 }
 TASKS = tuple(_TASKS)
 
@@ -139,17 +167,20 @@ class ServingModel(tf.Module):
 
     def __init__(self, bert_config: BertConfig, tokenizer, task: str, head_module,
                  labels: Optional[Sequence[str]] = None, compute_dtype=tf.float32,
-                 jit_compile: bool = False):
+                 jit_compile: bool = False, squad: Optional[SquadAnswerOptions] = None):
         super().__init__(name=None)
         self.tokenizer = tokenizer
         self.task = task
+        self._task = _TASKS[task]
+        self.squad = SquadServing(tokenizer, squad) if squad is not None else None
+        # XLA compiles per shape: cut lengths are rounded up to a multiple of 8.
+        self._length_multiple = 8 if jit_compile else 1
         self.bert = modeling.BertModel(bert_config, compute_dtype=compute_dtype)
         self.head = head_module
         named = self.named_variables()
         # The model keeps its variables in plain dicts; a list attribute makes the SavedModel
         # track them.
         self._weights = list(named.values())
-        self._outputs = _TASKS[task].outputs
         self.labels = tf.constant(list(labels)) if labels is not None else None
         self._encode = tf.function(self._encode_python, jit_compile=jit_compile,
                                    reduce_retracing=True)
@@ -159,23 +190,62 @@ class ServingModel(tf.Module):
         return modeling.merge_named_variables(*mods)
 
     def _encode_python(self, input_ids, input_mask, segment_ids):
-        out = self.bert(input_ids, input_mask, segment_ids, training=False)
-        return self._outputs(self.head, out, input_mask)
+        out = self.bert(input_ids, input_mask, segment_ids, training=False,
+                        first_token_only=self._task.first_token_only)
+        return self._task.outputs(self.head, out, input_mask)
 
     def _finish(self, outputs):
         if "label_id" in outputs and self.labels is not None:
             outputs = dict(outputs, label=tf.gather(self.labels, outputs["label_id"]))
         return outputs
 
+    def _cut_length(self, longest, length):
+        """`longest` (scalar int) made at least 1, rounded up to the length multiple, at most
+        `length`."""
+        m = self._length_multiple
+        rounded = (tf.maximum(longest, 1) + m - 1) // m * m
+        return tf.minimum(tf.cast(rounded, tf.int32), tf.cast(length, tf.int32))
+
+    def _cut(self, input_ids, input_mask, segment_ids):
+        """The inputs cut after the last real position of the batch (masks are prefixes, as
+        every feature builder here makes them; a mask with holes is still cut correctly)."""
+        length = tf.shape(input_mask)[1]
+        positions = tf.range(1, length + 1)[None, :]
+        longest = tf.reduce_max(tf.where(tf.not_equal(input_mask, 0), positions, 0))
+        cut = self._cut_length(longest, length)
+        return input_ids[:, :cut], input_mask[:, :cut], segment_ids[:, :cut]
+
     def serve_ids(self, input_ids, input_mask, segment_ids):
+        if not self._task.per_position:
+            input_ids, input_mask, segment_ids = self._cut(input_ids, input_mask, segment_ids)
         return self._finish(self._encode(input_ids, input_mask, segment_ids))
 
     def serve_text(self, text_a, text_b=None):
         features = self.tokenize(text_a, text_b)
         # Cut the padding to the longest text of the batch (at least 1 position).
-        length = tf.maximum(tf.reduce_max(tf.reduce_sum(features["input_mask"], axis=1)), 1)
-        cut = {k: v[:, :length] for k, v in features.items()}
-        return self.serve_ids(cut["input_ids"], cut["input_mask"], cut["segment_ids"])
+        return self._finish(self._encode(*self._cut(
+            features["input_ids"], features["input_mask"], features["segment_ids"])))
+
+    def tokenize_squad(self, question, context):
+        """The windows of (question, context) as run_squad.py builds them (padded to
+        max_seq_length) and the question each belongs to."""
+        windows = self.squad.windows(question, context, self.tokenizer.max_seq_length)
+        return {k: windows[k] for k in ("input_ids", "input_mask", "segment_ids",
+                                        "example_index")}
+
+    def serve_squad(self, question, context):
+        """Raw (question, context) -> the answer of each question over all its windows."""
+        windows = self.squad.windows(question, context)
+        length = tf.shape(windows["input_ids"])[1]
+        cut = self._cut_length(length, self.tokenizer.max_seq_length)
+        pad = [[0, 0], [0, cut - length]]
+        # (With jit_compile the windows are padded up to the rounded length.)
+        windows.update({k: tf.pad(windows[k], pad) for k in ("input_ids", "input_mask",
+                                                             "segment_ids", "max_context")})
+        logits = self._encode(windows["input_ids"], windows["input_mask"],
+                              windows["segment_ids"])
+        return self.squad.answers(context, windows, logits["start_logits"],
+                                  logits["end_logits"])
 
     def tokenize(self, text_a, text_b=None):
         # The ServingTokenizer follows Google's convert_single_example: a second text that is
@@ -184,10 +254,16 @@ class ServingModel(tf.Module):
 
 
 def _signatures(model: ServingModel):
-    text = tf.TensorSpec([None], tf.string, name="text_a")
-    text_b = tf.TensorSpec([None], tf.string, name="text_b")
     ids = [tf.TensorSpec([None, None], tf.int32, name=n)
            for n in ("input_ids", "input_mask", "segment_ids")]
+    serve_ids = tf.function(model.serve_ids, input_signature=ids)
+    if model.task == "squad":
+        texts = [tf.TensorSpec([None], tf.string, name=n) for n in ("question", "context")]
+        return {"serving_default": tf.function(model.serve_squad, input_signature=texts),
+                "tokenize": tf.function(model.tokenize_squad, input_signature=texts),
+                "serve_ids": serve_ids}
+    text = tf.TensorSpec([None], tf.string, name="text_a")
+    text_b = tf.TensorSpec([None], tf.string, name="text_b")
     return {
         "serving_default": tf.function(lambda text_a: model.serve_text(text_a),
                                        input_signature=[text]),
@@ -196,7 +272,7 @@ def _signatures(model: ServingModel):
         "tokenize": tf.function(lambda text_a: model.tokenize(text_a), input_signature=[text]),
         "tokenize_pair": tf.function(lambda text_a, text_b: model.tokenize(text_a, text_b),
                                      input_signature=[text, text_b]),
-        "serve_ids": tf.function(model.serve_ids, input_signature=ids),
+        "serve_ids": serve_ids,
     }
 
 
@@ -215,6 +291,7 @@ class ResolvedExport:
     truncation: str
     head_tokens: int
     labels: Optional[List[str]]
+    squad: SquadAnswerOptions = SquadAnswerOptions()
 
 
 def _read_run_config(run_dir: str) -> dict:
@@ -269,11 +346,15 @@ def resolve(cfg) -> ResolvedExport:
         return value if name in flag_set or name not in run else run[name]
 
     labels = list(cfg.label_list) if cfg.label_list else run.get("labels")
+    given_squad = cfg.squad or SquadAnswerOptions()
+    squad = SquadAnswerOptions(**{f.name: type(f.default)(option(f.name, getattr(given_squad,
+                                                                                 f.name)))
+                                  for f in dataclasses.fields(SquadAnswerOptions)})
     return ResolvedExport(
         bert_config_file=bert_config_file, init_checkpoint=init_checkpoint,
         vocab_file=vocab_file, spm_model_file=spm_model_file,
         do_lower_case=bool(option("do_lower_case", model.do_lower_case)),
-        max_seq_length=int(option("max_seq_length", model.max_seq_length)),
+        max_seq_length=int(option("max_seq_length", model.max_seq_length)), squad=squad,
         truncation=option("truncation", cfg.truncation),
         head_tokens=int(option("head_tokens", cfg.head_tokens)),
         labels=[str(x) for x in labels] if labels is not None else None)
@@ -318,8 +399,19 @@ def build_serving_model(spec: ResolvedExport, task: str, precision: str = "fp32"
         raise ExportError(f"{spec.vocab_file or spec.spm_model_file}: {tokenizer.vocab_size} "
                           f"tokens, but vocab_size is {bert_config.vocab_size} in "
                           f"{spec.bert_config_file}")
+    squad = None
+    if task == "squad":
+        if spec.spm_model_file:
+            raise ExportError("--task=squad needs a WordPiece --vocab_file (answers are cut "
+                              "from the context by the tokens' character offsets)")
+        try:
+            spec.squad.validate(spec.max_seq_length)
+        except ValueError as e:
+            raise ExportError(str(e)) from None
+        squad = spec.squad
     model = ServingModel(bert_config, tokenizer, task, head, labels,
-                         compute_dtype=_COMPUTE_DTYPES[precision], jit_compile=jit_compile)
+                         compute_dtype=_COMPUTE_DTYPES[precision], jit_compile=jit_compile,
+                         squad=squad)
     # Every variable of the served model must come from the checkpoint.
     checkpoint.restore_checkpoint(prefix, model.named_variables(), strict=True)
     return model

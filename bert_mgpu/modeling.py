@@ -575,7 +575,8 @@ class BertModel(tf.Module):
         """Google's name -> Variable, in creation order."""
         return self._store.as_dict()
 
-    def __call__(self, input_ids, input_mask=None, token_type_ids=None, training=False):
+    def __call__(self, input_ids, input_mask=None, token_type_ids=None, training=False,
+                 first_token_only=False):
         """Runs the model.
 
         Args:
@@ -583,6 +584,9 @@ class BertModel(tf.Module):
           input_mask: optional int32 Tensor [batch_size, seq_length], 1 = real token, 0 = pad.
           token_type_ids: optional int32 Tensor [batch_size, seq_length] (segment ids).
           training: Python bool; dropout is applied only when True.
+          first_token_only: Python bool; compute the last layer for the first token ([CLS])
+            only, all that `pooled_output` needs (a serving classifier): `sequence_output` is
+            then [batch_size, 1, hidden_size], the other outputs are unchanged.
 
         Returns:
           `BertOutputs`.
@@ -604,7 +608,8 @@ class BertModel(tf.Module):
         embedding_output = self.embed(input_ids, token_type_ids, training)  # [B, S, E]
 
         attention_mask = create_attention_mask_from_input_mask(input_ids, input_mask)  # [B,F,T]
-        all_encoder_layers = self.encode(embedding_output, attention_mask, training)
+        all_encoder_layers = self.encode(embedding_output, attention_mask, training,
+                                         first_token_only)
         sequence_output = all_encoder_layers[-1]
         # The pooler takes the hidden state of the first token ([CLS]).
         first_token_tensor = sequence_output[:, 0, :]  # [B, H]
@@ -639,7 +644,7 @@ class BertModel(tf.Module):
         output = tf.cast(output, self.compute_dtype)
         return dropout(output, self.config.hidden_dropout_prob, training)
 
-    def encode(self, embedding_output, attention_mask, training):
+    def encode(self, embedding_output, attention_mask, training, first_token_only=False):
         """The transformer stack ("Attention is All You Need" encoder; post-LN as Google's, or
         pre-LN with a final LayerNorm).
 
@@ -647,6 +652,9 @@ class BertModel(tf.Module):
           embedding_output: float Tensor [B, S, embedding_size].
           attention_mask: float Tensor [B, F, T] (F = T = S), 1 = may attend.
           training: Python bool.
+          first_token_only: Python bool; the last layer attends from the first token only (its
+            keys and values are still every token's), so its output is [B, 1, hidden_size]:
+            the same values as row 0 of the full layer, for a fraction of the work.
 
         Returns:
           list of float Tensors [B, S, hidden_size], one per layer.
@@ -661,30 +669,39 @@ class BertModel(tf.Module):
             prev_output = self.embedding_projection(prev_output)  # [B*S, E] -> [B*S, H]
         output_shape = input_shape[:-1] + [config.hidden_size]
 
-        def attend(attention, x):
+        def first_tokens(x):
+            # [B*S, W] -> [B*1, W]: the rows of the first token of every sequence.
+            return tf.reshape(x, [batch_size, seq_length, x.shape[-1]])[:, 0]
+
+        def attend(attention, x, first_only=False):
+            from_tensor, from_length, mask = x, seq_length, attention_mask
+            if first_only:
+                from_tensor, from_length, mask = first_tokens(x), 1, attention_mask[:, :1]
             context = attention_layer(
-                x, x, attention.query, attention.key, attention.value,
-                attention_mask=attention_mask,
+                from_tensor, x, attention.query, attention.key, attention.value,
+                attention_mask=mask,
                 num_attention_heads=config.num_attention_heads,
                 attention_probs_dropout_prob=config.attention_probs_dropout_prob,
                 training=training, batch_size=batch_size,
-                from_seq_length=seq_length, to_seq_length=seq_length)
+                from_seq_length=from_length, to_seq_length=seq_length)
             return dropout(attention.output(context), config.hidden_dropout_prob, training)
 
         def feed_forward(ffn, x):
             return dropout(ffn(x), config.hidden_dropout_prob, training)
 
         all_layer_outputs = []
-        for attention, ffn in self.layers:
+        for index, (attention, ffn) in enumerate(self.layers):
             layer_input = prev_output
+            first_only = first_token_only and index == len(self.layers) - 1
+            residual = first_tokens(layer_input) if first_only else layer_input
             if config.pre_layer_norm:
-                attention_output = layer_input + attend(
-                    attention, attention.layer_norm(layer_input))
+                attention_output = residual + attend(
+                    attention, attention.layer_norm(layer_input), first_only)
                 layer_output = attention_output + feed_forward(
                     ffn, ffn.layer_norm(attention_output))
             else:
                 attention_output = attention.layer_norm(
-                    attend(attention, layer_input) + layer_input)
+                    attend(attention, layer_input, first_only) + residual)
                 layer_output = ffn.layer_norm(feed_forward(ffn, attention_output)
                                               + attention_output)
             prev_output = layer_output
@@ -693,7 +710,10 @@ class BertModel(tf.Module):
             # Pre-LN leaves the residual stream unnormalised: the final LayerNorm gives the
             # output (what the heads and `sequence_output` see).
             all_layer_outputs[-1] = self.final_layer_norm(all_layer_outputs[-1])
-        return [reshape_from_matrix(x, output_shape) for x in all_layer_outputs]
+        shapes = [output_shape] * len(all_layer_outputs)
+        if first_token_only:
+            shapes[-1] = [batch_size, 1, config.hidden_size]
+        return [reshape_from_matrix(x, shape) for x, shape in zip(all_layer_outputs, shapes)]
 
 
 def attention_layer(from_tensor, to_tensor, query, key, value, attention_mask,

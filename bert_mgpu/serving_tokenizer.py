@@ -424,7 +424,8 @@ class ServingTokenizer(tf.Module):
             tf.where(final, tf.constant(_FINAL_SIGMA, tf.int32), tf.constant(_SIGMA, tf.int32)))
 
     def _expand(self, tables, codepoints, rows, info_name="info", expand_name="expand"):
-        """Per-character map: (output code points, class, iso flag, row, expansion index)."""
+        """Per-character map: (output code points, class, iso flag, row, expansion index,
+        input character), each a Tensor [num_output_chars]."""
         info = tf.gather(tables[info_name], self._table_index(tables, codepoints))
         start = _shr(info, _START_SHIFT)
         expansion = tf.ragged.range(start, start + _and(_shr(info, 1), _MAX_EXPANSION))
@@ -432,32 +433,38 @@ class ServingTokenizer(tf.Module):
         packed = tf.gather(tables[expand_name], expansion.values)
         out = tf.gather(codepoints, parent) + _shr(packed, 3)
         return (out, _and(packed, 7), tf.gather(_and(info, 1), parent), tf.gather(rows, parent),
-                expansion.values)
+                expansion.values, parent)
 
     def _expand_reordered(self, codepoints, rows):
         """`_expand` with NFD's canonical reordering of marks before Mn marks are deleted."""
-        out, cls, iso, out_rows, entry = self._expand(self._tables, codepoints, rows,
-                                                       "full_info", "full_expand")
+        out, cls, iso, out_rows, entry, source = self._expand(self._tables, codepoints, rows,
+                                                               "full_info", "full_expand")
         ccc = tf.cast(tf.gather(self._tables["full_ccc"], entry), tf.int64)
         row_start = tf.not_equal(out_rows, _shift_right(out_rows, tf.constant(-1, tf.int64)))
         group = tf.cumsum(tf.cast(tf.equal(ccc, 0) | row_start, tf.int64))
         order = tf.argsort(group * 256 + ccc, stable=True)
-        out, cls, iso, out_rows = (tf.gather(x, order) for x in (out, cls, iso, out_rows))
-        keep = tf.not_equal(cls, _STRIP)
-        return tuple(tf.boolean_mask(x, keep) for x in (out, cls, iso, out_rows))
+        mapped = tuple(tf.gather(x, order) for x in (out, cls, iso, out_rows, source))
+        keep = tf.not_equal(mapped[1], _STRIP)
+        return tuple(tf.boolean_mask(x, keep) for x in mapped)
 
-    def _wordpiece_ids(self, text):
+    def _wordpiece_ids(self, text, with_offsets=False):
         batch = tf.shape(text, out_type=tf.int64)[0]
         decoded = tf.strings.unicode_decode(text, "UTF-8", errors="ignore")
         codepoints = decoded.values
         rows = decoded.value_rowids()
         fast = tf.gather(self._tables["fast"], self._table_index(self._tables, codepoints))
-        out, cls, iso, out_rows = tf.cond(
+        mapped = tf.cond(
             tf.reduce_any(tf.not_equal(_and(fast, 1), 0)),
             lambda: self._map_characters(codepoints, rows),
             lambda: (codepoints + _shr(fast, 4), _and(_shr(fast, 2), 3), _and(_shr(fast, 1), 1),
-                     rows))
-        return self._wordpieces(batch, out, cls, iso, out_rows)
+                     rows, tf.range(tf.size(codepoints, out_type=tf.int64))))
+        if not with_offsets:
+            return self._wordpieces(batch, *mapped[:4])
+        ids, source_start, source_end = self._wordpieces(batch, *mapped)
+        # Input character index -> offset in its own text.
+        row_start = tf.gather(decoded.row_splits, ids.value_rowids())
+        return (ids, ids.with_values(source_start - row_start),
+                ids.with_values(source_end - row_start))
 
     def _map_characters(self, codepoints, rows):
         """The per-character map with its context rules (see the module docstring).
@@ -467,24 +474,29 @@ class ServingTokenizer(tf.Module):
             rows: int64 Tensor [num_chars], the text of each.
 
         Returns:
-            (output code points, class, CJK flag, row), each a Tensor [num_output_chars].
+            (output code points, class, CJK flag, row, input character index), each a Tensor
+            [num_output_chars].
         """
+        unreordered = lambda: tuple(  # noqa: E731
+            x for i, x in enumerate(self._expand(self._tables, codepoints, rows)) if i != 4)
         if self.do_lower_case:
             codepoints = tf.cond(tf.reduce_any(tf.equal(codepoints, _SIGMA)),
                                  lambda: self._final_sigma(self._tables, codepoints, rows),
                                  lambda: codepoints)
             props = tf.gather(self._tables["props"],
                               self._table_index(self._tables, codepoints))
-            out, cls, iso, out_rows = tf.cond(
-                tf.reduce_any(tf.not_equal(_and(props, _REORDER), 0)),
-                lambda: self._expand_reordered(codepoints, rows),
-                lambda: self._expand(self._tables, codepoints, rows)[:4])
-        else:
-            out, cls, iso, out_rows = self._expand(self._tables, codepoints, rows)[:4]
-        return out, cls, iso, out_rows
+            return tf.cond(tf.reduce_any(tf.not_equal(_and(props, _REORDER), 0)),
+                           lambda: self._expand_reordered(codepoints, rows), unreordered)
+        return unreordered()
 
-    def _wordpieces(self, batch, out, cls, iso, out_rows):
-        """Word pieces of the mapped characters: int32 RaggedTensor [batch, (tokens)]."""
+    def _wordpieces(self, batch, out, cls, iso, out_rows, source=None):
+        """Word pieces of the mapped characters: int32 RaggedTensor [batch, (tokens)].
+
+        Given `source` (int64 [num_output_chars], the input character each output character
+        comes from), also the input characters each piece spans: int64 Tensors
+        [num_pieces], the first one and one past the last one (a word of more than 200
+        characters, one [UNK], spans the whole word). Input characters the map deletes
+        (control characters, a lower-cased model's accents) count only inside a piece."""
         # Words: maximal runs of word characters; punctuation and CJK characters are words of
         # their own; spaces separate.
         is_token = tf.not_equal(cls, _SPACE)
@@ -501,10 +513,37 @@ class ServingTokenizer(tf.Module):
         word_text = tf.strings.unicode_encode(words, "UTF-8")
         word_text = tf.where(words.row_lengths() > MAX_INPUT_CHARS_PER_WORD,
                              self._unk_token, word_text)
-        pieces = self._wordpiece.tokenize(word_text)
         word_rows = tf.gather(out_rows, tf.where(new_word)[:, 0])
-        return tf.RaggedTensor.from_value_rowids(pieces, word_rows, nrows=batch,
-                                                 validate=False).merge_dims(1, 2)
+        if source is None:
+            pieces = self._wordpiece.tokenize(word_text)
+            return tf.RaggedTensor.from_value_rowids(pieces, word_rows, nrows=batch,
+                                                     validate=False).merge_dims(1, 2)
+        pieces, start_byte, _ = self._wordpiece.tokenize_with_offsets(word_text)
+        ids = tf.RaggedTensor.from_value_rowids(pieces, word_rows, nrows=batch,
+                                                validate=False).merge_dims(1, 2)
+        # Byte offsets in a word -> positions in the token characters (all words, in order).
+        chars = words.values
+        char_bytes = tf.cast(1 + tf.cast(chars >= 0x80, tf.int32) + tf.cast(chars >= 0x800,
+                                                                            tf.int32)
+                             + tf.cast(chars >= 0x10000, tf.int32), tf.int64)
+        char_byte_start = tf.cumsum(char_bytes, exclusive=True)
+        word_byte_start = tf.gather(tf.concat([char_byte_start, tf.reduce_sum(
+            char_bytes, keepdims=True)], 0), words.row_splits)
+        piece_word = pieces.value_rowids()
+        long_word = tf.gather(words.row_lengths() > MAX_INPUT_CHARS_PER_WORD, piece_word)
+        base = tf.gather(word_byte_start, piece_word)
+        start = base + tf.where(long_word, tf.zeros_like(start_byte.values), start_byte.values)
+        first = tf.searchsorted(char_byte_start, start, side="left", out_type=tf.int64)
+        # The pieces of a word cover it, in order (an [UNK] the whole word): a piece ends where
+        # the next one starts. The piece of every token character, then the range of their
+        # input characters (NFD reordering may permute them within a piece). Linear in the
+        # characters: no ragged range per piece, whose row ids tile to the longest piece.
+        piece = tf.searchsorted(first, tf.range(tf.size(chars, out_type=tf.int64)),
+                                side="right", out_type=tf.int64) - 1
+        char_source = tf.gather(source, token_chars)
+        count = tf.size(first, out_type=tf.int64)
+        return (ids, tf.math.unsorted_segment_min(char_source, piece, count),
+                tf.math.unsorted_segment_max(char_source, piece, count) + 1)
 
     # -----------------------------------------------------------------------------------------
     # SentencePiece
@@ -550,13 +589,13 @@ class ServingTokenizer(tf.Module):
             & (seen_in_row < tf.gather(row_non_space, rows)))
         codepoints = tf.boolean_mask(codepoints, keep)
         rows = tf.boolean_mask(rows, keep)
-        codepoints, _, _, rows, _ = self._expand(nfkd, codepoints, rows)
+        codepoints, _, _, rows, _, _ = self._expand(nfkd, codepoints, rows)
         if self.do_lower_case:
             lower = self._spm_tables["lower"]
             codepoints = tf.cond(tf.reduce_any(tf.equal(codepoints, _SIGMA)),
                                  lambda: self._final_sigma(lower, codepoints, rows),
                                  lambda: codepoints)
-            codepoints, _, _, rows, _ = self._expand(lower, codepoints, rows)
+            codepoints, _, _, rows, _, _ = self._expand(lower, codepoints, rows)
         batch = tf.shape(text, out_type=tf.int64)[0]
         chars = tf.RaggedTensor.from_value_rowids(codepoints, rows, nrows=batch, validate=False)
         return tf.strings.unicode_encode(chars, "UTF-8")
@@ -624,6 +663,27 @@ class ServingTokenizer(tf.Module):
         tail = budget - head
         return ((len_a <= budget)[:, None] | (positions < head)
                 | (positions >= (len_a - tail)[:, None]))
+
+    def tokenize_with_offsets(self, text):
+        """`tokenize_ids` and the characters each token comes from (WordPiece vocabularies).
+
+        Args:
+            text: string Tensor of shape [batch_size] (UTF-8; invalid bytes are dropped first,
+                as `FullTokenizer` does, and offsets count the characters that remain).
+
+        Returns:
+            (ids, start, end): int32 RaggedTensor [batch_size, (num_tokens)] as
+            `tokenize_ids`, and int64 RaggedTensors of the same shape: the token's first
+            character and one past its last, as Python `str` indices of the text (a word
+            longer than 200 characters, one [UNK], spans the whole word).
+
+        Raises:
+            ServingTokenizerError: for a SentencePiece model.
+        """
+        if self._spm:
+            raise ServingTokenizerError("character offsets of tokens need a WordPiece "
+                                        "vocabulary (--vocab_file), not --spm_model_file")
+        return self._wordpiece_ids(tf.convert_to_tensor(text, tf.string), with_offsets=True)
 
     def _keep_first(self, ids, lengths):
         positions = tf.ragged.range(ids.row_lengths())

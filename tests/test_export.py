@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -23,6 +22,7 @@ from bert_mgpu.data.classifier_data import convert_single_example
 from bert_mgpu.data.processors import InputExample
 
 from _oracle import DATA, REPO
+from _serving import ENV, readme_rest_payloads, run_loaded
 
 pytest.importorskip("tensorflow_text")
 
@@ -33,8 +33,6 @@ CONFIG = {"vocab_size": 21128, "hidden_size": 32, "num_hidden_layers": 2,
           "num_attention_heads": 4, "intermediate_size": 37, "hidden_act": "gelu",
           "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
           "max_position_embeddings": 64, "type_vocab_size": 2, "initializer_range": 0.02}
-ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-ENV.update(TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
 
 
 def _slice(split, n):
@@ -81,47 +79,23 @@ def exported(run):
     return export_dir / "1"
 
 
-LOADER = textwrap.dedent("""
-    import importlib.abc, json, os, sys
-    # Nothing of this repository may be importable: drop its paths and refuse the package.
-    sys.path = [p for p in sys.path if p and not os.path.isdir(os.path.join(p, "bert_mgpu"))]
-    class Refuse(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] == "bert_mgpu":
-                raise ImportError("bert_mgpu must not be imported here")
-    sys.meta_path.insert(0, Refuse())
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
-    request = json.load(open(sys.argv[1]))
-    model = tf.saved_model.load(request["dir"])
+LOADED = """
     a, b = tf.constant(request["texts"]), tf.constant(request["texts_b"])
-    def plain(outputs):
-        return {k: (v.numpy().astype(str) if v.dtype == tf.string else v.numpy()).tolist()
-                for k, v in outputs.items()}
     sig = model.signatures
     out = {"signatures": sorted(sig),
            "default": plain(sig["serving_default"](text_a=a)),
            "tokenize": plain(sig["tokenize"](text_a=a)),
            "tokenize_pair": plain(sig["tokenize_pair"](text_a=a, text_b=b)),
-           "pair": plain(sig["serving_pair"](text_a=a, text_b=b))}
+           "pair": plain(sig["serving_pair"](text_a=a, text_b=b)),
+           "rest": [rest_predict(model, p) for p in request["rest"]]}
     ids = sig["tokenize"](text_a=a)
     out["ids"] = plain(sig["serve_ids"](**ids))
-    assert not any(m.startswith("bert_mgpu") for m in sys.modules)
-    json.dump(out, open(sys.argv[2], "w"))
-""")
+"""
 
 
 def load_in_fresh_process(tmp_path, saved_model, texts, texts_b):
-    request = tmp_path / "request.json"
-    request.write_text(json.dumps({"dir": str(saved_model), "texts": texts,
-                                   "texts_b": texts_b}))
-    loader = tmp_path / "load.py"
-    loader.write_text(LOADER)
-    proc = subprocess.run([sys.executable, str(loader), str(request), str(tmp_path / "o.json")],
-                          cwd=str(tmp_path), env=ENV, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads((tmp_path / "o.json").read_text())
+    return run_loaded(tmp_path, saved_model, LOADED, {
+        "texts": texts, "texts_b": texts_b, "rest": readme_rest_payloads()["classifier"]})
 
 
 def expected_features(texts, texts_b=None, truncation="head_tail", head_tokens=8):
@@ -170,6 +144,34 @@ def test_raw_text_predictions_equal_test_results(run, exported, tmp_path):
     single_rows = [i for i in range(len(texts)) if i % 3 == 0 or i == 1]
     np.testing.assert_allclose(np.array(out["pair"]["probabilities"])[single_rows],
                                reference[single_rows], atol=1e-5, rtol=0)
+
+    # README's REST bodies (row and columnar format), mapped as TF Serving maps them.
+    rows, columns = out["rest"]
+    assert [sorted(r) for r in rows["predictions"]] == [["label", "label_id",
+                                                         "probabilities"]] * 2
+    assert all(len(r["probabilities"]) == 2 for r in rows["predictions"])
+    assert sorted(columns["outputs"]) == ["label", "label_id", "probabilities"]
+    assert np.array(columns["outputs"]["probabilities"]).shape == (1, 2)
+
+
+def test_serve_ids_cuts_the_padding_of_a_classifier(run):
+    """serve_ids of the classifier cuts the padding itself: the ids padded to max_seq_length,
+    cut by hand to the longest text, or padded beyond max_position_embeddings give the same
+    probabilities (that they equal the uncut run's is the test_results.tsv test above)."""
+    spec = export.resolve(ExportConfig(model=ModelFiles(), output_dir=str(run["out"]),
+                                       export_dir="unused"))
+    model = export.build_serving_model(spec, "classifier")
+    features = model.tokenize(tf.constant(run["texts"][:6]))
+    full = model.serve_ids(features["input_ids"], features["input_mask"],
+                           features["segment_ids"])["probabilities"].numpy()
+    longest = int(features["input_mask"].numpy().sum(axis=1).max())
+    cut = model.serve_ids(*[features[k][:, :longest] for k in ("input_ids", "input_mask",
+                                                                "segment_ids")])
+    np.testing.assert_allclose(cut["probabilities"].numpy(), full, atol=1e-6)
+    # Padded beyond max_position_embeddings (64): runs only because the padding is cut.
+    padded = model.serve_ids(*[tf.pad(features[k], [[0, 0], [0, 48]])
+                               for k in ("input_ids", "input_mask", "segment_ids")])
+    np.testing.assert_allclose(padded["probabilities"].numpy(), full, atol=1e-6)
 
 
 @pytest.fixture(scope="module")
@@ -223,7 +225,7 @@ def test_reduced_precision_is_close(run, precision, atol):
 def test_errors_name_the_cause(run, tmp_path):
     spec = export.resolve(ExportConfig(model=ModelFiles(), output_dir=str(run["out"]),
                                        export_dir="unused"))
-    with pytest.raises(export.ExportError, match="--task=squad is not available yet"):
+    with pytest.raises(export.ExportError, match="--task=squad: the checkpoint has no SQuAD"):
         export.build_serving_model(spec, "squad")
     with pytest.raises(export.ExportError, match="--precision"):
         export.build_serving_model(spec, "classifier", "fp8")

@@ -148,6 +148,26 @@ def test_attention_ignores_padding_and_layer_norm_epsilon():
     np.testing.assert_allclose(y, np.full([2, 8], 0.5), atol=1e-6)
 
 
+@pytest.mark.parametrize("changes", [{}, {"pre_layer_norm": True}])
+def test_first_token_only_gives_the_same_pooled_output(changes):
+    """The serving classifier's shortcut: the last layer computed for [CLS] only gives the
+    pooler the same input (post-LN as Google, and pre-LN with its final LayerNorm), also inside
+    a tf.function with a dynamic batch and length."""
+    _, model, *_ = build_all(dict(TINY_CONFIG, **changes))
+    inputs = make_inputs()
+    args = (inputs["input_ids"], inputs["input_mask"], inputs["segment_ids"])
+    full = model(*args)
+    spec = [tf.TensorSpec([None, None], tf.int32)] * 3
+    first = tf.function(lambda *a: model(*a, first_token_only=True),
+                        input_signature=spec)(*args)
+    assert first.sequence_output.shape == (3, 1, 32)
+    np.testing.assert_allclose(first.sequence_output[:, 0], full.sequence_output[:, 0],
+                               atol=1e-5)
+    np.testing.assert_allclose(first.pooled_output, full.pooled_output, atol=1e-6)
+    np.testing.assert_allclose(first.all_encoder_layers[0], full.all_encoder_layers[0],
+                               atol=1e-6)
+
+
 def test_dropout_only_in_training():
     _, model, *_ = build_all()
     inputs = make_inputs()

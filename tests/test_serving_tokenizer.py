@@ -11,7 +11,6 @@ import os
 import random
 import subprocess
 import sys
-import textwrap
 import unicodedata
 
 import pytest
@@ -23,6 +22,7 @@ from bert_mgpu.data.processors import InputExample
 
 from _oracle import DATA, MATERIAL, REPO  # noqa: E402
 from _corpora import read_kjv, read_tsv_sentences
+from _serving import run_loaded
 
 pytest.importorskip("tensorflow_text")
 serving_tokenizer = pytest.importorskip("bert_mgpu.serving_tokenizer")
@@ -233,6 +233,37 @@ def test_every_character(vocab, do_lower_case):
     check_parity(every_character_texts(), vocab, do_lower_case, batch_sizes=(512,))
 
 
+@pytest.mark.parametrize("do_lower_case", [True, False], ids=["uncased", "cased"])
+def test_offsets_are_the_characters_of_each_token(do_lower_case):
+    """tokenize_with_offsets (the SQuAD export's answer text): the same ids as tokenize_ids;
+    on the adversarial texts, offsets inside the text and in order; on ordinary text, the
+    characters of each token are the token once normalised (an [UNK] spans its whole word)."""
+    tokenizer, _ = graph_tokenizer(UNCASED_VOCAB, do_lower_case)
+    reference = tokenization.FullTokenizer(UNCASED_VOCAB, do_lower_case=do_lower_case)
+    basic = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
+    texts = [t for t in adversarial_texts() if isinstance(t, str)][:400]
+    ids, start, end = (x.to_list() for x in tokenizer.tokenize_with_offsets(tf.constant(texts)))
+    assert ids == tokenizer.tokenize_ids(tf.constant(texts)).to_list()
+    for text, a, b in zip(texts, start, end):
+        assert all(0 <= i < j <= len(text) for i, j in zip(a, b)), text
+        assert a == sorted(a), text
+    plain = ["The Normans (Norman: Nourmands; French: Normands) gave their name to Normandy.",
+             "Café Ünïcode, ΣΑΣ!  naïve\tx" + "q" * 210 + " 房间很干净", ""]
+    ids, start, end = (x.to_list() for x in tokenizer.tokenize_with_offsets(tf.constant(plain)))
+    for text, row, a, b in zip(plain, ids, start, end):
+        assert row == reference.convert_tokens_to_ids(reference.tokenize(text))
+        for token_id, i, j in zip(row, a, b):
+            token = reference.inv_vocab[token_id]
+            chars = text[i:j]
+            if token == "[UNK]":
+                assert chars and " " not in chars and len(basic.tokenize(chars)) == 1, chars
+            else:
+                # (Out of its word, a final capital sigma lower-cases to the medial form.)
+                normalised = "".join(basic.tokenize(chars)).replace("\u03c3", "\u03c2")
+                assert normalised == token.replace("##", "").replace("\u03c3", "\u03c2"), (
+                    token, chars)
+
+
 def test_invalid_utf8_is_dropped_as_python_does():
     rng = random.Random(1)
     pieces = [b"A", b" ", b"\x80", b"\xbf", b"\xc3", b"\xa9", b"\xe2\x82", b"\xac", b"\xf0\x9f",
@@ -350,33 +381,14 @@ def test_bad_options():
 # ---------------------------------------------------------------------------------------------
 # Inside a SavedModel, loaded where bert_mgpu cannot be imported
 
-LOADER = textwrap.dedent("""
-    import importlib.abc, importlib.util, json, os, sys
-    # Nothing of this repository may be importable: drop its paths and refuse the package.
-    sys.path = [p for p in sys.path if p and not os.path.isdir(os.path.join(p, "bert_mgpu"))]
-    class Refuse(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] == "bert_mgpu":
-                raise ImportError("bert_mgpu must not be imported here")
-    sys.meta_path.insert(0, Refuse())
-    try:
-        import bert_mgpu  # noqa: F401
-        raise SystemExit("bert_mgpu is importable")
-    except ImportError:
-        pass
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401  (registers the ops)
-    request = json.load(open(sys.argv[1]))
-    model = tf.saved_model.load(request["dir"])
+LOADED = """
     out = {}
     text = tf.constant(request["texts"])
     ids = model.signatures["tokenize_ids"](text=text)
     out["ids"] = [row[row >= 0].tolist() for row in ids["ids"].numpy()]
     pair = model.signatures["tokenize_pair"](text_a=text, text_b=tf.constant(request["texts_b"]))
     out["pair"] = {k: v.numpy().tolist() for k, v in pair.items()}
-    assert not any(m.startswith("bert_mgpu") for m in sys.modules)
-    json.dump(out, open(sys.argv[2], "w"))
-""")
+"""
 
 
 class _Exported(tf.Module):
@@ -412,17 +424,7 @@ def test_saved_model_in_a_process_without_bert_mgpu(tmp_path, kind, request):
 
     texts = HANDWRITTEN[:60] + [line for line in read_kjv() if line.strip()][:40]
     texts_b = list(reversed(texts))
-    request_file = tmp_path / "request.json"
-    request_file.write_text(json.dumps({"dir": export_dir, "texts": texts, "texts_b": texts_b}))
-    loader = tmp_path / "load.py"
-    loader.write_text(LOADER)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-    proc = subprocess.run([sys.executable, str(loader), str(request_file),
-                           str(tmp_path / "out.json")], cwd=str(tmp_path), env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads((tmp_path / "out.json").read_text())
+    out = run_loaded(tmp_path, export_dir, LOADED, {"texts": texts, "texts_b": texts_b})
 
     reference = tokenization.FullTokenizer(vocab, do_lower_case=True, spm_model_file=spm_file)
     expected = [reference.convert_tokens_to_ids(t) for t in reference.tokenize_batch(texts)]

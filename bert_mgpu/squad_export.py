@@ -1,0 +1,238 @@
+"""SQuAD in the serving graph: doc-stride windows of raw question/context strings, and the
+answer search of Google's `write_predictions`, as TensorFlow ops.
+
+`SquadServing` builds, for a batch of (question, context) strings, the windows Google's
+`convert_examples_to_features` builds (`[CLS] question [SEP] window [SEP]`, the question cut to
+`max_query_length` tokens, windows of `max_seq_length - len(question) - 3` document tokens
+starting `doc_stride` apart, the last one ending at the last token; each token's "max context"
+window by Google's score), and picks each question's answer over all of its windows by Google's
+rule:
+
+- candidates: the `n_best_size` largest start logits and end logits of each window;
+- a span is valid when start and end are in the window's document part, the start token has
+  its maximum context in this window, start <= end and it is at most `max_answer_length`
+  tokens long;
+- the best is the valid span with the largest start + end logit (float64 sums, as Google's
+  Python floats); ties go to the first in Google's order (window, start rank, end rank);
+- SQuAD v2.0 (`version_2_with_negative`): null score = the lowest [CLS] start + end logit over
+  the windows; the answer is empty when null score - best span's score >
+  `null_score_diff_threshold` (`null_score_diff` is the value Google writes to null_odds.json).
+
+Where this differs from Google's post-processing, by design:
+
+- The answer text is the context's own substring from the first character of the start token
+  to the last character of the end token (`answer_start`, `answer_end`: Python `str` offsets).
+  Google's `get_final_text` projects the de-WordPieced tokens back onto the original words and
+  gives the same text whenever that projection works (lower-casing and accent stripping keep
+  one character per character); where it gives up and returns whole words, this gives the
+  tokens' own characters.
+- Candidates are taken among each window's real positions; Google's also rank the padding
+  positions of its max_seq_length-long windows (never a valid answer, but they can take one of
+  the `n_best_size` places).
+- No valid span at all: the answer is "" with offsets -1 (Google's nonce text is "empty").
+- An empty context is one window without document tokens (Google's makes none).
+
+Google tokenizes the context word by word (split on " \\t\\r\\n" and U+202F); the WordPiece
+tokenizer splits on every whitespace anyway, so tokenizing the whole context gives the same
+tokens, and character offsets come with them (`ServingTokenizer.tokenize_with_offsets`).
+WordPiece vocabularies only.
+"""
+
+import tensorflow as tf
+
+from bert_mgpu.config import SquadAnswerOptions
+
+_NEG_INF = float("-inf")
+
+
+class SquadServing(tf.Module):
+    """Windows and answers of raw (question, context) batches; see the module docstring.
+
+    Attributes:
+      tokenizer: the `ServingTokenizer` (WordPiece); its max_seq_length is the windows'.
+      options: `config.SquadAnswerOptions`.
+    """
+
+    def __init__(self, tokenizer, options: SquadAnswerOptions):
+        super().__init__(name=None)
+        options.validate(tokenizer.max_seq_length)
+        self.tokenizer = tokenizer
+        self.options = options
+
+    def windows(self, question, context, padded_length=None):
+        """The windows of every question, as Google's `convert_examples_to_features`.
+
+        Args:
+          question, context: string Tensors of shape [batch_size] (UTF-8).
+          padded_length: int or scalar Tensor, the padded length of the windows; None = the
+            longest window of the batch.
+
+        Returns:
+          dict of Tensors, W = the number of windows of the whole batch, in question order:
+          `input_ids`, `input_mask`, `segment_ids` int32 [W, L]; `example_index` int32 [W]
+          (the question each window belongs to); `length` int64 [W] (real tokens);
+          `doc_offset` int64 [W] (the first document position, len(question) + 2);
+          `doc_length` int64 [W]; `doc_start` int64 [W] (the window's first token in the
+          context's token list); `max_context` bool [W, L] (document positions whose token
+          has its maximum context in this window); `doc_tokens`: the context's tokens,
+          (ids, char start, char end) RaggedTensors [batch_size, (tokens)].
+        """
+        opt = self.options
+        cls_id, sep_id = self.tokenizer.cls_id, self.tokenizer.sep_id
+        query = self.tokenizer.tokenize_ids(question)[:, :opt.max_query_length]
+        doc_ids, char_start, char_end = self.tokenizer.tokenize_with_offsets(context)
+        query_len = query.row_lengths()                      # [B]
+        num_doc = doc_ids.row_lengths()                      # [B]
+        # Google: max_tokens_for_doc, and windows `min(length, doc_stride)` apart.
+        max_doc = self.tokenizer.max_seq_length - query_len - 3         # [B], >= 1 (validate)
+        step = tf.minimum(max_doc, opt.doc_stride)
+        over = tf.maximum(num_doc - max_doc, 0)
+        num_windows = 1 + (over + step - 1) // step           # [B]; one for an empty context
+        example = tf.repeat(tf.range(tf.size(num_windows, out_type=tf.int64)), num_windows)
+        k = tf.ragged.range(num_windows).values               # [W] window index in its example
+        w_max_doc = tf.gather(max_doc, example)
+        doc_start = k * tf.gather(step, example)
+        doc_length = tf.minimum(tf.gather(num_doc, example) - doc_start, w_max_doc)
+        w_query_len = tf.gather(query_len, example)
+        doc_offset = w_query_len + 2
+        length = doc_offset + doc_length + 1
+
+        # Google's `_check_is_max_context`: score min(left, right) + 0.01 * window length,
+        # float64 as Python; the first window with the highest score wins.
+        doc_positions = tf.ragged.range(doc_start, doc_start + doc_length)   # [W, (doc)]
+        window_of = doc_positions.value_rowids()
+        token = (tf.gather(doc_ids.row_splits[:-1], tf.gather(example, window_of))
+                 + doc_positions.values)                      # index into doc_ids.values
+        left = doc_positions.values - tf.gather(doc_start, window_of)
+        right = tf.gather(doc_length, window_of) - 1 - left
+        score = (tf.cast(tf.minimum(left, right), tf.float64)
+                 + 0.01 * tf.cast(tf.gather(doc_length, window_of), tf.float64))
+        num_tokens = tf.size(doc_ids.values, out_type=tf.int64)
+        best = tf.math.unsorted_segment_max(score, token, num_tokens)
+        first = tf.math.unsorted_segment_min(
+            tf.where(tf.equal(score, tf.gather(best, token)), window_of,
+                     tf.int64.max), token, num_tokens)
+        is_max = tf.equal(tf.gather(first, token), window_of)
+
+        ones = tf.ones_like(doc_start, tf.int32)[:, None]
+        cls = tf.RaggedTensor.from_tensor(ones * cls_id)
+        sep = tf.RaggedTensor.from_tensor(ones * sep_id)
+        doc = doc_positions.with_values(tf.gather(doc_ids.values, token))
+        ids = tf.concat([cls, tf.gather(query, example), sep, doc, sep], axis=1)
+        segments = tf.concat([tf.zeros_like(cls), tf.zeros_like(tf.gather(query, example)),
+                              tf.zeros_like(sep), tf.ones_like(doc), tf.ones_like(sep)], axis=1)
+        false = tf.zeros_like(cls, tf.bool)
+        max_context = tf.concat([false, tf.zeros_like(tf.gather(query, example), tf.bool),
+                                 false, doc_positions.with_values(is_max), false], axis=1)
+        if padded_length is None:
+            padded_length = tf.reduce_max(tf.concat([length, [1]], 0))
+        shape = tf.stack([tf.size(length, out_type=tf.int64),
+                          tf.cast(padded_length, tf.int64)])
+        return {"input_ids": ids.to_tensor(0, shape=shape),
+                "input_mask": tf.ones_like(ids).to_tensor(0, shape=shape),
+                "segment_ids": segments.to_tensor(0, shape=shape),
+                "example_index": tf.cast(example, tf.int32),
+                "length": length, "doc_offset": doc_offset, "doc_length": doc_length,
+                "doc_start": doc_start,
+                "max_context": max_context.to_tensor(False, shape=shape),
+                "doc_tokens": (doc_ids, char_start, char_end)}
+
+    def answers(self, context, windows, start_logits, end_logits):
+        """Google's best span per question over its windows (see the module docstring).
+
+        Args:
+          context: string Tensor [batch_size].
+          windows: `windows(...)` of the batch.
+          start_logits, end_logits: float32 Tensors [W, L].
+
+        Returns:
+          dict of Tensors [batch_size]: `answer` string, `answer_start`, `answer_end` int32
+          (character offsets in the context, end exclusive; -1 without an answer),
+          `start_logit`, `end_logit` float32 (of the best span; 0 when none is valid),
+          `null_score_diff` float32 (null score - best span's score).
+        """
+        opt = self.options
+        batch = tf.shape(context, out_type=tf.int64)[0]
+        seq = tf.shape(start_logits, out_type=tf.int64)[1]
+        positions = tf.range(seq)[None, :]                                   # [1, L]
+        real = positions < windows["length"][:, None]                        # [W, L]
+        doc_begin = windows["doc_offset"][:, None]
+        in_doc = (positions >= doc_begin) & (positions < doc_begin
+                                             + windows["doc_length"][:, None])
+        k = tf.cast(tf.minimum(tf.cast(opt.n_best_size, tf.int64), seq), tf.int32)
+        neg_inf = tf.constant(_NEG_INF, start_logits.dtype)
+        s_val, s_pos = tf.math.top_k(tf.where(real, start_logits, neg_inf), k)   # [W, k]
+        e_val, e_pos = tf.math.top_k(tf.where(real, end_logits, neg_inf), k)
+        s_pos, e_pos = tf.cast(s_pos, tf.int64), tf.cast(e_pos, tf.int64)
+        s_ok = (tf.gather(in_doc, s_pos, batch_dims=1)
+                & tf.gather(windows["max_context"], s_pos, batch_dims=1))
+        e_ok = tf.gather(in_doc, e_pos, batch_dims=1)
+        s_idx, e_idx = s_pos[:, :, None], e_pos[:, None, :]                # [W, k, 1], [W, 1, k]
+        valid = (s_ok[:, :, None] & e_ok[:, None, :] & (e_idx >= s_idx)
+                 & (e_idx - s_idx + 1 <= opt.max_answer_length))           # [W, k, k]
+        score = (tf.cast(s_val, tf.float64)[:, :, None]
+                 + tf.cast(e_val, tf.float64)[:, None, :])
+        num_windows = tf.shape(valid, out_type=tf.int64)[0]
+        flat_valid = tf.reshape(valid, [num_windows, -1])
+        flat_score = tf.where(flat_valid, tf.reshape(score, [num_windows, -1]),
+                              tf.constant(_NEG_INF, tf.float64))
+        # Best per window, ties to the first candidate in Google's (start rank, end rank) order.
+        window_best = tf.reduce_max(flat_score, axis=1)                      # [W]
+        candidate = tf.range(tf.shape(flat_score, out_type=tf.int64)[1])[None, :]
+        window_choice = tf.reduce_min(tf.where(
+            flat_valid & tf.equal(flat_score, window_best[:, None]), candidate,
+            tf.int64.max), axis=1)
+        # Best per question, ties to its first window.
+        example = tf.cast(windows["example_index"], tf.int64)
+        best = tf.math.unsorted_segment_max(window_best, example, batch)      # [B]
+        window_ids = tf.range(num_windows)
+        has_best = tf.reduce_any(flat_valid, axis=1) & tf.equal(window_best,
+                                                                tf.gather(best, example))
+        chosen = tf.math.unsorted_segment_min(tf.where(has_best, window_ids, tf.int64.max),
+                                              example, batch)               # [B]
+        has_span = chosen < num_windows
+        w = tf.where(has_span, chosen, 0)
+        c = tf.gather(window_choice, w)
+        c = tf.where(has_span, c, 0)
+        start_rank, end_rank = c // tf.cast(k, tf.int64), c % tf.cast(k, tf.int64)
+        start = tf.gather(s_pos, w)
+        start = tf.gather(start, start_rank, batch_dims=1)                   # [B] window pos
+        end = tf.gather(tf.gather(e_pos, w), end_rank, batch_dims=1)
+        start_logit = tf.gather(tf.gather(s_val, w), start_rank, batch_dims=1)
+        end_logit = tf.gather(tf.gather(e_val, w), end_rank, batch_dims=1)
+        zero = tf.zeros_like(start_logit)
+        start_logit = tf.where(has_span, start_logit, zero)
+        end_logit = tf.where(has_span, end_logit, zero)
+
+        # Window positions -> the context's tokens -> characters.
+        doc_ids, char_start, char_end = windows["doc_tokens"]
+        first_token = (tf.gather(doc_ids.row_splits[:-1], tf.gather(example, w))
+                       + tf.gather(windows["doc_start"], w) - tf.gather(windows["doc_offset"], w))
+        # (A sentinel keeps the gathers valid for a batch without any context token.)
+        sentinel = tf.zeros([1], tf.int64)
+        last = tf.size(char_start.values, out_type=tf.int64)
+        begin = tf.gather(tf.concat([char_start.values, sentinel], 0),
+                          tf.clip_by_value(first_token + start, 0, last))
+        finish = tf.gather(tf.concat([char_end.values, sentinel], 0),
+                           tf.clip_by_value(first_token + end, 0, last))
+
+        # SQuAD v2.0's null answer: the lowest [CLS] start + end over the windows.
+        null = tf.cast(start_logits[:, 0], tf.float64) + tf.cast(end_logits[:, 0], tf.float64)
+        score_null = tf.math.unsorted_segment_min(null, example, batch)
+        null_score_diff = (score_null - tf.cast(start_logit, tf.float64)
+                           - tf.cast(end_logit, tf.float64))
+        answered = has_span
+        if opt.version_2_with_negative:
+            answered &= ~(null_score_diff > opt.null_score_diff_threshold)
+        minus_one = -tf.ones_like(begin)
+        begin = tf.where(answered, begin, minus_one)
+        finish = tf.where(answered, finish, minus_one)
+        # Offsets count the characters of the context decoded as FullTokenizer decodes it.
+        text = tf.strings.unicode_encode(
+            tf.strings.unicode_decode(context, "UTF-8", errors="ignore"), "UTF-8")
+        answer = tf.strings.substr(text, tf.maximum(begin, 0), tf.maximum(finish - begin, 0),
+                                   unit="UTF8_CHAR")
+        return {"answer": answer,
+                "answer_start": tf.cast(begin, tf.int32), "answer_end": tf.cast(finish, tf.int32),
+                "start_logit": start_logit, "end_logit": end_logit,
+                "null_score_diff": tf.cast(null_score_diff, tf.float32)}

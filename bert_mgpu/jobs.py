@@ -68,7 +68,14 @@ class Job:
             seed=train_cfg.random_seed, shuffle_buffer=train_cfg.shuffle_buffer_size,
             num_shards=self.num_workers,
             shard_index=self.cluster.task_index if self.cluster is not None else 0,
-            masking=masking)
+            masking=masking, group_by_length=train_cfg.group_by_length)
+
+    def eval_input(self, input_files: Sequence[str], shapes, batch_size: int):
+        """Evaluation/prediction batches: every record once; sorted by length with
+        --pad_to_longest (the trainer puts the predictions back in file order)."""
+        if getattr(self.cfg, "pad_to_longest", False):
+            return input_pipeline.length_sorted_dataset(input_files, shapes, batch_size)
+        return input_pipeline.record_dataset(input_files, shapes, batch_size, is_training=False)
 
     def weights_for_prediction(self, trainer) -> None:
         """With --keep_best_checkpoint, loads the kept best model into `trainer` (else the
@@ -230,8 +237,7 @@ def _periodic_evaluator(job: Job, trainer, data, dev):
         return None
     eval_file = dev[0]
     return evaluation.PeriodicEvaluator(
-        trainer, lambda: input_pipeline.record_dataset([eval_file], data.shapes,
-                                                       cfg.eval_batch_size, is_training=False),
+        trainer, lambda: job.eval_input([eval_file], data.shapes, cfg.eval_batch_size),
         cfg.output_dir, cfg.eval_every_n_steps, best_metric=cfg.best_metric,
         keep_best=cfg.keep_best_checkpoint, patience=cfg.early_stopping_patience,
         is_chief=job.chief)
@@ -240,8 +246,7 @@ def _periodic_evaluator(job: Job, trainer, data, dev):
 def _evaluate_classifier(job: Job, trainer, data, eval_file, num_eval) -> dict:
     logging.info("***** Running evaluation: %d examples, batch size %d *****", num_eval,
                  job.cfg.eval_batch_size)
-    result = trainer.evaluate(input_pipeline.record_dataset(
-        [eval_file], data.shapes, job.cfg.eval_batch_size, is_training=False))
+    result = trainer.evaluate(job.eval_input([eval_file], data.shapes, job.cfg.eval_batch_size))
     result["eval_examples"] = num_eval
     job.write_eval_results(result)
     return result
@@ -251,8 +256,8 @@ def _predict_classifier(job: Job, trainer, data, predict_file, num_predict) -> N
     job.weights_for_prediction(trainer)
     logging.info("***** Running prediction: %d examples, batch size %d *****", num_predict,
                  job.cfg.predict_batch_size)
-    outputs = trainer.predict(input_pipeline.record_dataset(
-        [predict_file], data.shapes, job.cfg.predict_batch_size, is_training=False))
+    outputs = trainer.predict(job.eval_input([predict_file], data.shapes,
+                                             job.cfg.predict_batch_size))
     task_type = job.cfg.task_type
     predictions = outputs.get("predictions" if task_type == "regression" else "probabilities",
                               np.zeros([0]))

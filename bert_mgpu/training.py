@@ -807,11 +807,9 @@ class Trainer:
                     outputs.setdefault(name, []).append(value.numpy())
         result = {name: np.concatenate(parts, axis=0) for name, parts in outputs.items()}
         if indexes:
-            order = np.concatenate(indexes)
-            for name, value in result.items():
-                restored = np.empty_like(value)
-                restored[order] = value
-                result[name] = restored
+            # In file order (of the examples predicted, should the dataset be cut short).
+            order = np.argsort(np.concatenate(indexes), kind="stable")
+            result = {name: value[order] for name, value in result.items()}
         return result
 
 

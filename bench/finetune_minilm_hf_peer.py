@@ -11,14 +11,20 @@ our side). The recipe follows Google's `run_classifier.py` as far as `torch.opti
 the same learning rate, Google's schedule (linear warm-up from 0 over `int(steps x
 warmup_proportion)` updates, then `lr x (1 - step / steps)`), weight decay 0.01 on everything but
 biases and LayerNorm, Adam betas (0.9, 0.999) and epsilon 1e-6, gradients clipped to global norm
-1.0, the same global batch, epochs (`steps = int(examples / batch x epochs)`) and max_seq_length,
-every sequence padded to max_seq_length as Google's features are. The one difference left is
-AdamW's bias correction, which torch cannot turn off (Google's AdamWeightDecay has none).
+1.0, the same global batch, epochs (`steps = int(examples / batch x epochs)`) and max_seq_length.
+Padding (`--padding`): `max_length` pads every sequence to max_seq_length as Google's features
+are; `longest` pads each batch to its longest sequence, as Hugging Face's `Trainer` does
+(`DataCollatorWithPadding`, no `pad_to_multiple_of`); `--group_by_length` orders each epoch with
+Hugging Face's `get_length_grouped_indices` (its `Trainer`'s `group_by_length`). The one
+difference left is AdamW's bias correction, which torch cannot turn off (Google's
+AdamWeightDecay has none).
 
 Timing: every update is timed (forward, backward, clipping, optimizer and scheduler steps);
 the steady-state rate counts the updates after the first `--skip_steps` (the clock runs from the
 end of update `skip_steps` to the end of the last one). Tokenization and model loading are not
-timed. Batches are slices of in-memory tensors (the peer pays nothing for input).
+timed. Batches are slices of in-memory tensors (the peer pays nothing for input but the
+per-batch padding). Prediction: after the evaluation (a warm-up), `--predict_repeats` timed
+passes over test.tsv in batches of `--predict_batch_size` (`predict_examples_per_sec`).
 """
 
 import argparse
@@ -44,26 +50,64 @@ def read_tsv(path):
 
 
 def encode(tokenizer, texts, labels, label_ids, max_seq_length):
+    """Padded to max_seq_length; `lengths` [n] says how much of each row is real."""
     enc = tokenizer(texts, max_length=max_seq_length, truncation=True, padding="max_length",
                     return_tensors="pt")
     return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
             "token_type_ids": enc["token_type_ids"],
-            "labels": torch.tensor([label_ids[x] for x in labels], dtype=torch.long)}
+            "labels": torch.tensor([label_ids[x] for x in labels], dtype=torch.long),
+            "lengths": enc["attention_mask"].sum(1)}
+
+
+def make_batch(data, idx, padding):
+    """The examples `idx` (a tensor or slice), cut to their longest with padding="longest"
+    (what DataCollatorWithPadding gives), else at max_seq_length."""
+    batch = {k: v[idx] for k, v in data.items() if k != "lengths"}
+    if padding == "longest":
+        longest = int(data["lengths"][idx].max())
+        batch = {k: v[:, :longest] if v.dim() == 2 else v for k, v in batch.items()}
+    return batch
 
 
 @torch.no_grad()
-def accuracy(model, data, batch_size=64):
+def accuracy(model, data, padding, batch_size=64):
     model.eval()
     n = data["labels"].shape[0]
     correct = 0
     loss_sum = 0.0
     for i in range(0, n, batch_size):
-        batch = {k: v[i:i + batch_size] for k, v in data.items()}
+        batch = make_batch(data, slice(i, i + batch_size), padding)
         out = model(**batch)
         correct += int((out.logits.argmax(-1) == batch["labels"]).sum())
         loss_sum += float(out.loss) * batch["labels"].shape[0]
     model.train()
     return correct / n, loss_sum / n
+
+
+@torch.no_grad()
+def predict_rate(model, data, padding, batch_size, repeats):
+    """Examples/s of `repeats` passes of prediction (probabilities) over `data`, in order."""
+    model.eval()
+    n = data["labels"].shape[0]
+    start = time.perf_counter()
+    for _ in range(repeats):
+        for i in range(0, n, batch_size):
+            batch = make_batch(data, slice(i, i + batch_size), padding)
+            batch.pop("labels")
+            torch.softmax(model(**batch).logits, -1)
+    return repeats * n / (time.perf_counter() - start)
+
+
+def epoch_batches(lengths, batch_size, group_by_length, rng, generator):
+    """One epoch's full batches: a fresh permutation, or Hugging Face's length grouping."""
+    n = len(lengths)
+    if group_by_length:
+        from transformers.trainer_pt_utils import get_length_grouped_indices
+        perm = np.asarray(get_length_grouped_indices(lengths.tolist(), batch_size,
+                                                     generator=generator))
+    else:
+        perm = rng.permutation(n)
+    return [perm[i * batch_size:(i + 1) * batch_size] for i in range(n // batch_size)]
 
 
 def main():
@@ -81,10 +125,15 @@ def main():
     p.add_argument("--skip_steps", type=int, default=10,
                    help="updates excluded from the steady-state rate")
     p.add_argument("--log_every", type=int, default=50)
+    p.add_argument("--padding", choices=("max_length", "longest"), default="max_length")
+    p.add_argument("--group_by_length", action="store_true")
+    p.add_argument("--predict_batch_size", type=int, default=64)
+    p.add_argument("--predict_repeats", type=int, default=5)
     args = p.parse_args()
 
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
+    generator = torch.Generator().manual_seed(args.seed)
     tokenizer = BertTokenizerFast.from_pretrained(args.model_dir)
     train_texts, train_labels = read_tsv(os.path.join(args.data_dir, "train.tsv"))
     labels = sorted(set(train_labels))
@@ -115,19 +164,18 @@ def main():
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, google_schedule)
 
-    # Batches: a fresh permutation per epoch, full batches only (as Google's drop_remainder).
-    per_epoch = n_train // args.batch_size
+    # Batches: a fresh (or length-grouped) order per epoch, full batches only (as Google's
+    # drop_remainder).
     order = []
     while len(order) < steps:
-        perm = rng.permutation(n_train)
-        order += [perm[i * args.batch_size:(i + 1) * args.batch_size] for i in range(per_epoch)]
+        order += epoch_batches(splits["train"]["lengths"], args.batch_size,
+                               args.group_by_length, rng, generator)
 
     step_ends, losses = [], []
     train = splits["train"]
     start = time.perf_counter()
     for step in range(steps):
-        idx = torch.from_numpy(order[step])
-        batch = {k: v[idx] for k, v in train.items()}
+        batch = make_batch(train, torch.from_numpy(order[step]), args.padding)
         out = model(**batch)
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_norm)
@@ -143,8 +191,10 @@ def main():
     skip = min(args.skip_steps, steps - 1)
     timed_steps = steps - skip
     timed_seconds = step_ends[-1] - step_ends[skip - 1] if skip else step_ends[-1] - start
-    dev_acc, dev_loss = accuracy(model, splits["dev"])
-    test_acc, test_loss = accuracy(model, splits["test"])
+    dev_acc, dev_loss = accuracy(model, splits["dev"], args.padding)
+    test_acc, test_loss = accuracy(model, splits["test"], args.padding)
+    predict_per_sec = predict_rate(model, splits["test"], args.padding,
+                                   args.predict_batch_size, args.predict_repeats)
     print(json.dumps({
         "torch": torch.__version__, "transformers": transformers.__version__,
         "threads": torch.get_num_threads(),
@@ -158,6 +208,8 @@ def main():
         "dev_accuracy": dev_acc, "dev_loss": dev_loss, "dev_examples": int(splits["dev"]["labels"].shape[0]),
         "test_accuracy": test_acc, "test_loss": test_loss,
         "test_examples": int(splits["test"]["labels"].shape[0]),
+        "predict_examples_per_sec": predict_per_sec, "padding": args.padding,
+        "group_by_length": args.group_by_length,
     }))
 
 

@@ -178,6 +178,22 @@ _SPECS = {
                                            "last layer), cls_last4 (the [CLS] vectors of the "
                                            "last 4 layers concatenated: width 4H).",
                          config.CLASSIFIER_INPUTS),
+    # Length-aware batching (run_classifier_mgpu.py).
+    "pad_to_longest": ("bool", True, "Pad each batch only to its longest example (rounded up to "
+                                     "--pad_to_multiple_of) instead of --max_seq_length, as "
+                                     "Hugging Face's padding='longest'; evaluation and "
+                                     "prediction batches are also sorted by length (outputs "
+                                     "written in file order). Results equal the fully padded "
+                                     "run's up to float rounding (dropout masks included)."),
+    "pad_to_multiple_of": ("integer", 16, "With --pad_to_longest: batch lengths are multiples "
+                                          "of this (bounds the shapes, hence the traces and XLA "
+                                          "compilations, to max_seq_length / N)."),
+    "group_by_length": ("bool", False, "Hugging Face's group_by_length: each epoch's shuffled "
+                                       "order is cut into mega-batches of 50 global batches, "
+                                       "each sorted by length, and the resulting batches are "
+                                       "shuffled; seeded per epoch. Faster with "
+                                       "--pad_to_longest, but changes the batches examples "
+                                       "are seen in."),
     # Evaluation during training (fine-tuning scripts).
     "eval_every_n_steps": ("integer", 0, "Evaluate the dev set every N updates (and at the "
                                          "last): eval_history.tsv, TensorBoard run 'eval', "
@@ -300,6 +316,7 @@ TRAINER_FLAGS = tuple(f.name for f in dataclasses.fields(config.TrainOptions))
 CLUSTER_FLAGS = ("worker_hosts", "task_index", "collective_timeout_seconds")
 GOOGLE_TRAINING_FLAGS = ("output_dir", "do_train", "do_eval", "eval_batch_size",
                          "learning_rate", "save_checkpoints_steps", "allow_random_weights")
+LENGTH_BATCHING_FLAGS = ("pad_to_longest", "pad_to_multiple_of", "group_by_length")
 EVAL_DURING_TRAINING_FLAGS = ("eval_every_n_steps", "keep_best_checkpoint", "best_metric",
                               "early_stopping_patience")
 # Every training script: Google's common flags, the trainer's, the cluster's, TPU compatibility.
@@ -632,6 +649,7 @@ def define_classifier_flags():
                   "data_dir", "task_name", "label_list", "truncation", "head_tokens",
                   "layerwise_lr_decay"), EVAL_DURING_TRAINING_FLAGS,
                  ("task_type", "multilabel_threshold", "classifier_input", "task_sampling"),
+                 LENGTH_BATCHING_FLAGS,
                  # Fine-tuning shuffles the whole training set every epoch (Google's buffer of
                  # 100 learns nothing from a file sorted by label).
                  defaults={"shuffle_buffer_size": 0})

@@ -395,6 +395,12 @@ class TrainConfig(TrainOptions):
     num_train_steps: int = 100000
     num_warmup_steps: int = 10000
     init_checkpoint: Optional[str] = None
+    # Length-aware batching (fine-tuning jobs' --pad_to_longest / --group_by_length): every
+    # batch trimmed to its longest example rounded up to this multiple (0 = kept at the
+    # records' length, max_seq_length), and training batches grouped by length.
+    pad_to_multiple_of: int = 0
+    group_by_length: bool = False
+    max_seq_length: int = 0  # the records' length (trimmed batches' dropout layout)
 
     @classmethod
     def of(cls, options: TrainOptions, **run) -> "TrainConfig":
@@ -406,7 +412,10 @@ class TrainConfig(TrainOptions):
     def validate(self) -> None:
         super().validate()
         _check_at_least(self, 1, "num_train_steps")
-        _check_at_least(self, 0, "num_warmup_steps")
+        _check_at_least(self, 0, "num_warmup_steps", "pad_to_multiple_of")
+        if self.pad_to_multiple_of and self.max_seq_length < 1:
+            raise ValueError("pad_to_multiple_of needs the records' max_seq_length")
+        _check_group_by_length(self.group_by_length, self.shuffle_buffer_size)
 
     def to_dict(self) -> Dict[str, Any]:
         return dataclasses.asdict(self)
@@ -547,9 +556,20 @@ def _epochs_train_config(cfg, num_items: int, num_workers: int, items: str = "ex
                          f"{cfg.num_train_epochs} make 0 steps of {global_batch} {items} "
                          f"(train_batch_size x n_gpus x num_accumulation_steps x workers)")
     steps = max(steps, 1)  # evaluation or prediction only: no schedule is run
+    lengths = {}
+    if getattr(cfg, "pad_to_longest", False):
+        lengths = dict(pad_to_multiple_of=cfg.pad_to_multiple_of,
+                       group_by_length=cfg.group_by_length,
+                       max_seq_length=cfg.model.max_seq_length)
     return TrainConfig.of(cfg.train, output_dir=cfg.output_dir, num_train_steps=steps,
                           num_warmup_steps=int(steps * cfg.warmup_proportion),
-                          init_checkpoint=cfg.model.init_checkpoint)
+                          init_checkpoint=cfg.model.init_checkpoint, **lengths)
+
+
+def _check_group_by_length(group_by_length: bool, shuffle_buffer_size: int) -> None:
+    if group_by_length and shuffle_buffer_size != 0:
+        raise ValueError("--group_by_length needs --shuffle_buffer_size=0 (the whole training "
+                         "set, in memory, grouped every epoch)")
 
 
 def _check_epochs(cfg) -> None:
@@ -610,6 +630,11 @@ class ClassifierConfig:
     multilabel_threshold: float = 0.5
     classifier_input: str = "pooled"
     task_sampling: str = "proportional"
+    # Length-aware batching (see TrainConfig): on for every batch by default (the results are
+    # the padded run's up to float rounding); grouping changes the order of training examples.
+    pad_to_longest: bool = True
+    pad_to_multiple_of: int = 16
+    group_by_length: bool = False
     flags: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
@@ -671,6 +696,11 @@ class ClassifierConfig:
         if self.num_tasks > 1:
             self._validate_multitask()
         self.train.validate()
+        _check_at_least(self, 1, "pad_to_multiple_of")
+        if self.group_by_length and not self.pad_to_longest:
+            raise ValueError("--group_by_length needs --pad_to_longest (grouped batches are "
+                             "only faster when trimmed)")
+        _check_group_by_length(self.group_by_length, self.train.shuffle_buffer_size)
 
     def _validate_multitask(self) -> None:
         if self.task_sampling not in TASK_SAMPLINGS:
@@ -679,6 +709,10 @@ class ClassifierConfig:
         if self.train.batch_ramp_steps:
             raise ValueError("--batch_ramp_steps cannot be used with several --task_name: a "
                              "multi-task global batch is one task's, the ramp would re-cut it")
+        if self.group_by_length:
+            raise ValueError("--group_by_length cannot be used with several --task_name: "
+                             "multi-task batches are drawn per task (data/multitask.py), not "
+                             "grouped by length (--pad_to_longest still trims them)")
 
     def _validate_task_type(self) -> None:
         """--task_type / --multilabel_threshold / --classifier_input against the task."""

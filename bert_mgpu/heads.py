@@ -344,7 +344,8 @@ class TokenTaggingHead(tf.Module):
           weight), `numerator` (scalar: the weighted sum of `per_token_loss`) and `denominator`
           (scalar: the sum of the weights). The task divides by the global denominator.
         """
-        output_layer = modeling.dropout(sequence_output, self.dropout_prob, training)
+        output_layer = modeling.dropout(sequence_output, self.dropout_prob, training,
+                                        seq_view=(modeling.SEQ, sequence_output.shape[-1]))
         logits = tf.einsum("bsh,th->bst", output_layer,
                            tf.cast(modeling.param(self.output_weights), output_layer.dtype))
         logits = tf.cast(tf.nn.bias_add(

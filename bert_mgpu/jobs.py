@@ -69,7 +69,7 @@ class Job:
             seed=train_cfg.random_seed, shuffle_buffer=train_cfg.shuffle_buffer_size,
             num_shards=self.num_workers,
             shard_index=self.cluster.task_index if self.cluster is not None else 0,
-            masking=masking)
+            masking=masking, group_by_length=train_cfg.group_by_length)
 
     def weights_for_prediction(self, trainer) -> None:
         """With --keep_best_checkpoint, loads the kept best model into `trainer` (else the
@@ -264,6 +264,15 @@ def _log_head_initialisation(cfg, task) -> None:
                      prefix, ", ".join(heads), ", ".join(own))
 
 
+def eval_input(cfg, input_files: Sequence[str], shapes, batch_size: int):
+    """Evaluation/prediction batches of a classifier task (`cfg`: its config): every record
+    once; sorted by length with --pad_to_longest (the trainer puts the predictions back in
+    file order)."""
+    if getattr(cfg, "pad_to_longest", False):
+        return input_pipeline.length_sorted_dataset(input_files, shapes, batch_size)
+    return input_pipeline.record_dataset(input_files, shapes, batch_size, is_training=False)
+
+
 def _periodic_evaluator(job: Job, trainer, data, dev):
     """`--eval_every_n_steps`: the trainer's on_step callback (see evaluation.py), or None."""
     cfg = job.cfg
@@ -271,8 +280,7 @@ def _periodic_evaluator(job: Job, trainer, data, dev):
         return None
     eval_file = dev[0]
     return evaluation.PeriodicEvaluator(
-        trainer, lambda: input_pipeline.record_dataset([eval_file], data.shapes,
-                                                       cfg.eval_batch_size, is_training=False),
+        trainer, lambda: eval_input(cfg, [eval_file], data.shapes, cfg.eval_batch_size),
         cfg.output_dir, cfg.eval_every_n_steps, best_metric=cfg.best_metric,
         keep_best=cfg.keep_best_checkpoint, patience=cfg.early_stopping_patience,
         is_chief=job.chief)
@@ -283,8 +291,7 @@ def _evaluate_classifier(cfg, trainer, data, eval_file, num_eval, write: bool = 
     eval_results.txt unless `write` is False."""
     logging.info("***** Running evaluation: %d examples, batch size %d *****", num_eval,
                  cfg.eval_batch_size)
-    result = trainer.evaluate(input_pipeline.record_dataset(
-        [eval_file], data.shapes, cfg.eval_batch_size, is_training=False))
+    result = trainer.evaluate(eval_input(cfg, [eval_file], data.shapes, cfg.eval_batch_size))
     result["eval_examples"] = num_eval
     if write:
         tf.io.gfile.makedirs(cfg.output_dir)
@@ -296,8 +303,8 @@ def _predict_classifier(cfg, trainer, data, predict_file, num_predict) -> None:
     """test_results.tsv and predict.txt of one task (`cfg`: its config) in its output_dir."""
     logging.info("***** Running prediction: %d examples, batch size %d *****", num_predict,
                  cfg.predict_batch_size)
-    outputs = trainer.predict(input_pipeline.record_dataset(
-        [predict_file], data.shapes, cfg.predict_batch_size, is_training=False))
+    outputs = trainer.predict(eval_input(cfg, [predict_file], data.shapes,
+                                         cfg.predict_batch_size))
     predictions = outputs.get("predictions" if cfg.task_type == "regression"
                               else "probabilities", np.zeros([0]))
     if len(predictions) != num_predict:

@@ -46,7 +46,7 @@ import collections
 import contextlib
 import math
 import threading
-from typing import Dict, List, Mapping, NamedTuple
+from typing import Dict, List, Mapping, NamedTuple, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -114,6 +114,10 @@ def get_activation(activation_string):
     return _ACTIVATIONS[act]
 
 
+# Marks a sequence axis in a `dropout(..., seq_view=...)` layout.
+SEQ = "S"
+
+
 class DropoutStream:
     """Dropout masks that are a pure function of (seed, step, global example position).
 
@@ -125,13 +129,26 @@ class DropoutStream:
     micro-batch or worker computes it, and a run resumed after a kill draws exactly the masks the
     uninterrupted run drew: no hidden RNG state. (XLA-compiled towers draw from XLA's Philox,
     a different but equally deterministic stream: keep --use_xla fixed within a run.)
+
+    Batches trimmed to their longest example (--pad_to_longest): given `full_length` (the
+    records' padded length L) and the batch's `seq_length` S, a call that names its layout
+    (`seq_view`) draws the values of the full-length layout ([B, N, L, L], [B, L, H]) and keeps
+    those of the S real positions, so a trimmed batch gets, on its tokens, exactly the masks of
+    the padded batch: the update is the padded run's up to float rounding, whatever the
+    trimming, the split over towers or workers, or the grouping of examples by length. The cost:
+    the random values of the padded shape are drawn (as many as the padded run draws), not
+    only the trimmed ones: elementwise work, small beside the matmuls of the trimmed layers
+    (attention probabilities: N*L*L values per example and layer against ~12*S*H*H
+    multiply-adds for the dense layers).
     """
 
-    def __init__(self, seed: int, step, example_offset, num_examples):
+    def __init__(self, seed: int, step, example_offset, num_examples,
+                 seq_length: Optional[int] = None, full_length: Optional[int] = None):
         self.seed = int(seed)
         self.step = tf.cast(step, tf.int64)
         self.example_offset = tf.cast(example_offset, tf.int64)
         self.num_examples = tf.cast(num_examples, tf.int64)
+        self.seq_length, self.full_length = seq_length, full_length
         self.calls = 0
 
     def _key(self) -> tf.Tensor:
@@ -142,21 +159,32 @@ class DropoutStream:
         self.calls += 1
         return tf.constant([z ^ (z >> 31)], tf.uint64)
 
-    def dropout(self, x: tf.Tensor, rate: float) -> tf.Tensor:
+    def dropout(self, x: tf.Tensor, rate: float, seq_view=None) -> tf.Tensor:
         """x: float Tensor whose values are example-major (e.g. [B, ...] or [B*S, H] with B the
-        tower's examples). Keeps each value with probability 1 - rate, scaled by 1/(1 - rate),
-        as `tf.nn.dropout`."""
+        tower's examples); `seq_view`: optional per-example layout of x, Python ints and `SEQ`
+        for a sequence axis (e.g. (SEQ, H), (N, SEQ, SEQ)). Keeps each value with probability
+        1 - rate, scaled by 1/(1 - rate), as `tf.nn.dropout`."""
         key = self._key()
+        full_view = None
+        if seq_view is not None and self.full_length is not None:
+            full_view = [self.full_length if d == SEQ else d for d in seq_view]
+            per_example = int(np.prod(full_view))
+        else:
+            per_example = tf.size(x, out_type=tf.int64) // self.num_examples
         # Philox yields 4 values per counter increment: each example takes a whole number of
         # increments, so an example's values start at counter offset * per_example.
-        per_example = tf.size(x, out_type=tf.int64) // self.num_examples
         increments = (per_example + 3) // 4
         counter = tf.stack([tf.cast(self.example_offset * increments, tf.uint64),
                             tf.cast(self.step, tf.uint64)])
         uniform = tf.raw_ops.StatelessRandomUniformV2(
-            shape=tf.stack([self.num_examples, increments * 4]), key=key, counter=counter,
-            alg=1)  # Philox
-        uniform = tf.reshape(uniform[:, :per_example], tf.shape(x))
+            shape=tf.stack([self.num_examples, tf.cast(increments * 4, tf.int64)]), key=key,
+            counter=counter, alg=1)  # Philox
+        uniform = uniform[:, :per_example]
+        if full_view is not None:
+            real = tuple([slice(None)] + [slice(0, self.seq_length) if d == SEQ else slice(None)
+                                          for d in seq_view])
+            uniform = tf.reshape(uniform, [-1] + full_view)[real]
+        uniform = tf.reshape(uniform, tf.shape(x))
         scale = tf.cast(1.0 / (1.0 - rate), x.dtype)
         return tf.where(uniform >= rate, x * scale, tf.zeros_like(x))
 
@@ -165,7 +193,8 @@ _STREAM = threading.local()
 
 
 @contextlib.contextmanager
-def dropout_stream(seed: int, step, example_offset, num_examples):
+def dropout_stream(seed: int, step, example_offset, num_examples,
+                   seq_length: Optional[int] = None, full_length: Optional[int] = None):
     """Within the block (while tracing), `dropout` draws from a `DropoutStream`.
 
     Args:
@@ -174,16 +203,20 @@ def dropout_stream(seed: int, step, example_offset, num_examples):
       example_offset: int Tensor, the position in the global batch of the first example of
         the tensors the model computes in the block (a tower's slice).
       num_examples: int Tensor, the examples in the block's batch.
+      seq_length, full_length: Python ints, the batch's sequence length and the records'
+        padded length when the batch was trimmed (then the masks on the real positions are the
+        padded batch's); None: not trimmed.
     """
     previous = getattr(_STREAM, "current", None)
-    _STREAM.current = DropoutStream(seed, step, example_offset, num_examples)
+    _STREAM.current = DropoutStream(seed, step, example_offset, num_examples, seq_length,
+                                    full_length)
     try:
         yield _STREAM.current
     finally:
         _STREAM.current = previous
 
 
-def dropout(input_tensor, dropout_prob, training):
+def dropout(input_tensor, dropout_prob, training, seq_view=None):
     """Dropout that is the identity outside training or when `dropout_prob` is 0.
 
     Inside `dropout_stream` (the trainer's towers) the mask is a pure function of (seed, step,
@@ -193,6 +226,8 @@ def dropout(input_tensor, dropout_prob, training):
       input_tensor: float Tensor.
       dropout_prob: Python float, the probability of dropping out a value (not of keeping it).
       training: Python bool.
+      seq_view: the per-example layout of `input_tensor` with its sequence axes marked `SEQ`
+        (e.g. (SEQ, H) for [B*S, H]; see `DropoutStream.dropout`), or None when it has none.
 
     Returns:
       A Tensor of the same shape as `input_tensor`.
@@ -201,7 +236,7 @@ def dropout(input_tensor, dropout_prob, training):
         return input_tensor
     stream = getattr(_STREAM, "current", None)
     if stream is not None:
-        return stream.dropout(input_tensor, dropout_prob)
+        return stream.dropout(input_tensor, dropout_prob, seq_view)
     return tf.nn.dropout(input_tensor, rate=dropout_prob)
 
 
@@ -642,7 +677,8 @@ class BertModel(tf.Module):
         output = self.embedding_layer_norm(output)
         # Mixed precision starts here: everything downstream follows the activations' dtype.
         output = tf.cast(output, self.compute_dtype)
-        return dropout(output, self.config.hidden_dropout_prob, training)
+        return dropout(output, self.config.hidden_dropout_prob, training,
+                       seq_view=(SEQ, output.shape[-1]))
 
     def encode(self, embedding_output, attention_mask, training, first_token_only=False):
         """The transformer stack ("Attention is All You Need" encoder; post-LN as Google's, or
@@ -684,10 +720,12 @@ class BertModel(tf.Module):
                 attention_probs_dropout_prob=config.attention_probs_dropout_prob,
                 training=training, batch_size=batch_size,
                 from_seq_length=from_length, to_seq_length=seq_length)
-            return dropout(attention.output(context), config.hidden_dropout_prob, training)
+            return dropout(attention.output(context), config.hidden_dropout_prob, training,
+                           seq_view=(SEQ, config.hidden_size))
 
         def feed_forward(ffn, x):
-            return dropout(ffn(x), config.hidden_dropout_prob, training)
+            return dropout(ffn(x), config.hidden_dropout_prob, training,
+                           seq_view=(SEQ, config.hidden_size))
 
         all_layer_outputs = []
         for index, (attention, ffn) in enumerate(self.layers):
@@ -756,7 +794,8 @@ def attention_layer(from_tensor, to_tensor, query, key, value, attention_mask,
         attention_scores += tf.cast(adder, attention_scores.dtype)
     attention_probs = tf.nn.softmax(attention_scores)  # [B, N, F, T]
     # Dropping out whole tokens to attend to, as in the original Transformer.
-    attention_probs = dropout(attention_probs, attention_probs_dropout_prob, training)
+    attention_probs = dropout(attention_probs, attention_probs_dropout_prob, training,
+                              seq_view=(num_attention_heads, SEQ, SEQ))
 
     context_layer = tf.matmul(attention_probs, value_layer)  # [B, N, F, H]
     context_layer = tf.transpose(context_layer, [0, 2, 1, 3])  # [B, F, N, H]
@@ -823,7 +862,7 @@ def variable_shapes(named: Mapping[str, tf.Variable]) -> Dict[str, List[int]]:
 __all__ = [
     "BertConfig", "BertModel", "BertOutputs", "ParameterStore", "Dense", "LayerNorm",
     "attention_layer", "create_attention_mask_from_input_mask", "dropout", "dropout_stream",
-    "DropoutStream", "gather_indexes",
+    "DropoutStream", "gather_indexes", "SEQ",
     "gelu", "gelu_exact", "get_activation", "get_shape_list", "layer_norm",
     "merge_named_variables", "sinusoidal_position_table", "truncated_normal_initializer",
     "variable_shapes",

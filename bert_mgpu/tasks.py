@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from bert_mgpu import heads, metrics as metrics_lib, modeling
 from bert_mgpu.data import features as features_lib
+from bert_mgpu.data.features import FILE_BATCH_WEIGHT
 
 Tensors = Dict[str, tf.Tensor]
 
@@ -240,8 +241,7 @@ class BertClassifier(_MeanOverExamples, tf.Module):
         return {
             "loss_sum": tf.reduce_sum(out["per_example_loss"]),
             "num_examples": tf.cast(tf.shape(labels)[0], tf.float32),
-            "batch_loss_sum": out["loss"],
-            "num_batches": tf.constant(1.0),
+            **_estimator_loss_sums(out["per_example_loss"], features),
             "confusion": tf.math.confusion_matrix(labels, predictions, self.num_labels,
                                                   dtype=tf.float32),
         }
@@ -272,6 +272,26 @@ class BertClassifier(_MeanOverExamples, tf.Module):
     def predict(self, features) -> Tensors:
         """`probabilities` float32 [B, num_labels] (no dropout)."""
         return {"probabilities": self._forward(features, training=False)["probabilities"]}
+
+
+def _estimator_loss_sums(per_example_loss, features) -> Tensors:
+    """The sums of the Estimator's eval `loss`: the mean over the file's eval batches of each
+    batch's mean loss. Batches sorted by length are not the file's: their examples carry
+    1 / (the size of their batch in the file) (`input_pipeline.FILE_BATCH_WEIGHT`), whose
+    weighted sum over all batches is the file batches' mean losses summed, and whose sum is
+    their number.
+
+    Args:
+      per_example_loss: float32 Tensor [B].
+      features: the batch, with or without `FILE_BATCH_WEIGHT` float32 [B].
+    """
+    weights = features.get(FILE_BATCH_WEIGHT)
+    if weights is None:
+        return {"batch_loss_sum": tf.reduce_mean(per_example_loss),
+                "num_batches": tf.constant(1.0)}
+    weights = tf.cast(tf.reshape(weights, [-1]), per_example_loss.dtype)
+    return {"batch_loss_sum": tf.reduce_sum(weights * per_example_loss),
+            "num_batches": tf.reduce_sum(weights)}
 
 
 class SquadTask(_MeanOverExamples, tf.Module):
@@ -368,12 +388,11 @@ class _LinearHeadTask(_MeanOverExamples, tf.Module):
     def per_example_loss(self, features, training) -> tf.Tensor:
         return self._per_example_loss(self._logits(features, training), features["label_values"])
 
-    def _loss_sums(self, per_example_loss) -> Tensors:
+    def _loss_sums(self, per_example_loss, features) -> Tensors:
         return {
             "loss_sum": tf.reduce_sum(per_example_loss),
             "num_examples": tf.cast(tf.shape(per_example_loss)[0], tf.float32),
-            "batch_loss_sum": tf.reduce_mean(per_example_loss),
-            "num_batches": tf.constant(1.0),
+            **_estimator_loss_sums(per_example_loss, features),
         }
 
     @staticmethod
@@ -403,7 +422,7 @@ class BertRegressor(_LinearHeadTask):
     def eval_sums(self, features) -> Tensors:
         scores = self._logits(features, training=False)[:, 0]
         labels = tf.cast(features["label_values"][:, 0], tf.float32)
-        sums = self._loss_sums(tf.square(scores - labels))
+        sums = self._loss_sums(tf.square(scores - labels), features)
         # float64: the moments of a large dev set lose the correlation to cancellation in float32.
         x, y = tf.cast(scores, tf.float64), tf.cast(labels, tf.float64)
         sums.update(sum_x=tf.reduce_sum(x), sum_y=tf.reduce_sum(y),
@@ -466,7 +485,8 @@ class BertMultiLabelClassifier(_LinearHeadTask):
         logits = self._logits(features, training=False)
         truth = features["label_values"] > 0.5  # bool [B, L]
         predicted = tf.sigmoid(logits) > self.threshold
-        sums = self._loss_sums(self._per_example_loss(logits, features["label_values"]))
+        sums = self._loss_sums(self._per_example_loss(logits, features["label_values"]),
+                               features)
 
         def count(mask, axis=0):
             return tf.reduce_sum(tf.cast(mask, tf.float32), axis=axis)

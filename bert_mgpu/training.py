@@ -38,6 +38,7 @@ from tensorflow.core.framework import summary_pb2
 from bert_mgpu import checkpoint, modeling, optimization, towers
 from bert_mgpu import cluster as cluster_lib
 from bert_mgpu.config import TrainConfig
+from bert_mgpu.data import input_pipeline
 from bert_mgpu.progress import format_duration
 
 INPUT_STATE_DIR = "input_state"
@@ -187,9 +188,14 @@ class UpdateStep:
 
     def _tower_fn(self, shard, example_offset, step, context, route=None):
         # Dropout masks keyed by (seed, step, global example position): the same whatever the
-        # split over towers, micro-batches and workers, and again after a resume.
-        with modeling.dropout_stream(self.cfg.random_seed, step, example_offset,
-                                     _batch_rows(shard)):
+        # split over towers, micro-batches and workers, and again after a resume. Trimmed
+        # batches (--pad_to_longest) draw them in the records' full-length layout: on the real
+        # tokens, the masks of the padded batch (see modeling.DropoutStream).
+        trimmed = self.cfg.pad_to_multiple_of > 0 and "input_ids" in shard
+        with modeling.dropout_stream(
+                self.cfg.random_seed, step, example_offset, _batch_rows(shard),
+                seq_length=int(shard["input_ids"].shape[1]) if trimmed else None,
+                full_length=self.cfg.max_seq_length if trimmed else None):
             return self._task_of(route).tower_loss(shard, context, training=True)
 
     def towers(self, features, context, offset=0, route=None):
@@ -660,6 +666,7 @@ class Trainer:
             while loop.step < cfg.num_train_steps:
                 try:
                     features, micro = self.micro.next_batch(iterator, loop.step)
+                    features = self.trim(features)
                 except StopIteration:
                     logging.warning("Input exhausted at step %d.", loop.step)
                     break
@@ -777,14 +784,33 @@ class Trainer:
         view._predict_step = tf.function(task.predict)
         return view
 
+    def trim(self, features):
+        """`features` without the padding past its longest example, rounded up to
+        --pad_to_multiple_of (with --pad_to_longest; else unchanged). Outputs of the real
+        tokens are the padded batch's up to float rounding: padding is masked out of attention
+        (exp(-10000) is 0 in float32) and dropout draws the padded layout's masks. The rounding
+        bounds the shapes, hence the traces (and XLA compilations) of each step function, to
+        ceil(max_seq_length / multiple) per batch size."""
+        if not self.cfg.pad_to_multiple_of:
+            return features
+        return input_pipeline.trim_padding(features, self.cfg.pad_to_multiple_of)
+
+    def _batches(self, dataset, max_steps: Optional[int] = None):
+        """(trimmed features, example indexes or None) of each batch of an evaluation dataset;
+        the indexes are a `length_sorted_dataset`'s positions in the files."""
+        for i, features in enumerate(dataset):
+            if max_steps is not None and i >= max_steps:
+                break
+            features = dict(features)
+            index = features.pop(input_pipeline.EXAMPLE_INDEX, None)
+            yield self.trim(features), index
+
     def evaluate(self, dataset: tf.data.Dataset, max_steps: Optional[int] = None) -> Dict:
         """Runs the task's eval over `dataset` (at most `max_steps` batches, all by default) on
         the first tower's device; returns the task's eval metrics plus `global_step`."""
         totals: Dict[str, np.ndarray] = {}
         with tf.device(self.devices[0]):
-            for i, features in enumerate(dataset):
-                if max_steps is not None and i >= max_steps:
-                    break
+            for features, _ in self._batches(dataset, max_steps):
                 for k, v in self._eval_step(features).items():
                     totals[k] = totals[k] + v.numpy() if k in totals else v.numpy()
         result = self.task.eval_metrics(totals) if totals else {}
@@ -793,13 +819,22 @@ class Trainer:
 
     def predict(self, dataset: tf.data.Dataset) -> Dict[str, np.ndarray]:
         """The task's `predict` over every batch of `dataset`, on the first tower's device:
-        name -> array concatenated over the batches, in input order."""
+        name -> array concatenated over the batches, in the files' order (a
+        `length_sorted_dataset`'s outputs are put back in it)."""
         outputs: Dict[str, list] = {}
+        indexes = []
         with tf.device(self.devices[0]):
-            for features in dataset:
+            for features, index in self._batches(dataset):
+                if index is not None:
+                    indexes.append(index.numpy())
                 for name, value in self._predict_step(features).items():
                     outputs.setdefault(name, []).append(value.numpy())
-        return {name: np.concatenate(parts, axis=0) for name, parts in outputs.items()}
+        result = {name: np.concatenate(parts, axis=0) for name, parts in outputs.items()}
+        if indexes:
+            # In file order (of the examples predicted, should the dataset be cut short).
+            order = np.argsort(np.concatenate(indexes), kind="stable")
+            result = {name: value[order] for name, value in result.items()}
+        return result
 
 
 # Marks a summary as a TensorBoard scalar without importing TensorBoard (not a dependency: the

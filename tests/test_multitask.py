@@ -333,6 +333,7 @@ def test_single_task_from_a_multitask_checkpoint(multitask_run, task_dirs, tmp_p
     (["--task_sampling=sometimes"], "--task_sampling"),
     (["--num_accumulation_steps=2", "--batch_ramp_steps=2"],
      "--batch_ramp_steps cannot be used with several --task_name"),
+    (["--group_by_length"], "--group_by_length cannot be used with several --task_name"),
     (["--task_type=classification,regression", "--best_metric=eval_accuracy,eval_mse"],
      "the mean of losses (lower is better) and scores (higher is better) means nothing"),
 ])

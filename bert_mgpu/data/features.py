@@ -30,6 +30,12 @@ from typing import Dict, Mapping
 PRETRAINING_FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
                         "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 CLASSIFIER_FEATURES = ("input_ids", "input_mask", "segment_ids", "label_ids", "is_real_example")
+# The features with a sequence axis that a batch trimmed to its longest example shortens
+# (input_pipeline.trim_padding): those of every classifier record kind.
+SEQUENCE_FEATURES = frozenset({"input_ids", "input_mask", "segment_ids"})
+# Evaluation batches sorted by length: each example's 1 / (size of its batch in file order),
+# float32 [batch], so that the Estimator's `loss` (a mean of batch means) is the file order's.
+FILE_BATCH_WEIGHT = "file_batch_weight"
 # Unmasked (dynamic-masking) records: `word_starts` is 1 on a maskable token that begins a
 # whole-word masking group (0 on a continuation piece, [CLS], [SEP] and padding).
 WORD_STARTS = "word_starts"

@@ -130,7 +130,8 @@ def shard_files(input_files: Sequence[str], num_shards: int, index: int):
 def record_dataset(input_files: Sequence[str], shapes: Mapping[str, int], batch_size: int,
                    is_training: bool, seed: int = 12345, shuffle_buffer: int = 100,
                    cycle_length: int = 4, num_shards: int = 1,
-                   shard_index: int = 0, masking: Optional["DynamicMasking"] = None):
+                   shard_index: int = 0, masking: Optional["DynamicMasking"] = None,
+                   group_by_length: bool = False):
     """Batches of parsed records.
 
     Training, deterministic for a seed, repeating forever, full batches (drop_remainder):
@@ -165,6 +166,8 @@ def record_dataset(input_files: Sequence[str], shapes: Mapping[str, int], batch_
         shard_index), so the masks do not depend on how a batch is split, differ every epoch
         and follow the iterator's saved position. Evaluation: index in the files, so every
         evaluation sees the same masks.
+      group_by_length: training with `shuffle_buffer` = 0: every epoch's permutation grouped
+        by length over global batches (`_grouped_by_length`; --group_by_length).
 
     Returns:
       tf.data.Dataset of dicts name -> int32 Tensor [batch, length] (float32 for
@@ -172,12 +175,15 @@ def record_dataset(input_files: Sequence[str], shapes: Mapping[str, int], batch_
     """
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
+    if group_by_length and shuffle_buffer != 0:
+        raise ValueError("group_by_length groups epoch permutations: needs shuffle_buffer=0")
     if is_training:
         files = None if shuffle_buffer == 0 else shard_files(input_files, num_shards,
                                                              shard_index)
         by_record = files is None
         if shuffle_buffer == 0:
-            d = epoch_permutations(input_files, seed)
+            d = epoch_permutations(input_files, seed,
+                                   batch_size * num_shards if group_by_length else 0)
         else:
             d = _interleaved_records(files or list(input_files), seed, shuffle_buffer,
                                      cycle_length)
@@ -215,29 +221,162 @@ def _interleaved_records(files: Sequence[str], seed: int, shuffle_buffer: int,
     return d
 
 
-def epoch_permutations(input_files: Sequence[str], seed: int):
+def _read_records(input_files: Sequence[str]) -> List[bytes]:
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    return [r.numpy() for r in tf.data.TFRecordDataset(list(input_files))]
+
+
+def epoch_permutations(input_files: Sequence[str], seed: int, group_size: int = 0):
     """Serialized records of `input_files`, epoch after epoch, each epoch in the permutation
     `argsort(stateless_uniform([n], seed=(seed, epoch)))`: independent of how batches are later
     split, and resumable exactly mid-epoch (the iterator's state is the epoch and the index in
     it). The records are held in memory (a fine-tuning set: ~0.6 KB per example at length 128).
+
+    `group_size` = G > 0 (--group_by_length, G = the global batch): the permutation is then
+    grouped by length (`_grouped_by_length`), still a pure function of (seed, epoch).
 
     Raises:
       InputError: the files hold no record.
     """
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    records = [r.numpy() for r in tf.data.TFRecordDataset(list(input_files))]
+    records = _read_records(input_files)
     if not records:
         raise InputError(f"{', '.join(input_files)}: no training records")
     table = tf.constant(records)
     n = len(records)
+    lengths = tf.constant(record_sequence_lengths(records)) if group_size else None
 
     def epoch(e):
-        keys = tf.random.stateless_uniform([n], seed=tf.stack([tf.constant(seed, tf.int64), e]))
-        return tf.data.Dataset.from_tensor_slices(tf.argsort(keys))
+        key = tf.stack([tf.constant(seed, tf.int64), e])
+        order = tf.argsort(tf.random.stateless_uniform([n], seed=key))
+        if group_size:
+            order = _grouped_by_length(order, lengths, group_size, key, e)
+        return tf.data.Dataset.from_tensor_slices(order)
 
     d = tf.data.Dataset.range(2 ** 62).flat_map(epoch)
     return d.map(lambda i: tf.gather(table, i))
+
+
+# Hugging Face's `group_by_length` (LengthGroupedSampler): mega-batches of up to 50 batches.
+MEGA_BATCHES = 50
+
+
+def _grouped_by_length(order, lengths, batch: int, key, epoch):
+    """One epoch's permutation `order` grouped by length, as Hugging Face's `group_by_length`:
+    cut into mega-batches of up to MEGA_BATCHES batches (fewer on a small set, at least 4
+    mega-batches when possible), each sorted by length (longest first, stable), cut into
+    batches, and the batches shuffled by the epoch's key.
+
+    The stream runs on across epochs, so the cuts follow the global batches: the first
+    `(-epoch * n) mod batch` records of the epoch complete the batch the previous epoch began
+    (left in place), every later full batch is one group, the tail begins the next one.
+
+    Args:
+      order: int32 Tensor [n], the epoch's permutation of the records.
+      lengths: int32 Tensor [n], each record's length (`record_sequence_lengths`).
+      batch: Python int, the records of one global batch.
+      key: int64 Tensor [2], the epoch's seed (seed, epoch).
+      epoch: int64 scalar Tensor.
+
+    Returns:
+      int32 Tensor [n], a permutation of `order`.
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    n = int(order.shape[0])
+    mega = batch * max(1, min(MEGA_BATCHES, n // (4 * batch)))
+    head = tf.cast(tf.math.floormod(-epoch * n, batch), tf.int32)
+    position = tf.range(n) - head
+    longest = tf.reduce_max(lengths) + 1
+    # Head first (its group is -1), then the mega-batches in turn, each longest first.
+    group = tf.where(position < 0, -1, position // mega)
+    order = tf.gather(order, tf.argsort(group * longest + longest - 1 - tf.gather(lengths, order),
+                                        stable=True))
+    num_batches = (n - head) // batch
+    batches = tf.reshape(order[head:head + num_batches * batch], [num_batches, batch])
+    shuffle = tf.argsort(tf.random.stateless_uniform(
+        [num_batches], seed=tf.random.experimental.stateless_fold_in(key, 1)))
+    return tf.concat([order[:head], tf.reshape(tf.gather(batches, shuffle), [-1]),
+                      order[head + num_batches * batch:]], 0)
+
+
+def record_sequence_lengths(records: Sequence[bytes]):
+    """int32 array [n]: each serialized record's length (its last `input_mask` position + 1)."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    masks = tf.io.parse_example(tf.constant(list(records)), {
+        "input_mask": tf.io.RaggedFeature(tf.int64)})["input_mask"]
+    return np.asarray(sequence_lengths(masks.to_tensor()), np.int32)
+
+
+def sequence_lengths(input_mask):
+    """int32 Tensor [batch]: the real length of each row of `input_mask` [batch, length] (the
+    last position whose mask is not 0, + 1; BERT's masks are a prefix of ones)."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    positions = tf.range(1, tf.shape(input_mask)[1] + 1)
+    return tf.reduce_max(tf.where(input_mask > 0, positions, 0), axis=1)
+
+
+def trimmed_length(input_mask, multiple: int) -> int:
+    """The length a batch is cut to: its longest example rounded up to `multiple`, at most the
+    padded length (so at most ceil(length / multiple) shapes)."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    longest = int(tf.reduce_max(sequence_lengths(input_mask)))
+    return min(int(input_mask.shape[1]), max(1, -(-longest // multiple)) * multiple)
+
+
+def trim_padding(batch: Mapping, multiple: int) -> dict:
+    """A batch cut to `trimmed_length`: the padding past its longest example dropped from the
+    sequence features (features.SEQUENCE_FEATURES); called eagerly on each batch.
+
+    Args:
+      batch: dict of Tensors [batch, ...] with `input_mask` [batch, length].
+      multiple: Python int >= 1.
+    """
+    length = trimmed_length(batch["input_mask"], multiple)
+    if length == batch["input_mask"].shape[1]:
+        return dict(batch)
+    return {name: t[:, :length] if name in features.SEQUENCE_FEATURES else t
+            for name, t in batch.items()}
+
+
+# Evaluation/prediction batches sorted by length carry each example's index in the files.
+EXAMPLE_INDEX = "example_index"
+
+
+def length_sorted_dataset(input_files: Sequence[str], shapes: Mapping[str, int],
+                          batch_size: int):
+    """Evaluation/prediction batches of similar lengths: every record once, in the order of
+    their lengths (stable), each with its index in the files (`EXAMPLE_INDEX`, int32 [batch]),
+    so that outputs are put back in file order (`Trainer.predict`), and with the weight of its
+    batch in file order (`features.FILE_BATCH_WEIGHT`, float32 [batch]; the Estimator's
+    `loss`, see tasks.py). In memory, as training's `epoch_permutations`. An empty file gives
+    no batch.
+    """
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    records = _read_records(input_files)
+    if not records:
+        return tf.data.TFRecordDataset(list(input_files)).batch(batch_size).map(
+            lambda s: features.parse_example(s, shapes))
+    order = np.argsort(record_sequence_lengths(records), kind="stable").astype(np.int32)
+    n = len(records)
+    last = n - (n - 1) // batch_size * batch_size  # the file's last batch, maybe partial
+    weights = np.where(order >= n - last, 1.0 / last, 1.0 / batch_size).astype(np.float32)
+    d = tf.data.Dataset.from_tensor_slices((tf.gather(tf.constant(records), order), order,
+                                            weights))
+
+    def parse(serialized, index, weight):
+        return dict(features.parse_example(serialized, shapes),
+                    **{EXAMPLE_INDEX: index, features.FILE_BATCH_WEIGHT: weight})
+
+    return d.batch(batch_size).map(parse).prefetch(2)
 
 
 # ---------------------------------------------------------------------------------------------

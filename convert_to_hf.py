@@ -5,12 +5,16 @@ folder, the other direction of convert_hf_checkpoint.py.
 Usage:
   python convert_to_hf.py --bert_config_file=bert_config.json --init_checkpoint=model.ckpt-1000 \
     --vocab_file=vocab.txt --do_lower_case=true --output_dir=path/to/hf_bert [--label_list=neg,pos]
+  python convert_to_hf.py ... --init_checkpoint=path/to/multitask_run --task_label=sentiment
 
 Writes config.json (Google's tanh "gelu" as Hugging Face's "gelu_new", "gelu_exact" as "gelu"),
 model.safetensors (written without PyTorch), vocab.txt, tokenizer_config.json and
 special_tokens_map.json. The masked-LM/next-sentence heads and a classifier head are written when
 the checkpoint has them, so transformers loads the folder with BertModel, BertForPreTraining or
-BertForSequenceClassification (num_labels and id2label from --label_list).
+BertForSequenceClassification (num_labels and id2label from --label_list, else from the
+run_config.json next to the checkpoint). A multi-task run of run_classifier_mgpu.py has one head
+per task: --task_label chooses the one written (its labels and task type: regression and
+multilabel become Hugging Face's problem_type).
 """
 
 from absl import logging
@@ -26,7 +30,8 @@ def main(_):
     cfg = cli.convert_to_hf_config()
     model = cfg.model
     paths = convert_checkpoint(model.bert_config_file, model.init_checkpoint, model.vocab_file,
-                               model.do_lower_case, cfg.output_dir, cfg.label_list)
+                               model.do_lower_case, cfg.output_dir, cfg.label_list,
+                               cfg.task_label)
     for name, path in paths.items():
         logging.info("wrote %s: %s", name, path)
 

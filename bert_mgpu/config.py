@@ -258,6 +258,8 @@ TASK_TYPES = ("classification", "regression", "multilabel")
 CLASSIFIER_INPUTS = ("pooled", "cls", "mean", "cls_last4")
 # Tasks whose type is fixed by their data (the others are classification, or any with tsv).
 TASK_TYPE_OF = {"stsb": "regression"}
+# export_saved_model.py --length_chunks (see export.py).
+DEFAULT_LENGTH_CHUNKS = 4
 # Multi-task fine-tuning: how the task of each global batch is drawn (data/multitask.py).
 TASK_SAMPLINGS = ("proportional", "sqrt", "uniform")
 
@@ -273,6 +275,71 @@ def task_labels(task_names) -> list:
     --task_name) for a name given more than once."""
     names = [n.lower() for n in task_names]
     return [n if names.count(n) == 1 else f"{n}_{i}" for i, n in enumerate(names)]
+
+
+def head_scope(label: str) -> str:
+    """The variable scope of task `label`'s head in a multi-task run (`task_<label>/`)."""
+    return f"task_{label}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassifierHeadSpec:
+    """Which classifier head of a run an export serves, and how (see `classifier_head_of_run`).
+
+    Attributes:
+      scope: "" (Google's root-level `output_weights`/`output_bias`) or `task_<label>`.
+      task_type: one of TASK_TYPES.
+      labels: the head's label names in id order, or None when the run did not record them.
+      multilabel_threshold: --multilabel_threshold of the run.
+      classifier_input: --classifier_input of the run.
+    """
+    scope: str = ""
+    task_type: str = "classification"
+    labels: Optional[tuple] = None
+    multilabel_threshold: float = 0.5
+    classifier_input: str = "pooled"
+
+
+def classifier_head_of_run(run: Mapping[str, Any], variable_names, task_label: Optional[str],
+                           source: str) -> ClassifierHeadSpec:
+    """The classifier head an export takes from a run of run_classifier_mgpu.py.
+
+    Args:
+      run: the run's run_config.json ({} when there is none).
+      variable_names: the checkpoint's variable names (a multi-task run's heads are its
+        `task_<label>/output_bias`, also without run_config.json).
+      task_label: --task_label (None or "": not given).
+      source: what to name in errors (the run directory or checkpoint).
+
+    Raises:
+      ValueError: a multi-task run without --task_label or with an unknown one, or --task_label
+        for a single-task run; one line naming the flag and the run's task labels.
+    """
+    in_checkpoint = sorted(n[len(head_scope("")):-len("/output_bias")] for n in variable_names
+                           if n.startswith(head_scope("")) and n.endswith("/output_bias")
+                           and n.count("/") == 1)
+    tasks = {t["label"]: t for t in run.get("tasks", ())}
+    task_labels_of_run = list(tasks) or in_checkpoint
+    shared = dict(multilabel_threshold=float(run.get("multilabel_threshold", 0.5)),
+                  classifier_input=run.get("classifier_input", "pooled"))
+    if not task_labels_of_run:
+        if task_label:
+            raise ValueError(f"--task_label={task_label}: {source} is not a multi-task run (its "
+                             f"head is the root-level output_weights/output_bias)")
+        labels = run.get("labels")
+        return ClassifierHeadSpec(task_type=run.get("task_type", "classification"),
+                                  labels=tuple(labels) if labels else None, **shared)
+    if not task_label:
+        raise ValueError(f"{source} is a multi-task run: choose the task to export with "
+                         f"--task_label (one of {', '.join(task_labels_of_run)})")
+    if task_label not in task_labels_of_run:
+        raise ValueError(f"--task_label={task_label} is not a task of {source} (its tasks: "
+                         f"{', '.join(task_labels_of_run)})")
+    task = tasks.get(task_label, {})
+    labels = task.get("labels")
+    return ClassifierHeadSpec(scope=head_scope(task_label),
+                              task_type=task.get("task_type", "classification"),
+                              labels=tuple(labels) if labels else None, **shared)
 
 
 def _per_task(value: str, n: int, flag: str, what: str = "value") -> list:
@@ -336,6 +403,8 @@ class TrainOptions:
     num_accumulation_steps: int = 1
     learning_rate: float = 5e-5
     optimizer: str = "adamw"
+    # PyTorch/Hugging Face AdamW's bias-corrected moments for --optimizer=adamw (not Google's).
+    adam_bias_correction: bool = False
     precision: str = "fp32"
     use_xla: bool = False
     clip_norm: float = 1.0
@@ -369,6 +438,9 @@ class TrainOptions:
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, "
                              f"got {self.optimizer!r}")
+        if self.adam_bias_correction and self.optimizer != "adamw":
+            raise ValueError("--adam_bias_correction applies to --optimizer=adamw (LAMB always "
+                             "corrects its moments)")
         if not self.learning_rate > 0:
             raise ValueError(f"--learning_rate must be > 0, got {self.learning_rate}")
         if not self.clip_norm > 0:
@@ -857,6 +929,10 @@ class ExportConfig:
     truncation: str = "head"
     head_tokens: int = 128
     label_list: Optional[tuple] = None
+    # A multi-task run: the task whose head is exported (its OUTPUT_DIR/<label>).
+    task_label: Optional[str] = None
+    # The classifier's batches are sorted by length and run in up to this many chunks.
+    length_chunks: int = DEFAULT_LENGTH_CHUNKS
     # --task=squad: run_squad.py's flags (read from the run's run_config.json unless given).
     squad: Optional[SquadAnswerOptions] = None
     flags_given: frozenset = frozenset()
@@ -867,6 +943,10 @@ class ExportConfig:
             raise ValueError("--output_dir (a run) or --bert_config_file and --init_checkpoint "
                              "are required")
         _check_at_least(self, 0, "export_version", "head_tokens")
+        _check_at_least(self, 1, "length_chunks")
+        if self.task_label and self.task != "classifier":
+            raise ValueError(f"--task_label chooses a classifier head; --task={self.task} has "
+                             f"none")
         if self.squad is not None:
             self.squad.validate()
         if self.truncation not in TRUNCATIONS:
@@ -880,6 +960,7 @@ class ConvertToHfConfig:
     model: ModelFiles
     output_dir: str
     label_list: Optional[tuple] = None
+    task_label: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

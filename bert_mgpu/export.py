@@ -36,8 +36,13 @@ signature of its own rather than an optional input.
 
 Outputs by `--task`:
 
-- classifier: `probabilities` float32 [batch, num_labels] (softmax, as test_results.tsv),
-  `label_id` int32 [batch], `label` string [batch] (the run's label names).
+- classifier, by the run's `--task_type` (a multi-task run: `--task_label`'s task):
+  classification: `probabilities` float32 [batch, num_labels] (softmax, as test_results.tsv),
+  `label_id` int32 [batch], `label` string [batch] (the run's label names); regression:
+  `predictions` float32 [batch] (the score, as test_results.tsv); multilabel: `probabilities`
+  float32 [batch, num_labels] (one sigmoid per label, as test_results.tsv), `predicted` bool
+  [batch, num_labels] (probability > the run's --multilabel_threshold), `label` string [batch]
+  (the predicted labels joined by commas, as predict.txt).
 - features: `pooled_output` float32 [batch, hidden], `sequence_output` float32
   [batch, seq, hidden], `input_mask` int32 [batch, seq], `sentence_embedding` float32
   [batch, hidden] (the mean of `sequence_output` over the real tokens, the common sentence
@@ -52,6 +57,16 @@ have no sequence dimension (classifier) and keeps the length it is given otherwi
 `jit_compile` the cut length is rounded up to a multiple of 8 (at most max_seq_length), so XLA
 compiles for a few lengths rather than every one. The classifier computes the last layer for
 the [CLS] token only (all the pooler reads).
+
+The classifier goes further (`length_chunks` > 1, `--length_chunks`): a batch's examples are
+sorted by real length and cut into up to `length_chunks` chunks of consecutive lengths (at
+least `MIN_CHUNK_EXAMPLES` each, so small batches, and batch 1, run whole as above); each chunk
+runs cut to its own longest text and the outputs are put back in request order. A batch of one
+long and many short texts then costs little more than its texts, not batch x longest. The
+chunks run in one `tf.while_loop` of the traced graph (the signatures' [None] inputs trace
+once: no retracing per batch); with `jit_compile` each chunk's shape is (rows, length rounded
+up to 8), the rows being floor or ceil of batch / chunks, so XLA still compiles for a bounded
+set of shapes per batch size.
 
 Loading needs `tensorflow` and `tensorflow-text` only (`import tensorflow_text` registers the
 tokenizer's ops); no Python code of this package is stored or needed.
@@ -69,10 +84,15 @@ import tensorflow as tf
 from absl import logging
 
 from bert_mgpu import checkpoint, heads, modeling
-from bert_mgpu.config import BertConfig, SquadAnswerOptions
+from bert_mgpu.config import (DEFAULT_LENGTH_CHUNKS, BertConfig, ClassifierHeadSpec,
+                              SquadAnswerOptions, classifier_head_of_run)
 from bert_mgpu.squad_export import SquadServing
 
 _COMPUTE_DTYPES = {"fp32": tf.float32, "bf16": tf.bfloat16, "fp16": tf.float16}
+# --length_chunks: the fewest examples of a chunk. Each chunk pays the encoder's per-op overhead
+# once (a few hundred small ops); below 8 rows its matrix products also get thin, while the
+# padding a split saves in a batch under 16 is a handful of rows.
+MIN_CHUNK_EXAMPLES = 8
 
 
 class ExportError(ValueError):
@@ -87,8 +107,9 @@ class TaskExport:
     """How one `--task` turns encoder outputs into serving outputs.
 
     Attributes:
-      build: (bert_config, checkpoint reader shapes, labels) -> the task's tf.Module holding its
-        head variables (Google's names via `named_variables()`), or None for no head.
+      build: (bert_config, checkpoint reader shapes, `ResolvedExport`) -> the task's tf.Module
+        holding its head variables (Google's names via `named_variables()`), or None for no
+        head.
       outputs: (head, BertOutputs, input_mask int32 [B, S]) -> dict of output Tensors.
       labels_needed: whether the task has label names.
       first_token_only: the outputs read the last layer at [CLS] only (the pooler).
@@ -101,23 +122,53 @@ class TaskExport:
     per_position: bool = True
 
 
-def _build_classifier(bert_config, shapes, labels):
-    if "output_bias" not in shapes:
+class ServedClassifier(tf.Module):
+    """A run_classifier_mgpu.py head (Google's `output_weights`/`output_bias`, or a multi-task
+    run's `task_<label>/...`) and its task type's outputs (see the module docstring)."""
+
+    def __init__(self, bert_config, num_labels: int, head: ClassifierHeadSpec):
+        super().__init__(name=None)
+        self.num_labels = num_labels
+        self.task_type = head.task_type
+        self.threshold = head.multilabel_threshold
+        self.classifier = heads.ClassifierHead(bert_config, num_labels, scope=head.scope)
+
+    def named_variables(self):
+        return self.classifier.named_variables()
+
+    def __call__(self, pooled_output):
+        """pooled_output float [B, H] -> dict of outputs [B, ...] (module docstring)."""
+        logits = self.classifier.logits(tf.cast(pooled_output, tf.float32))  # [B, labels]
+        if self.task_type == "regression":
+            return {"predictions": logits[:, 0]}
+        if self.task_type == "multilabel":
+            probabilities = tf.sigmoid(logits)
+            return {"probabilities": probabilities, "predicted": probabilities > self.threshold}
+        probabilities = tf.nn.softmax(logits, axis=-1)
+        return {"probabilities": probabilities,
+                "label_id": tf.argmax(probabilities, axis=-1, output_type=tf.int32)}
+
+
+def _build_classifier(bert_config, shapes, spec):
+    head = spec.head
+    variable = f"{head.scope}/output_bias" if head.scope else "output_bias"
+    if variable not in shapes:
         raise ExportError("--task=classifier: the checkpoint has no classifier head "
                           "(output_weights/output_bias); use --task=features")
-    num_labels = shapes["output_bias"][0]
+    if head.classifier_input != "pooled":
+        raise ExportError(f"--classifier_input={head.classifier_input} (the run's): the export "
+                          f"serves heads on the pooled output (--classifier_input=pooled) only")
+    num_labels = shapes[variable][0]
+    labels = spec.labels
     if labels is not None and len(labels) != num_labels:
         raise ExportError(f"{len(labels)} label names for a classifier head of {num_labels} "
                           f"labels")
-    return heads.ClassifierHead(bert_config, num_labels)
+    return ServedClassifier(bert_config, num_labels, head)
 
 
 def _classifier_outputs(head, bert_out, input_mask):
     del input_mask
-    probabilities = head(tf.cast(bert_out.pooled_output, tf.float32),
-                         training=False)["probabilities"]
-    return {"probabilities": probabilities,
-            "label_id": tf.argmax(probabilities, axis=-1, output_type=tf.int32)}
+    return head(bert_out.pooled_output)
 
 
 def _features_outputs(head, bert_out, input_mask):
@@ -131,8 +182,8 @@ def _features_outputs(head, bert_out, input_mask):
             "sentence_embedding": tf.reduce_sum(sequence * mask, axis=1) / count}
 
 
-def _build_squad(bert_config, shapes, labels):
-    del labels
+def _build_squad(bert_config, shapes, spec):
+    del spec
     if "cls/squad/output_bias" not in shapes:
         raise ExportError("--task=squad: the checkpoint has no SQuAD head "
                           "(cls/squad/output_weights, cls/squad/output_bias): export a "
@@ -167,7 +218,8 @@ class ServingModel(tf.Module):
 
     def __init__(self, bert_config: BertConfig, tokenizer, task: str, head_module,
                  labels: Optional[Sequence[str]] = None, compute_dtype=tf.float32,
-                 jit_compile: bool = False, squad: Optional[SquadAnswerOptions] = None):
+                 jit_compile: bool = False, squad: Optional[SquadAnswerOptions] = None,
+                 length_chunks: int = DEFAULT_LENGTH_CHUNKS):
         super().__init__(name=None)
         self.tokenizer = tokenizer
         self.task = task
@@ -175,6 +227,8 @@ class ServingModel(tf.Module):
         self.squad = SquadServing(tokenizer, squad) if squad is not None else None
         # XLA compiles per shape: cut lengths are rounded up to a multiple of 8.
         self._length_multiple = 8 if jit_compile else 1
+        # Outputs without a sequence dimension can come from chunks of different lengths.
+        self._length_chunks = 1 if self._task.per_position else length_chunks
         self.bert = modeling.BertModel(bert_config, compute_dtype=compute_dtype)
         self.head = head_module
         named = self.named_variables()
@@ -195,8 +249,15 @@ class ServingModel(tf.Module):
         return self._task.outputs(self.head, out, input_mask)
 
     def _finish(self, outputs):
-        if "label_id" in outputs and self.labels is not None:
-            outputs = dict(outputs, label=tf.gather(self.labels, outputs["label_id"]))
+        if self.labels is None:
+            return outputs
+        if "label_id" in outputs:
+            return dict(outputs, label=tf.gather(self.labels, outputs["label_id"]))
+        if "predicted" in outputs:  # multi-label: the predicted names joined, as predict.txt
+            # (A multi-label name has no comma: the label column separates them by commas.)
+            names = tf.where(outputs["predicted"], self.labels + ",", "")      # [B, labels]
+            joined = tf.strings.reduce_join(names, axis=1)
+            return dict(outputs, label=tf.strings.regex_replace(joined, ",$", ""))
         return outputs
 
     def _cut_length(self, longest, length):
@@ -209,22 +270,55 @@ class ServingModel(tf.Module):
     def _cut(self, input_ids, input_mask, segment_ids):
         """The inputs cut after the last real position of the batch (masks are prefixes, as
         every feature builder here makes them; a mask with holes is still cut correctly)."""
-        length = tf.shape(input_mask)[1]
-        positions = tf.range(1, length + 1)[None, :]
-        longest = tf.reduce_max(tf.where(tf.not_equal(input_mask, 0), positions, 0))
-        cut = self._cut_length(longest, length)
+        cut = self._cut_length(tf.reduce_max(_real_lengths(input_mask)),
+                               tf.shape(input_mask)[1])
         return input_ids[:, :cut], input_mask[:, :cut], segment_ids[:, :cut]
 
+    def _encode_cut(self, input_ids, input_mask, segment_ids):
+        """The outputs of the padded inputs, computed on inputs cut to the longest text (and,
+        with `length_chunks` > 1 and a batch of at least 2 * MIN_CHUNK_EXAMPLES, in chunks of
+        similar lengths: see the module docstring)."""
+        if self._length_chunks == 1:
+            return self._encode(*self._cut(input_ids, input_mask, segment_ids))
+        lengths = _real_lengths(input_mask)                                   # [B]
+        batch = tf.shape(lengths)[0]
+        chunks = tf.clip_by_value(batch // MIN_CHUNK_EXAMPLES, 1, self._length_chunks)
+
+        def by_length():
+            order = tf.argsort(lengths, stable=True)                           # [B]
+            inputs = [tf.gather(x, order) for x in (input_ids, input_mask, segment_ids)]
+            sorted_lengths = tf.gather(lengths, order)
+            bounds = tf.range(chunks + 1) * batch // chunks                    # [chunks + 1]
+
+            def chunk(i):
+                start, end = bounds[i], bounds[i + 1]
+                cut = self._cut_length(sorted_lengths[end - 1], tf.shape(input_mask)[1])
+                return self._encode(*[x[start:end, :cut] for x in inputs])
+
+            def body(i, arrays):
+                out = chunk(i)
+                return i + 1, {k: a.write(i, out[k]) for k, a in arrays.items()}
+
+            # The first chunk outside the loop gives the outputs' dtypes.
+            arrays = {k: tf.TensorArray(v.dtype, size=chunks, infer_shape=False).write(0, v)
+                      for k, v in chunk(0).items()}
+            _, arrays = tf.while_loop(lambda i, _: i < chunks, body, (tf.constant(1), arrays))
+            back = tf.math.invert_permutation(order)   # request position -> sorted position
+            return {k: tf.gather(a.concat(), back) for k, a in arrays.items()}
+
+        return tf.cond(chunks > 1, by_length,
+                       lambda: self._encode(*self._cut(input_ids, input_mask, segment_ids)))
+
     def serve_ids(self, input_ids, input_mask, segment_ids):
-        if not self._task.per_position:
-            input_ids, input_mask, segment_ids = self._cut(input_ids, input_mask, segment_ids)
-        return self._finish(self._encode(input_ids, input_mask, segment_ids))
+        if self._task.per_position:
+            return self._finish(self._encode(input_ids, input_mask, segment_ids))
+        return self._finish(self._encode_cut(input_ids, input_mask, segment_ids))
 
     def serve_text(self, text_a, text_b=None):
         features = self.tokenize(text_a, text_b)
         # Cut the padding to the longest text of the batch (at least 1 position).
-        return self._finish(self._encode(*self._cut(
-            features["input_ids"], features["input_mask"], features["segment_ids"])))
+        return self._finish(self._encode_cut(
+            features["input_ids"], features["input_mask"], features["segment_ids"]))
 
     def tokenize_squad(self, question, context):
         """The windows of (question, context) as run_squad.py builds them (padded to
@@ -251,6 +345,12 @@ class ServingModel(tf.Module):
         # The ServingTokenizer follows Google's convert_single_example: a second text that is
         # empty or has no tokens leaves the row a single text (its budget and head_tail too).
         return self.tokenizer.tokenize(text_a, text_b)
+
+
+def _real_lengths(input_mask):
+    """int32 [B]: 1 + the last real position of each row of `input_mask` [B, S] (0 for none)."""
+    positions = tf.range(1, tf.shape(input_mask)[1] + 1)[None, :]
+    return tf.reduce_max(tf.where(tf.not_equal(input_mask, 0), positions, 0), axis=1)
 
 
 def _signatures(model: ServingModel):
@@ -292,9 +392,16 @@ class ResolvedExport:
     head_tokens: int
     labels: Optional[List[str]]
     squad: SquadAnswerOptions = SquadAnswerOptions()
+    # --task=classifier: the run's head (a multi-task run's --task_label) and its task type.
+    head: ClassifierHeadSpec = ClassifierHeadSpec()
 
 
-def _read_run_config(run_dir: str) -> dict:
+def read_run_config(run_dir: str) -> dict:
+    """`run_dir`/run_config.json as a dict ({} when there is none).
+
+    Raises:
+      ExportError: the file is not JSON (naming file and line).
+    """
     path = os.path.join(run_dir, "run_config.json")
     if not tf.io.gfile.exists(path):
         return {}
@@ -311,7 +418,7 @@ def resolve(cfg) -> ResolvedExport:
     Raises:
       ExportError: naming the flag or file that is missing.
     """
-    run = _read_run_config(cfg.output_dir) if cfg.output_dir else {}
+    run = read_run_config(cfg.output_dir) if cfg.output_dir else {}
     model = cfg.model
 
     def pick(name, explicit, default=None):
@@ -345,7 +452,15 @@ def resolve(cfg) -> ResolvedExport:
     def option(name, value):
         return value if name in flag_set or name not in run else run[name]
 
-    labels = list(cfg.label_list) if cfg.label_list else run.get("labels")
+    head = ClassifierHeadSpec()
+    if cfg.task == "classifier":
+        prefix = checkpoint.resolve_checkpoint_path(init_checkpoint)
+        try:
+            head = classifier_head_of_run(run, [n for n, _ in tf.train.list_variables(prefix)],
+                                          cfg.task_label, cfg.output_dir or prefix)
+        except ValueError as e:
+            raise ExportError(str(e)) from None
+    labels = list(cfg.label_list) if cfg.label_list else head.labels
     given_squad = cfg.squad or SquadAnswerOptions()
     squad = SquadAnswerOptions(**{f.name: type(f.default)(option(f.name, getattr(given_squad,
                                                                                  f.name)))
@@ -356,7 +471,7 @@ def resolve(cfg) -> ResolvedExport:
         do_lower_case=bool(option("do_lower_case", model.do_lower_case)),
         max_seq_length=int(option("max_seq_length", model.max_seq_length)), squad=squad,
         truncation=option("truncation", cfg.truncation),
-        head_tokens=int(option("head_tokens", cfg.head_tokens)),
+        head_tokens=int(option("head_tokens", cfg.head_tokens)), head=head,
         labels=[str(x) for x in labels] if labels is not None else None)
 
 
@@ -370,7 +485,8 @@ def next_version(export_dir: str) -> int:
 
 
 def build_serving_model(spec: ResolvedExport, task: str, precision: str = "fp32",
-                        jit_compile: bool = False) -> ServingModel:
+                        jit_compile: bool = False,
+                        length_chunks: int = DEFAULT_LENGTH_CHUNKS) -> ServingModel:
     """The `ServingModel` of `spec` with its weights loaded from `spec.init_checkpoint`."""
     from bert_mgpu.serving_tokenizer import ServingTokenizer
 
@@ -387,9 +503,9 @@ def build_serving_model(spec: ResolvedExport, task: str, precision: str = "fp32"
     prefix = checkpoint.resolve_checkpoint_path(spec.init_checkpoint)
     shapes = dict(tf.train.list_variables(prefix))
     task_export = _TASKS[task]
-    head = task_export.build(bert_config, shapes, spec.labels)
+    head = task_export.build(bert_config, shapes, spec)
     labels = None
-    if task_export.labels_needed:
+    if task_export.labels_needed and spec.head.task_type != "regression":
         labels = spec.labels or [str(i) for i in range(head.num_labels)]
     tokenizer = ServingTokenizer(spec.vocab_file, do_lower_case=spec.do_lower_case,
                                  spm_model_file=spec.spm_model_file,
@@ -411,7 +527,7 @@ def build_serving_model(spec: ResolvedExport, task: str, precision: str = "fp32"
         squad = spec.squad
     model = ServingModel(bert_config, tokenizer, task, head, labels,
                          compute_dtype=_COMPUTE_DTYPES[precision], jit_compile=jit_compile,
-                         squad=squad)
+                         squad=squad, length_chunks=length_chunks)
     # Every variable of the served model must come from the checkpoint.
     checkpoint.restore_checkpoint(prefix, model.named_variables(), strict=True)
     return model
@@ -424,7 +540,8 @@ def export_saved_model(cfg) -> str:
     place, so TF Serving never sees a half-written version.
     """
     spec = resolve(cfg)
-    model = build_serving_model(spec, cfg.task, cfg.precision, cfg.jit_compile)
+    model = build_serving_model(spec, cfg.task, cfg.precision, cfg.jit_compile,
+                                cfg.length_chunks)
     version = cfg.export_version or next_version(cfg.export_dir)
     target = os.path.join(cfg.export_dir, str(version))
     if tf.io.gfile.exists(target):

@@ -27,6 +27,7 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from bert_mgpu import hf_checkpoint
+from bert_mgpu.config import ClassifierHeadSpec, classifier_head_of_run, head_scope
 from bert_mgpu.hf_checkpoint import ConversionError
 
 # Google hidden_act -> Hugging Face hidden_act (the same numerics).
@@ -37,6 +38,9 @@ _BERT_ONLY = {"embedding_size": None, "share_parameters": "none", "pre_layer_nor
 # Checkpoint entries that are not model weights (optimizer slots, step, our input state).
 _NOT_WEIGHTS = re.compile(r"(/adam_[mv]|/lamb_[mv]|/Momentum|/accumulat\w*)$|^global_step$"
                           r"|^_CHECKPOINTABLE_OBJECT_GRAPH$|^input_state")
+
+# A multi-task run's heads (config.head_scope).
+_TASK_HEAD = re.compile(rf"^{re.escape(head_scope(''))}[^/]+/output_(weights|bias)$")
 
 _SPECIAL_TOKENS = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
                    "cls_token": "[CLS]", "mask_token": "[MASK]"}
@@ -125,10 +129,16 @@ def export_weights(weights: Mapping[str, np.ndarray]) -> Tuple[Dict[str, np.ndar
     return out, architecture
 
 
+# run_classifier_mgpu.py --task_type -> Hugging Face's problem_type (the loss it trains with;
+# classification is left to Hugging Face's own inference, as its own folders do).
+_PROBLEM_TYPES = {"regression": "regression", "multilabel": "multi_label_classification"}
+
+
 def export_config(bert_config: Mapping, architecture: str,
                   labels: Optional[Sequence[str]] = None, num_labels: Optional[int] = None,
-                  source: str = "bert_config.json") -> Dict:
-    """Google `bert_config.json` dict -> Hugging Face `config.json` dict."""
+                  source: str = "bert_config.json", task_type: str = "classification") -> Dict:
+    """Google `bert_config.json` dict -> Hugging Face `config.json` dict (`task_type`: the
+    classifier head's --task_type)."""
     for key, bert_value in _BERT_ONLY.items():
         value = bert_config.get(key, bert_value)
         if key == "embedding_size" and value == bert_config.get("hidden_size"):
@@ -153,6 +163,8 @@ def export_config(bert_config: Mapping, architecture: str,
                                   f"{num_labels}")
         out["id2label"] = {str(i): n for i, n in enumerate(names)}
         out["label2id"] = {n: i for i, n in enumerate(names)}
+        if task_type in _PROBLEM_TYPES:
+            out["problem_type"] = _PROBLEM_TYPES[task_type]
     return out
 
 
@@ -188,10 +200,42 @@ def write_safetensors(path: str, tensors: Mapping[str, np.ndarray],
     os.replace(tmp, path)
 
 
+def _classifier_head(weights: Dict[str, np.ndarray], prefix: str,
+                     task_label: Optional[str]) -> ClassifierHeadSpec:
+    """The classifier head to write (a multi-task run's `task_<label>/` head renamed in
+    `weights` to Google's root-level `output_weights`/`output_bias`, the other tasks' heads
+    dropped), read with the run_config.json next to the checkpoint (or one directory up, for a
+    run's `best/`) when there is one."""
+    from bert_mgpu.export import read_run_config
+
+    folder = os.path.dirname(prefix)
+    run = read_run_config(folder) or read_run_config(os.path.dirname(folder))
+    try:
+        head = classifier_head_of_run(run, list(weights), task_label,
+                                      f"--init_checkpoint={prefix}")
+    except ValueError as e:
+        raise ConversionError(str(e)) from None
+    if head.scope:
+        for name in [n for n in weights if _TASK_HEAD.match(n)]:
+            value = weights.pop(name)
+            if name.startswith(head.scope + "/"):
+                weights[name[len(head.scope) + 1:]] = value
+    if "output_bias" in weights and head.classifier_input != "pooled":
+        raise ConversionError(f"--classifier_input={head.classifier_input} (the run's): "
+                              f"Hugging Face's BertForSequenceClassification reads the pooled "
+                              f"output (--classifier_input=pooled) only")
+    return head
+
+
 def convert_checkpoint(bert_config_file: str, init_checkpoint: str, vocab_file: str,
                        do_lower_case: bool, output_dir: str,
-                       labels: Optional[Sequence[str]] = None) -> Dict[str, str]:
-    """Google-layout checkpoint -> a Hugging Face folder in `output_dir`; returns the paths."""
+                       labels: Optional[Sequence[str]] = None,
+                       task_label: Optional[str] = None) -> Dict[str, str]:
+    """Google-layout checkpoint -> a Hugging Face folder in `output_dir`; returns the paths.
+
+    A multi-task run's checkpoint: `task_label` chooses the task whose head becomes the
+    classifier (its label names and task type from the run's run_config.json unless `labels`).
+    """
     import tensorflow as tf  # only to read the checkpoint
 
     from bert_mgpu import checkpoint
@@ -211,6 +255,9 @@ def convert_checkpoint(bert_config_file: str, init_checkpoint: str, vocab_file: 
     if missing:
         raise ConversionError(f"{prefix}: {len(missing)} BERT variable(s) missing: "
                               f"{', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}")
+    head = _classifier_head(weights, prefix, task_label)
+    if labels is None and head.labels and head.task_type != "regression":
+        labels = head.labels
     state, architecture = export_weights(weights)
     if "bert.embeddings.word_embeddings.weight" in state or \
             "embeddings.word_embeddings.weight" in state:
@@ -219,7 +266,8 @@ def convert_checkpoint(bert_config_file: str, init_checkpoint: str, vocab_file: 
             raise ConversionError(f"{bert_config_file}: vocab_size {bert_config.get('vocab_size')}"
                                   f", the checkpoint's embeddings have {vocab_size} rows")
     num_labels = weights["output_bias"].shape[0] if "output_bias" in weights else None
-    hf_config = export_config(bert_config, architecture, labels, num_labels, bert_config_file)
+    hf_config = export_config(bert_config, architecture, labels, num_labels, bert_config_file,
+                              head.task_type)
     with open(vocab_file, encoding="utf-8") as f:
         vocab_lines = len(f.readlines())  # Google's load_vocab: one token per line
     if vocab_lines != bert_config["vocab_size"]:

@@ -14,7 +14,7 @@ from typing import Dict, Mapping, Optional, Protocol, Sequence, runtime_checkabl
 import numpy as np
 import tensorflow as tf
 
-from bert_mgpu import heads, metrics as metrics_lib, modeling
+from bert_mgpu import config as config_lib, heads, metrics as metrics_lib, modeling
 from bert_mgpu.data import features as features_lib
 from bert_mgpu.data.features import FILE_BATCH_WEIGHT
 
@@ -546,7 +546,7 @@ class MultiTaskClassifier(tf.Module):
     @staticmethod
     def head_scope(label: str) -> str:
         """The variable scope of a task's head."""
-        return f"task_{label}"
+        return config_lib.head_scope(label)
 
     def named_variables(self):
         return modeling.merge_named_variables(self.bert, *(t.classifier for t in self.tasks))

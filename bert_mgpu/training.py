@@ -150,8 +150,11 @@ class UpdateStep:
         else:
             schedule = optimization.learning_rate_schedule(
                 cfg.learning_rate, cfg.num_train_steps, cfg.num_warmup_steps)
-        opt_class = optimization.LAMB if cfg.optimizer == "lamb" else optimization.AdamWeightDecay
-        self.optimizer = opt_class(schedule)
+        if cfg.optimizer == "lamb":
+            self.optimizer = optimization.LAMB(schedule)
+        else:
+            self.optimizer = optimization.AdamWeightDecay(
+                schedule, bias_correction=cfg.adam_bias_correction)
         self.optimizer.build(self.variables)
         if lr_multipliers:
             self.optimizer.set_lr_multipliers(lr_multipliers)

@@ -174,6 +174,80 @@ def test_serve_ids_cuts_the_padding_of_a_classifier(run):
     np.testing.assert_allclose(padded["probabilities"].numpy(), full, atol=1e-6)
 
 
+CHUNKED = """
+    a = tf.constant(request["texts"])
+    sig = model.signatures
+    out = {"batch": plain(sig["serving_default"](text_a=a)),
+           "ids": plain(sig["serve_ids"](**sig["tokenize"](text_a=a))),
+           "pair": plain(sig["serving_pair"](text_a=a, text_b=a)),
+           "alone": [plain(sig["serving_default"](text_a=tf.constant([t]))) for t in
+                     request["texts"]],
+           "pair_alone": [plain(sig["serving_pair"](text_a=tf.constant([t]),
+                                                    text_b=tf.constant([t])))
+                          for t in request["texts"]]}
+"""
+
+
+def mixed_lengths(texts):
+    """37 texts of very different lengths in no order: empty, one character, the reviews,
+    reviews repeated past max_seq_length (truncated)."""
+    pool = ["", "好"] + texts + [t * 6 for t in texts[:6]]
+    return [pool[(i * 17) % len(pool)] for i in range(37)]
+
+
+@pytest.mark.slow  # a fresh TensorFlow process
+def test_length_chunks_give_the_unchunked_outputs(run, exported, tmp_path):
+    """The export (default --length_chunks=4) sorts a batch of 37 by length and runs it in 4
+    chunks (9, 9, 9, 10 texts): every output equals each text run alone (batch 1 is never
+    chunked, cut to its own length) and the test_results.tsv reference, in request order."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    graph = saved_model_pb2.SavedModel.FromString((exported / "saved_model.pb").read_bytes())
+    ops = {n.op for f in graph.meta_graphs[0].graph_def.library.function for n in f.node_def}
+    assert {"While", "StatelessWhile"} & ops and "InvertPermutation" in ops  # chunks exported
+    texts = mixed_lengths(run["texts"])
+    lengths = [len(f["input_ids"]) - f["input_ids"].count(0) for f in expected_features(texts)]
+    assert min(lengths) == 2 and max(lengths) == SEQ  # [CLS] [SEP] ... full length
+    out = run_loaded(tmp_path, exported, CHUNKED, {"texts": texts})
+    alone = {k: [row for o in out["alone"] for row in o[k]] for k in out["batch"]}
+    pair_alone = {k: [row for o in out["pair_alone"] for row in o[k]] for k in out["pair"]}
+    np.testing.assert_allclose(out["batch"]["probabilities"], alone["probabilities"],
+                               atol=1e-5, rtol=0)
+    np.testing.assert_allclose(out["ids"]["probabilities"], alone["probabilities"], atol=1e-5,
+                               rtol=0)
+    np.testing.assert_allclose(out["pair"]["probabilities"], pair_alone["probabilities"],
+                               atol=1e-5, rtol=0)
+    assert out["batch"]["label"] == alone["label"] and out["pair"]["label"] == \
+        pair_alone["label"]
+    reference = np.loadtxt(run["out"] / "test_results.tsv", ndmin=2)
+    for i, text in enumerate(texts):
+        if text in run["texts"]:
+            np.testing.assert_allclose(out["batch"]["probabilities"][i],
+                                       reference[run["texts"].index(text)], atol=1e-5, rtol=0)
+
+
+def test_length_chunks_equal_one_piece_and_trace_once(run):
+    """In process: --length_chunks=4 gives --length_chunks=1's outputs for batches of 0 to 40
+    texts (2 chunks from 16 on, 4 from 32), and neither the signature nor the encoder
+    retraces."""
+    spec = export.resolve(ExportConfig(model=ModelFiles(), output_dir=str(run["out"]),
+                                       export_dir="unused"))
+    models = {k: export.build_serving_model(spec, "classifier", length_chunks=k)
+              for k in (1, 4)}
+    serve = {k: tf.function(m.serve_text, input_signature=[tf.TensorSpec([None], tf.string)])
+             for k, m in models.items()}
+    texts = mixed_lengths(run["texts"]) + run["texts"]
+    for n in (40, 0, 1, 15, 16, 23):
+        batch = tf.constant(texts[:n], tf.string)
+        want, got = serve[1](batch), serve[4](batch)
+        np.testing.assert_allclose(got["probabilities"].numpy(), want["probabilities"].numpy(),
+                                   atol=1e-5, rtol=0)
+        assert got["label"].numpy().tolist() == want["label"].numpy().tolist()
+    for k, function in serve.items():
+        assert function.experimental_get_tracing_count() == 1
+        assert models[k]._encode.experimental_get_tracing_count() == 1  # noqa: SLF001
+
+
 @pytest.fixture(scope="module")
 def features_model(run):
     cfg = ExportConfig(model=ModelFiles(bert_config_file=str(run["out"] / "bert_config.json"),

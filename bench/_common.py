@@ -99,3 +99,42 @@ def hf_bert_config(google_config, hidden_act="gelu_new"):
         max_position_embeddings=g["max_position_embeddings"],
         type_vocab_size=g["type_vocab_size"], initializer_range=g["initializer_range"],
         layer_norm_eps=1e-12)
+
+
+def torch_adamw_google_schedule(model, learning_rate, num_steps, num_warmup_steps,
+                                weight_decay=0.01):
+    """(optimizer, scheduler): torch's AdamW set up as Google's run_classifier.py trains.
+
+    Weight decay on every parameter but biases and LayerNorm, betas (0.9, 0.999), epsilon 1e-6,
+    and Google's schedule: linear warm-up from 0 over `num_warmup_steps` updates, then
+    `lr x (1 - step / num_steps)` (step = updates done before this one, Google's global_step).
+    The one difference left is Adam's bias correction, which torch cannot turn off. Call
+    `scheduler.step()` after each `optimizer.step()`.
+    """
+    import torch
+    decay, no_decay = [], []
+    for name, param in model.named_parameters():
+        (no_decay if name.endswith("bias") or "LayerNorm" in name else decay).append(param)
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+                                   {"params": no_decay, "weight_decay": 0.0}],
+                                  lr=learning_rate, betas=(0.9, 0.999), eps=1e-6)
+
+    def schedule(step):
+        if step < num_warmup_steps:
+            return step / num_warmup_steps
+        return max(0.0, 1.0 - step / num_steps)
+
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+
+
+def torch_update(model, optimizer, scheduler, loss, clip_norm=1.0):
+    """One training update of a torch model from its batch's `loss` (a scalar tensor), as
+    Google's run_classifier.py: gradients clipped to global norm `clip_norm`, then the optimizer
+    and schedule steps. Returns the loss as a float."""
+    import torch
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+    optimizer.step()
+    scheduler.step()
+    return float(loss.detach())

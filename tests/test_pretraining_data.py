@@ -496,7 +496,9 @@ def test_gzip_input_and_progress_lines(tmp_path, caplog):
         f.write("".join(kjv_lines(150)))
     plain = run_ours(config(tmp_path, tmp_path / "in.txt", name="plain", dupe_factor=2))
     caplog.clear()
-    with caplog.at_level(logging.INFO):
+    # The absl logger's own level too: a test that parsed absl flags in this process has set
+    # it from --verbosity (WARNING by default).
+    with caplog.at_level(logging.INFO, logger="absl"):
         zipped = run_ours(config(tmp_path, tmp_path / "in.txt.gz", name="gz", dupe_factor=2,
                                  progress_interval=0.0))
     assert_same_records(zipped, plain)

@@ -297,10 +297,14 @@ def report(runs, texts, args, started, np):
         "## Serving: raw text in, probabilities out (SavedModel vs Hugging Face, CPU)", "",
         f"Measured {started:%Y-%m-%d %H:%M} UTC with `bench/serving.py --texts {args.texts} "
         f"--latency_texts {args.latency_texts} --rounds {args.rounds}`. Machine: {machine()}. "
-        f"**The machine is shared and was busy**: 1-minute load average {min(loads):.2f} to "
-        f"{max(loads):.2f} during the arms; other processes used {min(others):.2f} to "
-        f"{max(others):.2f} cores (of 2) while an arm ran. Figures are medians over the rounds "
-        f"(arms alternate, one process at a time) and carry that noise.", "",
+        (f"The machine was quiet: other processes used {min(others):.2f} to "
+         f"{max(others):.2f} cores (of 2) while an arm ran (the 1-minute load average, "
+         f"{min(loads):.2f} to {max(loads):.2f}, includes the bench itself). "
+         if max(others) < 0.2 else
+         f"**The machine is shared and was busy**: 1-minute load average {min(loads):.2f} to "
+         f"{max(loads):.2f} during the arms; other processes used {min(others):.2f} to "
+         f"{max(others):.2f} cores (of 2) while an arm ran. ")
+        + "Figures are medians over the rounds (arms alternate, one process at a time).", "",
         f"Model: all-MiniLM-L6-v2 (6 layers, hidden 384) converted with "
         f"`convert_hf_checkpoint.py` + a seeded random 2-way classifier head, exported by "
         f"`export_saved_model.py` (fp32) and by `convert_to_hf.py` (the same weights). Texts: "

@@ -107,6 +107,12 @@ def main():
     p.add_argument("--dev_sentences", type=int, default=0,
                    help="evaluate on the first N dev paragraphs (0: the whole dev split)")
     p.add_argument("--peer_threads", type=int, default=1, help="torch threads of the peer")
+    p.add_argument("--adam_bias_correction", action="store_true",
+                   help="ours with run_ner.py --adam_bias_correction=true (bias-corrected Adam, "
+                        "the peer's torch AdamW recipe) instead of Google's AdamWeightDecay")
+    p.add_argument("--dropout", type=float, default=None,
+                   help="override the model's hidden and attention dropout on both arms (0: the "
+                        "two implementations see the same computation, no random masks)")
     p.add_argument("--peer_google_adam", action="store_true",
                    help="also run the peer with Google's AdamWeightDecay (no bias correction)")
     p.add_argument("--parallel_arms", action="store_true",
@@ -161,6 +167,9 @@ def main():
             "intermediate_size": 4 * args.hidden, "hidden_act": "gelu",
             "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
             "max_position_embeddings": 512, "type_vocab_size": 2, "initializer_range": 0.02}
+    if args.dropout is not None:
+        bert_config["hidden_dropout_prob"] = bert_config["attention_probs_dropout_prob"] = \
+            args.dropout
     config_path = os.path.join(work, "bert_config.json")
     with open(config_path, "w") as f:
         json.dump(bert_config, f, indent=2)
@@ -223,7 +232,8 @@ def main():
          f"--max_seq_length={args.max_seq_length}", f"--train_batch_size={args.batch_size}",
          f"--learning_rate={args.learning_rate}", f"--num_train_epochs={args.epochs}",
          f"--warmup_proportion={args.warmup_proportion}", f"--random_seed={args.seed}",
-         "--eval_batch_size=64", "--log_every_n_steps=5", "--save_checkpoints_steps=100000"],
+         "--eval_batch_size=64", "--log_every_n_steps=5", "--save_checkpoints_steps=100000",
+         f"--adam_bias_correction={str(args.adam_bias_correction).lower()}"],
         dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES=""))}
     peers = ["peer"] + (["peer_google_adam"] if args.peer_google_adam else [])
     for name in peers:
@@ -367,6 +377,29 @@ def _peer_rows(summary):
     return [r for k, r in summary["rows"].items() if k != "ours"]
 
 
+def _load_text(runs):
+    loads = [x for run in runs for r in run["rows"].values() for x in (r.get("load") or ())]
+    if loads and max(loads) < 2.5:
+        return ("The machine was otherwise quiet (1-minute load average before/after each arm "
+                "in the table, at most the arm's own threads).")
+    return ("**The machine was shared** (other engineers' tests and benchmarks ran at the same "
+            "time): the 1-minute load average before/after each arm is in the table; examples/s "
+            "and wall times are indicative only (entity scores do not depend on load).")
+
+
+def _ours_optimizer(run):
+    return ("bias-corrected Adam, `--adam_bias_correction=true`"
+            if run["args"].get("adam_bias_correction") else "Google's AdamWeightDecay")
+
+
+def _dropout(run):
+    return run["bert_config"]["hidden_dropout_prob"]
+
+
+def _setting(run):
+    return (bool(run["args"].get("adam_bias_correction")), _dropout(run))
+
+
 def report(summary, earlier=()):
     """The NER section of docs/benchmarks.md from a run's results.json (and earlier runs' with
     other seeds, listed first)."""
@@ -389,11 +422,9 @@ def report(summary, earlier=()):
         "## NER: People's Daily 1998 (run_ner.py), ours vs Hugging Face",
         "",
         f"Measured {summary['date']} with `bench/ner_peoples_daily.py {flags} --seed=S` for "
-        f"S in {seeds}. Machine: {summary['machine']}. **The machine was shared** (other "
-        "engineers' tests and benchmarks ran at the same time, and the arms ran under "
-        "`nice -n 10`): the 1-minute load average before/after each arm is in the table; "
-        "examples/s and wall times are indicative only (entity scores do not depend on load)."
-        + (" The arms of a seed ran at the same time (`--parallel_arms`), and both seeds "
+        f"S in {seeds} (and the settings of each row: `--adam_bias_correction`, `--dropout`). "
+        f"Machine: {summary['machine']}. " + _load_text(runs) + (
+           " The arms of a seed ran at the same time (`--parallel_arms`), and both seeds "
            "together, to fit the time: each arm's examples/s and wall time include the others' "
            "load." if summary.get("parallel_arms") else ""),
         "",
@@ -407,40 +438,49 @@ def report(summary, earlier=()):
         f"({a['epochs']:g} epochs), learning rate {a['learning_rate']:g}, warm-up "
         f"{summary['warmup']} updates then linear decay, weight decay 0.01 (not on biases and "
         f"LayerNorm), clipping 1.0; the peer is fed our windows in our trainer's order (the "
-        f"seed's per-epoch permutations). Ours uses Google's AdamWeightDecay (no bias "
-        f"correction), the peer torch AdamW (bias-corrected) as Hugging Face users do. Threads: "
-        f"ours TensorFlow's defaults, the peer {summary['threads']} torch thread(s). What "
-        f"differs besides the optimizer: the dropout masks (each framework's own, seeded by "
-        f"S). Entity scores: conlleval (`bert_mgpu/ner_metrics.py`) over the dev characters, "
-        f"the peer's tag ids mapped back to characters by our code.",
+        f"seed's per-epoch permutations). The optimizer of ours is in each row: Google's "
+        f"AdamWeightDecay (no bias correction, as Google's run_classifier.py) or, with "
+        f"`--adam_bias_correction=true`, bias-corrected as the peer's torch AdamW. Threads: "
+        f"ours TensorFlow's defaults, the peer {summary['threads']} torch thread(s). With "
+        f"dropout on, what differs besides that is the dropout masks (each framework's own, "
+        f"seeded by S); with dropout 0 nothing random differs. Entity scores: conlleval "
+        f"(`bert_mgpu/ner_metrics.py`) over the dev characters, the peer's tag ids mapped back "
+        f"to characters by our code.",
         "",
-        f"| arm | seed | entity F1 (%) | precision (%) | recall (%) | tag accuracy (%) | "
-        f"final train loss | train examples/s (after update {a['skip_steps']}) | wall s | "
+        f"| arm | seed | dropout | entity F1 (%) | precision (%) | recall (%) | tag accuracy (%) "
+        f"| final train loss | train examples/s (after update {a['skip_steps']}) | wall s | "
         f"load before / after |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
-    names = {"ours": "**ours** `run_ner.py` (TF 2.21; Google's AdamWeightDecay)",
-             "peer": f"Hugging Face `BertForTokenClassification` (torch {summary['torch']}; "
-                     f"torch AdamW)",
-             "peer_google_adam": "Hugging Face `BertForTokenClassification` with Google's "
-                                 "AdamWeightDecay (in torch: no bias correction)"}
+    peer_names = {"peer": f"Hugging Face `BertForTokenClassification` (torch "
+                          f"{summary['torch']}; torch AdamW)",
+                  "peer_google_adam": "Hugging Face `BertForTokenClassification` with Google's "
+                                      "AdamWeightDecay (in torch: no bias correction)"}
     for run in runs:
         for key, r in run["rows"].items():
-            text.append(f"| {names[key]} | {run['args']['seed']} | {100 * r['f1']:.2f} | "
+            name = (f"**ours** `run_ner.py` (TF 2.21; {_ours_optimizer(run)})" if key == "ours"
+                    else peer_names[key])
+            text.append(f"| {name} | {run['args']['seed']} | {_dropout(run):g} | "
+                        f"{100 * r['f1']:.2f} | "
                         f"{100 * r['precision']:.2f} | {100 * r['recall']:.2f} | "
                         f"{100 * r['accuracy']:.2f} | {_number(r.get('final_loss'), '.4f')} | "
                         f"{r['examples_per_sec']:.1f} | {_number(r.get('wall'), '.0f')} | "
                         f"{_load(r.get('load'))} |")
-    diffs = [100 * (r["rows"]["ours"]["f1"] - r["rows"]["peer"]["f1"]) for r in runs]
-    speed = [r["rows"]["ours"]["examples_per_sec"] / r["rows"]["peer"]["examples_per_sec"]
-             for r in runs]
-    verdict = "within" if round(abs(np.mean(diffs)), 2) <= 1.0 else "NOT within"
-    text += ["", f"Ours − peer, entity F1: "
-             + ", ".join(f"{d:+.2f} (seed {r['args']['seed']})" for d, r in zip(diffs, runs))
-             + f"; mean {np.mean(diffs):+.2f} points: {verdict} the issue's 1 point. Training "
-             f"examples/s, ours / peer's: " + ", ".join(f"{x:.2f}x" for x in speed)
-             + " (under load). Wall time, ours: start-up, feature writing, tracing, training "
-             "and evaluation; the peer's: loading, training and evaluation (no tokenization)."]
+    text += [""]
+    for setting in dict.fromkeys(_setting(r) for r in runs):
+        group = [r for r in runs if _setting(r) == setting]
+        diffs = [100 * (r["rows"]["ours"]["f1"] - r["rows"]["peer"]["f1"]) for r in group]
+        speed = [r["rows"]["ours"]["examples_per_sec"] / r["rows"]["peer"]["examples_per_sec"]
+                 for r in group]
+        verdict = "within" if round(abs(np.mean(diffs)), 2) <= 1.0 else "NOT within"
+        text += [f"- Ours ({_ours_optimizer(group[0])}, dropout {_dropout(group[0]):g}) − "
+                 f"peer, entity F1: "
+                 + ", ".join(f"{d:+.2f} (seed {r['args']['seed']})" for d, r in zip(diffs, group))
+                 + f"; mean {np.mean(diffs):+.2f} points: {verdict} the issue's 1 point. "
+                 f"Training examples/s, ours / peer's: " + ", ".join(f"{x:.2f}x" for x in speed)
+                 + "."]
+    text += ["", "Wall time, ours: start-up, feature writing, tracing, training and "
+             "evaluation; the peer's: loading, training and evaluation (no tokenization)."]
     for run in runs:
         if run.get("note"):
             text += ["", run["note"]]

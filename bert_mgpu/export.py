@@ -58,6 +58,11 @@ have no sequence dimension (classifier) and keeps the length it is given otherwi
 compiles for a few lengths rather than every one. The classifier computes the last layer for
 the [CLS] token only (all the pooler reads).
 
+The classifier's dense layers also run on the real tokens' rows only (`BertModel`'s
+`drop_padding`: the projections, feed-forward layers and LayerNorms never see the padding; the
+attention scatters its keys and values back to the [batch, length] layout); not with
+`jit_compile`, whose shapes must be static.
+
 The classifier goes further (`length_chunks` > 1, `--length_chunks`): a batch's examples are
 sorted by real length and cut into up to `length_chunks` chunks of consecutive lengths (at
 least `MIN_CHUNK_EXAMPLES` each, so small batches, and batch 1, run whole as above); each chunk
@@ -229,6 +234,9 @@ class ServingModel(tf.Module):
         self._length_multiple = 8 if jit_compile else 1
         # Outputs without a sequence dimension can come from chunks of different lengths.
         self._length_chunks = 1 if self._task.per_position else length_chunks
+        # ... and from the real tokens' rows only (the padding's rows are never computed):
+        # dynamic shapes, so not under XLA.
+        self._drop_padding = not self._task.per_position and not jit_compile
         self.bert = modeling.BertModel(bert_config, compute_dtype=compute_dtype)
         self.head = head_module
         named = self.named_variables()
@@ -245,7 +253,8 @@ class ServingModel(tf.Module):
 
     def _encode_python(self, input_ids, input_mask, segment_ids):
         out = self.bert(input_ids, input_mask, segment_ids, training=False,
-                        first_token_only=self._task.first_token_only)
+                        first_token_only=self._task.first_token_only,
+                        drop_padding=self._drop_padding)
         return self._task.outputs(self.head, out, input_mask)
 
     def _finish(self, outputs):

@@ -611,7 +611,7 @@ class BertModel(tf.Module):
         return self._store.as_dict()
 
     def __call__(self, input_ids, input_mask=None, token_type_ids=None, training=False,
-                 first_token_only=False):
+                 first_token_only=False, drop_padding=False):
         """Runs the model.
 
         Args:
@@ -622,6 +622,10 @@ class BertModel(tf.Module):
           first_token_only: Python bool; compute the last layer for the first token ([CLS])
             only, all that `pooled_output` needs (a serving classifier): `sequence_output` is
             then [batch_size, 1, hidden_size], the other outputs are unchanged.
+          drop_padding: Python bool, inference only (`training=False`); the dense layers run
+            on the rows of real tokens only (`input_mask` 1), not on the padding: the same
+            values at real positions for less work when the lengths differ; the encoder
+            layers' outputs are 0 at padded positions. Shapes must be dynamic (not for XLA).
 
         Returns:
           `BertOutputs`.
@@ -643,8 +647,11 @@ class BertModel(tf.Module):
         embedding_output = self.embed(input_ids, token_type_ids, training)  # [B, S, E]
 
         attention_mask = create_attention_mask_from_input_mask(input_ids, input_mask)  # [B,F,T]
+        token_rows = None
+        if drop_padding:
+            token_rows = tf.where(tf.reshape(input_mask, [-1]) > 0)[:, 0]  # int64 [N]
         all_encoder_layers = self.encode(embedding_output, attention_mask, training,
-                                         first_token_only)
+                                         first_token_only, token_rows)
         sequence_output = all_encoder_layers[-1]
         # The pooler takes the hidden state of the first token ([CLS]).
         first_token_tensor = sequence_output[:, 0, :]  # [B, H]
@@ -680,7 +687,8 @@ class BertModel(tf.Module):
         return dropout(output, self.config.hidden_dropout_prob, training,
                        seq_view=(SEQ, output.shape[-1]))
 
-    def encode(self, embedding_output, attention_mask, training, first_token_only=False):
+    def encode(self, embedding_output, attention_mask, training, first_token_only=False,
+               token_rows=None):
         """The transformer stack ("Attention is All You Need" encoder; post-LN as Google's, or
         pre-LN with a final LayerNorm).
 
@@ -691,6 +699,11 @@ class BertModel(tf.Module):
           first_token_only: Python bool; the last layer attends from the first token only (its
             keys and values are still every token's), so its output is [B, 1, hidden_size]:
             the same values as row 0 of the full layer, for a fraction of the work.
+          token_rows: optional int64 Tensor [N], the rows of the real tokens in the flattened
+            [B*S] positions (inference only): the dense layers, LayerNorms and residuals run
+            on those N rows only; the attention scatters its keys, values (and queries) back
+            to the [B, S] layout, where the mask already ignores the padding. The layers'
+            outputs are 0 at the other positions.
 
         Returns:
           list of float Tensors [B, S, hidden_size], one per layer.
@@ -701,25 +714,45 @@ class BertModel(tf.Module):
         # Keep the activations as a 2D [B*S, H] matrix through the stack (as Google does): every
         # dense layer is then one plain GEMM.
         prev_output = reshape_to_matrix(embedding_output)
+        if token_rows is not None:
+            if training:
+                raise ValueError("drop_padding (token_rows) is for inference (training=False)")
+            prev_output = tf.gather(prev_output, token_rows)  # [N, E]
         if self.embedding_projection is not None:
-            prev_output = self.embedding_projection(prev_output)  # [B*S, E] -> [B*S, H]
+            prev_output = self.embedding_projection(prev_output)  # [B*S or N, E] -> [., H]
         output_shape = input_shape[:-1] + [config.hidden_size]
 
+        def padded(x):
+            # Real-token rows [N, W] -> [B*S, W], zeros at the padding (identity without rows).
+            if token_rows is None:
+                return x
+            shape = tf.cast(tf.stack([batch_size * seq_length, x.shape[-1]]), tf.int64)
+            return tf.scatter_nd(token_rows[:, None], x, shape)
+
         def first_tokens(x):
-            # [B*S, W] -> [B*1, W]: the rows of the first token of every sequence.
-            return tf.reshape(x, [batch_size, seq_length, x.shape[-1]])[:, 0]
+            # [B*S, W] (or the real rows [N, W]) -> [B*1, W]: the first token of every sequence.
+            return tf.reshape(padded(x), [batch_size, seq_length, x.shape[-1]])[:, 0]
 
         def attend(attention, x, first_only=False):
             from_tensor, from_length, mask = x, seq_length, attention_mask
+            # Without the padding, the projections run on the real rows and are scattered to
+            # the [B*S] layout the attention's reshapes need.
+            query, key, value = (attention.query, attention.key, attention.value) \
+                if token_rows is None else (
+                    lambda t: padded(attention.query(t)), lambda t: padded(attention.key(t)),
+                    lambda t: padded(attention.value(t)))
             if first_only:
                 from_tensor, from_length, mask = first_tokens(x), 1, attention_mask[:, :1]
+                query = attention.query
             context = attention_layer(
-                from_tensor, x, attention.query, attention.key, attention.value,
+                from_tensor, x, query, key, value,
                 attention_mask=mask,
                 num_attention_heads=config.num_attention_heads,
                 attention_probs_dropout_prob=config.attention_probs_dropout_prob,
                 training=training, batch_size=batch_size,
                 from_seq_length=from_length, to_seq_length=seq_length)
+            if token_rows is not None and not first_only:
+                context = tf.gather(context, token_rows)  # [B*S, H] -> [N, H]
             return dropout(attention.output(context), config.hidden_dropout_prob, training,
                            seq_view=(SEQ, config.hidden_size))
 
@@ -749,9 +782,12 @@ class BertModel(tf.Module):
             # output (what the heads and `sequence_output` see).
             all_layer_outputs[-1] = self.final_layer_norm(all_layer_outputs[-1])
         shapes = [output_shape] * len(all_layer_outputs)
+        # (With `first_token_only` the last layer's rows are already [B, H].)
+        rows = [x if first_token_only and i == len(all_layer_outputs) - 1 else padded(x)
+                for i, x in enumerate(all_layer_outputs)]
         if first_token_only:
             shapes[-1] = [batch_size, 1, config.hidden_size]
-        return [reshape_from_matrix(x, shape) for x, shape in zip(all_layer_outputs, shapes)]
+        return [reshape_from_matrix(x, shape) for x, shape in zip(rows, shapes)]
 
 
 def attention_layer(from_tensor, to_tensor, query, key, value, attention_mask,

@@ -168,6 +168,34 @@ def test_first_token_only_gives_the_same_pooled_output(changes):
                                atol=1e-6)
 
 
+@pytest.mark.parametrize("changes", [
+    {}, {"pre_layer_norm": True, "share_parameters": "all", "embedding_size": 16}])
+@pytest.mark.parametrize("first_token_only", [False, True])
+def test_drop_padding_gives_the_padded_outputs_at_real_positions(changes, first_token_only):
+    """Inference on the real tokens' rows only (the serving classifier's dense layers skip the
+    padding): every layer equals the padded run at real positions and is 0 at the padding;
+    the pooled output is the same (Google's post-LN; pre-LN + ALBERT's shared layers and
+    embedding projection), also in a tf.function with a dynamic batch and length."""
+    _, model, *_ = build_all(dict(TINY_CONFIG, **changes))
+    inputs = make_inputs()
+    args = (inputs["input_ids"], inputs["input_mask"], inputs["segment_ids"])
+    full = model(*args, first_token_only=first_token_only)
+    spec = [tf.TensorSpec([None, None], tf.int32)] * 3
+    dropped = tf.function(
+        lambda *a: model(*a, first_token_only=first_token_only, drop_padding=True),
+        input_signature=spec)(*args)
+    np.testing.assert_allclose(dropped.pooled_output, full.pooled_output, atol=1e-6)
+    real = inputs["input_mask"].astype(bool)
+    layers = dropped.all_encoder_layers[:-1] if first_token_only else dropped.all_encoder_layers
+    for ours, padded in zip(layers, full.all_encoder_layers):
+        np.testing.assert_allclose(ours.numpy()[real], padded.numpy()[real], atol=1e-5)
+        assert not ours.numpy()[~real].any()
+    if first_token_only:
+        np.testing.assert_allclose(dropped.sequence_output, full.sequence_output, atol=1e-5)
+    with pytest.raises(ValueError, match="inference"):
+        model(*args, training=True, drop_padding=True)
+
+
 def test_dropout_only_in_training():
     _, model, *_ = build_all()
     inputs = make_inputs()

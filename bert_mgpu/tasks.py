@@ -196,6 +196,17 @@ class BertPretrainer(tf.Module):
         return out
 
 
+def _inference_options(training: bool, classifier_input: str) -> Dict[str, bool]:
+    """`BertModel` keyword arguments of a sequence-level head's call: for eval and predict
+    (never traced under XLA here), the dense layers skip the padding and, when the head reads
+    the [CLS] vector only, the last layer runs for [CLS] only; the same outputs to float
+    rounding (modeling's tests) for less work. Training keeps the padded layout, which the
+    position-keyed dropout masks are drawn over."""
+    if training:
+        return {}
+    return {"drop_padding": True, "first_token_only": classifier_input in ("pooled", "cls")}
+
+
 class BertClassifier(_MeanOverExamples, tf.Module):
     """Google's `run_classifier` model: `BertModel` + `ClassifierHead`; the loss of a global
     batch is the mean cross-entropy over its examples. `classifier_input` chooses what the head
@@ -225,7 +236,7 @@ class BertClassifier(_MeanOverExamples, tf.Module):
 
     def _forward(self, features, training):
         out = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
-                        training=training)
+                        training=training, **_inference_options(training, self.classifier_input))
         head_input = heads.classifier_features(out, features["input_mask"],
                                                self.classifier_input)
         return self.classifier(head_input, features.get("label_ids"), training=training)
@@ -377,7 +388,7 @@ class _LinearHeadTask(_MeanOverExamples, tf.Module):
     def _logits(self, features, training) -> tf.Tensor:
         """float32 [B, num_outputs]."""
         out = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
-                        training=training)
+                        training=training, **_inference_options(training, self.classifier_input))
         return self.classifier.logits(
             heads.classifier_features(out, features["input_mask"], self.classifier_input),
             training=training)

@@ -196,6 +196,30 @@ def test_drop_padding_gives_the_padded_outputs_at_real_positions(changes, first_
         model(*args, training=True, drop_padding=True)
 
 
+@pytest.mark.parametrize("classifier_input", ["pooled", "cls", "mean", "cls_last4"])
+def test_sequence_heads_predict_as_the_padded_model(classifier_input):
+    """Eval and predict of the sequence-level tasks run without the padding (and the last layer
+    for [CLS] only when the head reads nothing else): the same probabilities / scores as the
+    padded model's features through the same head."""
+    from bert_mgpu import tasks
+
+    config = BertConfig.from_dict(dict(TINY_CONFIG, num_hidden_layers=4))
+    inputs = make_inputs()
+    features = {k: tf.constant(inputs[k]) for k in ("input_ids", "input_mask", "segment_ids")}
+    tf.random.set_seed(3)
+    for task in (tasks.BertClassifier(config, NUM_LABELS, classifier_input=classifier_input),
+                 tasks.BertRegressor(config, classifier_input=classifier_input)):
+        out = task.bert(features["input_ids"], features["input_mask"], features["segment_ids"])
+        head_input = heads.classifier_features(out, features["input_mask"], classifier_input)
+        if isinstance(task, tasks.BertClassifier):
+            expected = task.classifier(head_input)["probabilities"]
+            got = task.predict(features)["probabilities"]
+        else:
+            expected = task.classifier.logits(head_input)[:, 0]
+            got = task.predict(features)["predictions"]
+        np.testing.assert_allclose(got, expected, atol=1e-6)
+
+
 def test_dropout_only_in_training():
     _, model, *_ = build_all()
     inputs = make_inputs()

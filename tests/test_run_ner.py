@@ -17,6 +17,7 @@ from bert_mgpu.tokenization import FullTokenizer
 
 from _oracle import REPO, run_json_request
 from _pretraining_data import TINY_CONFIG
+from _together import started
 
 SCRIPT = os.path.join(REPO, "run_ner.py")
 FIRST_NAMES = ["jim", "anna", "maria"]
@@ -81,8 +82,22 @@ def files(tmp_path_factory):
     return root, dev
 
 
+# One changed flag of the script's run (test_bad_input_is_one_line), and its error.
+BAD_INPUT = [
+    ({"--label_list": "B-PER,O"}, "--label_list must start with 'O'"),
+    ({"--tag_scheme": "iob"}, "--tag_scheme"),
+    ({"--doc_stride": "15"}, "--doc_stride must be in [1, max_seq_length - 2 = 14]"),
+]
+
+
 @pytest.fixture(scope="module")
 def run(files):
+    """The script's run; the bad inputs' runs (the same flags, one changed; each its own
+    --output_dir) and --help do not depend on it: started together with it.
+
+    Returns: (its CompletedProcess, --output_dir, the dev sentences, {"bad<i>": Future of the
+        CompletedProcess of BAD_INPUT[i]'s run, "help": Future of --help's}).
+    """
     root, dev = files
     out = root / "out"
     cmd = [sys.executable, SCRIPT, f"--data_dir={root / 'data'}",
@@ -93,13 +108,23 @@ def run(files):
            "--eval_batch_size=5", "--predict_batch_size=3", "--tag_scheme=bioes",
            "--save_checkpoints_steps=1000", "--log_every_n_steps=50",
            "--eval_every_n_steps=100"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+    jobs = {"good": lambda: script(cmd)}
+    for i, (change, _) in enumerate(BAD_INPUT):
+        bad = [a for a in cmd if not a.startswith(tuple(change) + ("--output_dir",))] + [
+            f"--output_dir={root / f'bad{i}'}"] + [f"{k}={v}" for k, v in change.items()]
+        jobs[f"bad{i}"] = lambda bad=bad: script(bad)
+    jobs["help"] = lambda: script([sys.executable, SCRIPT, "--help"])
+    with started(jobs) as runs:
+        yield runs["good"].result(), out, dev, runs
+
+
+def script(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600,
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    return proc, out, dev
 
 
 def test_script_trains_evaluates_and_writes_every_token(run):
-    proc, out, dev = run
+    proc, out, dev, _ = run
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = dict(line.split(" = ") for line in
                   (out / "eval_results.txt").read_text().splitlines())
@@ -150,29 +175,20 @@ def test_script_trains_evaluates_and_writes_every_token(run):
 
 
 def test_rerun_predicts_from_the_checkpoint(run):
-    proc, out, _ = run
+    proc, out, _, _ = run
     assert proc.returncode == 0, proc.stderr[-3000:]
     before = (out / "predictions.txt").read_text(encoding="utf-8")
-    again = subprocess.run([sys.executable, SCRIPT] + [
+    again = script([sys.executable, SCRIPT] + [
         a for a in proc.args[2:]
-        if not a.startswith(("--do_train", "--do_eval", "--eval_every_n_steps"))],
-        capture_output=True, text=True, timeout=300,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+        if not a.startswith(("--do_train", "--do_eval", "--eval_every_n_steps"))])
     assert again.returncode == 0, again.stderr[-3000:]
     assert "Reusing test features" in again.stderr
     assert (out / "predictions.txt").read_text(encoding="utf-8") == before
 
 
-@pytest.mark.parametrize("change,message", [
-    ({"--label_list": "B-PER,O"}, "--label_list must start with 'O'"),
-    ({"--tag_scheme": "iob"}, "--tag_scheme"),
-    ({"--doc_stride": "15"}, "--doc_stride must be in [1, max_seq_length - 2 = 14]"),
-])
+@pytest.mark.parametrize("change,message", BAD_INPUT)
 def test_bad_input_is_one_line(run, change, message):
-    proc, _, _ = run
-    cmd = [a for a in proc.args if not a.startswith(tuple(change))] + [
-        f"{k}={v}" for k, v in change.items()]
-    bad = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    bad = run[3][f"bad{BAD_INPUT.index((change, message))}"].result()
     assert bad.returncode == 1
     last = bad.stderr.strip().splitlines()[-1]
     assert last.startswith("run_ner.py: ERROR: ") and message in last, last
@@ -281,10 +297,9 @@ def test_only_first_pieces_reach_the_loss(records):
     assert loss_and_grads(dict(batch, label_ids=tf.constant(changed)))[0] != loss
 
 
-def test_help_lists_the_flags():
+def test_help_lists_the_flags(run):
     # (absl's --help exits with 1, as in tests/test_bad_input.py.)
-    proc = subprocess.run([sys.executable, SCRIPT, "--help"], capture_output=True, text=True,
-                          timeout=120)
+    proc = run[3]["help"].result()
     for flag in ("--tag_scheme", "--doc_stride", "--label_list", "--n_gpus", "--data_dir",
                  "--eval_every_n_steps", "--num_accumulation_steps", "--init_checkpoint"):
         assert flag in proc.stdout, flag

@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from _oracle import DATA, MATERIAL, REPO, require_material
 from _pretraining_data import TINY_CONFIG
-from _together import started
+from _together import started, with_the_module
 from bert_mgpu import checkpoint, heads, tasks, towers, training
 from bert_mgpu.config import BertConfig, TrainConfig
 from bert_mgpu.data import input_pipeline, squad_data, tfrecord
@@ -281,10 +281,13 @@ def bad_flag_runs(tmp_path_factory):
         yield d, [runs[i] for i in range(len(BAD_FLAGS))]
 
 
+_scripts_with_the_module = with_the_module("bad_flag_runs", "squad_started")
+
+
 @pytest.fixture(scope="module")
-def squad_run(tmp_path_factory, bad_flag_runs):
+def squad_started(tmp_path_factory):
     """Train (v2.0, 2 towers, dropout on) a few steps, predict and evaluate with batches of 6
-    (413 windows: a last batch of 5). (`bad_flag_runs`, independent, run meanwhile.)"""
+    (413 windows: a last batch of 5): started in the background (squad_run waits for it)."""
     v2 = require_material("squad", V2_FILE)
     root = tmp_path_factory.mktemp("squad_run")
     config = root / "bert_config.json"
@@ -298,9 +301,15 @@ def squad_run(tmp_path_factory, bad_flag_runs):
                     "--do_predict=true", "--do_eval=true", f"--predict_file={v2}",
                     "--version_2_with_negative=true", "--train_batch_size=4", "--n_gpus=2",
                     "--num_train_epochs=0.1", "--learning_rate=1e-3", "--use_tpu=false"]
-    proc = run_script(*cmd)
-    return {"proc": proc, "out": out, "root": root, "common": common, "config": config,
-            "v2": v2}
+    with started({"proc": lambda: run_script(*cmd)}) as run:
+        yield dict(run, out=out, root=root, common=common, config=config, v2=v2)
+
+
+@pytest.fixture(scope="module")
+def squad_run(squad_started):
+    """squad_started's run, finished: {"proc": its CompletedProcess, "out": --output_dir,
+    "root", "common": the flags of every run, "config", "v2": the v2.0 file}."""
+    return dict(squad_started, proc=squad_started["proc"].result())
 
 
 def test_script_trains_predicts_and_evaluates_v2(squad_run):

@@ -9,7 +9,7 @@ checks one case's result. A few cases that are not one-line errors (a warning, a
 multi-line message, Ctrl-C, stale temporaries) have their own tests.
 """
 
-import concurrent.futures
+import functools
 import json
 import os
 import re
@@ -26,6 +26,7 @@ from bert_mgpu.config import BertConfig
 
 from _oracle import DATA, REPO
 from _pretraining_data import TINY_CONFIG, write_records
+from _together import started
 
 SCRIPTS = {name: os.path.join(REPO, f"{name}.py") for name in (
     "run_pretraining", "run_classifier_mgpu", "extract_features", "create_pretraining_data",
@@ -369,15 +370,17 @@ def _run_case(w, key, script, changes_fn):
 
 @pytest.fixture(scope="module")
 def results(world):
-    """Every case run once, three processes at a time."""
+    """Every case run once, and every script's --help, a few processes at a time."""
     _prepare_variants(world)
     jobs = {f"{script}:{name}": (script, fn) for script, name, fn, *_ in CASES}
     jobs.update({key: value for key, value in MORE_FLAGS.items()})
     # The slow (TensorFlow) ones first, so the quick ones fill the gaps.
     slow = {f"{s}:{n}" for s, n, _, _, *tf in CASES if tf} | set(MORE_FLAGS)
     order = sorted(jobs, key=lambda k: k not in slow)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
-        futures = {key: pool.submit(_run_case, world, key, *jobs[key]) for key in order}
+    runs = {key: functools.partial(_run_case, world, key, *jobs[key]) for key in order}
+    runs.update({f"help:{script}": functools.partial(run_script, script, ["--help"])
+                 for script in SCRIPTS})
+    with started(runs) as futures:
         return {key: f.result() for key, f in futures.items()}
 
 
@@ -457,8 +460,8 @@ def test_long_lines_warned_and_missing_output_directory_created(results):
 
 
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
-def test_help_lists_the_scripts_own_flags(script):
-    proc = run_script(script, ["--help"])
+def test_help_lists_the_scripts_own_flags(script, results):
+    proc = results[f"help:{script}"]
     listed = set(re.findall(r"^  --(?:\[no\])?(\w+)", proc.stdout, re.M))
     own = {"run_pretraining": {"input_file", "n_gpus", "num_train_steps", "output_dir"},
            "run_classifier_mgpu": {"task_name", "n_gpus", "data_dir", "label_list"},

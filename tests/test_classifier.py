@@ -3,7 +3,6 @@ counts, the feature cache, head+tail truncation, layer-wise LR, towers."""
 
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -16,6 +15,7 @@ from bert_mgpu.data import classifier_data, features, input_pipeline, processors
 
 from _oracle import DATA, REPO, run_json_request
 from _pretraining_data import TINY_CONFIG
+from _together import changed_flags, run_command, started, with_the_module
 
 VOCAB = os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")
 SCRIPT = os.path.join(REPO, "run_classifier_mgpu.py")
@@ -213,7 +213,7 @@ def test_classifier_towers_equal_one_device(tmp_path):
             w.write(tfrecord.encode_example({
                 "input_ids": ids, "input_mask": (ids > 0).astype(int), "segment_ids": [0] * 16,
                 "label_ids": [int(ids[1] > 50)], "is_real_example": [1]}))
-    config = BertConfig.from_dict(TINY_CONFIG)
+    config = BertConfig.from_dict(dict(TINY_CONFIG, num_hidden_layers=1))
     tf.random.set_seed(5)
     init = tasks.BertClassifier(config, 2)
     init_path = str(tmp_path / "init")
@@ -234,9 +234,26 @@ def test_classifier_towers_equal_one_device(tmp_path):
         np.testing.assert_allclose(results[0][k], results[1][k], atol=1e-5, err_msg=k)
 
 
+# One changed flag of the script's run (test_bad_input_is_one_line), and its error.
+BAD_INPUT = [
+    ({"--task_name": "nope"}, "--task_name: task not found: 'nope'"),
+    ({"--init_checkpoint": "/x/cased_L-12_H-768_A-12/bert_model.ckpt"},
+     "`cased_L-12_H-768_A-12` seems to be a cased model"),
+    ({"--max_seq_length": "65"}, "--max_seq_length=65 is longer than max_position_embeddings"),
+]
+
+
+_scripts_with_the_module = with_the_module("scripts")
+
+
 @pytest.fixture(scope="module")
-def tsv_run(tmp_path_factory):
-    """The script on a tsv task with 23 dev and 23 test examples (batch sizes 5 and 7)."""
+def scripts(tmp_path_factory):
+    """The script on a tsv task with 23 dev and 23 test examples (batch sizes 5 and 7), started
+    with the module (it goes on while the in-process tests above run).
+
+    Yields: ({"good": Future of its CompletedProcess, "bad<i>": of BAD_INPUT[i]'s run},
+        --output_dir, command).
+    """
     rng = np.random.RandomState(1)
     root = tmp_path_factory.mktemp("tsv")
     data = root / "data"
@@ -263,9 +280,20 @@ def tsv_run(tmp_path_factory):
            "--train_batch_size=4", "--n_gpus=2", "--num_train_epochs=2",
            "--learning_rate=1e-3", "--eval_batch_size=5", "--predict_batch_size=7",
            "--truncation=head_tail", "--head_tokens=4", "--layerwise_lr_decay=0.9"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    return proc, out, cmd
+    # The bad inputs' runs (the same flags, one changed; each its own --output_dir) do not
+    # depend on this run: started together with it.
+    jobs = {"good": lambda: run_command(cmd)}
+    for i, (change, _) in enumerate(BAD_INPUT):
+        jobs[f"bad{i}"] = lambda bad=changed_flags(cmd, change, root / f"bad{i}"): run_command(bad)
+    with started(jobs) as runs:
+        yield runs, out, cmd
+
+
+@pytest.fixture(scope="module")
+def tsv_run(scripts):
+    """(the script run's CompletedProcess, --output_dir, command)."""
+    runs, out, cmd = scripts
+    return runs["good"].result(), out, cmd
 
 
 def test_script_writes_every_example(tsv_run):
@@ -286,27 +314,17 @@ def test_script_writes_every_example(tsv_run):
 
 
 def test_rerun_reuses_features_and_checkpoint(tsv_run):
-    proc, out, cmd = tsv_run
-    again = subprocess.run([c for c in cmd if not c.startswith("--do_train")],
-                           capture_output=True, text=True, timeout=300,
-                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    _, out, cmd = tsv_run
+    again = run_command([c for c in cmd if not c.startswith("--do_train")])
     assert again.returncode == 0, again.stderr[-3000:]
     assert "Reusing eval features (23 examples)" in again.stderr
     assert "Resumed from" in again.stderr
     assert len((out / "predict.txt").read_text().splitlines()) == 23
 
 
-@pytest.mark.parametrize("change,message", [
-    ({"--task_name": "nope"}, "--task_name: task not found: 'nope'"),
-    ({"--init_checkpoint": "/x/cased_L-12_H-768_A-12/bert_model.ckpt"},
-     "`cased_L-12_H-768_A-12` seems to be a cased model"),
-    ({"--max_seq_length": "65"}, "--max_seq_length=65 is longer than max_position_embeddings"),
-])
-def test_bad_input_is_one_line(tsv_run, change, message):
-    _, _, cmd = tsv_run
-    cmd = [c for c in cmd if not c.startswith(tuple(change))] + [
-        f"{k}={v}" for k, v in change.items()]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+@pytest.mark.parametrize("change,message", BAD_INPUT)
+def test_bad_input_is_one_line(scripts, change, message):
+    proc = scripts[0][f"bad{BAD_INPUT.index((change, message))}"].result()
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("run_classifier_mgpu.py: ERROR: ") and message in last, last

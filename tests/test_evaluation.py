@@ -14,6 +14,7 @@ from bert_mgpu import evaluation
 
 from _oracle import DATA, REPO
 from _pretraining_data import TINY_CONFIG
+from _together import started_in
 
 SCRIPT = os.path.join(REPO, "run_classifier_mgpu.py")
 VOCAB = os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")
@@ -130,12 +131,26 @@ def run_script(root, out, *extra):
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
 
 
-def test_script_keeps_the_best_checkpoint_after_pruning_and_predicts_with_it(tsv_data,
-                                                                             tmp_path):
-    out = tmp_path / "out"
-    proc = run_script(tsv_data, out, "--learning_rate=1e-3", "--eval_every_n_steps=6",
-                      "--keep_best_checkpoint", "--keep_checkpoint_max=1",
-                      "--save_checkpoints_steps=6")
+@pytest.fixture(scope="module")
+def scripts(tsv_data, tmp_path_factory):
+    """The script runs of the tests below, independent of each other: started together.
+
+    Yields: {key: Future of (CompletedProcess, --output_dir)}.
+    """
+    with started_in(tmp_path_factory.mktemp("runs"), {
+        "best": lambda out: run_script(tsv_data, out, "--learning_rate=1e-3",
+                                       "--eval_every_n_steps=6", "--keep_best_checkpoint",
+                                       "--keep_checkpoint_max=1", "--save_checkpoints_steps=6"),
+        # A learning rate too small to change any prediction: no improvement after the first.
+        "early": lambda out: run_script(tsv_data, out, "--learning_rate=1e-9",
+                                        "--eval_every_n_steps=3", "--early_stopping_patience=2"),
+        "companions": lambda out: run_script(tsv_data, out, "--keep_best_checkpoint"),
+    }) as runs:
+        yield runs
+
+
+def test_script_keeps_the_best_checkpoint_after_pruning_and_predicts_with_it(scripts):
+    proc, out = scripts["best"].result()
     assert proc.returncode == 0, proc.stderr[-3000:]
     history = evaluation.read_history(str(out))
     assert [r["step"] for r in history] == [6, 12, 18, 24, 30, 36]  # 36 steps, every 6
@@ -149,19 +164,16 @@ def test_script_keeps_the_best_checkpoint_after_pruning_and_predicts_with_it(tsv
     assert len((out / "predict.txt").read_text().splitlines()) == 20
 
 
-def test_script_stops_early_and_exits_0(tsv_data, tmp_path):
-    # A learning rate too small to change any prediction: no improvement after the first.
-    out = tmp_path / "out"
-    proc = run_script(tsv_data, out, "--learning_rate=1e-9", "--eval_every_n_steps=3",
-                      "--early_stopping_patience=2")
+def test_script_stops_early_and_exits_0(scripts):
+    proc, out = scripts["early"].result()
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Early stopping at step 9" in proc.stderr
     assert [r["step"] for r in evaluation.read_history(str(out))] == [3, 6, 9]
     assert tf.train.latest_checkpoint(str(out)).endswith("model.ckpt-9")
 
 
-def test_eval_during_training_flags_need_their_companions(tsv_data, tmp_path):
-    proc = run_script(tsv_data, tmp_path / "o", "--keep_best_checkpoint")
+def test_eval_during_training_flags_need_their_companions(scripts):
+    proc, _ = scripts["companions"].result()
     assert proc.returncode == 1
     assert "--keep_best_checkpoint and --early_stopping_patience need --eval_every_n_steps" \
         in proc.stderr.strip().splitlines()[-1]

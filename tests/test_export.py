@@ -23,6 +23,7 @@ from bert_mgpu.data.processors import InputExample
 
 from _oracle import DATA, REPO
 from _serving import ENV, readme_rest_payloads, run_loaded
+from _together import started
 
 pytest.importorskip("tensorflow_text")
 
@@ -64,19 +65,45 @@ def run(tmp_path_factory):
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = list(csv.reader((data / "test.tsv").open(encoding="utf-8"), delimiter="\t",
                            quoting=csv.QUOTE_NONE))[1:]
-    return {"root": root, "out": out, "texts": [r[0] for r in rows]}
+    run = {"root": root, "out": out, "texts": [r[0] for r in rows]}
+    # The export script and the fresh process that loads its SavedModel only read the run:
+    # they go on (in their own processes) while the in-process tests use it.
+    with started({"served": lambda: export_and_load(run)}) as background:
+        yield dict(run, served=background["served"])
 
 
-@pytest.fixture(scope="module")
-def exported(run):
-    """The classifier exported by the script from --output_dir alone."""
+def export_and_load(run):
+    """The classifier exported by the script from --output_dir alone, and its outputs in a
+    fresh process that cannot import bert_mgpu: LOADED's on the test texts and their pairs,
+    README's REST bodies, and CHUNKED's (under "chunked") on mixed_lengths (one process for
+    both: a TensorFlow start costs seconds).
+
+    Returns: (the SavedModel's directory, the outputs).
+    """
     export_dir = run["root"] / "export"
     cmd = [sys.executable, os.path.join(REPO, "export_saved_model.py"),
            f"--output_dir={run['out']}", f"--export_dir={export_dir}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=ENV)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines()[-1] == str(export_dir / "1")
-    return export_dir / "1"
+    (run["root"] / "fresh").mkdir()
+    request = {"texts": run["texts"], "texts_b": pair_texts(run["texts"]),
+               "rest": readme_rest_payloads()["classifier"],
+               "chunked_texts": mixed_lengths(run["texts"])}
+    return export_dir / "1", run_loaded(run["root"] / "fresh", export_dir / "1",
+                                        LOADED + CHUNKED, request)
+
+
+@pytest.fixture(scope="module")
+def exported(run):
+    """The SavedModel's directory (export_and_load)."""
+    return run["served"].result()[0]
+
+
+@pytest.fixture(scope="module")
+def fresh(run):
+    """The fresh process's outputs (export_and_load)."""
+    return run["served"].result()[1]
 
 
 LOADED = """
@@ -93,9 +120,12 @@ LOADED = """
 """
 
 
-def load_in_fresh_process(tmp_path, saved_model, texts, texts_b):
-    return run_loaded(tmp_path, saved_model, LOADED, {
-        "texts": texts, "texts_b": texts_b, "rest": readme_rest_payloads()["classifier"]})
+def pair_texts(texts):
+    """Second texts: every third row has none ("" is no text_b in Google's code), one has a
+    second text without tokens (only a control character: no text_b either)."""
+    texts_b = ["" if i % 3 == 0 else texts[-1 - i] for i in range(len(texts))]
+    texts_b[1] = "\u200b"
+    return texts_b
 
 
 def expected_features(texts, texts_b=None, truncation="head_tail", head_tokens=8):
@@ -107,51 +137,6 @@ def expected_features(texts, texts_b=None, truncation="head_tail", head_tokens=8
     return [convert_single_example(InputExample(str(i), a, b, None), {}, SEQ, tokenizer,
                                    truncation=truncation, head_tokens=head_tokens)
             for i, (a, b) in enumerate(zip(texts, texts_b))]
-
-
-@pytest.mark.slow  # ~1 min: a training run, an export, a fresh TensorFlow process
-def test_raw_text_predictions_equal_test_results(run, exported, tmp_path):
-    texts = run["texts"]
-    # Pairs: every third row has no second text ("" is no text_b in Google's code), one has a
-    # second text without tokens (only a control character: no text_b either).
-    texts_b = ["" if i % 3 == 0 else texts[-1 - i] for i in range(len(texts))]
-    texts_b[1] = "\u200b"
-    assert os.path.exists(exported / "assets" / "bert_chinese_vocab.txt")
-    assert os.path.exists(exported / "variables" / "variables.index")
-    out = load_in_fresh_process(tmp_path, exported, texts, texts_b)
-    assert out["signatures"] == ["serve_ids", "serving_default", "serving_pair", "tokenize",
-                                 "tokenize_pair"]
-
-    # The done-when check: raw text -> the probabilities run_classifier_mgpu.py predicted.
-    reference = np.loadtxt(run["out"] / "test_results.tsv", ndmin=2)
-    assert reference.shape == (len(texts), 2)
-    probabilities = np.array(out["default"]["probabilities"])
-    np.testing.assert_allclose(probabilities, reference, atol=1e-5, rtol=0)
-    predicted = (run["out"] / "predict.txt").read_text().split()
-    assert out["default"]["label"] == predicted  # the run's label names
-    assert out["default"]["label_id"] == np.argmax(reference, axis=1).tolist()
-    np.testing.assert_allclose(out["ids"]["probabilities"], reference, atol=1e-5, rtol=0)
-    assert np.abs(probabilities - 0.5).max() > 1e-3  # the trained head is not a constant
-
-    # What the model sees: exactly the classifier's features (head_tail truncation included).
-    want = expected_features(texts)
-    assert any(sum(f["input_mask"]) == SEQ for f in want)  # some texts were truncated
-    for name in ("input_ids", "input_mask", "segment_ids"):
-        assert out["tokenize"][name] == [f[name] for f in want], name
-    want_pair = expected_features(texts, texts_b)
-    for name in ("input_ids", "input_mask", "segment_ids"):
-        assert out["tokenize_pair"][name] == [f[name] for f in want_pair], name
-    single_rows = [i for i in range(len(texts)) if i % 3 == 0 or i == 1]
-    np.testing.assert_allclose(np.array(out["pair"]["probabilities"])[single_rows],
-                               reference[single_rows], atol=1e-5, rtol=0)
-
-    # README's REST bodies (row and columnar format), mapped as TF Serving maps them.
-    rows, columns = out["rest"]
-    assert [sorted(r) for r in rows["predictions"]] == [["label", "label_id",
-                                                         "probabilities"]] * 2
-    assert all(len(r["probabilities"]) == 2 for r in rows["predictions"])
-    assert sorted(columns["outputs"]) == ["label", "label_id", "probabilities"]
-    assert np.array(columns["outputs"]["probabilities"]).shape == (1, 2)
 
 
 def test_serve_ids_cuts_the_padding_of_a_classifier(run):
@@ -174,17 +159,18 @@ def test_serve_ids_cuts_the_padding_of_a_classifier(run):
     np.testing.assert_allclose(padded["probabilities"].numpy(), full, atol=1e-6)
 
 
+# Run after LOADED, in its process (its `sig` and `out`).
 CHUNKED = """
-    a = tf.constant(request["texts"])
-    sig = model.signatures
-    out = {"batch": plain(sig["serving_default"](text_a=a)),
-           "ids": plain(sig["serve_ids"](**sig["tokenize"](text_a=a))),
-           "pair": plain(sig["serving_pair"](text_a=a, text_b=a)),
-           "alone": [plain(sig["serving_default"](text_a=tf.constant([t]))) for t in
-                     request["texts"]],
-           "pair_alone": [plain(sig["serving_pair"](text_a=tf.constant([t]),
-                                                    text_b=tf.constant([t])))
-                          for t in request["texts"]]}
+    a = tf.constant(request["chunked_texts"])
+    out["chunked"] = {
+        "batch": plain(sig["serving_default"](text_a=a)),
+        "ids": plain(sig["serve_ids"](**sig["tokenize"](text_a=a))),
+        "pair": plain(sig["serving_pair"](text_a=a, text_b=a)),
+        "alone": [plain(sig["serving_default"](text_a=tf.constant([t]))) for t in
+                  request["chunked_texts"]],
+        "pair_alone": [plain(sig["serving_pair"](text_a=tf.constant([t]),
+                                                 text_b=tf.constant([t])))
+                       for t in request["chunked_texts"]]}
 """
 
 
@@ -194,36 +180,6 @@ def mixed_lengths(texts):
     pool = ["", "好"] + texts + [t * 6 for t in texts[:6]]
     return [pool[(i * 17) % len(pool)] for i in range(37)]
 
-
-@pytest.mark.slow  # a fresh TensorFlow process
-def test_length_chunks_give_the_unchunked_outputs(run, exported, tmp_path):
-    """The export (default --length_chunks=4) sorts a batch of 37 by length and runs it in 4
-    chunks (9, 9, 9, 10 texts): every output equals each text run alone (batch 1 is never
-    chunked, cut to its own length) and the test_results.tsv reference, in request order."""
-    from tensorflow.core.protobuf import saved_model_pb2
-
-    graph = saved_model_pb2.SavedModel.FromString((exported / "saved_model.pb").read_bytes())
-    ops = {n.op for f in graph.meta_graphs[0].graph_def.library.function for n in f.node_def}
-    assert {"While", "StatelessWhile"} & ops and "InvertPermutation" in ops  # chunks exported
-    texts = mixed_lengths(run["texts"])
-    lengths = [len(f["input_ids"]) - f["input_ids"].count(0) for f in expected_features(texts)]
-    assert min(lengths) == 2 and max(lengths) == SEQ  # [CLS] [SEP] ... full length
-    out = run_loaded(tmp_path, exported, CHUNKED, {"texts": texts})
-    alone = {k: [row for o in out["alone"] for row in o[k]] for k in out["batch"]}
-    pair_alone = {k: [row for o in out["pair_alone"] for row in o[k]] for k in out["pair"]}
-    np.testing.assert_allclose(out["batch"]["probabilities"], alone["probabilities"],
-                               atol=1e-5, rtol=0)
-    np.testing.assert_allclose(out["ids"]["probabilities"], alone["probabilities"], atol=1e-5,
-                               rtol=0)
-    np.testing.assert_allclose(out["pair"]["probabilities"], pair_alone["probabilities"],
-                               atol=1e-5, rtol=0)
-    assert out["batch"]["label"] == alone["label"] and out["pair"]["label"] == \
-        pair_alone["label"]
-    reference = np.loadtxt(run["out"] / "test_results.tsv", ndmin=2)
-    for i, text in enumerate(texts):
-        if text in run["texts"]:
-            np.testing.assert_allclose(out["batch"]["probabilities"][i],
-                                       reference[run["texts"].index(text)], atol=1e-5, rtol=0)
 
 
 def test_length_chunks_equal_one_piece_and_trace_once(run):
@@ -315,3 +271,79 @@ def test_errors_name_the_cause(run, tmp_path):
     (tmp_path / "notes").mkdir()
     assert export.next_version(str(tmp_path)) == 8
     assert export.next_version(str(tmp_path / "new")) == 1
+
+
+# -- the script's export, loaded in a fresh process ---------------------------------------------
+# (Last in the file: export_and_load runs in the background while the tests above run.)
+
+@pytest.mark.slow  # ~1 min: a training run, an export, a fresh TensorFlow process
+def test_raw_text_predictions_equal_test_results(run, exported, fresh):
+    texts = run["texts"]
+    texts_b = pair_texts(texts)
+    assert os.path.exists(exported / "assets" / "bert_chinese_vocab.txt")
+    assert os.path.exists(exported / "variables" / "variables.index")
+    out = fresh
+    assert out["signatures"] == ["serve_ids", "serving_default", "serving_pair", "tokenize",
+                                 "tokenize_pair"]
+
+    # The done-when check: raw text -> the probabilities run_classifier_mgpu.py predicted.
+    reference = np.loadtxt(run["out"] / "test_results.tsv", ndmin=2)
+    assert reference.shape == (len(texts), 2)
+    probabilities = np.array(out["default"]["probabilities"])
+    np.testing.assert_allclose(probabilities, reference, atol=1e-5, rtol=0)
+    predicted = (run["out"] / "predict.txt").read_text().split()
+    assert out["default"]["label"] == predicted  # the run's label names
+    assert out["default"]["label_id"] == np.argmax(reference, axis=1).tolist()
+    np.testing.assert_allclose(out["ids"]["probabilities"], reference, atol=1e-5, rtol=0)
+    assert np.abs(probabilities - 0.5).max() > 1e-3  # the trained head is not a constant
+
+    # What the model sees: exactly the classifier's features (head_tail truncation included).
+    want = expected_features(texts)
+    assert any(sum(f["input_mask"]) == SEQ for f in want)  # some texts were truncated
+    for name in ("input_ids", "input_mask", "segment_ids"):
+        assert out["tokenize"][name] == [f[name] for f in want], name
+    want_pair = expected_features(texts, texts_b)
+    for name in ("input_ids", "input_mask", "segment_ids"):
+        assert out["tokenize_pair"][name] == [f[name] for f in want_pair], name
+    single_rows = [i for i in range(len(texts)) if i % 3 == 0 or i == 1]
+    np.testing.assert_allclose(np.array(out["pair"]["probabilities"])[single_rows],
+                               reference[single_rows], atol=1e-5, rtol=0)
+
+    # README's REST bodies (row and columnar format), mapped as TF Serving maps them.
+    rows, columns = out["rest"]
+    assert [sorted(r) for r in rows["predictions"]] == [["label", "label_id",
+                                                         "probabilities"]] * 2
+    assert all(len(r["probabilities"]) == 2 for r in rows["predictions"])
+    assert sorted(columns["outputs"]) == ["label", "label_id", "probabilities"]
+    assert np.array(columns["outputs"]["probabilities"]).shape == (1, 2)
+
+
+@pytest.mark.slow  # a fresh TensorFlow process
+def test_length_chunks_give_the_unchunked_outputs(run, exported, fresh):
+    """The export (default --length_chunks=4) sorts a batch of 37 by length and runs it in 4
+    chunks (9, 9, 9, 10 texts): every output equals each text run alone (batch 1 is never
+    chunked, cut to its own length) and the test_results.tsv reference, in request order."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    graph = saved_model_pb2.SavedModel.FromString((exported / "saved_model.pb").read_bytes())
+    ops = {n.op for f in graph.meta_graphs[0].graph_def.library.function for n in f.node_def}
+    assert {"While", "StatelessWhile"} & ops and "InvertPermutation" in ops  # chunks exported
+    texts = mixed_lengths(run["texts"])
+    lengths = [len(f["input_ids"]) - f["input_ids"].count(0) for f in expected_features(texts)]
+    assert min(lengths) == 2 and max(lengths) == SEQ  # [CLS] [SEP] ... full length
+    out = fresh["chunked"]
+    alone = {k: [row for o in out["alone"] for row in o[k]] for k in out["batch"]}
+    pair_alone = {k: [row for o in out["pair_alone"] for row in o[k]] for k in out["pair"]}
+    np.testing.assert_allclose(out["batch"]["probabilities"], alone["probabilities"],
+                               atol=1e-5, rtol=0)
+    np.testing.assert_allclose(out["ids"]["probabilities"], alone["probabilities"], atol=1e-5,
+                               rtol=0)
+    np.testing.assert_allclose(out["pair"]["probabilities"], pair_alone["probabilities"],
+                               atol=1e-5, rtol=0)
+    assert out["batch"]["label"] == alone["label"] and out["pair"]["label"] == \
+        pair_alone["label"]
+    reference = np.loadtxt(run["out"] / "test_results.tsv", ndmin=2)
+    for i, text in enumerate(texts):
+        if text in run["texts"]:
+            np.testing.assert_allclose(out["batch"]["probabilities"][i],
+                                       reference[run["texts"].index(text)], atol=1e-5, rtol=0)

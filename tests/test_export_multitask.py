@@ -23,6 +23,7 @@ from bert_mgpu.data.processors import InputExample
 from _oracle import REPO, run_json_request
 from _pretraining_data import TINY_CONFIG
 from _serving import ENV, run_loaded
+from _together import started
 from test_multitask import SEQ, VOCAB, run_script, write_tsv
 
 pytest.importorskip("tensorflow_text")
@@ -80,10 +81,25 @@ LOADED = """
 """
 
 
+def export_script(run, label):
+    """export_saved_model.py --task_label=label; returns the SavedModel's directory."""
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "export_saved_model.py"),
+                           f"--output_dir={run['out']}",
+                           f"--export_dir={run['root'] / 'export' / label}",
+                           f"--task_label={label}"],
+                          capture_output=True, text=True, timeout=300, env=ENV)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout.strip().splitlines()[-1]
+
+
 @pytest.mark.slow  # a training run, three exports, a fresh TensorFlow process
 def test_each_task_exports_its_predictions(run, tmp_path):
-    dirs = {label: export.export_saved_model(export_config(run, task_label=label))
-            for label in LABELS}
+    # The exports are independent: two by the script (each its own process) while the first
+    # runs in this process.
+    with started({label: lambda label=label: export_script(run, label)
+                  for label in LABELS[1:]}) as scripts:
+        dirs = {LABELS[0]: export.export_saved_model(export_config(run, task_label=LABELS[0]))}
+        dirs.update({label: future.result() for label, future in scripts.items()})
     out = run_loaded(tmp_path, dirs["tsv_0"], LOADED, {"dirs": dirs, "texts": run["texts"]})
     results = {label: np.loadtxt(run["out"] / label / "test_results.tsv", ndmin=2)
                for label in LABELS}
@@ -160,20 +176,21 @@ def test_hf_export_per_task_equals_test_results(run, tmp_path):
     head ([num_labels, H]), labels and problem_type; transformers' logits give the task's
     test_results.tsv (softmax / the score / sigmoids) to 1e-5."""
     tokenizer = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
-    runs, folders = [], {}
-    for label in LABELS:
-        folders[label] = str(tmp_path / label)
-        if label == "tsv_2":  # the script once, the others in process
-            proc = subprocess.run([
-                sys.executable, os.path.join(REPO, "convert_to_hf.py"),
-                f"--bert_config_file={run['out'] / 'bert_config.json'}",
-                f"--init_checkpoint={run['out']}", f"--vocab_file={VOCAB}",
-                "--do_lower_case=true", f"--output_dir={folders[label]}",
-                f"--task_label={label}"], capture_output=True, text=True, timeout=300, env=ENV)
-            assert proc.returncode == 0, proc.stderr[-3000:]
-        else:
+    folders = {label: str(tmp_path / label) for label in LABELS}
+    # The script once (its own process, meanwhile), the others in process.
+    with started({"script": lambda: subprocess.run([
+            sys.executable, os.path.join(REPO, "convert_to_hf.py"),
+            f"--bert_config_file={run['out'] / 'bert_config.json'}",
+            f"--init_checkpoint={run['out']}", f"--vocab_file={VOCAB}",
+            "--do_lower_case=true", f"--output_dir={folders['tsv_2']}", "--task_label=tsv_2"],
+            capture_output=True, text=True, timeout=300, env=ENV)}) as script:
+        for label in LABELS[:2]:
             hf_export.convert_checkpoint(str(run["out"] / "bert_config.json"), str(run["out"]),
                                          VOCAB, True, folders[label], task_label=label)
+        proc = script["script"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = []
+    for label in LABELS:
         features = [convert_single_example(InputExample(str(i), text, None, None), {}, SEQ,
                                            tokenizer)
                     for i, text in enumerate(run["texts"][label])]

@@ -16,6 +16,7 @@ from bert_mgpu.data import features, multitask, tfrecord
 
 from _oracle import DATA, REPO
 from _pretraining_data import TINY_CONFIG
+from _together import started_in, with_the_module
 
 VOCAB = os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")
 SCRIPT = os.path.join(REPO, "run_classifier_mgpu.py")
@@ -69,7 +70,7 @@ def train_cfg(out, n_gpus=1, batch=8, steps=4, **kw):
 # -- the model: separate heads, one encoder ----------------------------------------------------
 
 def test_heads_separate_and_encoder_shared(tmp_path):
-    config = BertConfig.from_dict(TINY_CONFIG)
+    config = BertConfig.from_dict(ONE_LAYER)
     model = make_model(config)
     names = list(model.named_variables())
     single = tasks.BertClassifier(config, 2).named_variables()
@@ -255,16 +256,53 @@ def read_results(path):
     return dict(line.split(" = ") for line in path.read_text().splitlines())
 
 
+# Flag combinations refused in one line, with what the line says.
+BAD_FLAGS = [
+    (["--data_dir=A"], "--data_dir has 1 directories for 2 tasks (--task_name=tsv,tsv)"),
+    (["--task_type=classification,regression,multilabel"],
+     "--task_type has 3 values for 2 tasks (--task_name)"),
+    (["--label_list=a,b;c;d"], "--label_list has 3 label lists (separated by ';') for 2 tasks"),
+    (["--task_sampling=sometimes"], "--task_sampling"),
+    (["--num_accumulation_steps=2", "--batch_ramp_steps=2"],
+     "--batch_ramp_steps cannot be used with several --task_name"),
+    (["--group_by_length"], "--group_by_length cannot be used with several --task_name"),
+    (["--task_type=classification,regression", "--best_metric=eval_accuracy,eval_mse"],
+     "the mean of losses (lower is better) and scores (higher is better) means nothing"),
+]
+
+
+def bad_flags_run(task_dirs, out, extra):
+    args = ["--task_name=tsv,tsv", f"--data_dir={task_dirs / 'sentiment'},{task_dirs / 'score'}",
+            "--do_train", "--do_eval"]
+    args = [a for a in args if not a.startswith(tuple(e.split("=")[0] for e in extra))]
+    return run_script(task_dirs, out, *args, *extra)
+
+
+_scripts_with_the_module = with_the_module("scripts")
+
+
 @pytest.fixture(scope="module")
-def multitask_run(task_dirs):
-    out = task_dirs / "out"
-    proc = run_script(task_dirs, out, "--task_name=tsv,tsv",
-                      f"--data_dir={task_dirs / 'sentiment'},{task_dirs / 'score'}",
-                      "--task_type=classification,regression", "--n_gpus=2",
-                      "--num_train_epochs=1", "--do_train", "--do_eval", "--do_predict",
-                      "--eval_every_n_steps=4", "--keep_best_checkpoint",
-                      "--best_metric=eval_accuracy,eval_pearson")
-    return proc, out
+def scripts(task_dirs, tmp_path_factory):
+    """The multi-task run and the bad flag combinations' runs: independent, started together,
+    with the module (they go on while the in-process tests above run).
+
+    Yields: {key: Future of (CompletedProcess, --output_dir)}; "bad<i>" is BAD_FLAGS[i]'s run.
+    """
+    jobs = {"multitask": lambda out: run_script(
+        task_dirs, out, "--task_name=tsv,tsv",
+        f"--data_dir={task_dirs / 'sentiment'},{task_dirs / 'score'}",
+        "--task_type=classification,regression", "--n_gpus=2", "--num_train_epochs=1",
+        "--do_train", "--do_eval", "--do_predict", "--eval_every_n_steps=4",
+        "--keep_best_checkpoint", "--best_metric=eval_accuracy,eval_pearson")}
+    for i, (extra, _) in enumerate(BAD_FLAGS):
+        jobs[f"bad{i}"] = lambda out, extra=extra: bad_flags_run(task_dirs, out, extra)
+    with started_in(tmp_path_factory.mktemp("runs"), jobs) as runs:
+        yield runs
+
+
+@pytest.fixture(scope="module")
+def multitask_run(scripts):
+    return scripts["multitask"].result()
 
 
 def test_script_multitask_outputs_per_task(multitask_run):
@@ -325,23 +363,9 @@ def test_single_task_from_a_multitask_checkpoint(multitask_run, task_dirs, tmp_p
         reader.get_tensor("bert/pooler/dense/kernel"))
 
 
-@pytest.mark.parametrize("extra,message", [
-    (["--data_dir=A"], "--data_dir has 1 directories for 2 tasks (--task_name=tsv,tsv)"),
-    (["--task_type=classification,regression,multilabel"],
-     "--task_type has 3 values for 2 tasks (--task_name)"),
-    (["--label_list=a,b;c;d"], "--label_list has 3 label lists (separated by ';') for 2 tasks"),
-    (["--task_sampling=sometimes"], "--task_sampling"),
-    (["--num_accumulation_steps=2", "--batch_ramp_steps=2"],
-     "--batch_ramp_steps cannot be used with several --task_name"),
-    (["--group_by_length"], "--group_by_length cannot be used with several --task_name"),
-    (["--task_type=classification,regression", "--best_metric=eval_accuracy,eval_mse"],
-     "the mean of losses (lower is better) and scores (higher is better) means nothing"),
-])
-def test_bad_flag_combinations_are_one_line(task_dirs, tmp_path, extra, message):
-    args = ["--task_name=tsv,tsv", f"--data_dir={task_dirs / 'sentiment'},{task_dirs / 'score'}",
-            "--do_train", "--do_eval"]
-    args = [a for a in args if not a.startswith(tuple(e.split("=")[0] for e in extra))]
-    proc = run_script(task_dirs, tmp_path / "out", *args, *extra)
+@pytest.mark.parametrize("extra,message", BAD_FLAGS)
+def test_bad_flag_combinations_are_one_line(scripts, extra, message):
+    proc, _ = scripts[f"bad{BAD_FLAGS.index((extra, message))}"].result()
     assert proc.returncode == 1, proc.stderr[-2000:]
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("run_classifier_mgpu.py: ERROR: ") and message in last, last

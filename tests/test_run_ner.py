@@ -3,7 +3,6 @@ only first pieces reach the loss, the tagging head's variables."""
 
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -17,6 +16,7 @@ from bert_mgpu.tokenization import FullTokenizer
 
 from _oracle import REPO, run_json_request
 from _pretraining_data import TINY_CONFIG
+from _together import changed_flags, run_command, started, with_the_module
 
 SCRIPT = os.path.join(REPO, "run_ner.py")
 FIRST_NAMES = ["jim", "anna", "maria"]
@@ -79,103 +79,6 @@ def files(tmp_path_factory):
         TINY_CONFIG, vocab_size=len(VOCAB), hidden_dropout_prob=0.1,
         attention_probs_dropout_prob=0.1)))
     return root, dev
-
-
-@pytest.fixture(scope="module")
-def run(files):
-    root, dev = files
-    out = root / "out"
-    cmd = [sys.executable, SCRIPT, f"--data_dir={root / 'data'}",
-           f"--vocab_file={root / 'vocab.txt'}", f"--bert_config_file={root / 'bert_config.json'}",
-           f"--output_dir={out}", "--do_train=true", "--do_eval=true", "--do_predict=true",
-           f"--max_seq_length={SEQ}", "--doc_stride=5", "--train_batch_size=4", "--n_gpus=2",
-           "--num_train_epochs=12", "--learning_rate=3e-3", "--warmup_proportion=0.1",
-           "--eval_batch_size=5", "--predict_batch_size=3", "--tag_scheme=bioes",
-           "--save_checkpoints_steps=1000", "--log_every_n_steps=50",
-           "--eval_every_n_steps=100"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    return proc, out, dev
-
-
-def test_script_trains_evaluates_and_writes_every_token(run):
-    proc, out, dev = run
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = dict(line.split(" = ") for line in
-                  (out / "eval_results.txt").read_text().splitlines())
-    assert {"eval_precision", "eval_recall", "eval_f1", "eval_accuracy", "eval_loss",
-            "eval_token_accuracy", "loss", "global_step", "eval_f1_PER", "eval_f1_LOC",
-            "eval_precision_LOC", "eval_recall_PER", "eval_sentences", "eval_tokens"
-            } <= set(result), sorted(result)
-    assert int(result["eval_sentences"]) == len(dev)
-    assert int(result["eval_tokens"]) == sum(len(w) for w, _ in dev)
-    # 96 sentences -> one window each; 12 epochs of 8 windows.
-    assert int(result["global_step"]) == 96 * 12 // 8
-    # The tiny model learnt the word -> entity mapping (it is all there is to learn).
-    assert float(result["eval_f1"]) > 0.8, result
-
-    # predictions.txt: every token of test.txt, in order, with its gold tag (BIO, as the file:
-    # the model worked in BIOES) and a predicted BIO tag; the word without pieces is "O".
-    lines = (out / "predictions.txt").read_text(encoding="utf-8").split("\n")
-    sentences, current = [], []
-    for line in lines[:-1]:
-        if line:
-            current.append(line.split(" "))
-        else:
-            sentences.append(current)
-            current = []
-    sentences.append(current)
-    assert [[r[0] for r in s] for s in sentences] == [w for w, _ in dev]
-    assert [[r[1] for r in s] for s in sentences] == [t for _, t in dev]
-    predicted = [t for s in sentences for _, _, t in s]
-    assert all(t == "O" or t[:2] in ("B-", "I-") for t in predicted)
-    assert sentences[-2][1] == [NO_PIECES, "O", "O"]
-    # test.txt is dev.txt: conlleval over predictions.txt gives the eval results.
-    scores = ner_metrics.evaluate_lines(lines)
-    assert scores.overall.f1 == pytest.approx(float(result["eval_f1"]), abs=1e-12)
-    assert scores.accuracy == pytest.approx(float(result["eval_accuracy"]), abs=1e-12)
-    # The long sentence made several windows; the log says how many.
-    assert "Running evaluation: 23 sentences" in proc.stderr
-    windows = int(proc.stderr.split("Running evaluation: 23 sentences, ")[1].split()[0])
-    assert windows >= 23 + 3, windows
-    # Evaluation during training: conlleval's F1 at steps 100 and 144 (the last, whose weights
-    # the final evaluation sees too).
-    history = [line.split("\t") for line in
-               (out / "eval_history.tsv").read_text().splitlines()]
-    rows = [dict(zip(history[0], row)) for row in history[1:]]
-    assert [r["step"] for r in rows] == ["100", "144"]
-    assert float(rows[-1]["eval_f1"]) == pytest.approx(float(result["eval_f1"]), abs=1e-12)
-    labels = json.loads((out / "run_config.json").read_text())["labels"]
-    assert labels == ["O", "B-PER", "E-PER", "S-LOC", "S-PER"]
-
-
-def test_rerun_predicts_from_the_checkpoint(run):
-    proc, out, _ = run
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    before = (out / "predictions.txt").read_text(encoding="utf-8")
-    again = subprocess.run([sys.executable, SCRIPT] + [
-        a for a in proc.args[2:]
-        if not a.startswith(("--do_train", "--do_eval", "--eval_every_n_steps"))],
-        capture_output=True, text=True, timeout=300,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert "Reusing test features" in again.stderr
-    assert (out / "predictions.txt").read_text(encoding="utf-8") == before
-
-
-@pytest.mark.parametrize("change,message", [
-    ({"--label_list": "B-PER,O"}, "--label_list must start with 'O'"),
-    ({"--tag_scheme": "iob"}, "--tag_scheme"),
-    ({"--doc_stride": "15"}, "--doc_stride must be in [1, max_seq_length - 2 = 14]"),
-])
-def test_bad_input_is_one_line(run, change, message):
-    proc, _, _ = run
-    cmd = [a for a in proc.args if not a.startswith(tuple(change))] + [
-        f"{k}={v}" for k, v in change.items()]
-    bad = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert bad.returncode == 1
-    last = bad.stderr.strip().splitlines()[-1]
-    assert last.startswith("run_ner.py: ERROR: ") and message in last, last
 
 
 # -- the task --------------------------------------------------------------------------------
@@ -281,15 +184,6 @@ def test_only_first_pieces_reach_the_loss(records):
     assert loss_and_grads(dict(batch, label_ids=tf.constant(changed)))[0] != loss
 
 
-def test_help_lists_the_flags():
-    # (absl's --help exits with 1, as in tests/test_bad_input.py.)
-    proc = subprocess.run([sys.executable, SCRIPT, "--help"], capture_output=True, text=True,
-                          timeout=120)
-    for flag in ("--tag_scheme", "--doc_stride", "--label_list", "--n_gpus", "--data_dir",
-                 "--eval_every_n_steps", "--num_accumulation_steps", "--init_checkpoint"):
-        assert flag in proc.stdout, flag
-
-
 def hf_name(name):
     """Our (Google's) variable name -> (Hugging Face parameter name, transpose)."""
     if name.startswith("cls/ner/"):
@@ -330,3 +224,128 @@ def test_logits_and_loss_equal_hugging_face_bert_for_token_classification(record
     np.testing.assert_allclose(logits, np.array(out["logits"]), atol=2e-5)
     loss = task.tower_loss(features, task.context(features), training=False)["loss"]
     assert float(loss) == pytest.approx(out["loss"], rel=1e-5)
+
+
+# -- the script (last: its runs start with the module and go on while the tests above run) -----
+
+# One changed flag of the script's run (test_bad_input_is_one_line), and its error.
+BAD_INPUT = [
+    ({"--label_list": "B-PER,O"}, "--label_list must start with 'O'"),
+    ({"--tag_scheme": "iob"}, "--tag_scheme"),
+    ({"--doc_stride": "15"}, "--doc_stride must be in [1, max_seq_length - 2 = 14]"),
+]
+
+
+_scripts_with_the_module = with_the_module("scripts")
+
+
+@pytest.fixture(scope="module")
+def scripts(files):
+    """The script's run; the bad inputs' runs (the same flags, one changed; each its own
+    --output_dir) and --help do not depend on it: started together with it.
+
+    Yields: ({"good": Future of the run's CompletedProcess, "bad<i>": of BAD_INPUT[i]'s run,
+        "help": of --help's}, its --output_dir).
+    """
+    root, _ = files
+    out = root / "out"
+    cmd = [sys.executable, SCRIPT, f"--data_dir={root / 'data'}",
+           f"--vocab_file={root / 'vocab.txt'}", f"--bert_config_file={root / 'bert_config.json'}",
+           f"--output_dir={out}", "--do_train=true", "--do_eval=true", "--do_predict=true",
+           f"--max_seq_length={SEQ}", "--doc_stride=5", "--train_batch_size=4", "--n_gpus=2",
+           "--num_train_epochs=12", "--learning_rate=3e-3", "--warmup_proportion=0.1",
+           "--eval_batch_size=5", "--predict_batch_size=3", "--tag_scheme=bioes",
+           "--save_checkpoints_steps=1000", "--log_every_n_steps=50",
+           "--eval_every_n_steps=100"]
+    jobs = {"good": lambda: run_command(cmd, timeout=600)}
+    for i, (change, _) in enumerate(BAD_INPUT):
+        jobs[f"bad{i}"] = lambda bad=changed_flags(cmd, change, root / f"bad{i}"): run_command(bad)
+    jobs["help"] = lambda: run_command([sys.executable, SCRIPT, "--help"])
+    with started(jobs) as runs:
+        yield runs, out
+
+
+@pytest.fixture(scope="module")
+def run(scripts, files):
+    """(the script run's CompletedProcess, --output_dir, the dev sentences)."""
+    runs, out = scripts
+    return runs["good"].result(), out, files[1]
+
+
+def test_script_trains_evaluates_and_writes_every_token(run):
+    proc, out, dev = run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = dict(line.split(" = ") for line in
+                  (out / "eval_results.txt").read_text().splitlines())
+    assert {"eval_precision", "eval_recall", "eval_f1", "eval_accuracy", "eval_loss",
+            "eval_token_accuracy", "loss", "global_step", "eval_f1_PER", "eval_f1_LOC",
+            "eval_precision_LOC", "eval_recall_PER", "eval_sentences", "eval_tokens"
+            } <= set(result), sorted(result)
+    assert int(result["eval_sentences"]) == len(dev)
+    assert int(result["eval_tokens"]) == sum(len(w) for w, _ in dev)
+    # 96 sentences -> one window each; 12 epochs of 8 windows.
+    assert int(result["global_step"]) == 96 * 12 // 8
+    # The tiny model learnt the word -> entity mapping (it is all there is to learn).
+    assert float(result["eval_f1"]) > 0.8, result
+
+    # predictions.txt: every token of test.txt, in order, with its gold tag (BIO, as the file:
+    # the model worked in BIOES) and a predicted BIO tag; the word without pieces is "O".
+    lines = (out / "predictions.txt").read_text(encoding="utf-8").split("\n")
+    sentences, current = [], []
+    for line in lines[:-1]:
+        if line:
+            current.append(line.split(" "))
+        else:
+            sentences.append(current)
+            current = []
+    sentences.append(current)
+    assert [[r[0] for r in s] for s in sentences] == [w for w, _ in dev]
+    assert [[r[1] for r in s] for s in sentences] == [t for _, t in dev]
+    predicted = [t for s in sentences for _, _, t in s]
+    assert all(t == "O" or t[:2] in ("B-", "I-") for t in predicted)
+    assert sentences[-2][1] == [NO_PIECES, "O", "O"]
+    # test.txt is dev.txt: conlleval over predictions.txt gives the eval results.
+    scores = ner_metrics.evaluate_lines(lines)
+    assert scores.overall.f1 == pytest.approx(float(result["eval_f1"]), abs=1e-12)
+    assert scores.accuracy == pytest.approx(float(result["eval_accuracy"]), abs=1e-12)
+    # The long sentence made several windows; the log says how many.
+    assert "Running evaluation: 23 sentences" in proc.stderr
+    windows = int(proc.stderr.split("Running evaluation: 23 sentences, ")[1].split()[0])
+    assert windows >= 23 + 3, windows
+    # Evaluation during training: conlleval's F1 at steps 100 and 144 (the last, whose weights
+    # the final evaluation sees too).
+    history = [line.split("\t") for line in
+               (out / "eval_history.tsv").read_text().splitlines()]
+    rows = [dict(zip(history[0], row)) for row in history[1:]]
+    assert [r["step"] for r in rows] == ["100", "144"]
+    assert float(rows[-1]["eval_f1"]) == pytest.approx(float(result["eval_f1"]), abs=1e-12)
+    labels = json.loads((out / "run_config.json").read_text())["labels"]
+    assert labels == ["O", "B-PER", "E-PER", "S-LOC", "S-PER"]
+
+
+def test_rerun_predicts_from_the_checkpoint(run):
+    proc, out, _ = run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    before = (out / "predictions.txt").read_text(encoding="utf-8")
+    again = run_command([sys.executable, SCRIPT] + [
+        a for a in proc.args[2:]
+        if not a.startswith(("--do_train", "--do_eval", "--eval_every_n_steps"))])
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "Reusing test features" in again.stderr
+    assert (out / "predictions.txt").read_text(encoding="utf-8") == before
+
+
+@pytest.mark.parametrize("change,message", BAD_INPUT)
+def test_bad_input_is_one_line(scripts, change, message):
+    bad = scripts[0][f"bad{BAD_INPUT.index((change, message))}"].result()
+    assert bad.returncode == 1
+    last = bad.stderr.strip().splitlines()[-1]
+    assert last.startswith("run_ner.py: ERROR: ") and message in last, last
+
+
+def test_help_lists_the_flags(scripts):
+    # (absl's --help exits with 1, as in tests/test_bad_input.py.)
+    proc = scripts[0]["help"].result()
+    for flag in ("--tag_scheme", "--doc_stride", "--label_list", "--n_gpus", "--data_dir",
+                 "--eval_every_n_steps", "--num_accumulation_steps", "--init_checkpoint"):
+        assert flag in proc.stdout, flag

@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from _oracle import DATA, MATERIAL, REPO, require_material
 from _pretraining_data import TINY_CONFIG
+from _together import started, with_the_module
 from bert_mgpu import checkpoint, heads, tasks, towers, training
 from bert_mgpu.config import BertConfig, TrainConfig
 from bert_mgpu.data import input_pipeline, squad_data, tfrecord
@@ -245,10 +246,48 @@ def read_results(path):
     return dict(line.split(" = ") for line in path.read_text().splitlines())
 
 
+# Flags of a run that fails (test_bad_flags_are_one_line) and its error; {tmp}: the directory
+# of bad_flag_runs.
+BAD_FLAGS = [
+    (["--do_predict=true", "--predict_file=dev.json", "--max_query_length=200"],
+     "The max_seq_length (128) must be greater than "
+                                 "max_query_length (200) + 3"),
+    (["--do_train=true"], "If `do_train` is True, then `train_file` must be specified."),
+    (["--do_predict=true", "--predict_file={tmp}/absent.json", "--allow_random_weights"],
+     "--predict_file: {tmp}/absent.json not found"),
+    (["--do_eval=true", "--predict_file={tmp}/test.json", "--allow_random_weights"],
+     "--do_eval: {tmp}/test.json: question q1 has no \"answers\" list"),
+]
+
+
 @pytest.fixture(scope="module")
-def squad_run(tmp_path_factory):
+def bad_flag_runs(tmp_path_factory):
+    """The runs of BAD_FLAGS, started together, on a tiny config and a test set of questions
+    without answers (fine to predict, not to evaluate).
+
+    Yields: (their directory {tmp}, [Future of the CompletedProcess of each, in order]).
+    """
+    d = tmp_path_factory.mktemp("bad_flags")
+    config = d / "bert_config.json"
+    config.write_text(json.dumps(dict(TINY_CONFIG, vocab_size=30522,
+                                      max_position_embeddings=128)))
+    (d / "test.json").write_text(json.dumps({"version": "1.1", "data": [{"paragraphs": [
+        {"context": "Rollo was a Viking.", "qas": [{"id": "q1", "question": "Who?"}]}]}]}))
+    jobs = {i: lambda i=i, change=change: run_script(
+        f"--vocab_file={VOCAB}", f"--bert_config_file={config}", f"--output_dir={d / f'out{i}'}",
+        "--max_seq_length=128", *[c.replace("{tmp}", str(d)) for c in change])
+        for i, (change, _) in enumerate(BAD_FLAGS)}
+    with started(jobs) as runs:
+        yield d, [runs[i] for i in range(len(BAD_FLAGS))]
+
+
+_scripts_with_the_module = with_the_module("bad_flag_runs", "squad_started")
+
+
+@pytest.fixture(scope="module")
+def squad_started(tmp_path_factory):
     """Train (v2.0, 2 towers, dropout on) a few steps, predict and evaluate with batches of 6
-    (413 windows: a last batch of 5)."""
+    (413 windows: a last batch of 5): started in the background (squad_run waits for it)."""
     v2 = require_material("squad", V2_FILE)
     root = tmp_path_factory.mktemp("squad_run")
     config = root / "bert_config.json"
@@ -262,9 +301,15 @@ def squad_run(tmp_path_factory):
                     "--do_predict=true", "--do_eval=true", f"--predict_file={v2}",
                     "--version_2_with_negative=true", "--train_batch_size=4", "--n_gpus=2",
                     "--num_train_epochs=0.1", "--learning_rate=1e-3", "--use_tpu=false"]
-    proc = run_script(*cmd)
-    return {"proc": proc, "out": out, "root": root, "common": common, "config": config,
-            "v2": v2}
+    with started({"proc": lambda: run_script(*cmd)}) as run:
+        yield dict(run, out=out, root=root, common=common, config=config, v2=v2)
+
+
+@pytest.fixture(scope="module")
+def squad_run(squad_started):
+    """squad_started's run, finished: {"proc": its CompletedProcess, "out": --output_dir,
+    "root", "common": the flags of every run, "config", "v2": the v2.0 file}."""
+    return dict(squad_started, proc=squad_started["proc"].result())
 
 
 def test_script_trains_predicts_and_evaluates_v2(squad_run):
@@ -351,27 +396,11 @@ def test_googles_create_model_loads_our_squad_checkpoint(squad_run, tmp_path):
     assert google["start_logits"].std() > 0.01
 
 
-@pytest.mark.parametrize("change,message", [
-    (["--do_predict=true", "--predict_file=dev.json", "--max_query_length=200"],
-     "The max_seq_length (128) must be greater than "
-                                 "max_query_length (200) + 3"),
-    (["--do_train=true"], "If `do_train` is True, then `train_file` must be specified."),
-    (["--do_predict=true", "--predict_file={tmp}/absent.json", "--allow_random_weights"],
-     "--predict_file: {tmp}/absent.json not found"),
-    (["--do_eval=true", "--predict_file={tmp}/test.json", "--allow_random_weights"],
-     "--do_eval: {tmp}/test.json: question q1 has no \"answers\" list"),
-])
-def test_bad_flags_are_one_line(tmp_path, change, message):
-    config = tmp_path / "bert_config.json"
-    config.write_text(json.dumps(dict(TINY_CONFIG, vocab_size=30522,
-                                      max_position_embeddings=128)))
-    # A test set: questions without answers (fine to predict, not to evaluate).
-    (tmp_path / "test.json").write_text(json.dumps({"version": "1.1", "data": [{"paragraphs": [
-        {"context": "Rollo was a Viking.", "qas": [{"id": "q1", "question": "Who?"}]}]}]}))
-    change = [c.replace("{tmp}", str(tmp_path)) for c in change]
-    message = message.replace("{tmp}", str(tmp_path))
-    proc = run_script(f"--vocab_file={VOCAB}", f"--bert_config_file={config}",
-                      f"--output_dir={tmp_path / 'out'}", "--max_seq_length=128", *change)
+@pytest.mark.parametrize("change,message", BAD_FLAGS)
+def test_bad_flags_are_one_line(bad_flag_runs, change, message):
+    d, runs = bad_flag_runs
+    proc = runs[BAD_FLAGS.index((change, message))].result()
+    message = message.replace("{tmp}", str(d))
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("run_squad.py: ERROR: ") and message in last, last

@@ -23,6 +23,7 @@ from bert_mgpu.data.processors import InputExample
 from _oracle import DATA, MATERIAL, REPO  # noqa: E402
 from _corpora import read_kjv, read_tsv_sentences
 from _serving import run_loaded
+from _together import started, with_the_module
 
 pytest.importorskip("tensorflow_text")
 serving_tokenizer = pytest.importorskip("bert_mgpu.serving_tokenizer")
@@ -384,10 +385,13 @@ def test_bad_options():
 LOADED = """
     out = {}
     text = tf.constant(request["texts"])
-    ids = model.signatures["tokenize_ids"](text=text)
-    out["ids"] = [row[row >= 0].tolist() for row in ids["ids"].numpy()]
-    pair = model.signatures["tokenize_pair"](text_a=text, text_b=tf.constant(request["texts_b"]))
-    out["pair"] = {k: v.numpy().tolist() for k, v in pair.items()}
+    for kind, path in request["dirs"].items():
+        loaded = tf.saved_model.load(path)
+        ids = loaded.signatures["tokenize_ids"](text=text)
+        pair = loaded.signatures["tokenize_pair"](text_a=text,
+                                                  text_b=tf.constant(request["texts_b"]))
+        out[kind] = {"ids": [row[row >= 0].tolist() for row in ids["ids"].numpy()],
+                     "pair": {k: v.numpy().tolist() for k, v in pair.items()}}
 """
 
 
@@ -406,25 +410,51 @@ class _Exported(tf.Module):
         return self.tokenizer.tokenize(text_a, text_b)
 
 
-@pytest.mark.slow  # about 10 s: saving, and a fresh process importing TensorFlow
-@pytest.mark.parametrize("kind", ["wordpiece", "sentencepiece"])
-def test_saved_model_in_a_process_without_bert_mgpu(tmp_path, kind, request):
-    if kind == "wordpiece":
-        vocab, spm_file = UNCASED_VOCAB, None
-    else:
-        vocab, spm_file = None, request.getfixturevalue("spm_model")
-    tokenizer = serving_tokenizer.ServingTokenizer(vocab, do_lower_case=True,
-                                                   spm_model_file=spm_file, max_seq_length=24)
-    module = _Exported(tokenizer)
-    export_dir = str(tmp_path / "export" / "1")
-    tf.saved_model.save(module, export_dir, signatures={
-        "tokenize_ids": module.tokenize_ids, "tokenize_pair": module.tokenize_pair})
-    asset = os.path.basename(vocab or spm_file)
-    assert os.path.exists(os.path.join(export_dir, "assets", asset))
+# The SavedModels' vocabulary files: WordPiece's, or SentencePiece's model (spm_model).
+SAVED_KINDS = {"wordpiece": (UNCASED_VOCAB, None), "sentencepiece": (None, "spm_model")}
 
+
+_saved_tokenizers_with_the_module = with_the_module("saved_tokenizers")
+
+
+@pytest.fixture(scope="module")
+def saved_tokenizers(request, tmp_path_factory):
+    """Each kind's tokenizer saved in a SavedModel, then all loaded and run on the same texts
+    in one fresh process that cannot import bert_mgpu (a TensorFlow start costs seconds),
+    started with the module (it goes on while the tests above run).
+
+    Yields: ({kind: (vocab_file, spm_model_file, export_dir)}, the texts, their pairs'
+        second texts, Future of {kind: the process's outputs}).
+    """
+    root = tmp_path_factory.mktemp("saved_tokenizers")
+    saved = {}
+    for kind, (vocab, spm_fixture) in SAVED_KINDS.items():
+        spm_file = spm_fixture and request.getfixturevalue(spm_fixture)
+        tokenizer = serving_tokenizer.ServingTokenizer(vocab, do_lower_case=True,
+                                                       spm_model_file=spm_file,
+                                                       max_seq_length=24)
+        module = _Exported(tokenizer)
+        export_dir = str(root / kind / "1")
+        tf.saved_model.save(module, export_dir, signatures={
+            "tokenize_ids": module.tokenize_ids, "tokenize_pair": module.tokenize_pair})
+        saved[kind] = (vocab, spm_file, export_dir)
     texts = HANDWRITTEN[:60] + [line for line in read_kjv() if line.strip()][:40]
     texts_b = list(reversed(texts))
-    out = run_loaded(tmp_path, export_dir, LOADED, {"texts": texts, "texts_b": texts_b})
+    payload = {"texts": texts, "texts_b": texts_b,
+               "dirs": {kind: export_dir for kind, (_, _, export_dir) in saved.items()}}
+    with started({"out": lambda: run_loaded(root, saved["wordpiece"][2], LOADED,
+                                            payload)}) as loading:
+        yield saved, texts, texts_b, loading["out"]
+
+
+@pytest.mark.slow  # about 10 s: saving, and a fresh process importing TensorFlow
+@pytest.mark.parametrize("kind", list(SAVED_KINDS))
+def test_saved_model_in_a_process_without_bert_mgpu(saved_tokenizers, kind):
+    saved, texts, texts_b, loaded = saved_tokenizers
+    vocab, spm_file, export_dir = saved[kind]
+    asset = os.path.basename(vocab or spm_file)
+    assert os.path.exists(os.path.join(export_dir, "assets", asset))
+    out = loaded.result()[kind]
 
     reference = tokenization.FullTokenizer(vocab, do_lower_case=True, spm_model_file=spm_file)
     expected = [reference.convert_tokens_to_ids(t) for t in reference.tokenize_batch(texts)]

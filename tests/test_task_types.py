@@ -10,7 +10,6 @@ in the global batch, so the split cannot matter).
 import json
 import math
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -23,6 +22,7 @@ from bert_mgpu.data import classifier_data, features, input_pipeline, processors
 
 from _oracle import DATA, REPO
 from _pretraining_data import TINY_CONFIG
+from _together import run_command, started_in, with_the_module
 
 VOCAB = os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")
 SCRIPT = os.path.join(REPO, "run_classifier_mgpu.py")
@@ -271,7 +271,7 @@ def label_values_records(path, task_type, n=48, seq=12):
 
 @pytest.mark.parametrize("task_type", ["regression", "multilabel"])
 def test_towers_equal_one_device_with_dropout(tmp_path, task_type):
-    config = BertConfig.from_dict(dict(TINY_CONFIG, hidden_dropout_prob=0.1,
+    config = BertConfig.from_dict(dict(TINY_CONFIG, num_hidden_layers=1, hidden_dropout_prob=0.1,
                                        attention_probs_dropout_prob=0.1))
 
     def make():
@@ -335,19 +335,68 @@ def run_script(root, out, *extra):
            "--do_train", "--do_eval", "--do_predict", "--max_seq_length=12",
            "--train_batch_size=4", "--n_gpus=2", "--num_train_epochs=1", "--learning_rate=1e-3",
            "--eval_batch_size=5", "--predict_batch_size=4", *extra]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    return run_command(cmd)
 
 
 def read_results(out):
     return dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
 
 
-def test_script_regression(data_root, tmp_path):
-    out = tmp_path / "out"
-    proc = run_script(data_root, out, "--task_type=regression",
-                      f"--data_dir={data_root / 'regression'}", "--classifier_input=cls_last4",
-                      "--eval_every_n_steps=3")
+def write_stsb(d):
+    """GLUE's STS-B layout: 4 train, 7 dev and 5 test pairs."""
+    header = ["index", "genre", "filename", "year", "old_index", "source1", "source2",
+              "sentence1", "sentence2"]
+    rng = np.random.RandomState(4)
+    for split, n in (("train", 4), ("dev", 7), ("test", 5)):
+        rows = [header + ([] if split == "test" else ["score"])]
+        for i in range(n):
+            row = [str(i), "main-news", "headlines", "2015", str(i), "none", "none",
+                   "a man is " + rng.choice(["good", "bad"]), "a movie is fun"]
+            rows.append(row + ([] if split == "test" else [f"{rng.uniform(0, 5):.3f}"]))
+        write(d / f"{split}.tsv", rows)
+
+
+def stsb_command(data_root, d, out):
+    # No training (random weights on purpose): the task type, the keys and the prediction
+    # files come from --task_name=stsb alone.
+    return [sys.executable, SCRIPT, "--task_name=stsb", f"--data_dir={d}",
+            f"--vocab_file={VOCAB}", f"--bert_config_file={data_root / 'bert_config.json'}",
+            f"--output_dir={out}", "--do_eval", "--do_predict", "--allow_random_weights",
+            "--max_seq_length=16", "--eval_batch_size=3", "--predict_batch_size=2"]
+
+
+_scripts_with_the_module = with_the_module("scripts")
+
+
+@pytest.fixture(scope="module")
+def scripts(data_root, tmp_path_factory):
+    """The script runs of the tests below, independent of each other: started together, with
+    the module (they go on while the tests above run).
+
+    Yields: {key: Future of (CompletedProcess, --output_dir)}.
+    """
+    d = tmp_path_factory.mktemp("runs")
+    (d / "stsb_data").mkdir()
+    write_stsb(d / "stsb_data")
+    with started_in(d, {
+        "regression": lambda out: run_script(
+            data_root, out, "--task_type=regression", f"--data_dir={data_root / 'regression'}",
+            "--classifier_input=cls_last4", "--eval_every_n_steps=3"),
+        "multilabel": lambda out: run_script(
+            data_root, out, "--task_type=multilabel", f"--data_dir={data_root / 'multilabel'}",
+            "--classifier_input=mean", "--multilabel_threshold=0.45"),
+        "stsb": lambda out: run_command(stsb_command(data_root, d / "stsb_data", out)),
+        "stsb_multilabel": lambda out: run_command(stsb_command(data_root, d / "stsb_data", out)
+                                                   + ["--task_type=multilabel"]),
+        "mrpc_regression": lambda out: run_script(
+            data_root, out, "--task_type=regression", f"--data_dir={data_root / 'regression'}",
+            "--task_name=mrpc"),
+    }) as runs:
+        yield runs
+
+
+def test_script_regression(scripts):
+    proc, out = scripts["regression"].result()
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = read_results(out)
     assert {"eval_pearson", "eval_spearman", "eval_mse", "eval_loss", "loss",
@@ -363,11 +412,8 @@ def test_script_regression(data_root, tmp_path):
     assert reader.get_variable_to_shape_map()["output_weights"] == [1, 4 * 32]
 
 
-def test_script_multilabel(data_root, tmp_path):
-    out = tmp_path / "out"
-    proc = run_script(data_root, out, "--task_type=multilabel",
-                      f"--data_dir={data_root / 'multilabel'}", "--classifier_input=mean",
-                      "--multilabel_threshold=0.45")
+def test_script_multilabel(scripts):
+    proc, out = scripts["multilabel"].result()
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = read_results(out)
     assert {"eval_f1_micro", "eval_f1_macro", "eval_exact_match", "eval_loss", "loss",
@@ -383,34 +429,15 @@ def test_script_multilabel(data_root, tmp_path):
     assert labels == ["a", "b", "c"]
 
 
-def test_task_type_needs_a_task_that_has_it(data_root, tmp_path):
-    proc = run_script(data_root, tmp_path / "out", "--task_type=regression",
-                      f"--data_dir={data_root / 'regression'}", "--task_name=mrpc")
+def test_task_type_needs_a_task_that_has_it(scripts):
+    proc, _ = scripts["mrpc_regression"].result()
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
     assert "--task_type=regression: --task_name=mrpc is a classification task" in last, last
 
 
-def test_script_stsb_is_a_regression(tmp_path, data_root):
-    # GLUE's layout; no training (random weights on purpose): the task type, the keys and the
-    # prediction files come from --task_name=stsb alone.
-    header = ["index", "genre", "filename", "year", "old_index", "source1", "source2",
-              "sentence1", "sentence2"]
-    rng = np.random.RandomState(4)
-    for split, n in (("train", 4), ("dev", 7), ("test", 5)):
-        rows = [header + ([] if split == "test" else ["score"])]
-        for i in range(n):
-            row = [str(i), "main-news", "headlines", "2015", str(i), "none", "none",
-                   "a man is " + rng.choice(["good", "bad"]), "a movie is fun"]
-            rows.append(row + ([] if split == "test" else [f"{rng.uniform(0, 5):.3f}"]))
-        write(tmp_path / f"{split}.tsv", rows)
-    out = tmp_path / "out"
-    cmd = [sys.executable, SCRIPT, "--task_name=stsb", f"--data_dir={tmp_path}",
-           f"--vocab_file={VOCAB}", f"--bert_config_file={data_root / 'bert_config.json'}",
-           f"--output_dir={out}", "--do_eval", "--do_predict", "--allow_random_weights",
-           "--max_seq_length=16", "--eval_batch_size=3", "--predict_batch_size=2"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+def test_script_stsb_is_a_regression(scripts):
+    proc, out = scripts["stsb"].result()
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = read_results(out)
     assert {"eval_pearson", "eval_spearman", "eval_mse"} <= set(result)
@@ -418,7 +445,6 @@ def test_script_stsb_is_a_regression(tmp_path, data_root):
     assert len((out / "predict.txt").read_text().splitlines()) == 5
     run_config = json.loads((out / "run_config.json").read_text())
     assert run_config["task_type"] == "regression" and run_config["labels"] == []
-    bad = subprocess.run(cmd + ["--task_type=multilabel"], capture_output=True, text=True,
-                         timeout=300)
+    bad, _ = scripts["stsb_multilabel"].result()
     assert bad.returncode == 1
     assert "--task_name=stsb is a regression task" in bad.stderr.strip().splitlines()[-1]

@@ -45,7 +45,12 @@ class Launched:
 def run_all(cmds, timeout=300, env=None):
     """Runs independent commands at the same time; their CompletedProcess in order."""
     launched = [Launched(cmd, env) for cmd in cmds]
-    return [run.finish(timeout) for run in launched]
+    try:
+        return [run.finish(timeout) for run in launched]
+    finally:  # one timed out: the others are not left running
+        for run in launched:
+            if run.proc.poll() is None:
+                run.proc.kill()
 
 
 def signal_at_checkpoint(targets, timeout=300):

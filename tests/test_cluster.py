@@ -9,7 +9,6 @@ relaunch resumes exactly; SIGTERM on the chief checkpoints and ends every worker
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 
@@ -20,6 +19,7 @@ import tensorflow as tf
 from bert_mgpu.cluster import ClusterConfig, resolve_cluster
 from bert_mgpu.data import input_pipeline
 
+from _launch import Launched, final_tensors, script_env, signal_at_checkpoint
 from _oracle import REPO, free_ports
 from _pretraining_data import DROPOUT, write_config, write_records
 
@@ -44,26 +44,19 @@ def command(files, output_dir, n_gpus, batch, extra=()):
 
 
 def env():
-    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+    return script_env(CUDA_VISIBLE_DEVICES="")
 
 
 def start_workers(files, output_dir, extra=()):
     ports = free_ports(2)
     hosts = f"--worker_hosts=127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}"
-    return [subprocess.Popen(command(files, output_dir, 1, 4, [hosts, f"--task_index={i}",
-                                                               *extra]),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
+    return [Launched(command(files, output_dir, 1, 4, [hosts, f"--task_index={i}", *extra]),
+                     env())
             for i in range(2)]
 
 
-def wait_all(procs, timeout=240):
-    outs = [p.communicate(timeout=timeout) for p in procs]
-    return [(p.returncode, err) for p, (_, err) in zip(procs, outs)]
-
-
-def final_tensors(output_dir):
-    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(output_dir))
-    return {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()}
+def wait_all(launched, timeout=240):
+    return [(proc.returncode, proc.stderr) for proc in (run.finish(timeout) for run in launched)]
 
 
 def assert_same(a, b):
@@ -73,25 +66,31 @@ def assert_same(a, b):
 
 
 @pytest.fixture(scope="module")
-def reference(files):
-    """1 worker x 2 towers x 4 and 1 worker x 1 tower x 8."""
-    out = {}
-    for n_gpus, batch in ((2, 4), (1, 8)):
-        path = str(files["dir"] / f"single_{n_gpus}x{batch}")
-        proc = subprocess.run(command(files, path, n_gpus, batch), capture_output=True,
-                              text=True, timeout=300, env=env())
+def trained(files):
+    """The 2-worker run and the single-process ones (1 worker x 2 towers x 4, 1 worker x 1
+    tower x 8), side by side: (output_dir by (n_gpus, batch), (2-worker output_dir, its
+    (returncode, stderr) per worker))."""
+    singles = {(n_gpus, batch): str(files["dir"] / f"single_{n_gpus}x{batch}")
+               for n_gpus, batch in ((2, 4), (1, 8))}
+    runs = [Launched(command(files, path, *key), env()) for key, path in singles.items()]
+    path = str(files["dir"] / "two_workers")
+    results = wait_all(start_workers(files, path))
+    for run in runs:
+        proc = run.finish()
         assert proc.returncode == 0, proc.stderr[-3000:]
-        out[(n_gpus, batch)] = path
-    return out
+    for code, err in results:
+        assert code == 0, err[-3000:]
+    return singles, (path, results)
 
 
 @pytest.fixture(scope="module")
-def two_workers(files):
-    path = str(files["dir"] / "two_workers")
-    results = wait_all(start_workers(files, path))
-    for code, err in results:
-        assert code == 0, err[-3000:]
-    return path, results
+def reference(trained):
+    return trained[0]
+
+
+@pytest.fixture(scope="module")
+def two_workers(trained):
+    return trained[1]
 
 
 def test_two_workers_equal_towers_equal_one_device(reference, two_workers):
@@ -136,46 +135,50 @@ def test_input_shards_are_disjoint_and_cover_everything(tmp_path):
     assert set.union(*seen) == everything
 
 
-def test_dead_worker_stops_the_others_and_relaunch_resumes(files, reference, tmp_path):
-    path = str(tmp_path / "killed")
-    procs = start_workers(files, path, ["--collective_timeout_seconds=10"])
-    deadline = time.time() + 120
-    while time.time() < deadline and not os.path.exists(os.path.join(path,
-                                                                      "model.ckpt-10.index")):
-        time.sleep(0.05)
-    assert procs[0].poll() is None and procs[1].poll() is None
-    procs[1].send_signal(signal.SIGKILL)
-    killed_at = time.time()
-    _, chief_err = procs[0].communicate(timeout=120)
-    procs[1].wait()
-    assert time.time() - killed_at < 60
-    assert procs[0].returncode == 1
-    last = chief_err.strip().splitlines()[-1]
+@pytest.fixture(scope="module")
+def stopped_runs(files, tmp_path_factory):
+    """Two 2-worker runs side by side, each stopped after its checkpoint at step 10: "killed"
+    by a SIGKILL of worker 1 (then relaunched), "sigterm" by a SIGTERM to the chief."""
+    killed, sigterm = (str(tmp_path_factory.mktemp(name)) for name in ("killed", "sigterm"))
+    timeout = "--collective_timeout_seconds=10"
+    dying = start_workers(files, killed, [timeout])
+    stopping = start_workers(files, sigterm, ["--num_train_steps=100000"])
+    seen = signal_at_checkpoint([(dying[0], killed, 10, None, 0),
+                                 (dying[1], killed, 10, signal.SIGKILL, 0),
+                                 (stopping[0], sigterm, 10, signal.SIGTERM, 0)])
+    chief = dying[0].finish(120)
+    chief_ended = time.time()
+    dying[1].finish()
+    return {"killed": killed, "seen": seen, "chief": chief, "chief_ended": chief_ended,
+            "sigterm": sigterm, "stopped": wait_all(stopping, timeout=120),
+            "relaunched": wait_all(start_workers(files, killed, [timeout]))}
+
+
+def test_dead_worker_stops_the_others_and_relaunch_resumes(stopped_runs, reference):
+    chief_seen, killed_at, _ = stopped_runs["seen"]
+    assert chief_seen is not None and killed_at is not None  # both ran until the kill
+    assert stopped_runs["chief_ended"] - killed_at < 60
+    chief = stopped_runs["chief"]
+    assert chief.returncode == 1
+    last = chief.stderr.strip().splitlines()[-1]
     assert last.startswith("run_pretraining.py: ERROR: worker 0: the all-reduce of step ")
     assert "a worker died or is unreachable" in last
-    results = wait_all(start_workers(files, path, ["--collective_timeout_seconds=10"]))
-    for code, err in results:
+    for code, err in stopped_runs["relaunched"]:
         assert code == 0, err[-3000:]
         assert "Resumed from" in err
-    assert_same(final_tensors(path), final_tensors(reference[(1, 8)]))
+    assert_same(final_tensors(stopped_runs["killed"]), final_tensors(reference[(1, 8)]))
 
 
-def test_sigterm_on_the_chief_ends_every_worker_cleanly(files, tmp_path):
-    path = str(tmp_path / "sigterm")
-    procs = start_workers(files, path, ["--num_train_steps=100000"])
-    deadline = time.time() + 120
-    while time.time() < deadline and not os.path.exists(os.path.join(path,
-                                                                      "model.ckpt-10.index")):
-        time.sleep(0.05)
-    procs[0].send_signal(signal.SIGTERM)
-    (code0, err0), (code1, err1) = wait_all(procs, timeout=120)
+def test_sigterm_on_the_chief_ends_every_worker_cleanly(stopped_runs):
+    assert stopped_runs["seen"][2] is not None
+    (code0, err0), (code1, err1) = stopped_runs["stopped"]
     assert code0 == 0 and code1 == 0, (err0[-2000:], err1[-2000:])
     assert "Stopped by SIGTERM at global_step" in err0
     assert "Stopped by a signal to another worker at global_step" in err1
     step0 = int(err0.split("Stopped by SIGTERM at global_step ")[1].split(";")[0])
     step1 = int(err1.split("at global_step ")[-1].split(";")[0])
     assert step0 == step1
-    assert tf.train.latest_checkpoint(path).endswith(f"model.ckpt-{step0}")
+    assert tf.train.latest_checkpoint(stopped_runs["sigterm"]).endswith(f"model.ckpt-{step0}")
 
 
 def test_cluster_from_flags_and_tf_config():
@@ -211,14 +214,14 @@ def test_classifier_across_two_workers(tmp_path):
     ports = free_ports(2)
     out = tmp_path / "out"
     vocab = os.path.join(REPO, "data", "vocab", "bert_uncased_vocab.txt")
-    procs = [subprocess.Popen(
+    procs = [Launched(
         [sys.executable, os.path.join(REPO, "run_classifier_mgpu.py"), "--task_name=tsv",
          f"--data_dir={data}", f"--vocab_file={vocab}",
          f"--bert_config_file={config}", f"--output_dir={out}", "--do_train=true",
          "--do_eval=true", "--do_predict=true", "--max_seq_length=16", "--train_batch_size=4",
          "--num_train_epochs=1", "--eval_batch_size=4", "--predict_batch_size=3",
          f"--worker_hosts=127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}", f"--task_index={i}"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env()) for i in range(2)]
+        env()) for i in range(2)]
     (code0, err0), (code1, err1) = wait_all(procs)
     assert code0 == 0 and code1 == 0, (err0[-2000:], err1[-2000:])
     assert "5 steps" in err0  # int(40 / (4 x 1 x 1 x 2 workers) x 1)

@@ -10,16 +10,15 @@ weights.
 
 import os
 import signal
-import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from _launch import Launched, final_tensors, run_all, signal_at_checkpoint
 from _oracle import DATA, REPO
-from _pretraining_data import DROPOUT, write_config
+from _pretraining_data import DROPOUT, write_config, write_records
 from bert_mgpu import tokenization
 from bert_mgpu.config import CreatePretrainingDataConfig, PretrainingConfig
 from bert_mgpu.data import features, input_pipeline, pretraining_data, tfrecord
@@ -425,42 +424,29 @@ def script_args(files, output_dir, extra=()):
             "--log_every_n_steps=10", "--random_seed=11", *extra]
 
 
-def run(cmd, timeout=300):
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-
-
-def final_tensors(output_dir):
-    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(output_dir))
-    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
-
-
 def test_sigkill_then_rerun_on_another_split_ends_with_the_same_weights(script_files,
                                                                          tmp_path):
     """2 towers x 4 uninterrupted (24 steps of 8 over 120 examples: into the second epoch, with
     fresh masks) vs 1 tower x 8 killed after step 12 and rerun as 1 tower x 4 x 2 accumulated
-    micro-batches: the same weights, dropout 0.1."""
+    micro-batches: the same weights, dropout 0.1. The uninterrupted and the killed run run side
+    by side."""
     reference = str(tmp_path / "uninterrupted")
-    proc = run(script_args(script_files, reference, ("--do_eval=true", "--max_eval_steps=3")))
+    uninterrupted = Launched(script_args(script_files, reference,
+                                         ("--do_eval=true", "--max_eval_steps=3")))
+    out = str(tmp_path / "killed")
+    cmd = script_args(script_files, out, ("--n_gpus=1", "--train_batch_size=8"))
+    killed = Launched(cmd)
+    killed_at = signal_at_checkpoint([(killed, out, 12, signal.SIGKILL, 0.05)])[0]
+    killed.finish()
+    assert killed_at is not None, "the run ended before it could be killed"
+    # Rerun with accumulation: 1 tower x 4 x 2 micro-batches, the same global batch of 8.
+    resumed = run_all([[a for a in cmd if not a.startswith("--train_batch_size")]
+                       + ["--train_batch_size=4", "--num_accumulation_steps=2"]])[0]
+    proc = uninterrupted.finish()
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Dynamic masking: whole-word, masked_lm_prob 0.2" in proc.stderr
     results = open(os.path.join(reference, "eval_results.txt")).read()
     assert "masked_lm_accuracy = " in results and "global_step = 24" in results
-    out = str(tmp_path / "killed")
-    cmd = script_args(script_files, out, ("--n_gpus=1", "--train_batch_size=8"))
-    killed = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    target = os.path.join(out, "model.ckpt-12.index")
-    deadline = time.time() + 120
-    while time.time() < deadline and killed.poll() is None and not os.path.exists(target):
-        time.sleep(0.02)
-    assert killed.poll() is None, "the run ended before it could be killed"
-    time.sleep(0.05)
-    killed.send_signal(signal.SIGKILL)
-    killed.wait()
-    # Rerun with accumulation: 1 tower x 4 x 2 micro-batches, the same global batch of 8.
-    resumed = run([a for a in cmd if not a.startswith("--train_batch_size")]
-                  + ["--train_batch_size=4", "--num_accumulation_steps=2"])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "Input position restored" in resumed.stderr
     ours, expected = final_tensors(out), final_tensors(reference)
@@ -469,38 +455,54 @@ def test_sigkill_then_rerun_on_another_split_ends_with_the_same_weights(script_f
         np.testing.assert_allclose(ours[name], expected[name], atol=1e-5, rtol=0, err_msg=name)
 
 
-@pytest.mark.parametrize("case,message", [
+REFUSED = [
     ("static_records", "records are masked already (made without create_pretraining_data.py "
                        "--dynamic_masking); run without --dynamic_masking"),
     ("no_flag", "records are unmasked (create_pretraining_data.py --dynamic_masking); pass "
                 "--dynamic_masking=true"),
     ("no_vocab", "--dynamic_masking needs --vocab_file"),
-])
-def test_flag_and_records_disagree_is_one_line(script_files, tmp_path, case, message):
-    cmd = script_args(script_files, str(tmp_path / "bad"))
+]
+CASED = "/x/cased_L-12_H-768_A-12/bert_model.ckpt"
+
+
+def refused_args(files, tmp_path, case):
+    """A run that must stop with a one-line error: a REFUSED case, or "cased" (an
+    --init_checkpoint of a cased model that does not exist)."""
+    cmd = script_args(files, str(tmp_path / "bad"))
     if case == "static_records":
-        from _pretraining_data import write_records
         static = write_records(tmp_path / "static.tfrecord", 8, seq=SEQ, preds=6)
-        cmd = [f"--input_file={static}" if a.startswith("--input_file=") else a for a in cmd]
-    elif case == "no_flag":
-        cmd = [a for a in cmd if a not in ("--dynamic_masking=true", "--do_whole_word_mask")]
-    else:
-        cmd = [a for a in cmd if not a.startswith("--vocab_file")]
-    proc = run(cmd)
+        return [f"--input_file={static}" if a.startswith("--input_file=") else a for a in cmd]
+    if case == "no_flag":
+        return [a for a in cmd if a not in ("--dynamic_masking=true", "--do_whole_word_mask")]
+    if case == "no_vocab":
+        return [a for a in cmd if not a.startswith("--vocab_file")]
+    return cmd + [f"--init_checkpoint={CASED}"]
+
+
+@pytest.fixture(scope="module")
+def refused(script_files, tmp_path_factory):
+    """The runs of refused_args by case, run side by side."""
+    cases = [case for case, _ in REFUSED] + ["cased"]
+    return dict(zip(cases, run_all([refused_args(script_files, tmp_path_factory.mktemp(c), c)
+                                    for c in cases])))
+
+
+@pytest.mark.parametrize("case,message", REFUSED)
+def test_flag_and_records_disagree_is_one_line(refused, case, message):
+    proc = refused[case]
     assert proc.returncode == 1, proc.stderr[-2000:]
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("run_pretraining.py: ERROR: ") and message in last, last
 
 
-def test_cased_checkpoint_is_not_refused_for_its_casing(script_files, tmp_path):
+def test_cased_checkpoint_is_not_refused_for_its_casing(refused):
     """run_pretraining.py has no --do_lower_case (it reads ids): Google's casing check, whose
     error asks for that flag, must not stop continued pretraining of a cased model with
     --dynamic_masking's --vocab_file. The next check (the checkpoint exists) is what fails."""
-    cased = "/x/cased_L-12_H-768_A-12/bert_model.ckpt"
-    proc = run(script_args(script_files, str(tmp_path / "out"), (f"--init_checkpoint={cased}",)))
+    proc = refused["cased"]
     assert proc.returncode == 1, proc.stderr[-2000:]
     last = proc.stderr.strip().splitlines()[-1]
-    assert "seems to be a cased model" not in last and cased in last, last
+    assert "seems to be a cased model" not in last and CASED in last, last
 
 
 def test_masking_flags_without_dynamic_masking_are_refused():

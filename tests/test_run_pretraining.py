@@ -3,15 +3,15 @@ two phases."""
 
 import json
 import os
+import shutil
 import signal
-import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from _launch import Launched, final_tensors, run_all, signal_at_checkpoint
 from _oracle import REPO
 from _pretraining_data import DROPOUT, write_config, write_records
 
@@ -37,25 +37,16 @@ def args(files, output_dir, steps=60, save_every=5, extra=()):
             "--log_every_n_steps=10", "--random_seed=11", *extra]
 
 
-def run(cmd, timeout=300):
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+def run(cmd):
+    return run_all([cmd])[0]
 
 
-def start_and_wait_for_checkpoint(cmd, output_dir, step, timeout=120):
-    """Starts the script and returns (process, True) once model.ckpt-STEP exists."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    deadline = time.time() + timeout
-    target = os.path.join(output_dir, f"model.ckpt-{step}.index")
-    while time.time() < deadline and proc.poll() is None and not os.path.exists(target):
-        time.sleep(0.02)
-    return proc
-
-
-def final_tensors(output_dir):
-    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(output_dir))
-    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+def assert_same_weights(ours, reference, step):
+    assert sorted(ours) == sorted(reference)
+    assert int(ours["global_step"]) == step
+    for name in reference:
+        np.testing.assert_allclose(ours[name], reference[name], atol=1e-5, rtol=0,
+                                   err_msg=name)
 
 
 @pytest.fixture(scope="module")
@@ -82,37 +73,57 @@ def test_log_lines_and_saved_config(uninterrupted):
             "cls/predictions/output_bias/adam_v"} <= names
 
 
-@pytest.mark.parametrize("topology", [
-    (), ("--n_gpus=1", "--train_batch_size=8"),
-    ("--n_gpus=1", "--num_accumulation_steps=2")])
-def test_sigkill_then_rerun_ends_with_the_same_weights(files, tmp_path, uninterrupted, topology):
+TOPOLOGIES = [(), ("--n_gpus=1", "--train_batch_size=8"),
+              ("--n_gpus=1", "--num_accumulation_steps=2")]
+
+
+@pytest.fixture(scope="module")
+def killed_and_resumed(files, tmp_path_factory):
+    """Per topology: (when it was killed, or None if it ended first; the rerun; its
+    output_dir). The three runs are killed, then rerun, side by side."""
+    outs = [str(tmp_path_factory.mktemp("killed")) for _ in TOPOLOGIES]
+    killed = [Launched(args(files, out, extra=t)) for out, t in zip(outs, TOPOLOGIES)]
+    # Somewhere after step 20: maybe mid-step, maybe mid-save.
+    killed_at = signal_at_checkpoint([(k, out, 20, signal.SIGKILL, 0.05)
+                                      for k, out in zip(killed, outs)])
+    for k in killed:
+        k.finish()
+    resumed = run_all([args(files, out, extra=t) for out, t in zip(outs, TOPOLOGIES)])
+    return list(zip(killed_at, resumed, outs))
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_sigkill_then_rerun_ends_with_the_same_weights(killed_and_resumed, uninterrupted,
+                                                        topology):
     """Killed with dropout on, then rerun: the same weights as the uninterrupted run (2 towers x
     4). The killed run also splits the global batch of 8 otherwise (1 tower x 8, 1 tower x 4 x 2
     micro-batches): dropout masks follow the example's position, so that changes nothing."""
-    out = str(tmp_path / "killed")
-    proc = start_and_wait_for_checkpoint(args(files, out, extra=topology), out, 20)
-    assert proc.poll() is None, "the run ended before it could be killed"
-    time.sleep(0.05)  # somewhere after step 20: maybe mid-step, maybe mid-save
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    resumed = run(args(files, out, extra=topology))
+    killed_at, resumed, out = killed_and_resumed[TOPOLOGIES.index(topology)]
+    assert killed_at is not None, "the run ended before it could be killed"
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "Resumed from" in resumed.stderr and "Input position restored" in resumed.stderr
-    ours, reference = final_tensors(out), final_tensors(uninterrupted[0])
-    assert sorted(ours) == sorted(reference)
-    assert int(ours["global_step"]) == 60
-    for name in reference:
-        np.testing.assert_allclose(ours[name], reference[name], atol=1e-5, rtol=0,
-                                   err_msg=name)
+    assert_same_weights(final_tensors(out), final_tensors(uninterrupted[0]), 60)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
-def test_signal_checkpoints_and_exits_cleanly(files, tmp_path, sig):
-    out = str(tmp_path / "signalled")
-    proc = start_and_wait_for_checkpoint(args(files, out, steps=400, save_every=10), out, 10)
-    assert proc.poll() is None
-    proc.send_signal(sig)
-    _, stderr = proc.communicate(timeout=120)
+SIGNALS = [signal.SIGTERM, signal.SIGHUP]
+
+
+@pytest.fixture(scope="module")
+def signalled(files, tmp_path_factory):
+    """Per signal: (when it was sent, or None if the run ended first; the run; its
+    output_dir). The runs run side by side."""
+    outs = [str(tmp_path_factory.mktemp("signalled")) for _ in SIGNALS]
+    runs = [Launched(args(files, out, steps=400, save_every=10)) for out in outs]
+    signalled_at = signal_at_checkpoint([(r, out, 10, sig, 0)
+                                         for r, out, sig in zip(runs, outs, SIGNALS)])
+    return list(zip(signalled_at, (r.finish(120) for r in runs), outs))
+
+
+@pytest.mark.parametrize("sig", SIGNALS)
+def test_signal_checkpoints_and_exits_cleanly(signalled, sig):
+    signalled_at, proc, out = signalled[SIGNALS.index(sig)]
+    assert signalled_at is not None, "the run ended before the signal"
+    stderr = proc.stderr
     assert proc.returncode == 0, stderr[-3000:]
     name = signal.Signals(sig).name
     assert f"Received {name}" in stderr and f"Stopped by {name} at global_step" in stderr
@@ -121,11 +132,37 @@ def test_signal_checkpoints_and_exits_cleanly(files, tmp_path, sig):
     assert tf.train.latest_checkpoint(out).endswith(f"model.ckpt-{stopped_at}")
 
 
-def test_eval_only_writes_googles_eval_results(files, uninterrupted, tmp_path):
-    out = uninterrupted[0]
-    cmd = [a for a in args(files, out) if not a.startswith("--do_train")] + [
+@pytest.fixture(scope="module")
+def side_runs(files, uninterrupted, tmp_path_factory):
+    """Three runs side by side (none writes what another reads), by name: "eval" (eval only, on
+    the uninterrupted run's output_dir), "phase2" (from its checkpoint, at length 32) and
+    "cramming" (Cramming's model and trainer options); each (run, output_dir)."""
+    d = tmp_path_factory.mktemp("side")
+    eval_cmd = [a for a in args(files, uninterrupted[0]) if not a.startswith("--do_train")] + [
         "--do_eval=true", "--eval_batch_size=16", "--max_eval_steps=3", "--use_tpu=false"]
-    proc = run(cmd)
+    phase2 = str(d / "phase2")
+    phase2_cmd = args(files, phase2, steps=3, extra=[f"--init_checkpoint={uninterrupted[0]}"])
+    phase2_cmd = [a.replace(files["data"], files["data32"]) for a in phase2_cmd]
+    phase2_cmd = [a for a in phase2_cmd
+                  if not a.startswith(("--max_seq_length", "--max_predictions"))]
+    phase2_cmd += ["--max_seq_length=32", "--max_predictions_per_seq=5"]
+    cramming = str(d / "cramming")
+    config = write_config(d / "cramming_config.json", pre_layer_norm=True,
+                          use_bias=False, position_embedding_type="scaled_sinusoidal",
+                          gated_ffn=True, intermediate_size=36)
+    cramming_flags = [
+        "--no_next_sentence", "--lr_schedule=one_cycle", "--num_accumulation_steps=2",
+        "--batch_ramp_steps=3", "--clip_norm=0.5", "--indexed_slices_norm=values",
+        "--do_eval=true", "--max_eval_steps=2"]
+    cramming_cmd = [a.replace(files["config"], config)
+                    for a in args(files, cramming, steps=6, extra=cramming_flags)]
+    runs = run_all([eval_cmd, phase2_cmd, cramming_cmd])
+    return dict(zip(("eval", "phase2", "cramming"),
+                    zip(runs, (uninterrupted[0], phase2, cramming))))
+
+
+def test_eval_only_writes_googles_eval_results(side_runs):
+    proc, out = side_runs["eval"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "--use_tpu is accepted for compatibility" in proc.stderr
     lines = open(os.path.join(out, "eval_results.txt")).read().splitlines()
@@ -135,13 +172,9 @@ def test_eval_only_writes_googles_eval_results(files, uninterrupted, tmp_path):
     assert lines[0] == "global_step = 60"
 
 
-def test_two_phase_128_then_512_style(files, tmp_path, uninterrupted):
+def test_two_phase_128_then_512_style(side_runs, uninterrupted):
     """Phase 2 at a longer length starts from phase 1's checkpoint (Google's recipe)."""
-    out = str(tmp_path / "phase2")
-    cmd = args(files, out, steps=3, extra=[f"--init_checkpoint={uninterrupted[0]}"])
-    cmd = [a.replace(files["data"], files["data32"]) for a in cmd]
-    cmd = [a for a in cmd if not a.startswith(("--max_seq_length", "--max_predictions"))]
-    proc = run(cmd + ["--max_seq_length=32", "--max_predictions_per_seq=5"])
+    proc, out = side_runs["phase2"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "*INIT_FROM_CKPT*" in proc.stderr
     phase1, phase2 = final_tensors(uninterrupted[0]), final_tensors(out)
@@ -152,18 +185,11 @@ def test_two_phase_128_then_512_style(files, tmp_path, uninterrupted):
     assert 0 < diff < 0.05
 
 
-def test_cramming_trainer_flags_and_masked_lm_only(files, tmp_path):
+def test_cramming_trainer_flags_and_masked_lm_only(side_runs):
     """--no_next_sentence (no NSP head), --lr_schedule=one_cycle, --batch_ramp_steps with
-    accumulation, --clip_norm and --indexed_slices_norm through the script, with a Cramming bert_config.json."""
-    out = str(tmp_path / "cramming")
-    config = write_config(tmp_path / "cramming_config.json", pre_layer_norm=True,
-                          use_bias=False, position_embedding_type="scaled_sinusoidal",
-                          gated_ffn=True, intermediate_size=36)
-    cmd = [a.replace(files["config"], config) for a in args(files, out, steps=6, extra=[
-        "--no_next_sentence", "--lr_schedule=one_cycle", "--num_accumulation_steps=2",
-        "--batch_ramp_steps=3", "--clip_norm=0.5", "--indexed_slices_norm=values",
-        "--do_eval=true", "--max_eval_steps=2"])]
-    proc = run(cmd)
+    accumulation, --clip_norm and --indexed_slices_norm through the script, with a Cramming
+    bert_config.json."""
+    proc, out = side_runs["cramming"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Batch ramp: accumulation grows from 1 to 2 over 3 steps" in proc.stderr
     names = set(final_tensors(out))
@@ -179,18 +205,30 @@ def test_cramming_trainer_flags_and_masked_lm_only(files, tmp_path):
     assert saved["indexed_slices_norm"] == "values"
 
 
-@pytest.mark.parametrize("change,message", [
+BAD_INPUTS = [
     ({"--max_seq_length": "128"}, "--max_seq_length=128 is longer than max_position_embeddings"),
     ({"--max_seq_length": "32"}, "'input_ids' has length 16 but --max_seq_length=32"),
     ({"--input_file": "/nonexistent/*.tfrecord"}, "--input_file: no file matches"),
     ({"--do_train": "false"}, "At least one of `do_train` or `do_eval` must be True."),
     ({"--n_gpus": "0"}, "--n_gpus must be >= 1"),
-])
-def test_bad_input_is_one_line(files, tmp_path, change, message):
-    cmd = args(files, str(tmp_path / "bad"))
-    for flag, value in change.items():
-        cmd = [f"{flag}={value}" if a.startswith(flag + "=") else a for a in cmd]
-    proc = run(cmd)
+]
+
+
+@pytest.fixture(scope="module")
+def bad_runs(files, tmp_path_factory):
+    """Every BAD_INPUTS case run, side by side."""
+    cmds = []
+    for change, _ in BAD_INPUTS:
+        cmd = args(files, str(tmp_path_factory.mktemp("bad")))
+        for flag, value in change.items():
+            cmd = [f"{flag}={value}" if a.startswith(flag + "=") else a for a in cmd]
+        cmds.append(cmd)
+    return run_all(cmds)
+
+
+@pytest.mark.parametrize("change,message", BAD_INPUTS)
+def test_bad_input_is_one_line(bad_runs, change, message):
+    proc = bad_runs[BAD_INPUTS.index((change, message))]
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("run_pretraining.py: ERROR: ") and message in last, last
@@ -200,25 +238,24 @@ def test_rerun_with_another_global_batch(files, tmp_path):
     """10 steps of 8 examples, then reruns with 4 per step (--n_gpus=1): the run continues at
     example 80 as global_step 20. Going on from there in one run or in two (killed after the
     checkpoint at 25, then rerun) ends with the same weights: the repositioned input resumes
-    exactly."""
+    exactly. (The 10 steps run once; "two" starts from a copy of their output_dir.)"""
     smaller = ("--n_gpus=1", "--train_batch_size=4")
-    for name in ("one", "two"):
-        first = run(args(files, str(tmp_path / name), steps=10))
-        assert first.returncode == 0, first.stderr[-3000:]
-    one = run(args(files, str(tmp_path / "one"), steps=30, extra=smaller))
-    assert one.returncode == 0, one.stderr[-3000:]
-    assert "continuing at example 80 of the input" in one.stderr
-    assert "global_step 10 -> 20" in one.stderr
-    two = str(tmp_path / "two")
-    half = start_and_wait_for_checkpoint(args(files, two, steps=30, extra=smaller), two, 25)
-    assert half.poll() is None, "the run ended before it could be killed"
-    half.send_signal(signal.SIGKILL)
-    half.wait()
+    one, two = str(tmp_path / "one"), str(tmp_path / "two")
+    first = run(args(files, one, steps=10))
+    assert first.returncode == 0, first.stderr[-3000:]
+    shutil.copytree(one, two)
+    one_run = Launched(args(files, one, steps=30, extra=smaller))
+    half = Launched(args(files, two, steps=30, extra=smaller))
+    killed_at = signal_at_checkpoint([(half, two, 25, signal.SIGKILL, 0)])[0]
+    half.finish()
+    assert killed_at is not None, "the run ended before it could be killed"
     rest = run(args(files, two, steps=30, extra=smaller))
+    one_run = one_run.finish()
+    assert one_run.returncode == 0, one_run.stderr[-3000:]
+    assert "continuing at example 80 of the input" in one_run.stderr
+    assert "global_step 10 -> 20" in one_run.stderr
     assert rest.returncode == 0, rest.stderr[-3000:]
     assert "Input position restored" in rest.stderr
-    ours, reference = final_tensors(str(tmp_path / "two")), final_tensors(str(tmp_path / "one"))
-    assert int(ours["global_step"]) == int(reference["global_step"]) == 30
-    for name in reference:
-        np.testing.assert_allclose(ours[name], reference[name], atol=1e-5, rtol=0,
-                                   err_msg=name)
+    reference = final_tensors(one)
+    assert int(reference["global_step"]) == 30
+    assert_same_weights(final_tensors(two), reference, 30)

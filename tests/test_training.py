@@ -15,6 +15,10 @@ from bert_mgpu.data import features, input_pipeline
 
 from _pretraining_data import PREDS, SEQ, TINY_CONFIG, write_records
 
+# One layer: nothing these tests check depends on depth, and a trainer's tracing and XLA
+# compilation, most of each test's time, grow with it (one layer: ~30% less CPU per trainer).
+# ALBERT's cross-layer sharing keeps two layers.
+CONFIG = dict(TINY_CONFIG, num_hidden_layers=1)
 
 # -- towers.py ------------------------------------------------------------------------------
 
@@ -59,7 +63,7 @@ def data(tmp_path_factory):
     files = [write_records(d / "a.tfrecord", 96, seed=1), write_records(d / "b.tfrecord", 64,
                                                                         seed=2)]
     tf.random.set_seed(7)
-    init = tasks.BertPretrainer(BertConfig.from_dict(TINY_CONFIG))
+    init = tasks.BertPretrainer(BertConfig.from_dict(CONFIG))
     init_ckpt = checkpoint.write_bundle(str(d / "init" / "bert_model.ckpt"),
                                         init.named_variables())
     return {"files": files, "init": init_ckpt, "dir": d}
@@ -72,7 +76,7 @@ def train(data, tmp_path, name, n_gpus, batch, accum=1, steps=4, precision="fp32
                       learning_rate=lr, save_checkpoints_steps=100, log_every_n_steps=1,
                       precision=precision, use_xla=xla, init_checkpoint=init or data["init"],
                       **kwargs)
-    task = tasks.BertPretrainer(BertConfig.from_dict(config or TINY_CONFIG),
+    task = tasks.BertPretrainer(BertConfig.from_dict(config or CONFIG),
                                 compute_dtype=training.compute_dtype(precision),
                                 next_sentence=next_sentence)
     trainer = training.Trainer(task, cfg, towers.tower_devices(n_gpus))
@@ -113,7 +117,7 @@ def test_towers_and_accumulation_equal_one_device(data, tmp_path, one_device, n_
 
 # -- dropout on: masks keyed by (seed, step, global example position) -----------------------
 
-DROPOUT_CONFIG = dict(TINY_CONFIG, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+DROPOUT_CONFIG = dict(CONFIG, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +170,7 @@ def test_dropout_stream_is_a_function_of_seed_step_and_position():
 
 OPTION_CONFIGS = {
     "albert": dict(TINY_CONFIG, embedding_size=16, share_parameters="all"),
-    "cramming": dict(TINY_CONFIG, intermediate_size=36, pre_layer_norm=True, use_bias=False,
+    "cramming": dict(CONFIG, intermediate_size=36, pre_layer_norm=True, use_bias=False,
                      position_embedding_type="scaled_sinusoidal", gated_ffn=True),
 }
 CRAMMING_TRAINING = {"lr_schedule": "one_cycle", "clip_norm": 0.5}
@@ -195,13 +199,29 @@ OPTION_CASES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def option_reference(data, tmp_path_factory):
+    """The one-device run of an OPTION_CASES case, made once for the cases that share it (the
+    XLA case and the non-XLA one of the same split)."""
+    runs = {}
+
+    def reference(global_batch, accum, **common):
+        key = repr((global_batch, accum, sorted(common.items())))
+        if key not in runs:
+            runs[key], _ = train(data, tmp_path_factory.mktemp("ref"), "ref", n_gpus=1,
+                                 batch=global_batch, accum=accum, **common)
+        return runs[key]
+
+    return reference
+
+
 @pytest.mark.parametrize("options,n_gpus,batch,accum,xla,extra", OPTION_CASES)
 def test_towers_equal_one_device_with_model_and_trainer_options(
-        data, tmp_path, option_inits, options, n_gpus, batch, accum, xla, extra):
+        data, tmp_path, option_inits, option_reference, options, n_gpus, batch, accum, xla,
+        extra):
     common = dict(config=OPTION_CONFIGS[options], init=option_inits[options], steps=5,
                   next_sentence=options != "cramming", **extra)
-    reference, _ = train(data, tmp_path, "ref", n_gpus=1, batch=n_gpus * batch, accum=accum,
-                         **common)
+    reference = option_reference(n_gpus * batch, accum, **common)
     trainer, metrics = train(data, tmp_path, "towers", n_gpus, batch, accum, xla=xla, **common)
     assert int(trainer.global_step.numpy()) == 5
     assert max_diff(weights(trainer), weights(reference)) <= 1e-5
@@ -214,7 +234,7 @@ def test_batch_ramp_schedule_and_first_update():
     at batch_ramp_steps; its first update is a plain one-micro-batch update."""
     cfg = TrainConfig(output_dir="unused", train_batch_size=2, num_accumulation_steps=4,
                       batch_ramp_steps=6)
-    task = tasks.BertPretrainer(BertConfig.from_dict(TINY_CONFIG))
+    task = tasks.BertPretrainer(BertConfig.from_dict(CONFIG))
     trainer = training.Trainer(task, cfg, towers.tower_devices(1))
     assert [trainer.micro.at(s) for s in range(9)] == [1, 1, 2, 2, 3, 3, 4, 4, 4]
     assert trainer.micro.between(0, 9) == 24
@@ -241,7 +261,7 @@ def test_batch_ramp_stop_and_resume_equals_uninterrupted(data, tmp_path):
                           num_accumulation_steps=3, batch_ramp_steps=4, num_train_steps=6,
                           num_warmup_steps=1, learning_rate=1e-3, save_checkpoints_steps=100,
                           log_every_n_steps=1, init_checkpoint=data["init"])
-        trainer = training.Trainer(tasks.BertPretrainer(BertConfig.from_dict(TINY_CONFIG)),
+        trainer = training.Trainer(tasks.BertPretrainer(BertConfig.from_dict(CONFIG)),
                                    cfg, towers.tower_devices(1))
         dataset = input_pipeline.record_dataset(
             data["files"], features.pretraining_shapes(SEQ, PREDS), cfg.global_batch_size,
@@ -308,7 +328,7 @@ def test_non_finite_loss_in_fp32_stops_naming_the_step(data, tmp_path):
     with pytest.raises(training.NonFiniteLossError, match=r"at step \d+ .*no checkpoint was "
                                                          r"written after step 0"):
         train(data, tmp_path, "nan", n_gpus=1, batch=8, steps=50, lr=1e30,
-              config=dict(TINY_CONFIG, initializer_range=1e18))
+              config=dict(CONFIG, initializer_range=1e18))
     assert checkpoint.latest_checkpoint(str(tmp_path / "nan")) is None
 
 
@@ -351,7 +371,7 @@ def test_indexed_slices_norm_is_what_tf_clip_by_global_norm_sees(data, tmp_path,
     cfg = TrainConfig(output_dir=str(tmp_path / norm), train_batch_size=8, num_train_steps=1,
                       num_warmup_steps=0, init_checkpoint=data["init"],
                       indexed_slices_norm=norm)
-    trainer = training.Trainer(tasks.BertPretrainer(BertConfig.from_dict(TINY_CONFIG)), cfg,
+    trainer = training.Trainer(tasks.BertPretrainer(BertConfig.from_dict(CONFIG)), cfg,
                                towers.tower_devices(1))
     trainer.restore_or_initialize()
     batch = next(iter(input_pipeline.record_dataset(
@@ -410,7 +430,7 @@ def test_an_input_position_of_another_pipeline_is_skipped_to(data, tmp_path, cap
     cfg = TrainConfig(output_dir=str(tmp_path / out), train_batch_size=8, num_train_steps=5,
                       num_warmup_steps=1, learning_rate=1e-3, save_checkpoints_steps=100,
                       log_every_n_steps=1, init_checkpoint=data["init"])
-    trainer = training.Trainer(tasks.BertPretrainer(BertConfig.from_dict(TINY_CONFIG)), cfg,
+    trainer = training.Trainer(tasks.BertPretrainer(BertConfig.from_dict(CONFIG)), cfg,
                                towers.tower_devices(1))
     shapes = features.pretraining_shapes(SEQ, PREDS)
     other = input_pipeline.record_dataset(data["files"], shapes, 8, True, seed=3,

@@ -1,0 +1,91 @@
+"""Running the scripts from tests: several at once, and a signal once a checkpoint exists.
+
+Each `python run_*.py` costs seconds of TensorFlow import and tracing, mostly on one core, so
+tests start the runs that do not depend on each other together and wait for them afterwards.
+"""
+
+import os
+import signal
+import subprocess
+import tempfile
+import time
+
+import tensorflow as tf
+
+
+def script_env(**changes):
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **changes)
+
+
+class Launched:
+    """A script started in the background. Its output goes to files, not pipes: a pipe that
+    nobody reads while another run is waited for fills up and stalls the process."""
+
+    def __init__(self, cmd, env=None):
+        self._out, self._err = (tempfile.TemporaryFile(mode="w+") for _ in range(2))
+        self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=self._err, text=True,
+                                     env=env or script_env())
+
+    def finish(self, timeout=300) -> subprocess.CompletedProcess:
+        """Waits for the process (killing it after `timeout` s) and reads its output."""
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise
+        texts = []
+        for f in (self._out, self._err):
+            f.seek(0)
+            texts.append(f.read())
+            f.close()
+        return subprocess.CompletedProcess(self.proc.args, self.proc.returncode, *texts)
+
+
+def run_all(cmds, timeout=300, env=None):
+    """Runs independent commands at the same time; their CompletedProcess in order."""
+    launched = [Launched(cmd, env) for cmd in cmds]
+    try:
+        return [run.finish(timeout) for run in launched]
+    finally:  # one timed out: the others are not left running
+        for run in launched:
+            if run.proc.poll() is None:
+                run.proc.kill()
+
+
+def signal_at_checkpoint(targets, timeout=300):
+    """Sends each process its signal once `output_dir/model.ckpt-STEP` exists.
+
+    Args:
+      targets: list of (Launched, output_dir, step, signal or None (only watched), delay in s
+        between seeing the checkpoint and sending the signal).
+      timeout: s to wait for all the checkpoints; a process still without its checkpoint then
+        is killed.
+
+    Returns:
+      list: per target, the time.time() its checkpoint was seen while it still ran (and it got
+      its signal), or None (it ended before, or was killed at the timeout).
+    """
+    pending = dict(enumerate(targets))
+    seen = [None] * len(targets)
+    deadline = time.time() + timeout
+    while pending and time.time() < deadline:
+        for i, (run, output_dir, step, sig, delay) in list(pending.items()):
+            if run.proc.poll() is not None:
+                del pending[i]
+            elif os.path.exists(os.path.join(output_dir, f"model.ckpt-{step}.index")):
+                seen[i] = time.time()
+                time.sleep(delay)
+                if sig is not None:
+                    run.proc.send_signal(sig)
+                del pending[i]
+        time.sleep(0.02)
+    for run, *_ in pending.values():
+        run.proc.send_signal(signal.SIGKILL)
+    return seen
+
+
+def final_tensors(output_dir):
+    """Every tensor of the newest checkpoint in `output_dir`, by name."""
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(output_dir))
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}

@@ -277,6 +277,9 @@ def main():
                       f"{result['load_start']:.2f}, others {result['others_cores']:.2f} cores",
                       file=sys.stderr, flush=True)
                 runs[arm].append(result)
+            # Kept before the report is formatted: a report that fails loses no measurement.
+            with open(os.path.join(work, "runs.json"), "w") as f:
+                json.dump(runs, f)
     import numpy as np
     section = report(runs, texts, args, started, np)
     print(section)
@@ -297,7 +300,7 @@ def report(runs, texts, args, started, np):
         "## Serving: raw text in, probabilities out (SavedModel vs Hugging Face, CPU)", "",
         f"Measured {started:%Y-%m-%d %H:%M} UTC with `bench/serving.py --texts {args.texts} "
         f"--latency_texts {args.latency_texts} --rounds {args.rounds}`. Machine: {machine()}. "
-        (f"The machine was quiet: other processes used {min(others):.2f} to "
+        + (f"The machine was quiet: other processes used {min(others):.2f} to "
          f"{max(others):.2f} cores (of 2) while an arm ran (the 1-minute load average, "
          f"{min(loads):.2f} to {max(loads):.2f}, includes the bench itself). "
          if max(others) < 0.2 else

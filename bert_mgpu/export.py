@@ -246,15 +246,21 @@ class ServingModel(tf.Module):
         self.labels = tf.constant(list(labels)) if labels is not None else None
         self._encode = tf.function(self._encode_python, jit_compile=jit_compile,
                                    reduce_retracing=True)
+        # One text has no padding left after the cut: dropping it would only add scatters
+        # and gathers, so a batch of one runs the plain graph.
+        self._encode_plain = tf.function(
+            lambda *inputs: self._encode_python(*inputs, drop_padding=False),
+            jit_compile=jit_compile, reduce_retracing=True)
 
     def named_variables(self) -> Dict[str, tf.Variable]:
         mods = [self.bert] + ([self.head] if self.head is not None else [])
         return modeling.merge_named_variables(*mods)
 
-    def _encode_python(self, input_ids, input_mask, segment_ids):
+    def _encode_python(self, input_ids, input_mask, segment_ids, drop_padding=None):
         out = self.bert(input_ids, input_mask, segment_ids, training=False,
                         first_token_only=self._task.first_token_only,
-                        drop_padding=self._drop_padding)
+                        drop_padding=self._drop_padding if drop_padding is None
+                        else drop_padding)
         return self._task.outputs(self.head, out, input_mask)
 
     def _finish(self, outputs):
@@ -283,12 +289,21 @@ class ServingModel(tf.Module):
                                tf.shape(input_mask)[1])
         return input_ids[:, :cut], input_mask[:, :cut], segment_ids[:, :cut]
 
+    def _encode_one_piece(self, input_ids, input_mask, segment_ids):
+        """The outputs of inputs cut to their longest text, as one piece (a batch of one on
+        the plain graph: see `_encode_plain`)."""
+        inputs = self._cut(input_ids, input_mask, segment_ids)
+        if not self._drop_padding:
+            return self._encode(*inputs)
+        return tf.cond(tf.shape(input_ids)[0] > 1, lambda: self._encode(*inputs),
+                       lambda: self._encode_plain(*inputs))
+
     def _encode_cut(self, input_ids, input_mask, segment_ids):
         """The outputs of the padded inputs, computed on inputs cut to the longest text (and,
         with `length_chunks` > 1 and a batch of at least 2 * MIN_CHUNK_EXAMPLES, in chunks of
         similar lengths: see the module docstring)."""
         if self._length_chunks == 1:
-            return self._encode(*self._cut(input_ids, input_mask, segment_ids))
+            return self._encode_one_piece(input_ids, input_mask, segment_ids)
         lengths = _real_lengths(input_mask)                                   # [B]
         batch = tf.shape(lengths)[0]
         chunks = tf.clip_by_value(batch // MIN_CHUNK_EXAMPLES, 1, self._length_chunks)
@@ -316,7 +331,7 @@ class ServingModel(tf.Module):
             return {k: tf.gather(a.concat(), back) for k, a in arrays.items()}
 
         return tf.cond(chunks > 1, by_length,
-                       lambda: self._encode(*self._cut(input_ids, input_mask, segment_ids)))
+                       lambda: self._encode_one_piece(input_ids, input_mask, segment_ids))
 
     def serve_ids(self, input_ids, input_mask, segment_ids):
         if self._task.per_position:

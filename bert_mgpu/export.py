@@ -248,9 +248,8 @@ class ServingModel(tf.Module):
                                    reduce_retracing=True)
         # One text has no padding left after the cut: dropping it would only add scatters
         # and gathers, so a batch of one runs the plain graph.
-        self._encode_plain = tf.function(
-            lambda *inputs: self._encode_python(*inputs, drop_padding=False),
-            jit_compile=jit_compile, reduce_retracing=True)
+        self._encode_plain = tf.function(self._encode_plain_python, jit_compile=jit_compile,
+                                         reduce_retracing=True)
 
     def named_variables(self) -> Dict[str, tf.Variable]:
         mods = [self.bert] + ([self.head] if self.head is not None else [])
@@ -262,6 +261,9 @@ class ServingModel(tf.Module):
                         drop_padding=self._drop_padding if drop_padding is None
                         else drop_padding)
         return self._task.outputs(self.head, out, input_mask)
+
+    def _encode_plain_python(self, input_ids, input_mask, segment_ids):
+        return self._encode_python(input_ids, input_mask, segment_ids, drop_padding=False)
 
     def _finish(self, outputs):
         if self.labels is None:

@@ -110,10 +110,15 @@ def wait_until_quiet(max_wait, quiet_cores, label):
 
 
 def run_arm(cmd, log_path, env=None):
-    """Runs one arm to completion; returns (wall seconds, own CPU s, other processes' CPU s)."""
+    """Runs one arm to completion; returns (wall seconds, own CPU s, other processes' CPU s,
+    the arm process's peak resident memory in MiB)."""
     busy0, own0, t0 = cpu_busy_seconds(), children_cpu_seconds(), time.monotonic()
     with open(log_path, "w") as log:
-        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+        # wait4 gives this child's own rusage (ru_maxrss in KiB on Linux), not the maximum
+        # over every child this script has waited for.
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.monotonic() - t0
     own = children_cpu_seconds() - own0
     others = max(0.0, cpu_busy_seconds() - busy0 - own)
@@ -121,7 +126,7 @@ def run_arm(cmd, log_path, env=None):
         with open(log_path) as f:
             tail = f.read()[-3000:]
         raise RuntimeError(f"{cmd[1]} failed ({proc.returncode}); log {log_path}:\n{tail}")
-    return wall, own, others
+    return wall, own, others, usage.ru_maxrss / 1024
 
 
 # -- ours -------------------------------------------------------------------------------------
@@ -280,16 +285,20 @@ def build_report(args, rows, commands, started, finished, conv_cmd):
         "",
         f"Prediction examples/s: {args.predict_repeats} passes over test.tsv in batches of "
         f"{args.predict_batch_size} after a warm-up pass (ours: every batch shape traced "
-        f"first), probabilities computed, on the trained model, one device.",
+        f"first), probabilities computed, on the trained model, one device. Peak RSS: the "
+        f"arm's process's peak resident memory (`ru_maxrss` from `wait4`: framework, data, "
+        f"model, optimizer state, over training, evaluation and prediction; ours excludes the "
+        f"separate prediction-rate process).",
         "",
         "| seed | arm | dev acc % | test acc % | train examples/s | vs peer | median "
         "10-update window, examples/s | vs peer | predict examples/s | vs peer | timed updates "
-        "(s) | final loss | arm wall s | other load (cores) | attempts |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "(s) | final loss | peak RSS (MiB) | arm wall s | other load (cores) | attempts |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         o, p = r["ours"], r["peer"]
         for name, x in (("**ours** (`--n_gpus=2`)", o), ("Hugging Face (PyTorch)", p)):
+            rss = f"{x['peak_rss_mb']:.0f}" if "peak_rss_mb" in x else "–"
             lines.append(
                 f"| {r['seed']} | {name} | {100 * x['dev_accuracy']:.2f} | "
                 f"{100 * x['test_accuracy']:.2f} | {x['examples_per_sec']:.1f} | "
@@ -299,7 +308,7 @@ def build_report(args, rows, commands, started, finished, conv_cmd):
                 f" | {x['predict_examples_per_sec']:.1f} | "
                 f"{x['predict_examples_per_sec'] / p['predict_examples_per_sec']:.2f}x"
                 f" | {x['timed_steps']} ({x['timed_seconds']:.1f}) | {x['final_loss']:.4f} | "
-                f"{x['wall']:.0f} | {x['other_cores']:.2f} | "
+                f"{rss} | {x['wall']:.0f} | {x['other_cores']:.2f} | "
                 f"{', '.join(f'{c:.2f}' for c in x.get('attempts_other_cores', []))} |")
     mean = statistics.mean
 
@@ -518,7 +527,8 @@ def measure_arm(args, arm, cmd, seed, work, out_dir, peer_env):
     print(f"[seed {seed}] {arm}: start (other work {quiet:.2f} cores, load {load:.2f})",
           file=sys.stderr)
     log_path = os.path.join(work, f"{arm}_seed{seed}.log")
-    wall, own, others = run_arm(cmd, log_path, env=peer_env if arm == "peer" else None)
+    wall, own, others, peak_rss = run_arm(cmd, log_path,
+                                          env=peer_env if arm == "peer" else None)
     if arm == "ours":
         res = ours_result(out_dir, log_path, args.data_dir, args.global_batch, args.skip_steps)
         res["predict_examples_per_sec"] = run_predict_worker(args, out_dir)
@@ -531,7 +541,7 @@ def measure_arm(args, arm, cmd, seed, work, out_dir, peer_env):
         res["median_window_examples_per_sec"] = window_rate(
             {i + 1: t for i, t in enumerate(ends)}, args.skip_steps, args.global_batch)
     res.update(wall=wall, own_cpu=own, other_cores=others / wall, quiet_before=quiet,
-               load_before=load)
+               load_before=load, peak_rss_mb=peak_rss)
     print(f"[seed {seed}] {arm}: dev {res['dev_accuracy']:.4f} test {res['test_accuracy']:.4f} "
           f"{res['examples_per_sec']:.1f} examples/s (wall {wall:.0f} s, other load "
           f"{others / wall:.2f} cores)", file=sys.stderr)

@@ -137,7 +137,7 @@ def measure(cmd, log_path, env=None):
     load_before = os.getloadavg()[0]
     print(f"running {os.path.basename(cmd[1])} (load {load_before:.1f}); log {log_path}",
           file=sys.stderr, flush=True)
-    wall, own, others = run_arm(cmd, log_path, env=env)
+    wall, own, others, _ = run_arm(cmd, log_path, env=env)
     return {"wall": wall, "other_cores": others / wall,
             "load": [load_before, os.getloadavg()[0]]}
 

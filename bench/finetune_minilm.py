@@ -582,7 +582,7 @@ def ours_predict_rate(args):
     path, n = data.get("test")
     trainer = job.trainer(jobs.classifier_task(cfg, job, run["labels"]), cfg.train_config())
     trainer.restore_or_initialize()
-    dataset = job.eval_input([path], data.shapes, args.predict_batch_size)
+    dataset = jobs.eval_input(cfg, [path], data.shapes, args.predict_batch_size)
     trainer.predict(dataset)  # warm-up: every batch shape traced
     start = time.perf_counter()
     for _ in range(args.predict_repeats):

@@ -5,14 +5,20 @@ core, so a file's independent processes (runs whose outputs no other of them rea
 well even on two cores. A module fixture starts them all with `started` and each test waits
 for its own run only; the fixture's teardown waits for the rest. With `with_the_module`, they
 start with the module's first test and overlap its in-process tests too.
+
+Two tools, one for each way a test needs its runs: this module's thread pool when a run is a
+Python function whose result a test waits for (module fixtures, futures); tests/_launch.py's
+`Launched`/`run_all` when a test holds the processes themselves (to signal or kill one at a
+checkpoint). Both run scripts with `_launch.script_env()`.
 """
 
 import concurrent.futures
 import contextlib
-import os
 import subprocess
 
 import pytest
+
+from _launch import script_env
 
 # Processes at a time: a few TensorFlow processes fit in memory; more only wait for a core.
 WORKERS = 3
@@ -75,4 +81,4 @@ def run_command(cmd, timeout=300):
     """Runs `cmd` (a script's command) with TensorFlow's C++ log quiet; its CompletedProcess
     (stdout and stderr as text)."""
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+                          env=script_env())

@@ -26,6 +26,8 @@ Arms (one process each, one at a time, alternating over `--rounds`):
     `batch_size=32` for throughput.
   - HF batched: `AutoTokenizer` (fast, Rust) + the model under `torch.inference_mode()`, padding
     to the batch's longest text, softmax.
+  - HF batched, bf16: the same with the model's weights and compute in torch.bfloat16 (the
+    softmax in float32): the same-precision peer of our bf16 export.
 Every arm truncates at 128 tokens. Throughput: texts/s over all texts in batches of 32 after one
 warm-up pass. Latency: one text per call, p50/p99 over `--latency_texts` calls after a warm-up.
 
@@ -117,6 +119,8 @@ def arm_hf(kind, folder, texts, latency_texts):
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     model = transformers.AutoModelForSequenceClassification.from_pretrained(folder)
     model.eval()
+    if kind == "hf_batched_bf16":
+        model.to(torch.bfloat16)
     if kind == "hf_pipeline":
         pipe = transformers.pipeline("text-classification", model=model, tokenizer=tokenizer,
                                      device=-1, top_k=None)
@@ -136,7 +140,7 @@ def arm_hf(kind, folder, texts, latency_texts):
             inputs = tokenizer(batch, padding=True, truncation=True, max_length=MAX_SEQ_LENGTH,
                                return_tensors="pt")
             with torch.inference_mode():
-                return torch.softmax(model(**inputs).logits, dim=-1).tolist()
+                return torch.softmax(model(**inputs).logits.float(), dim=-1).tolist()
 
     result = _time_arm(predict, texts, latency_texts)
     result["versions"] = (f"PyTorch {torch.__version__} ({torch.get_num_threads()} threads), "
@@ -220,13 +224,16 @@ def prepare(work, arms):
     return exports, hf_dir
 
 
-ARMS = ("ours", "ours_chunks1", "ours_xla", "ours_bf16", "hf_pipeline", "hf_batched")
+ARMS = ("ours", "ours_chunks1", "ours_xla", "ours_bf16", "hf_pipeline", "hf_batched",
+        "hf_batched_bf16")
 NAMES = {"ours": "**ours**: SavedModel `serving_default` (tokenizer in the graph)",
          "ours_chunks1": "ours, exported with `--length_chunks=1` (no chunks)",
          "ours_xla": "ours, exported with `--jit_compile`",
          "ours_bf16": "ours, exported with `--precision=bf16`",
          "hf_pipeline": "HF `pipeline(\"text-classification\")`",
-         "hf_batched": "HF fast tokenizer + `BertForSequenceClassification`, batched"}
+         "hf_batched": "HF fast tokenizer + `BertForSequenceClassification`, batched",
+         "hf_batched_bf16": "HF fast tokenizer + `BertForSequenceClassification`, batched, "
+                            "bf16 (`model.to(torch.bfloat16)`)"}
 
 
 def main():
@@ -265,7 +272,7 @@ def main():
         with open(texts_file, "w", encoding="utf-8") as f:
             json.dump(texts, f)
         exports, hf_dir = prepare(work, arms)
-        targets = dict(exports, hf_pipeline=hf_dir, hf_batched=hf_dir)
+        targets = dict(exports, hf_pipeline=hf_dir, hf_batched=hf_dir, hf_batched_bf16=hf_dir)
         runs = {arm: [] for arm in arms}
         for r in range(args.rounds):
             for arm in arms if r % 2 == 0 else reversed(arms):
@@ -327,6 +334,18 @@ def report(runs, texts, args, started, np):
             diff = f"{np.abs(np.array(runs[arm][0]['probabilities']) - reference).max():.1e}"
         lines.append(f"| {NAMES[arm]} | {tput:.1f} | {ratio} | {med(arm, 'p50_ms'):.1f} | "
                      f"{med(arm, 'p99_ms'):.1f} | {diff} |")
+    def versus(a, b, label):
+        per_round = ", ".join(f"{x['texts_per_sec'] / y['texts_per_sec']:.2f}"
+                              for x, y in zip(runs[a], runs[b]))
+        return (f"{label}: throughput {med(a, 'texts_per_sec') / med(b, 'texts_per_sec'):.2f}x "
+                f"({per_round}), p50 {med(a, 'p50_ms'):.1f} vs {med(b, 'p50_ms'):.1f} ms")
+
+    pairs = [pair for pair in (("ours", "hf_batched", "fp32"),
+                               ("ours_bf16", "hf_batched_bf16", "bf16"))
+             if pair[0] in runs and pair[1] in runs]
+    if pairs:
+        lines += ["", "Ours / HF batched at the same precision (ratio of the medians; each "
+                  "round's ratio in brackets): " + "; ".join(versus(*p) for p in pairs) + "."]
     versions = sorted({r["versions"] for rs in runs.values() for r in rs})
     lines += ["", "Per round (texts/s; p50 ms): " + "; ".join(
         f"{arm} " + ", ".join(f"{r['texts_per_sec']:.0f}/{r['p50_ms']:.1f}" for r in rs)

@@ -1,0 +1,60 @@
+"""Cost of position-keyed dropout drawn over the full max_seq_length layout of a cut batch.
+
+Run by hand (under a minute on 2 cores):
+
+    .venv/bin/python bench/dropout_layout.py
+
+`modeling.DropoutStream.dropout` draws a trimmed batch's random numbers over the records'
+padded layout (`full_length`) and slices the cut positions out, so that a mask never depends on
+where the batch was cut. This times one encoder layer's four dropouts (3 on hidden states
+[B*L, H], 1 on attention probabilities [B, N, L, L]) of a tower of 16 examples cut to 32
+positions, MiniLM's widths (H=384, N=12), forward, with full_length 32 (nothing to slice), 64
+and 128; the calls alternate. Prints the median milliseconds of each.
+"""
+
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import tensorflow as tf  # noqa: E402
+
+from bert_mgpu import modeling  # noqa: E402
+
+B, L, H, N = 16, 32, 384, 12
+
+
+def make(full_length, hidden, probs):
+    @tf.function
+    def layer_dropouts(step):
+        with modeling.dropout_stream(1, step, tf.constant(0, tf.int64),
+                                     tf.constant(B, tf.int64), L, full_length):
+            outs = [modeling.dropout(hidden, 0.1, True, seq_view=(modeling.SEQ, H))
+                    for _ in range(3)]
+            outs.append(modeling.dropout(probs, 0.1, True,
+                                         seq_view=(N, modeling.SEQ, modeling.SEQ)))
+        return tf.add_n([tf.reduce_sum(o) for o in outs])
+    return layer_dropouts
+
+
+def main(rounds=30, calls=5):
+    hidden, probs = tf.random.normal([B * L, H]), tf.random.normal([B, N, L, L])
+    fns = {full: make(full, hidden, probs) for full in (L, 2 * L, 4 * L)}
+    for fn in fns.values():
+        fn(tf.constant(1, tf.int64)).numpy()
+    times = {full: [] for full in fns}
+    for r in range(rounds):
+        for full, fn in fns.items():
+            start = time.perf_counter()
+            for i in range(calls):
+                out = fn(tf.constant(r * calls + i, tf.int64))
+            out.numpy()
+            times[full].append((time.perf_counter() - start) / calls * 1e3)
+    for full, t in times.items():
+        print(f"full_length {full}: {statistics.median(t):.2f} ms for one layer's 4 dropouts "
+              f"({B} examples cut to {L} positions)")
+
+
+if __name__ == "__main__":
+    main()

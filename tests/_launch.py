@@ -89,3 +89,12 @@ def final_tensors(output_dir):
     """Every tensor of the newest checkpoint in `output_dir`, by name."""
     reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(output_dir))
     return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+
+
+def error_line(proc, script, code=1):
+    """The last stderr line of a run that must have failed with `code`, checked to be
+    `script`'s one-line `SCRIPT: ERROR: ...`."""
+    assert proc.returncode == code, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"{script}: ERROR: "), last
+    return last

@@ -82,3 +82,11 @@ def run_command(cmd, timeout=300):
     (stdout and stderr as text)."""
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                           env=script_env())
+
+
+def bad_input_jobs(cmd, bad_input, root):
+    """{"bad<i>": job} for a module's BAD_INPUT list ([({"--flag": value}, message), ...]):
+    `cmd` with case i's flags changed, its own --output_dir under `root`."""
+    return {f"bad{i}": lambda bad=changed_flags(cmd, change, root / f"bad{i}"): run_command(bad)
+            for i, (change, _) in enumerate(bad_input)}
+

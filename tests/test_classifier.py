@@ -15,7 +15,8 @@ from bert_mgpu.data import classifier_data, features, input_pipeline, processors
 
 from _oracle import DATA, REPO, run_json_request
 from _pretraining_data import TINY_CONFIG
-from _together import changed_flags, run_command, started, with_the_module
+from _launch import error_line
+from _together import bad_input_jobs, run_command, started, with_the_module
 
 VOCAB = os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")
 SCRIPT = os.path.join(REPO, "run_classifier_mgpu.py")
@@ -283,8 +284,7 @@ def scripts(tmp_path_factory):
     # The bad inputs' runs (the same flags, one changed; each its own --output_dir) do not
     # depend on this run: started together with it.
     jobs = {"good": lambda: run_command(cmd)}
-    for i, (change, _) in enumerate(BAD_INPUT):
-        jobs[f"bad{i}"] = lambda bad=changed_flags(cmd, change, root / f"bad{i}"): run_command(bad)
+    jobs.update(bad_input_jobs(cmd, BAD_INPUT, root))
     with started(jobs) as runs:
         yield runs, out, cmd
 
@@ -325,6 +325,5 @@ def test_rerun_reuses_features_and_checkpoint(tsv_run):
 @pytest.mark.parametrize("change,message", BAD_INPUT)
 def test_bad_input_is_one_line(scripts, change, message):
     proc = scripts[0][f"bad{BAD_INPUT.index((change, message))}"].result()
-    assert proc.returncode == 1
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("run_classifier_mgpu.py: ERROR: ") and message in last, last
+    last = error_line(proc, "run_classifier_mgpu.py")
+    assert message in last, last

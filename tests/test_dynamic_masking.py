@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from _launch import Launched, final_tensors, run_all, signal_at_checkpoint
+from _launch import Launched, error_line, final_tensors, run_all, signal_at_checkpoint
 from _oracle import DATA, REPO
 from _pretraining_data import DROPOUT, write_config, write_records
 from bert_mgpu import tokenization
@@ -489,10 +489,8 @@ def refused(script_files, tmp_path_factory):
 
 @pytest.mark.parametrize("case,message", REFUSED)
 def test_flag_and_records_disagree_is_one_line(refused, case, message):
-    proc = refused[case]
-    assert proc.returncode == 1, proc.stderr[-2000:]
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("run_pretraining.py: ERROR: ") and message in last, last
+    last = error_line(refused[case], "run_pretraining.py")
+    assert message in last, last
 
 
 def test_cased_checkpoint_is_not_refused_for_its_casing(refused):

@@ -16,7 +16,8 @@ from bert_mgpu.tokenization import FullTokenizer
 
 from _oracle import REPO, run_json_request
 from _pretraining_data import TINY_CONFIG
-from _together import changed_flags, run_command, started, with_the_module
+from _launch import error_line
+from _together import bad_input_jobs, run_command, started, with_the_module
 
 SCRIPT = os.path.join(REPO, "run_ner.py")
 FIRST_NAMES = ["jim", "anna", "maria"]
@@ -258,8 +259,7 @@ def scripts(files):
            "--save_checkpoints_steps=1000", "--log_every_n_steps=50",
            "--eval_every_n_steps=100"]
     jobs = {"good": lambda: run_command(cmd, timeout=600)}
-    for i, (change, _) in enumerate(BAD_INPUT):
-        jobs[f"bad{i}"] = lambda bad=changed_flags(cmd, change, root / f"bad{i}"): run_command(bad)
+    jobs.update(bad_input_jobs(cmd, BAD_INPUT, root))
     jobs["help"] = lambda: run_command([sys.executable, SCRIPT, "--help"])
     with started(jobs) as runs:
         yield runs, out
@@ -338,9 +338,8 @@ def test_rerun_predicts_from_the_checkpoint(run):
 @pytest.mark.parametrize("change,message", BAD_INPUT)
 def test_bad_input_is_one_line(scripts, change, message):
     bad = scripts[0][f"bad{BAD_INPUT.index((change, message))}"].result()
-    assert bad.returncode == 1
-    last = bad.stderr.strip().splitlines()[-1]
-    assert last.startswith("run_ner.py: ERROR: ") and message in last, last
+    last = error_line(bad, "run_ner.py")
+    assert message in last, last
 
 
 def test_help_lists_the_flags(scripts):

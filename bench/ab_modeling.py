@@ -1,6 +1,6 @@
 """A/B of bert_mgpu/modeling.py between a commit and the working tree, in one process.
 
-Run by hand on an idle machine (about 5 minutes on 2 cores):
+Run by hand on an idle machine (about 3 minutes on 2 cores):
 
     .venv/bin/python bench/ab_modeling.py --base main
 

@@ -10,6 +10,11 @@ where the batch was cut. This times one encoder layer's four dropouts (3 on hidd
 [B*L, H], 1 on attention probabilities [B, N, L, L]) of a tower of 16 examples cut to 32
 positions, MiniLM's widths (H=384, N=12), forward, with full_length 32 (nothing to slice), 64
 and 128; the calls alternate. Prints the median milliseconds of each.
+
+Then the generator alone, for the values of one such layer at full_length 128 (5.5M): Philox
+float32 uniforms (`StatelessRandomUniformV2`, what the masks were drawn from before the 16-bit
+draws) against half as many 32-bit Philox words (`StatelessRandomUniformFullIntV2`, two 16-bit
+draws each, what `DropoutStream` draws now).
 """
 
 import os
@@ -38,6 +43,37 @@ def make(full_length, hidden, probs):
     return layer_dropouts
 
 
+def generators(rounds=10, calls=5):
+    values = B * 4 * L * (3 * H + N * 4 * L)
+    key = tf.constant([1], tf.uint64)
+
+    def counter(step):
+        return tf.stack([tf.constant(0, tf.uint64), tf.cast(step, tf.uint64)])
+
+    @tf.function
+    def uniforms(step):
+        return tf.reduce_max(tf.raw_ops.StatelessRandomUniformV2(
+            shape=[values], key=key, counter=counter(step), alg=1))
+
+    @tf.function
+    def words(step):
+        return tf.reduce_max(tf.raw_ops.StatelessRandomUniformFullIntV2(
+            shape=[values // 2], key=key, counter=counter(step), alg=1, dtype=tf.uint32))
+
+    fns = {"float32 uniforms": uniforms, "32-bit words (two 16-bit draws each)": words}
+    times = {name: [] for name in fns}
+    for r in range(rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            for i in range(calls):
+                out = fn(tf.constant(r * calls + i, tf.int64))
+            out.numpy()
+            times[name].append((time.perf_counter() - start) / calls * 1e3)
+    for name, t in times.items():
+        print(f"Philox {name} for {values} values: {statistics.median(t):.2f} ms "
+              f"(with a max over them)")
+
+
 def main(rounds=30, calls=5):
     hidden, probs = tf.random.normal([B * L, H]), tf.random.normal([B, N, L, L])
     fns = {full: make(full, hidden, probs) for full in (L, 2 * L, 4 * L)}
@@ -58,3 +94,4 @@ def main(rounds=30, calls=5):
 
 if __name__ == "__main__":
     main()
+    generators()

@@ -122,13 +122,21 @@ class DropoutStream:
     """Dropout masks that are a pure function of (seed, step, global example position).
 
     Inside `dropout_stream(...)` every `dropout` call draws its mask from a counter-based
-    generator (Philox, TensorFlow's `StatelessRandomUniformV2`): the key is derived from the
-    seed and the call's index in the model (the same in every trace), the counter's high word is
-    the global step and its low word the position of the tower's first value in the global batch.
+    generator (Philox, TensorFlow's `StatelessRandomUniformFullIntV2`, one 16-bit draw per
+    value): the key is derived from the seed and the call's index in the model (the same in
+    every trace), the counter's high word is the global step and its low word the position of
+    the tower's first value in the global batch.
     Example j of a global batch therefore gets the same mask whichever tower, accumulation
     micro-batch or worker computes it, and a run resumed after a kill draws exactly the masks the
     uninterrupted run drew: no hidden RNG state. (XLA-compiled towers draw from XLA's Philox,
     a different but equally deterministic stream: keep --use_xla fixed within a run.)
+
+    Why 16-bit draws: on CPU the generator is most of dropout's cost (Philox's ten rounds per
+    four 32-bit words); comparing a 16-bit draw with rate x 2**16 halves the words drawn, and
+    the keep probability is 1 - rate to 2**-16 (a float32 uniform's is to 2**-24): bench
+    numbers in docs/benchmarks.md. The masks are therefore not those of versions that drew
+    float32 uniforms: a run started on such a version and resumed on this one draws other
+    (equally valid) masks from the resumed step on.
 
     Batches trimmed to their longest example (--pad_to_longest): given `full_length` (the
     records' padded length L) and the batch's `seq_length` S, a call that names its layout
@@ -138,11 +146,13 @@ class DropoutStream:
     trimming, the split over towers or workers, or the grouping of examples by length. The cost:
     the random values of the padded shape are drawn (as many as the padded run draws), not
     only the trimmed ones. It is not small when S is much shorter than L: one layer's four
-    dropouts for 16 examples cut to 32 positions take 3.2-3.9 ms with L = 32, 6.3-7.2 ms with
-    L = 64 and 14.8-15.9 ms with L = 128 (bench/dropout_layout.py; ~140 ms of a ~580 ms
-    MiniLM fine-tuning update at L = 128, docs/benchmarks.md). Drawing only the cut positions
-    is issue 16's open lever (the hidden-state layouts are a prefix of each example's block;
-    the attention layout is not).
+    dropouts for 16 examples cut to 32 positions take 2.7 ms with L = 32, 4.2 ms with L = 64
+    and 8.6 ms with L = 128 (bench/dropout_layout.py; 3.7, 7.0 and 15.8 ms with float32
+    uniforms, before the 16-bit draws). Drawing only the cut positions with the same values
+    (one draw per example, or per example and head, at its own counter) was measured and not
+    kept: it saves a few percent of an update but its hundreds of RNG ops per trace cost more
+    tracing than a fine-tuning run saves (docs/benchmarks.md, "Candidates measured and not
+    kept").
     """
 
     def __init__(self, seed: int, step, example_offset, num_examples,
@@ -166,7 +176,7 @@ class DropoutStream:
         """x: float Tensor whose values are example-major (e.g. [B, ...] or [B*S, H] with B the
         tower's examples); `seq_view`: optional per-example layout of x, Python ints and `SEQ`
         for a sequence axis (e.g. (SEQ, H), (N, SEQ, SEQ)). Keeps each value with probability
-        1 - rate, scaled by 1/(1 - rate), as `tf.nn.dropout`."""
+        1 - rate (to 2**-16), scaled by 1/(1 - rate), as `tf.nn.dropout`."""
         key = self._key()
         full_view = None
         if seq_view is not None and self.full_length is not None:
@@ -174,22 +184,33 @@ class DropoutStream:
             per_example = int(np.prod(full_view))
         else:
             per_example = tf.size(x, out_type=tf.int64) // self.num_examples
-        # Philox yields 4 values per counter increment: each example takes a whole number of
-        # increments, so an example's values start at counter offset * per_example.
-        increments = (per_example + 3) // 4
+        # One 16-bit draw per value: Philox yields 4 32-bit words (8 draws) per counter
+        # increment, and each example takes a whole number of increments, so an example's draws
+        # start at counter offset * increments. 16 bits instead of a float32 uniform's 32 halve
+        # the generator's work (its cost dominates dropout on CPU, docs/benchmarks.md).
+        increments = (per_example + 7) // 8
         counter = tf.stack([tf.cast(self.example_offset * increments, tf.uint64),
                             tf.cast(self.step, tf.uint64)])
-        uniform = tf.raw_ops.StatelessRandomUniformV2(
+        words = tf.raw_ops.StatelessRandomUniformFullIntV2(
             shape=tf.stack([self.num_examples, tf.cast(increments * 4, tf.int64)]), key=key,
-            counter=counter, alg=1)  # Philox
-        uniform = uniform[:, :per_example]
+            counter=counter, alg=1, dtype=tf.uint32)  # Philox
+        draws = tf.reshape(tf.bitcast(words, tf.uint16), tf.stack([self.num_examples, -1]))
+        draws = draws[:, :per_example]
         if full_view is not None:
             real = tuple([slice(None)] + [slice(0, self.seq_length) if d == SEQ else slice(None)
                                           for d in seq_view])
-            uniform = tf.reshape(uniform, [-1] + full_view)[real]
-        uniform = tf.reshape(uniform, tf.shape(x))
+            draws = tf.reshape(draws, [-1] + full_view)[real]
+        keep = tf.reshape(draws, tf.shape(x)) >= _drop_threshold(rate)
         scale = tf.cast(1.0 / (1.0 - rate), x.dtype)
-        return tf.where(uniform >= rate, x * scale, tf.zeros_like(x))
+        return tf.where(keep, x * scale, tf.zeros([], x.dtype))
+
+
+def _drop_threshold(rate: float) -> tf.Tensor:
+    """uint16 scalar t: a uniform 16-bit draw d is dropped when d < t, i.e. with probability
+    t / 2**16 = `rate` rounded to the nearest multiple of 2**-16 (0.1 -> 0.1000061)."""
+    if not 0.0 <= rate < 1.0:
+        raise ValueError(f"dropout rate must be in [0, 1), got {rate}")
+    return tf.constant(min(int(round(rate * 65536)), 65535), tf.uint16)
 
 
 _STREAM = threading.local()

@@ -164,6 +164,14 @@ def test_dropout_stream_is_a_function_of_seed_step_and_position():
     with modeling.dropout_stream(5, tf.constant(0), tf.constant(0), tf.constant(100)):
         kept = float(np.mean(modeling.dropout(big, 0.25, True).numpy() > 0))
     assert abs(kept - 0.75) < 0.02
+    # 16-bit draws: rate 0.1 drops with probability 6554 / 2**16 (binomial s.d. 3e-4 at 1M).
+    huge = tf.ones([1000, 1000])
+    with modeling.dropout_stream(6, tf.constant(0), tf.constant(0), tf.constant(1000)):
+        dropped = float(np.mean(modeling.dropout(huge, 0.1, True).numpy() == 0))
+    assert abs(dropped - 6554 / 65536) < 1.5e-3
+    with pytest.raises(ValueError, match=r"dropout rate must be in \[0, 1\), got 1.0"):
+        with modeling.dropout_stream(6, tf.constant(0), tf.constant(0), tf.constant(1000)):
+            modeling.dropout(huge, 1.0, True)
 
 
 # -- ALBERT/Cramming model options and Cramming's trainer options ----------------------------

@@ -43,6 +43,22 @@ def make(full_length, hidden, probs):
     return layer_dropouts
 
 
+def median_ms(fns, rounds, calls):
+    """{name: median milliseconds per call}: each fn called with a fresh int64 step, the fns
+    alternating in every round (a slow phase of the host hits all alike); traced first."""
+    for fn in fns.values():
+        fn(tf.constant(0, tf.int64)).numpy()
+    times = {name: [] for name in fns}
+    for r in range(rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            for i in range(calls):
+                out = fn(tf.constant(r * calls + i + 1, tf.int64))
+            out.numpy()
+            times[name].append((time.perf_counter() - start) / calls * 1e3)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
 def generators(rounds=10, calls=5):
     values = B * 4 * L * (3 * H + N * 4 * L)
     key = tf.constant([1], tf.uint64)
@@ -61,36 +77,16 @@ def generators(rounds=10, calls=5):
             shape=[values // 2], key=key, counter=counter(step), alg=1, dtype=tf.uint32))
 
     fns = {"float32 uniforms": uniforms, "32-bit words (two 16-bit draws each)": words}
-    times = {name: [] for name in fns}
-    for r in range(rounds):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            for i in range(calls):
-                out = fn(tf.constant(r * calls + i, tf.int64))
-            out.numpy()
-            times[name].append((time.perf_counter() - start) / calls * 1e3)
-    for name, t in times.items():
-        print(f"Philox {name} for {values} values: {statistics.median(t):.2f} ms "
-              f"(with a max over them)")
+    for name, ms in median_ms(fns, rounds, calls).items():
+        print(f"Philox {name} for {values} values: {ms:.2f} ms (with a max over them)")
 
 
 def main(rounds=30, calls=5):
     hidden, probs = tf.random.normal([B * L, H]), tf.random.normal([B, N, L, L])
     fns = {full: make(full, hidden, probs) for full in (L, 2 * L, 4 * L)}
-    for fn in fns.values():
-        fn(tf.constant(1, tf.int64)).numpy()
-    times = {full: [] for full in fns}
-    for r in range(rounds):
-        for full, fn in fns.items():
-            start = time.perf_counter()
-            for i in range(calls):
-                out = fn(tf.constant(r * calls + i, tf.int64))
-            out.numpy()
-            times[full].append((time.perf_counter() - start) / calls * 1e3)
-    for full, t in times.items():
-        print(f"full_length {full}: {statistics.median(t):.2f} ms for one layer's 4 dropouts "
+    for full, ms in median_ms(fns, rounds, calls).items():
+        print(f"full_length {full}: {ms:.2f} ms for one layer's 4 dropouts "
               f"({B} examples cut to {L} positions)")
-
 
 if __name__ == "__main__":
     main()

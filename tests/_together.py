@@ -89,4 +89,3 @@ def bad_input_jobs(cmd, bad_input, root):
     `cmd` with case i's flags changed, its own --output_dir under `root`."""
     return {f"bad{i}": lambda bad=changed_flags(cmd, change, root / f"bad{i}"): run_command(bad)
             for i, (change, _) in enumerate(bad_input)}
-

@@ -133,6 +133,35 @@ def test_gelu_is_the_tanh_approximation():
         modeling.get_activation("swish")
 
 
+@pytest.mark.parametrize("scale, offset", [(1.0, 0.0), (40.0, 1000.0)])
+def test_vocabulary_cross_entropy_is_googles_loss_and_gradient(scale, offset):
+    # Reference in float64 numpy: Google's -sum(one_hot * log_softmax) and its gradient
+    # (softmax - one_hot) * dloss, with weights on each row's loss as the MLM head applies them;
+    # large, shifted logits check the max subtraction.
+    rng = np.random.default_rng(3)
+    logits = (rng.standard_normal((9, 523)) * scale + offset).astype(np.float32)
+    labels = rng.integers(0, 523, size=9)
+    weights = rng.uniform(0.0, 2.0, size=9).astype(np.float32)
+    x64 = logits.astype(np.float64)
+    shifted = x64 - x64.max(axis=1, keepdims=True)
+    log_softmax = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    one_hot = np.eye(523)[labels]
+    expected_loss = -(one_hot * log_softmax).sum(axis=1)
+    expected_grad = (np.exp(log_softmax) - one_hot) * weights[:, None]
+
+    x = tf.constant(logits)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        loss = heads.vocabulary_cross_entropy(x, tf.constant(labels, tf.int64))
+        weighted = tf.reduce_sum(loss * weights)
+    grad = tape.gradient(weighted, x)
+    np.testing.assert_allclose(loss.numpy(), expected_loss, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(grad.numpy(), expected_grad, rtol=1e-5, atol=1e-6)
+    # And the TensorFlow op Google's loss is usually replaced by, to float32 rounding.
+    fused = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=x)
+    np.testing.assert_allclose(loss.numpy(), fused.numpy(), rtol=1e-6, atol=1e-5)
+
+
 def test_attention_ignores_padding_and_layer_norm_epsilon():
     """Changing the ids under input_mask == 0 must not change the real positions' outputs."""
     _, model, *_ = build_all()

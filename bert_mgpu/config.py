@@ -472,7 +472,10 @@ class TrainConfig(TrainOptions):
     # records' length, max_seq_length), and training batches grouped by length.
     pad_to_multiple_of: int = 0
     group_by_length: bool = False
-    max_seq_length: int = 0  # the records' length (trimmed batches' dropout layout)
+    # Dropout's layout length (0: none, masks drawn in each batch's own shape): fine-tuning
+    # jobs set the training file's longest example rounded up to pad_to_multiple_of (at most
+    # the records' length), so padded and trimmed batches get the same masks on real tokens.
+    max_seq_length: int = 0
 
     @classmethod
     def of(cls, options: TrainOptions, **run) -> "TrainConfig":

@@ -192,7 +192,8 @@ def run_classifier(cfg) -> dict:
         return _run_multitask_classifier(job)
     labels, data, splits = _classifier_data(cfg, make_tokenizer(cfg.model))
     train_file, num_train = splits.get("train", (None, 0))
-    train_cfg = cfg.train_config(num_train, job.num_workers)
+    train_cfg = _with_dropout_layout(cfg, cfg.train_config(num_train, job.num_workers),
+                                     [train_file] if cfg.do_train else [])
     if cfg.do_train:
         logging.info("***** Running training: %d examples, %g epochs, %d steps *****",
                      num_train, cfg.num_train_epochs, train_cfg.num_train_steps)
@@ -335,6 +336,20 @@ def classifier_task(cfg, job: Job, labels: Sequence[str], encoder=None, scope: s
     return tasks.BertClassifier(job.bert_config, len(labels), label_names=labels, **shared)
 
 
+def _with_dropout_layout(cfg, train_cfg, train_files):
+    """`train_cfg` with dropout's layout length: the training files' longest example rounded
+    up to --pad_to_multiple_of (input_pipeline.dropout_layout_length), padded or trimmed
+    batches alike; unchanged without training files."""
+    if not train_files:
+        return train_cfg
+    length = input_pipeline.dropout_layout_length(train_files, cfg.model.max_seq_length,
+                                                  cfg.pad_to_multiple_of)
+    logging.info("Dropout masks laid out over %d positions (the training set's longest example "
+                 "rounded up to --pad_to_multiple_of=%d; --max_seq_length=%d)", length,
+                 cfg.pad_to_multiple_of, cfg.model.max_seq_length)
+    return dataclasses.replace(train_cfg, max_seq_length=length)
+
+
 # -- multi-task fine-tuning ----------------------------------------------------------------------
 
 def _run_multitask_classifier(job: Job) -> dict:
@@ -349,7 +364,9 @@ def _run_multitask_classifier(job: Job) -> dict:
     tokenizer = make_tokenizer(cfg.model)
     inputs = [_classifier_data(t, tokenizer) for t in task_cfgs]  # (labels, data, splits)
     num_train = [splits["train"][1] if cfg.do_train else 0 for _, _, splits in inputs]
-    train_cfg = cfg.train_config(sum(num_train), job.num_workers)
+    train_cfg = _with_dropout_layout(
+        cfg, cfg.train_config(sum(num_train), job.num_workers),
+        [splits["train"][0] for _, _, splits in inputs] if cfg.do_train else [])
     probabilities = multitask.sampling_probabilities(num_train, cfg.task_sampling) \
         if cfg.do_train else None
     if cfg.do_train:

@@ -139,12 +139,15 @@ class DropoutStream:
     (equally valid) masks from the resumed step on.
 
     Batches trimmed to their longest example (--pad_to_longest): given `full_length` (the
-    records' padded length L) and the batch's `seq_length` S, a call that names its layout
-    (`seq_view`) draws the values of the full-length layout ([B, N, L, L], [B, L, H]) and keeps
-    those of the S real positions, so a trimmed batch gets, on its tokens, exactly the masks of
-    the padded batch: the update is the padded run's up to float rounding, whatever the
-    trimming, the split over towers or workers, or the grouping of examples by length. The cost:
-    the random values of the padded shape are drawn (as many as the padded run draws), not
+    layout length L: the records' padded length, or for fine-tuning the training file's
+    longest example rounded up, see `input_pipeline.dropout_layout_length`) and the batch's
+    `seq_length` S, a call that names its layout (`seq_view`) draws the values of the L-long
+    layout ([B, N, L, L], [B, L, H]) and keeps those of the S real positions, so a trimmed batch
+    gets, on its tokens, exactly the masks of the padded batch: the update is the padded run's
+    up to float rounding, whatever the trimming, the split over towers or workers, or the
+    grouping of examples by length. A batch longer than L (padded to max_seq_length) gets the
+    layout's masks and keeps every value past L: padding in every example of the file, which
+    no real token attends to. The cost: the random values of the L-long layout are drawn, not
     only the trimmed ones. It is not small when S is much shorter than L: one layer's four
     dropouts for 16 examples cut to 32 positions take 2.7 ms with L = 32, 4.2 ms with L = 64
     and 8.6 ms with L = 128 (bench/dropout_layout.py; 3.7, 7.0 and 15.8 ms with float32
@@ -197,9 +200,16 @@ class DropoutStream:
         draws = tf.reshape(tf.bitcast(words, tf.uint16), tf.stack([self.num_examples, -1]))
         draws = draws[:, :per_example]
         if full_view is not None:
-            real = tuple([slice(None)] + [slice(0, self.seq_length) if d == SEQ else slice(None)
-                                          for d in seq_view])
-            draws = tf.reshape(draws, [-1] + full_view)[real]
+            draws = tf.reshape(draws, [-1] + full_view)
+            if self.seq_length <= self.full_length:
+                real = tuple([slice(None)] + [slice(0, self.seq_length) if d == SEQ
+                                              else slice(None) for d in seq_view])
+                draws = draws[real]
+            else:  # positions past the layout are padding in every example: kept
+                past = self.seq_length - self.full_length
+                draws = tf.pad(draws, [[0, 0]] + [[0, past] if d == SEQ else [0, 0]
+                                                  for d in seq_view],
+                               constant_values=np.uint16(0xFFFF))
         keep = tf.reshape(draws, tf.shape(x)) >= _drop_threshold(rate)
         scale = tf.cast(1.0 / (1.0 - rate), x.dtype)
         return tf.where(keep, x * scale, tf.zeros([], x.dtype))

@@ -200,8 +200,8 @@ def _inference_options(training: bool, classifier_input: str) -> Dict[str, bool]
     """`BertModel` keyword arguments of a sequence-level head's call: for eval and predict
     (never traced under XLA here), the dense layers skip the padding and, when the head reads
     the [CLS] vector only, the last layer runs for [CLS] only; the same outputs to float
-    rounding (modeling's tests) for less work. Training keeps the padded layout, which the
-    position-keyed dropout masks are drawn over."""
+    rounding (modeling's tests) for less work. Training keeps the [batch, length] layout, in
+    which the position-keyed dropout masks are drawn."""
     if training:
         return {}
     return {"drop_padding": True, "first_token_only": classifier_input in ("pooled", "cls")}

@@ -191,14 +191,15 @@ class UpdateStep:
 
     def _tower_fn(self, shard, example_offset, step, context, route=None):
         # Dropout masks keyed by (seed, step, global example position): the same whatever the
-        # split over towers, micro-batches and workers, and again after a resume. Trimmed
-        # batches (--pad_to_longest) draw them in the records' full-length layout: on the real
-        # tokens, the masks of the padded batch (see modeling.DropoutStream).
-        trimmed = self.cfg.pad_to_multiple_of > 0 and "input_ids" in shard
+        # split over towers, micro-batches and workers, and again after a resume. With a
+        # layout length (fine-tuning: the training file's longest example, rounded up), trimmed
+        # (--pad_to_longest) and padded batches draw them in that layout: on the real tokens,
+        # the same masks whatever the cut (see modeling.DropoutStream).
+        laid_out = self.cfg.max_seq_length > 0 and "input_ids" in shard
         with modeling.dropout_stream(
                 self.cfg.random_seed, step, example_offset, _batch_rows(shard),
-                seq_length=int(shard["input_ids"].shape[1]) if trimmed else None,
-                full_length=self.cfg.max_seq_length if trimmed else None):
+                seq_length=int(shard["input_ids"].shape[1]) if laid_out else None,
+                full_length=self.cfg.max_seq_length if laid_out else None):
             return self._task_of(route).tower_loss(shard, context, training=True)
 
     def towers(self, features, context, offset=0, route=None):
@@ -791,7 +792,7 @@ class Trainer:
         """`features` without the padding past its longest example, rounded up to
         --pad_to_multiple_of (with --pad_to_longest; else unchanged). Outputs of the real
         tokens are the padded batch's up to float rounding: padding is masked out of attention
-        (exp(-10000) is 0 in float32) and dropout draws the padded layout's masks. The rounding
+        (exp(-10000) is 0 in float32) and dropout draws the run's layout's masks. The rounding
         bounds the shapes, hence the traces (and XLA compilations) of each step function, to
         ceil(max_seq_length / multiple) per batch size."""
         if not self.cfg.pad_to_multiple_of:

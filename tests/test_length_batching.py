@@ -2,8 +2,8 @@
 
 Examples of very different lengths, written sorted by label (as a user's file may be). Trimmed
 evaluation/prediction equals the fully padded one to 1e-5 and keeps the file order; trimmed
-training equals padded training with dropout on (the masks of the real tokens are the padded
-layout's); grouping by length is a pure function of (seed, epoch), resumes exactly and does not
+training equals padded training with dropout on (the masks of the real tokens are those of
+the run's layout, as long as the training file's longest example rounded up); grouping by length is a pure function of (seed, epoch), resumes exactly and does not
 depend on the number of towers; the shapes (hence the traces) are bounded by the rounding.
 """
 
@@ -64,7 +64,7 @@ def trainer(records, out, n_gpus=1, batch=8, multiple=0, steps=6, **kwargs):
                       num_train_steps=steps, num_warmup_steps=1, learning_rate=1e-3,
                       save_checkpoints_steps=100, log_every_n_steps=100,
                       init_checkpoint=records["init"], shuffle_buffer_size=0,
-                      pad_to_multiple_of=multiple, max_seq_length=SEQ, **kwargs)
+                      pad_to_multiple_of=multiple, **dict(dict(max_seq_length=SEQ), **kwargs))
     return training.Trainer(tasks.BertClassifier(CONFIG, 2), cfg, towers.tower_devices(n_gpus))
 
 
@@ -121,9 +121,11 @@ def test_length_sorted_dataset_order_and_indexes(records):
     assert lengths.tolist() == [expected[i] for i in index]
 
 
-def test_script_files_equal_the_padded_runs(records, tmp_path):
+def test_script_files_equal_the_padded_runs(records, tmp_path, monkeypatch):
     """run_classifier's eval_results.txt, test_results.tsv and predict.txt with
-    --pad_to_longest equal those without, to 1e-5, with two towers."""
+    --pad_to_longest equal those without, to 1e-5, with two towers, after training with
+    dropout on; --max_seq_length is about twice the longest sentence, so dropout's layout (48
+    positions) is shorter than the padded batches (64) and longer than most trimmed ones."""
     data = tmp_path / "data"
     data.mkdir()
     rng = np.random.RandomState(2)
@@ -134,14 +136,18 @@ def test_script_files_equal_the_padded_runs(records, tmp_path):
         (data / f"{name}.tsv").write_text("sentence\tlabel\n" + "\n".join(rows) + "\n")
     config = tmp_path / "bert_config.json"
     config.write_text(json.dumps(dict(TINY_CONFIG, vocab_size=30522, **DROPOUT)))
+    layouts, layout_length = [], input_pipeline.dropout_layout_length
+    monkeypatch.setattr(input_pipeline, "dropout_layout_length",
+                        lambda *args: layouts.append(layout_length(*args)) or layouts[-1])
     outputs = {}
     for pad in (False, True):
         out = tmp_path / f"out_{pad}"
         cfg = ClassifierConfig(
-            model=ModelFiles(bert_config_file=str(config), max_seq_length=SEQ,
+            model=ModelFiles(bert_config_file=str(config), max_seq_length=2 * SEQ,
                              vocab_file=os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")),
-            train=TrainOptions(n_gpus=2, random_seed=4), output_dir=str(out),
-            data_dir=str(data), task_name="tsv", do_eval=True, do_predict=True,
+            train=TrainOptions(n_gpus=2, random_seed=4, train_batch_size=4,
+                               learning_rate=1e-3), output_dir=str(out),
+            data_dir=str(data), task_name="tsv", do_train=True, do_eval=True, do_predict=True,
             eval_batch_size=5, predict_batch_size=7, pad_to_longest=pad)
         jobs.run_classifier(cfg)
         results = dict(line.split(" = ") for line in
@@ -153,6 +159,8 @@ def test_script_files_equal_the_padded_runs(records, tmp_path):
     assert results == pytest.approx(padded_results, abs=1e-5)
     np.testing.assert_allclose(probabilities, padded_probabilities, atol=1e-5)
     assert predict == padded_predict and len(predict.split()) == 23
+    assert layouts == [48, 48]
+    assert float(padded_results["global_step"]) == 8  # int(23 / 8 * 3) updates were trained
 
 
 # -- training -------------------------------------------------------------------------------
@@ -177,6 +185,55 @@ def test_dropout_masks_of_a_trimmed_batch_are_the_padded_batchs_on_real_position
     with modeling.dropout_stream(1, tf.constant(2), tf.constant(5), tf.constant(3)):
         plain = modeling.dropout(tf.ones([3, heads, full, full]), 0.5, True).numpy()
     np.testing.assert_array_equal(plain, padded)
+
+
+def test_a_padded_batch_longer_than_the_layout_keeps_the_layouts_masks():
+    layout, padded, heads, width = 5, 8, 2, 4
+
+    def masks(length, view, shape):
+        with modeling.dropout_stream(1, tf.constant(2), tf.constant(5), tf.constant(3),
+                                     seq_length=length, full_length=layout):
+            return modeling.dropout(tf.ones(shape), 0.5, True, seq_view=view).numpy()
+
+    hidden = masks(layout, (modeling.SEQ, width), [3 * layout, width]).reshape(3, layout, width)
+    longer = masks(padded, (modeling.SEQ, width), [3 * padded, width]).reshape(3, padded, width)
+    np.testing.assert_array_equal(longer[:, :layout], hidden)
+    assert (longer[:, layout:] == 2.0).all()  # past the layout: kept (and scaled)
+    assert 0 < (hidden == 0).mean() < 1
+    view = (heads, modeling.SEQ, modeling.SEQ)
+    attention = masks(layout, view, [3, heads, layout, layout])
+    longer = masks(padded, view, [3, heads, padded, padded])
+    np.testing.assert_array_equal(longer[:, :, :layout, :layout], attention)
+    assert (longer[:, :, layout:] == 2.0).all() and (longer[:, :, :, layout:] == 2.0).all()
+
+
+def test_dropout_layout_is_the_training_files_longest_rounded_up(tmp_path):
+    path = write_records(tmp_path / "short.tf_record", [(n, n % 2) for n in range(3, 21)])
+    assert input_pipeline.dropout_layout_length([path], SEQ, 8) == 24
+    assert input_pipeline.dropout_layout_length([path], SEQ, 16) == SEQ
+    assert input_pipeline.dropout_layout_length([path], 22, 8) == 22  # at most the records'
+    assert input_pipeline.dropout_layout_length([path], SEQ, 1) == 20
+
+
+@pytest.mark.parametrize("n_gpus", [1, 2])
+def test_short_file_trimmed_training_equals_padded_training_in_its_layout(tmp_path, records,
+                                                                          n_gpus):
+    """Sentences of at most 20 tokens in records of 32: masks laid out over 24 positions;
+    batches padded to 32 and batches trimmed to 8, 16 or 24 train the same weights, with
+    dropout on."""
+    short = dict(records, path=write_records(
+        tmp_path / "short.tf_record",
+        [(3 + i % 6, 0) for i in range(36)] + [(9 + i % 12, 1) for i in range(12)]))
+    layout = input_pipeline.dropout_layout_length([short["path"]], SEQ, MULTIPLE)
+    assert layout == 24
+    kwargs = dict(steps=4, group_by_length=True)
+    padded = train(short, tmp_path / "padded", max_seq_length=layout, **kwargs)
+    trimmed = train(short, tmp_path / "trimmed", n_gpus=n_gpus, multiple=MULTIPLE,
+                    max_seq_length=layout, **kwargs)
+    assert trimmed.update._train_step.experimental_get_tracing_count() >= 2
+    assert max_diff(trimmed, padded) <= 1e-5
+    # The layout shapes the masks: laid out over the records' 32 positions, other weights.
+    assert max_diff(trimmed, train(short, tmp_path / "records_layout", **kwargs)) > 1e-4
 
 
 @pytest.fixture(scope="module")

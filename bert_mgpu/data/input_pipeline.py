@@ -330,6 +330,22 @@ def trimmed_length(input_mask, multiple: int) -> int:
     return min(int(input_mask.shape[1]), max(1, -(-longest // multiple)) * multiple)
 
 
+def dropout_layout_length(input_files: Sequence[str], max_seq_length: int,
+                          multiple: int) -> int:
+    """The length dropout lays its masks out in for a fine-tuning run on `input_files`: the
+    longest record rounded up to `multiple` (as `trimmed_length` rounds a batch), at most
+    `max_seq_length`. Every training batch, trimmed or padded, then draws the masks of this
+    layout on its real tokens, so --pad_to_longest cannot change them, and sentences far
+    shorter than --max_seq_length do not pay for drawing the padding's (modeling.DropoutStream).
+    Reads the records once (a fine-tuning set; the training input holds them in memory too).
+    """
+    records = _read_records(input_files)
+    if not records:
+        return max_seq_length
+    longest = int(record_sequence_lengths(records).max())
+    return min(max_seq_length, max(1, -(-longest // max(1, multiple))) * max(1, multiple))
+
+
 def trim_padding(batch: Mapping, multiple: int) -> dict:
     """A batch cut to `trimmed_length`: the padding past its longest example dropped from the
     sequence features (features.SEQUENCE_FEATURES); called eagerly on each batch.

@@ -165,13 +165,19 @@ def test_script_files_equal_the_padded_runs(records, tmp_path, monkeypatch):
 
 # -- training -------------------------------------------------------------------------------
 
-def test_dropout_masks_of_a_trimmed_batch_are_the_padded_batchs_on_real_positions():
-    full, short, heads, width = 8, 3, 2, 4
-
+def layout_masks(layout):
+    """masks(length, view, shape): dropout (rate 0.5) of ones of `shape`, a batch of 3
+    examples cut or padded to `length`, masks laid out over `layout` positions."""
     def masks(length, view, shape):
         with modeling.dropout_stream(1, tf.constant(2), tf.constant(5), tf.constant(3),
-                                     seq_length=length, full_length=full):
+                                     seq_length=length, full_length=layout):
             return modeling.dropout(tf.ones(shape), 0.5, True, seq_view=view).numpy()
+    return masks
+
+
+def test_dropout_masks_of_a_trimmed_batch_are_the_padded_batchs_on_real_positions():
+    full, short, heads, width = 8, 3, 2, 4
+    masks = layout_masks(full)
 
     hidden = (modeling.SEQ, width)
     padded = masks(full, hidden, [3 * full, width]).reshape(3, full, width)
@@ -189,11 +195,7 @@ def test_dropout_masks_of_a_trimmed_batch_are_the_padded_batchs_on_real_position
 
 def test_a_padded_batch_longer_than_the_layout_keeps_the_layouts_masks():
     layout, padded, heads, width = 5, 8, 2, 4
-
-    def masks(length, view, shape):
-        with modeling.dropout_stream(1, tf.constant(2), tf.constant(5), tf.constant(3),
-                                     seq_length=length, full_length=layout):
-            return modeling.dropout(tf.ones(shape), 0.5, True, seq_view=view).numpy()
+    masks = layout_masks(layout)
 
     hidden = masks(layout, (modeling.SEQ, width), [3 * layout, width]).reshape(3, layout, width)
     longer = masks(padded, (modeling.SEQ, width), [3 * padded, width]).reshape(3, padded, width)

@@ -274,6 +274,27 @@ def dropout(input_tensor, dropout_prob, training, seq_view=None):
     return tf.nn.dropout(input_tensor, rate=dropout_prob)
 
 
+@tf.custom_gradient
+def _normalized(x, epsilon):
+    """(x - mean) / sqrt(variance + epsilon) over the last axis (float32), with the gradient
+    written out: dx = (g - mean(g) - x_hat * mean(g * x_hat)) / sqrt(variance + epsilon).
+
+    Autodiff through `tf.nn.moments` differentiates the mean and the variance separately (about
+    twice the element-wise passes); this is the same derivative in five passes and two row
+    reductions, and keeps x_hat and the row factor (not x and the moments) for the backward.
+    """
+    mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+    inv = tf.math.rsqrt(variance + epsilon)
+    x_hat = (x - mean) * inv
+
+    def grad(g):
+        g_mean = tf.reduce_mean(g, axis=-1, keepdims=True)
+        gx_mean = tf.reduce_mean(g * x_hat, axis=-1, keepdims=True)
+        return inv * (g - g_mean - x_hat * gx_mean), None  # (x, epsilon)
+
+    return x_hat, grad
+
+
 def layer_norm(input_tensor, gamma, beta, epsilon=LAYER_NORM_EPSILON):
     """LayerNorm over the last dimension, as `tf.contrib.layers.layer_norm` in Google's code.
 
@@ -285,16 +306,16 @@ def layer_norm(input_tensor, gamma, beta, epsilon=LAYER_NORM_EPSILON):
 
     Returns:
       float Tensor of the shape and dtype of `input_tensor`. Statistics are computed in at least
-      float32 so float16 activations do not lose the variance.
+      float32 so float16 activations do not lose the variance. The same values as Google's to
+      float32 rounding; the input gradient is written out (`_normalized`): the whole forward +
+      backward took 4.4 ms instead of 6.3 at [4096, 256] (docs/benchmarks.md).
     """
     dtype = input_tensor.dtype
     x = input_tensor
     if dtype in (tf.float16, tf.bfloat16):
         x = tf.cast(x, tf.float32)
-    mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
-    inv = tf.math.rsqrt(variance + epsilon) * tf.cast(gamma, x.dtype)
-    out = x * inv + (tf.cast(beta, x.dtype) - mean * inv)
-    return tf.cast(out, dtype)
+    x_hat = _normalized(x, tf.constant(epsilon, x.dtype))
+    return tf.cast(x_hat * tf.cast(gamma, x.dtype) + tf.cast(beta, x.dtype), dtype)
 
 
 def get_shape_list(tensor, expected_rank=None, name=None):

@@ -162,6 +162,45 @@ def test_vocabulary_cross_entropy_is_googles_loss_and_gradient(scale, offset):
     np.testing.assert_allclose(loss.numpy(), fused.numpy(), rtol=1e-6, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
+def test_layer_norm_values_and_gradients_equal_autodiff_in_float64(dtype):
+    # The reference: Google's LayerNorm formula in float64, differentiated by TensorFlow's
+    # autodiff through tf.nn.moments (not by the hand-written gradient under test); rows of
+    # scale 3 around 5 so the mean subtraction matters.
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((2, 7, 64)) * 3.0 + 5.0).astype(np.float32)
+    gamma = rng.standard_normal(64).astype(np.float32)
+    beta = rng.standard_normal(64).astype(np.float32)
+    dy = rng.standard_normal((2, 7, 64)).astype(np.float32)
+
+    def gradients(fn, cast):
+        xs, gs, bs = (tf.constant(cast(a)) for a in (x, gamma, beta))
+        with tf.GradientTape() as tape:
+            tape.watch([xs, gs, bs])
+            y = fn(xs, gs, bs)
+            loss = tf.reduce_sum(tf.cast(y, tf.float64) * dy.astype(np.float64))
+        return [tf.cast(t, tf.float64).numpy() for t in [y] + tape.gradient(loss, [xs, gs, bs])]
+
+    def reference(xs, gs, bs):
+        mean, variance = tf.nn.moments(xs, axes=[-1], keepdims=True)
+        return (xs - mean) * tf.math.rsqrt(variance + 1e-12) * gs + bs
+
+    want = gradients(reference, lambda a: a.astype(np.float64))
+    if dtype == tf.float32:
+        got = gradients(modeling.layer_norm, lambda a: a)
+        tolerances = [1e-5, 1e-5, 1e-4, 1e-5]  # y, dx, dgamma (a sum over 14 rows), dbeta
+    else:  # bf16 activations, float32 statistics and gradient math inside
+        x = x.astype(tf.bfloat16.as_numpy_dtype).astype(np.float32)  # the reference sees them
+        want = gradients(reference, lambda a: a.astype(np.float64))
+        got = gradients(lambda xs, gs, bs: modeling.layer_norm(tf.cast(xs, tf.bfloat16), gs, bs),
+                        lambda a: a)
+        # bf16's 8-bit mantissa: y is rounded on the way out and dL/dy on the way back in.
+        tolerances = [2e-2, 2e-2, 2e-2, 2e-2]
+    for name, g, w, tol in zip(["y", "dx", "dgamma", "dbeta"], got, want, tolerances):
+        np.testing.assert_allclose(g, w, rtol=tol if dtype == tf.bfloat16 else 0,
+                                   atol=tol, err_msg=name)
+
+
 def test_attention_ignores_padding_and_layer_norm_epsilon():
     """Changing the ids under input_mask == 0 must not change the real positions' outputs."""
     _, model, *_ = build_all()

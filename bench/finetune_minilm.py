@@ -62,6 +62,11 @@ DEFAULT_DATA = os.path.normpath(os.path.join(
     REPO, "..", "shared", "material", "classification", "en_panglee_sentence_polarity"))
 ORACLE_PYTHON = os.path.join(REPO, ".venv-oracle", "bin", "python")
 
+PRECISION_TEXT = {
+    "fp32": "fp32",
+    "bf16": ("bf16 compute with float32 variables (ours `--precision=bf16`; the peer "
+             "`torch.autocast(\"cpu\", torch.bfloat16)` around every forward, loss included)"),
+}
 PADDING_TEXT = {
     "max_length": "every sequence padded to max_seq_length (ours: `--pad_to_longest=false`)",
     "longest": "each batch padded to its longest sequence (ours: `--pad_to_longest`, rounded up "
@@ -253,7 +258,7 @@ def build_report(args, rows, commands, started, finished, conv_cmd):
         f"with Google's schedule (linear warm-up from 0, then `lr x (1 - step/steps)`), AdamW "
         f"(betas 0.9/0.999, epsilon 1e-6, weight decay 0.01 except LayerNorm and biases), "
         f"gradient clipping at global norm 1.0, dropout 0.1 (hidden and attention, from the "
-        f"model's config), fp32, {PADDING_TEXT[args.padding]}"
+        f"model's config), {PRECISION_TEXT[args.precision]}, {PADDING_TEXT[args.padding]}"
         f"{'; batches grouped by length (group_by_length)' if args.group_by_length else ''}. "
         f"Differences left: "
         f"torch's AdamW applies Adam's bias correction, Google's AdamWeightDecay (ours) does "
@@ -400,6 +405,10 @@ def main():
     parser.add_argument("--predict_repeats", type=int, default=5,
                         help="timed prediction passes over test.tsv (after a warm-up pass)")
     parser.add_argument("--predict_worker", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                        help="both arms' compute: bf16 is ours --precision=bf16 (training, "
+                             "evaluation, prediction; variables float32) and the peer's "
+                             "torch.autocast(bfloat16) around every forward (weights float32)")
     parser.add_argument("--ours_flags", default="",
                         help="extra flags for run_classifier_mgpu.py (e.g. --use_xla)")
     parser.add_argument("--max_wait", type=float, default=1200.0,
@@ -573,7 +582,7 @@ def ours_predict_rate(args):
     cfg = ClassifierConfig(
         model=ModelFiles(bert_config_file=run["bert_config_file"], vocab_file=run["vocab_file"],
                          do_lower_case=True, max_seq_length=args.max_seq_length),
-        train=TrainOptions(n_gpus=1), output_dir=out_dir, data_dir=args.data_dir,
+        train=TrainOptions(n_gpus=1, precision=args.precision), output_dir=out_dir, data_dir=args.data_dir,
         task_name="tsv", do_predict=True, predict_batch_size=args.predict_batch_size,
         pad_to_longest=args.padding == "longest")
     job = jobs.start_job(cfg)
@@ -611,6 +620,7 @@ def ours_command(args, converted, work, seed):
         "--save_checkpoints_steps=100000", f"--output_dir={work}/ours_seed{seed}",
         f"--pad_to_longest={str(args.padding == 'longest').lower()}",
         f"--group_by_length={str(args.group_by_length).lower()}",
+        f"--precision={args.precision}",
     ] + args.ours_flags.split()
 
 
@@ -623,7 +633,8 @@ def peer_command(args, model_dir, seed):
         f"--skip_steps={args.skip_steps}", f"--padding={args.padding}",
         f"--predict_batch_size={args.predict_batch_size}",
         f"--predict_repeats={args.predict_repeats}",
-    ] + (["--group_by_length"] if args.group_by_length else [])
+    ] + (["--group_by_length"] if args.group_by_length else []) + (
+        ["--bf16"] if args.precision == "bf16" else [])
 
 
 if __name__ == "__main__":

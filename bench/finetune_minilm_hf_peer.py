@@ -59,6 +59,14 @@ def encode(tokenizer, texts, labels, label_ids, max_seq_length):
             "lengths": enc["attention_mask"].sum(1)}
 
 
+AUTOCAST = False  # --bf16
+
+
+def autocast():
+    """bf16 autocast on the CPU with --bf16, else a no-op context."""
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=AUTOCAST)
+
+
 def make_batch(data, idx, padding):
     """The examples `idx` (a tensor or slice), cut to their longest with padding="longest"
     (what DataCollatorWithPadding gives), else at max_seq_length."""
@@ -77,7 +85,8 @@ def accuracy(model, data, padding, batch_size=64):
     loss_sum = 0.0
     for i in range(0, n, batch_size):
         batch = make_batch(data, slice(i, i + batch_size), padding)
-        out = model(**batch)
+        with autocast():
+            out = model(**batch)
         correct += int((out.logits.argmax(-1) == batch["labels"]).sum())
         loss_sum += float(out.loss) * batch["labels"].shape[0]
     model.train()
@@ -94,7 +103,9 @@ def predict_rate(model, data, padding, batch_size, repeats):
         for i in range(0, n, batch_size):
             batch = make_batch(data, slice(i, i + batch_size), padding)
             batch.pop("labels")
-            torch.softmax(model(**batch).logits, -1)
+            with autocast():
+                logits = model(**batch).logits
+            torch.softmax(logits.float(), -1)
     return repeats * n / (time.perf_counter() - start)
 
 
@@ -129,7 +140,11 @@ def main():
     p.add_argument("--group_by_length", action="store_true")
     p.add_argument("--predict_batch_size", type=int, default=64)
     p.add_argument("--predict_repeats", type=int, default=5)
+    p.add_argument("--bf16", action="store_true",
+                   help="torch.autocast(cpu, bfloat16) around every forward (weights float32)")
     args = p.parse_args()
+    global AUTOCAST  # pylint: disable=global-statement
+    AUTOCAST = args.bf16
 
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
@@ -176,7 +191,8 @@ def main():
     start = time.perf_counter()
     for step in range(steps):
         batch = make_batch(train, torch.from_numpy(order[step]), args.padding)
-        out = model(**batch)
+        with autocast():
+            out = model(**batch)
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_norm)
         optimizer.step()
@@ -209,7 +225,7 @@ def main():
         "test_accuracy": test_acc, "test_loss": test_loss,
         "test_examples": int(splits["test"]["labels"].shape[0]),
         "predict_examples_per_sec": predict_per_sec, "padding": args.padding,
-        "group_by_length": args.group_by_length,
+        "group_by_length": args.group_by_length, "bf16": args.bf16,
     }))
 
 

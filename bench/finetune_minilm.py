@@ -582,7 +582,8 @@ def ours_predict_rate(args):
     cfg = ClassifierConfig(
         model=ModelFiles(bert_config_file=run["bert_config_file"], vocab_file=run["vocab_file"],
                          do_lower_case=True, max_seq_length=args.max_seq_length),
-        train=TrainOptions(n_gpus=1, precision=args.precision), output_dir=out_dir, data_dir=args.data_dir,
+        train=TrainOptions(n_gpus=1, precision=args.precision), output_dir=out_dir,
+        data_dir=args.data_dir,
         task_name="tsv", do_predict=True, predict_batch_size=args.predict_batch_size,
         pad_to_longest=args.padding == "longest")
     job = jobs.start_job(cfg)

@@ -53,14 +53,20 @@ def run_all(cmds, timeout=300, env=None):
                 run.proc.kill()
 
 
-def signal_at_checkpoint(targets, timeout=300):
+def signal_at_checkpoint(targets, timeout=300, published=False):
     """Sends each process its signal once `output_dir/model.ckpt-STEP` exists.
+
+    A checkpoint's files appear before the `checkpoint` state file names it (checkpoint.py
+    publishes it last), so a signal sent when they appear may land before that: a rerun then
+    resumes from the previous checkpoint, as it must. Tests that need the rerun to resume from
+    STEP itself pass `published=True`.
 
     Args:
       targets: list of (Launched, output_dir, step, signal or None (only watched), delay in s
         between seeing the checkpoint and sending the signal).
       timeout: s to wait for all the checkpoints; a process still without its checkpoint then
         is killed.
+      published: wait until the state file names the checkpoint, not only for its files.
 
     Returns:
       list: per target, the time.time() its checkpoint was seen while it still ran (and it got
@@ -73,7 +79,7 @@ def signal_at_checkpoint(targets, timeout=300):
         for i, (run, output_dir, step, sig, delay) in list(pending.items()):
             if run.proc.poll() is not None:
                 del pending[i]
-            elif os.path.exists(os.path.join(output_dir, f"model.ckpt-{step}.index")):
+            elif _has_checkpoint(output_dir, step, published):
                 seen[i] = time.time()
                 time.sleep(delay)
                 if sig is not None:
@@ -83,6 +89,17 @@ def signal_at_checkpoint(targets, timeout=300):
     for run, *_ in pending.values():
         run.proc.send_signal(signal.SIGKILL)
     return seen
+
+
+def _has_checkpoint(output_dir, step, published):
+    if not published:
+        return os.path.exists(os.path.join(output_dir, f"model.ckpt-{step}.index"))
+    try:  # the state file is replaced atomically (a rename): never read half-written
+        with open(os.path.join(output_dir, "checkpoint")) as f:
+            newest = f.readline()
+    except FileNotFoundError:
+        return False
+    return newest.strip() == f'model_checkpoint_path: "model.ckpt-{step}"'
 
 
 def final_tensors(output_dir):

@@ -246,7 +246,8 @@ def test_rerun_with_another_global_batch(files, tmp_path):
     shutil.copytree(one, two)
     one_run = Launched(args(files, one, steps=30, extra=smaller))
     half = Launched(args(files, two, steps=30, extra=smaller))
-    killed_at = signal_at_checkpoint([(half, two, 25, signal.SIGKILL, 0)])[0]
+    # Published: the rerun must resume from step 25's own input position, not reposition again.
+    killed_at = signal_at_checkpoint([(half, two, 25, signal.SIGKILL, 0)], published=True)[0]
     half.finish()
     assert killed_at is not None, "the run ended before it could be killed"
     rest = run(args(files, two, steps=30, extra=smaller))

@@ -11,7 +11,7 @@ import glob
 import os
 from typing import List, Mapping, Optional, Sequence
 
-from bert_mgpu.data import features
+from bert_mgpu.data import features, file_io
 
 # TensorFlow is imported inside the functions that build pipelines: `expand_input_files` is
 # also create_pretraining_data.py's, which never imports TensorFlow (~5 s, ~550 MB).
@@ -23,10 +23,6 @@ class InputError(ValueError):
 
 class NoInputFileError(InputError, FileNotFoundError):
     """A pattern of an input flag matches no file."""
-
-
-def _is_remote(path: str) -> bool:
-    return "://" in path
 
 
 def expand_input_files(patterns: str, flag: str = "--input_file", sort: bool = True,
@@ -50,7 +46,7 @@ def expand_input_files(patterns: str, flag: str = "--input_file", sort: bool = T
     """
     files: List[str] = []
     for pattern in [p.strip() for p in patterns.split(",") if p.strip()]:
-        if _is_remote(pattern):
+        if file_io.is_remote(pattern):
             import tensorflow as tf  # pylint: disable=import-outside-toplevel
             matched = tf.io.gfile.glob(pattern)
         else:

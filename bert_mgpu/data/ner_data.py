@@ -35,7 +35,7 @@ import json
 import os
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
-from bert_mgpu.data import features, tfrecord
+from bert_mgpu.data import features, file_io, tfrecord
 from bert_mgpu.data.processors import DataError
 
 # Bumped whenever the feature layout written here changes, so old caches are not reused.
@@ -351,36 +351,11 @@ def write_features(windows: Sequence[WindowFeature], output_file: str) -> int:
     """Writes the records of `windows` as a TFRecord file (atomically); returns the count."""
     framer = tfrecord.RecordFramer()
     tmp = f"{output_file}.incomplete-{os.getpid()}"
-    with _open_binary(tmp, "wb") as f:
+    with file_io.open_file(tmp, "wb") as f:
         for window in windows:
             f.write(framer.frame(tfrecord.encode_example(window.values)))
-    _rename(tmp, output_file)
+    file_io.rename(tmp, output_file)
     return len(windows)
-
-
-def _open_binary(path: str, mode: str):
-    if "://" in path:
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
-        return tf.io.gfile.GFile(path, mode)
-    return open(path, mode)
-
-
-def _rename(src: str, dst: str) -> None:
-    if "://" in dst:
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
-        tf.io.gfile.rename(src, dst, overwrite=True)
-    else:
-        os.replace(src, dst)
-
-
-def _file_sha256(path: Optional[str]) -> Optional[str]:
-    if not path:
-        return None
-    digest = hashlib.sha256()
-    with _open_binary(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _file_stats(path: str):
@@ -405,7 +380,7 @@ def cache_key(split: str, input_files: Sequence[str], vocab_file: Optional[str],
     input files (size, modification time), vocabulary contents, casing, length, stride, tags."""
     parts = {
         "version": CACHE_FORMAT_VERSION, "task": "ner", "split": split,
-        "inputs": [_file_stats(p) for p in input_files], "vocab": _file_sha256(vocab_file),
+        "inputs": [_file_stats(p) for p in input_files], "vocab": file_io.file_sha256(vocab_file),
         "do_lower_case": bool(do_lower_case), "max_seq_length": max_seq_length,
         "doc_stride": doc_stride, "labels": list(label_list),
     }
@@ -498,9 +473,9 @@ def write_predictions(path: str, sentences: Sequence[Sentence],
             raise ValueError(f"{sentence.guid}: {len(predicted)} predicted tags for "
                              f"{len(sentence.words)} words")
     tmp = f"{path}.incomplete-{os.getpid()}"
-    with _open_binary(tmp, "wb") as f:
+    with file_io.open_file(tmp, "wb") as f:
         f.write("".join(prediction_lines(sentences, tags)).encode("utf-8"))
-    _rename(tmp, path)
+    file_io.rename(tmp, path)
 
 
 # ---------------------------------------------------------------------------------------------

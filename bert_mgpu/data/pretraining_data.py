@@ -70,7 +70,6 @@ Options that Google's script does not have (all off by default):
 """
 
 import dataclasses
-import gzip
 import hashlib
 import multiprocessing
 import os
@@ -91,6 +90,7 @@ except ImportError:  # not on Windows: the worker memory report is skipped there
 
 from bert_mgpu import tokenization
 from bert_mgpu.data import features as features_lib
+from bert_mgpu.data import file_io
 from bert_mgpu.data import input_pipeline
 from bert_mgpu.data import tfrecord
 from bert_mgpu.progress import Progress, format_duration
@@ -125,29 +125,6 @@ class Stats:
 # ---------------------------------------------------------------------------------------------
 # Files
 
-def _is_remote(path: str) -> bool:
-    return "://" in path
-
-
-def _gfile():
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel  (only for gs:// etc.)
-    return tf.io.gfile
-
-
-def _open_binary(path: str):
-    """A binary reader for a local, gzip ('.gz') or remote file."""
-    if _is_remote(path):
-        raw = _gfile().GFile(path, "rb")
-        return gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
-    if path.endswith(".gz"):
-        return gzip.open(path, "rb")
-    return open(path, "rb")
-
-
-def _file_size(path: str) -> int:
-    return _gfile().stat(path).length if _is_remote(path) else os.path.getsize(path)
-
-
 def _decode(data: bytes, stats: Stats) -> str:
     """UTF-8 text of `data`; invalid bytes dropped (Google's `convert_to_unicode`), counted."""
     try:
@@ -165,31 +142,22 @@ def _decode(data: bytes, stats: Stats) -> str:
 
 
 def _read_line_blocks(path: str, start: int = 0, end: Optional[int] = None):
-    """Yields `(bytes, n_bytes)` blocks of whole lines of `path[start:end]`.
-
-    A line ends at b"\\n" only (as the reader Google uses); the last line may lack it.
-    """
-    with _open_binary(path) as f:
+    """Yields blocks of whole lines of `path[start:end]` (see `file_io.whole_line_blocks`)."""
+    with file_io.open_input(path) as f:
         if start:
             f.seek(start)
-        remaining = None if end is None else end - start
-        carry = b""
-        while True:
-            size = _READ_BLOCK if remaining is None else min(_READ_BLOCK, remaining)
-            data = f.read(size) if size > 0 else b""
-            if remaining is not None:
-                remaining -= len(data)
-            if not data:
-                if carry:
-                    yield carry, len(carry)
-                return
-            data = carry + data
-            cut = data.rfind(b"\n") + 1
-            if cut == 0:
-                carry = data
-                continue
-            carry = data[cut:]
-            yield data[:cut], cut
+        yield from file_io.whole_line_blocks(_reads(f, None if end is None else end - start))
+
+
+def _reads(f, remaining: Optional[int]):
+    """`_READ_BLOCK`-byte reads of `f` up to `remaining` bytes (None: to the end)."""
+    while remaining is None or remaining > 0:
+        data = f.read(_READ_BLOCK if remaining is None else min(_READ_BLOCK, remaining))
+        if not data:
+            return
+        if remaining is not None:
+            remaining -= len(data)
+        yield data
 
 
 # ---------------------------------------------------------------------------------------------
@@ -281,11 +249,11 @@ class DocumentReader:
         for path, start, end in pieces:
             if new_document_per_piece:
                 documents.append([])
-            for block, n_bytes in _read_line_blocks(path, start, end):
+            for block in _read_line_blocks(path, start, end):
                 self.add_text(_decode(block, stats), documents)
-                stats.input_bytes += n_bytes
+                stats.input_bytes += len(block)
                 if on_bytes is not None:
-                    on_bytes(n_bytes)
+                    on_bytes(len(block))
         return [d for d in documents if d]
 
 
@@ -768,7 +736,7 @@ def _size(path: str) -> int:
 def remove_stale_temporaries(paths: Sequence[str]) -> List[str]:
     """Deletes the temporaries that killed runs (SIGKILL, a crash, a power cut) left next to the
     local output `paths`, logging one line; returns what was removed."""
-    stale = sorted({t for p in paths if not _is_remote(p) for t in _stale_temporaries(p)})
+    stale = sorted({t for p in paths if not file_io.is_remote(p) for t in _stale_temporaries(p)})
     if not stale:
         return []
     size = 0
@@ -800,7 +768,7 @@ class _OutputFiles:
         self._created_dirs = []  # made for the outputs, deepest last: removed by abort()
         self.tmp_paths = []
         for path in self.paths:
-            if _is_remote(path):
+            if file_io.is_remote(path):
                 if self._tmp_dir is None:
                     self._tmp_dir = tempfile.mkdtemp(prefix="create_pretraining_data-")
                 tmp = os.path.join(self._tmp_dir, f"{len(self.tmp_paths)}.tfrecord")
@@ -828,7 +796,7 @@ class _OutputFiles:
     def scratch_dir(self) -> str:
         """A new directory for intermediate files: next to the first local output (same
         disk, removed by a later run if this one is killed), else a system temporary one."""
-        local = [p for p in self.paths if not _is_remote(p)]
+        local = [p for p in self.paths if not file_io.is_remote(p)]
         if not local:
             return tempfile.mkdtemp(prefix="create_pretraining_data-shards-")
         path = f"{local[0]}.shards.tmp-{os.getpid()}"
@@ -839,8 +807,8 @@ class _OutputFiles:
         for f in self.files:
             f.close()
         for tmp, path in zip(self.tmp_paths, self.paths):
-            if _is_remote(path):
-                _gfile().copy(tmp, path, overwrite=True)
+            if file_io.is_remote(path):
+                file_io.gfile().copy(tmp, path, overwrite=True)
             else:
                 os.replace(tmp, path)
         self.abort()
@@ -919,11 +887,11 @@ def plan_shards(paths: Sequence[str], shard_bytes: int) -> List[Tuple[list, int]
     """
     pieces = []
     for path in paths:
-        size = _file_size(path)
+        size = file_io.file_size(path)
         if path.endswith(".gz") or size <= shard_bytes:
             pieces.append((path, 0, None, size))
             continue
-        with _open_binary(path) as f:
+        with file_io.open_input(path) as f:
             start = 0
             while start < size:
                 end = _next_document_boundary(f, start + shard_bytes, size) \

@@ -32,7 +32,7 @@ from typing import Callable, Dict, Iterable, Iterator, List, NamedTuple, Optiona
 from absl import logging
 
 from bert_mgpu import tokenization
-from bert_mgpu.data import tfrecord
+from bert_mgpu.data import file_io, tfrecord
 from bert_mgpu.data.processors import DataError
 from bert_mgpu.progress import Progress
 
@@ -127,10 +127,6 @@ class DocSpan(NamedTuple):
 # ---------------------------------------------------------------------------------------------
 # Reading SQuAD json
 
-def _is_remote(path: str) -> bool:
-    return "://" in path
-
-
 def load_squad_json(input_file: str) -> Dict:
     """The parsed SQuAD json file (`{"version": ..., "data": [...]}`).
 
@@ -138,7 +134,7 @@ def load_squad_json(input_file: str) -> Dict:
       DataError: naming the file when it is missing, not json, or has no "data" list.
     """
     try:
-        if _is_remote(input_file):
+        if file_io.is_remote(input_file):
             import tensorflow as tf  # pylint: disable=import-outside-toplevel  (gs:// etc.)
             with tf.io.gfile.GFile(input_file, "r") as f:
                 dataset = json.load(f)
@@ -494,7 +490,7 @@ def write_features(features: Iterable[SquadFeature], output_file: str, is_traini
     Returns:
       int, the number of records written.
     """
-    remote = _is_remote(output_file)
+    remote = file_io.is_remote(output_file)
     if remote:
         import tempfile  # pylint: disable=import-outside-toplevel
         fd, tmp = tempfile.mkstemp(suffix=".tf_record")
@@ -524,23 +520,8 @@ def write_features(features: Iterable[SquadFeature], output_file: str, is_traini
     return count
 
 
-def _file_sha256(path: Optional[str]) -> Optional[str]:
-    if not path:
-        return None
-    digest = hashlib.sha256()
-    if _is_remote(path):
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
-        f = tf.io.gfile.GFile(path, "rb")
-    else:
-        f = open(path, "rb")
-    with f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _file_stats(path: str):
-    if _is_remote(path):
+    if file_io.is_remote(path):
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
         try:
             stat = tf.io.gfile.stat(path)
@@ -568,7 +549,7 @@ def cache_key(split: str, input_file: str, vocab_file: Optional[str],
     parts = {
         "version": CACHE_FORMAT_VERSION, "task": "squad", "split": split,
         "input": _file_stats(input_file),
-        "vocab": _file_sha256(vocab_file), "spm": _file_sha256(spm_model_file),
+        "vocab": file_io.file_sha256(vocab_file), "spm": file_io.file_sha256(spm_model_file),
         "do_lower_case": bool(do_lower_case), "max_seq_length": max_seq_length,
         "doc_stride": doc_stride, "max_query_length": max_query_length,
         # Only training reads is_impossible; eval features do not depend on the flag.
@@ -578,14 +559,14 @@ def cache_key(split: str, input_file: str, vocab_file: Optional[str],
 
 
 def _exists(path: str) -> bool:
-    if _is_remote(path):
+    if file_io.is_remote(path):
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
         return tf.io.gfile.exists(path)
     return os.path.exists(path)
 
 
 def _read_json(path: str):
-    if _is_remote(path):
+    if file_io.is_remote(path):
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
         with tf.io.gfile.GFile(path, "r") as f:
             return json.load(f)
@@ -595,7 +576,7 @@ def _read_json(path: str):
 
 def _write_json_atomic(path: str, obj) -> None:
     text = json.dumps(obj, sort_keys=True)
-    if _is_remote(path):
+    if file_io.is_remote(path):
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
         tmp = f"{path}.tmp-{os.getpid()}"
         with tf.io.gfile.GFile(tmp, "w") as f:

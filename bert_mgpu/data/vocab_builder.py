@@ -62,6 +62,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 from absl import logging
 
 from bert_mgpu import tokenization
+from bert_mgpu.data import file_io
 from bert_mgpu.progress import Progress, format_duration
 
 ALGORITHMS = ("bpe", "unigram", "wordpiece")
@@ -135,20 +136,6 @@ def _always_alone(char: str) -> bool:
 # ---------------------------------------------------------------------------------------------
 # Word counts
 
-def _open_raw(path: str):
-    if "://" in path:
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel  (gs:// etc. only)
-        return tf.io.gfile.GFile(path, "rb")
-    return open(path, "rb")
-
-
-def _file_size(path: str) -> int:
-    if "://" in path:
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
-        return tf.io.gfile.stat(path).length
-    return os.path.getsize(path)
-
-
 def _line_blocks(path: str, on_raw_bytes, block_bytes: int = 0) -> Iterator[bytes]:
     """Yields blocks of whole lines of `path` (decompressed if `.gz`); reports raw bytes read.
 
@@ -162,26 +149,23 @@ def _line_blocks(path: str, on_raw_bytes, block_bytes: int = 0) -> Iterator[byte
 
 
 def _line_blocks_unchecked(path: str, on_raw_bytes, block_bytes: int) -> Iterator[bytes]:
-    with _open_raw(path) as raw:
+    with file_io.open_file(path) as raw:
         f = gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
-        carry = b""
-        position = 0
-        while True:
-            data = f.read(block_bytes)
-            now = raw.tell()
-            on_raw_bytes(now - position)
-            position = now
-            if not data:
-                if carry:
-                    yield carry
-                return
-            data = carry + data
-            cut = data.rfind(b"\n") + 1
-            if cut == 0:
-                carry = data
-                continue
-            carry = data[cut:]
-            yield data[:cut]
+        yield from file_io.whole_line_blocks(_reads(f, raw, block_bytes, on_raw_bytes))
+
+
+def _reads(f, raw, block_bytes: int, on_raw_bytes) -> Iterator[bytes]:
+    """`block_bytes`-byte reads of `f` (which decompresses `raw`, or is it) to its end; after
+    each, `on_raw_bytes` gets how many bytes of `raw` it consumed."""
+    position = 0
+    while True:
+        data = f.read(block_bytes)
+        now = raw.tell()
+        on_raw_bytes(now - position)
+        position = now
+        if not data:
+            return
+        yield data
 
 
 def _block_chunks(data: bytes) -> Tuple[List[str], int]:
@@ -260,11 +244,11 @@ def count_words(files: Sequence[str], do_lower_case: bool, max_sentences: int = 
     Returns:
         (Counter str word -> int count, int number of non-empty lines counted).
     """
-    total = sum(_file_size(p) for p in files)
+    total = sum(file_io.file_size(p) for p in files)
     progress = Progress("input bytes", total=total, interval=progress_interval, unit="bytes")
     words: collections.Counter = collections.Counter()
     lines = 0
-    uncompressed = sum(_file_size(p) * (3 if p.endswith(".gz") else 1) for p in files)
+    uncompressed = sum(file_io.file_size(p) * (3 if p.endswith(".gz") else 1) for p in files)
     workers = num_workers or (os.cpu_count() or 1)
     auto_parallel = num_workers == 0 and uncompressed >= _PARALLEL_MIN_BYTES
     if workers > 1 and (num_workers > 1 or auto_parallel) and max_sentences <= 0:

@@ -21,6 +21,7 @@ from bert_mgpu.config import ExportConfig, ModelFiles
 from bert_mgpu.data.classifier_data import convert_single_example
 from bert_mgpu.data.processors import InputExample
 
+from _launch import error_line
 from _oracle import DATA, REPO
 from _serving import ENV, readme_rest_payloads, run_loaded
 from _together import started
@@ -204,14 +205,17 @@ def test_length_chunks_equal_one_piece_and_trace_once(run):
         assert models[k]._encode.experimental_get_tracing_count() == 1  # noqa: SLF001
 
 
+def features_model_config(run):
+    return ExportConfig(model=ModelFiles(bert_config_file=str(run["out"] / "bert_config.json"),
+                                         init_checkpoint=str(run["out"]), vocab_file=VOCAB,
+                                         do_lower_case=True, max_seq_length=SEQ),
+                        export_dir="unused", task="features",
+                        flags_given=frozenset({"do_lower_case", "max_seq_length"}))
+
+
 @pytest.fixture(scope="module")
 def features_model(run):
-    cfg = ExportConfig(model=ModelFiles(bert_config_file=str(run["out"] / "bert_config.json"),
-                                        init_checkpoint=str(run["out"]), vocab_file=VOCAB,
-                                        do_lower_case=True, max_seq_length=SEQ),
-                       export_dir="unused", task="features",
-                       flags_given=frozenset({"do_lower_case", "max_seq_length"}))
-    spec = export.resolve(cfg)
+    spec = export.resolve(features_model_config(run))
     assert spec.truncation == "head" and spec.labels is None
     return export.build_serving_model(spec, "features")
 
@@ -252,6 +256,32 @@ def test_reduced_precision_is_close(run, precision, atol):
                                atol=atol)
 
 
+def test_jit_compile_gives_the_same_outputs_at_lengths_rounded_to_8(run, features_model):
+    """--jit_compile (README): the same probabilities and features as without XLA; each chunk
+    is padded to a multiple of 8 positions (at most max_seq_length), the padding masked."""
+    texts = tf.constant(mixed_lengths(run["texts"]))
+    spec = export.resolve(ExportConfig(model=ModelFiles(), output_dir=str(run["out"]),
+                                       export_dir="unused"))
+    plain = export.build_serving_model(spec, "classifier").serve_text(texts)
+    xla = export.build_serving_model(spec, "classifier", jit_compile=True).serve_text(texts)
+    np.testing.assert_allclose(xla["probabilities"].numpy(), plain["probabilities"].numpy(),
+                               atol=1e-5)
+    np.testing.assert_array_equal(xla["label_id"].numpy(), plain["label_id"].numpy())
+    short = tf.constant(sorted(run["texts"], key=len)[:5])
+    want = features_model.serve_text(short)
+    xla_features = export.build_serving_model(
+        export.resolve(features_model_config(run)), "features", jit_compile=True)
+    got = xla_features.serve_text(short)
+    length, cut = got["input_mask"].shape[1], want["input_mask"].shape[1]
+    assert cut % 8 and length == -(-cut // 8) * 8 <= SEQ  # the texts' cut is not a multiple
+    np.testing.assert_array_equal(got["input_mask"].numpy()[:, :cut], want["input_mask"].numpy())
+    assert not got["input_mask"].numpy()[:, cut:].any()
+    np.testing.assert_allclose(got["sentence_embedding"].numpy(),
+                               want["sentence_embedding"].numpy(), atol=1e-5)
+    np.testing.assert_allclose(got["pooled_output"].numpy(), want["pooled_output"].numpy(),
+                               atol=1e-5)
+
+
 def test_errors_name_the_cause(run, tmp_path):
     spec = export.resolve(ExportConfig(model=ModelFiles(), output_dir=str(run["out"]),
                                        export_dir="unused"))
@@ -271,6 +301,37 @@ def test_errors_name_the_cause(run, tmp_path):
     (tmp_path / "notes").mkdir()
     assert export.next_version(str(tmp_path)) == 8
     assert export.next_version(str(tmp_path / "new")) == 1
+
+
+CONVERTERS = {
+    "export_saved_model.py": lambda run_dir, out: [f"--output_dir={run_dir}",
+                                                   f"--export_dir={out}"],
+    "convert_to_hf.py": lambda run_dir, out: [
+        f"--bert_config_file={run_dir / 'bert_config.json'}",
+        f"--init_checkpoint={tf.train.latest_checkpoint(str(run_dir))}",
+        f"--vocab_file={VOCAB}", f"--output_dir={out}"],
+}
+
+
+@pytest.mark.parametrize("script", sorted(CONVERTERS))
+def test_a_head_not_on_the_pooled_output_is_refused(run, tmp_path, script):
+    """Both serve or convert a head on the pooled output only (README): the same run stated as
+    --classifier_input=mean gets a one-line error naming the flag and writes nothing."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    for name in os.listdir(run["out"]):
+        if name.startswith(("model.ckpt-", "checkpoint", "bert_config.json")):
+            (run_dir / name).write_bytes((run["out"] / name).read_bytes())
+    settings = json.loads((run["out"] / "run_config.json").read_text())
+    assert settings.get("classifier_input", "pooled") == "pooled"
+    (run_dir / "run_config.json").write_text(json.dumps(dict(settings, classifier_input="mean")))
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, os.path.join(REPO, script),
+                           *CONVERTERS[script](run_dir, out)],
+                          capture_output=True, text=True, timeout=300, env=ENV)
+    assert "--classifier_input=mean (the run's)" in error_line(proc, script)
+    assert "--classifier_input=pooled" in error_line(proc, script)
+    assert not out.exists() or not os.listdir(out)
 
 
 # -- the script's export, loaded in a fresh process ---------------------------------------------

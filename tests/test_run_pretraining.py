@@ -105,7 +105,7 @@ def test_sigkill_then_rerun_ends_with_the_same_weights(killed_and_resumed, unint
     assert_same_weights(final_tensors(out), final_tensors(uninterrupted[0]), 60)
 
 
-SIGNALS = [signal.SIGTERM, signal.SIGHUP]
+SIGNALS = [signal.SIGTERM, signal.SIGHUP, signal.SIGINT]
 
 
 @pytest.fixture(scope="module")
@@ -203,6 +203,28 @@ def test_cramming_trainer_flags_and_masked_lm_only(side_runs):
     assert saved["lr_schedule"] == "one_cycle" and saved["clip_norm"] == 0.5
     assert saved["batch_ramp_steps"] == 3 and saved["no_next_sentence"] is True
     assert saved["indexed_slices_norm"] == "values"
+
+
+def test_rerun_with_another_batch_under_a_batch_ramp_is_one_line(side_runs, tmp_path):
+    """README: another global batch resumes only without --batch_ramp_steps (and on one
+    worker); with the ramp a one-line error asks for the old batch, and the run is untouched."""
+    proc, out = side_runs["cramming"]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    copy = str(tmp_path / "cramming")
+    shutil.copytree(out, copy)
+    cmd = [{f"--output_dir={out}": f"--output_dir={copy}",
+            "--train_batch_size=4": "--train_batch_size=2",
+            "--num_train_steps=6": "--num_train_steps=8"}.get(a, a) for a in proc.args]
+    assert {f"--output_dir={copy}", "--train_batch_size=2", "--num_train_steps=8"} <= set(cmd)
+    before = sorted(os.listdir(copy))
+    rerun = run(cmd)
+    assert rerun.returncode == 1, rerun.stderr[-3000:]
+    last = rerun.stderr.strip().splitlines()[-1]
+    assert last.startswith("run_pretraining.py: ERROR: ") and \
+        "the checkpoint at step 6 was trained with input batches of 8" in last and \
+        "without --batch_ramp_steps: rerun with the same --train_batch_size" in last, last
+    assert sorted(os.listdir(copy)) == before
+    assert tf.train.latest_checkpoint(copy).endswith("model.ckpt-6")
 
 
 BAD_INPUTS = [

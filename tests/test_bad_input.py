@@ -31,6 +31,22 @@ from _together import started
 SCRIPTS = {name: os.path.join(REPO, f"{name}.py") for name in (
     "run_pretraining", "run_classifier_mgpu", "extract_features", "create_pretraining_data",
     "convert_hf_checkpoint")}
+# --help of every top-level script, by a few flags only that script has (the scripts not in
+# SCRIPTS have their bad-input tests in their own test files).
+OWN_FLAGS = {
+    "run_pretraining": {"input_file", "n_gpus", "num_train_steps", "output_dir"},
+    "run_classifier_mgpu": {"task_name", "n_gpus", "data_dir", "label_list"},
+    "extract_features": {"input_file", "output_file", "layers", "batch_size"},
+    "create_pretraining_data": {"input_file", "dupe_factor", "num_workers"},
+    "convert_hf_checkpoint": {"hf_model_dir", "output_dir", "gelu"},
+    "run_squad": {"predict_file", "doc_stride", "n_gpus", "null_score_diff_threshold"},
+    "run_ner": {"data_dir", "n_gpus", "label_list"},
+    "create_vocab": {"input_file", "vocab_size", "algorithm", "reserved_tokens"},
+    "export_saved_model": {"export_dir", "task", "jit_compile", "length_chunks"},
+    "convert_to_hf": {"init_checkpoint", "vocab_file", "output_dir", "task_label"},
+}
+SCRIPTS.update({name: os.path.join(REPO, f"{name}.py") for name in OWN_FLAGS
+                if name not in SCRIPTS})
 KJV = os.path.join(DATA, "pretraining", "kjv_bible_one_verse_per_line.txt.gz")
 WORDS = ("the movie was good bad great terrible fine boring fun long short and but not very "
          "really quite story actors plot music ending").split()
@@ -459,17 +475,34 @@ def test_long_lines_warned_and_missing_output_directory_created(results):
     assert [len(line["features"]) for line in lines] == [6, 6]  # 4 words + 2; cut to 6
 
 
+def test_bert_mgpu_traceback_shows_the_traceback_above_the_one_line(tmp_path):
+    """README: BERT_MGPU_TRACEBACK=1 shows the traceback too; the error line stays the last."""
+    args = [sys.executable, SCRIPTS["create_pretraining_data"], f"--input_file={KJV}",
+            f"--output_file={tmp_path / 'o.tfrecord'}", f"--vocab_file={tmp_path / 'none.txt'}"]
+    for flag in ("", "1"):
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=120,
+                              env=dict(_env(), BERT_MGPU_TRACEBACK=flag))
+        assert proc.returncode == 1, proc.stderr[-2000:]
+        lines = proc.stderr.strip().splitlines()
+        assert lines[-1] == f"create_pretraining_data.py: ERROR: vocab file not found: " \
+                            f"{tmp_path / 'none.txt'}"
+        assert ("Traceback (most recent call last):" in proc.stderr) == bool(flag)
+    assert not (tmp_path / "o.tfrecord").exists()
+
+
+def test_every_top_level_script_has_its_help_tested():
+    top_level = {name[:-3] for name in os.listdir(REPO) if name.endswith(".py")}
+    assert top_level == set(OWN_FLAGS)
+
+
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
 def test_help_lists_the_scripts_own_flags(script, results):
     proc = results[f"help:{script}"]
     listed = set(re.findall(r"^  --(?:\[no\])?(\w+)", proc.stdout, re.M))
-    own = {"run_pretraining": {"input_file", "n_gpus", "num_train_steps", "output_dir"},
-           "run_classifier_mgpu": {"task_name", "n_gpus", "data_dir", "label_list"},
-           "extract_features": {"input_file", "output_file", "layers", "batch_size"},
-           "create_pretraining_data": {"input_file", "dupe_factor", "num_workers"},
-           "convert_hf_checkpoint": {"hf_model_dir", "output_dir", "gelu"}}[script]
+    own = OWN_FLAGS[script]
     assert own <= listed, (own - listed, proc.stdout[-2000:])
     assert "task_name" not in listed or script == "run_classifier_mgpu"
+    assert "gelu" not in listed or script == "convert_hf_checkpoint"
 
 
 # ---------------------------------------------------------------------------------------------

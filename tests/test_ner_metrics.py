@@ -14,6 +14,7 @@ import os
 import random
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -216,3 +217,25 @@ def test_same_report_as_conlleval_pl(gold, pred):
     perl = subprocess.run(["perl", script], input=text, capture_output=True, text=True,
                           check=True).stdout
     assert evaluate(gold, pred).report() == perl
+
+
+def test_command_line_prints_the_report_of_a_file_or_stdin(tmp_path):
+    """README: `python -m bert_mgpu.ner_metrics predictions.txt` prints conlleval's report."""
+    text = "\n".join(_as_conll_lines(*MIXED_BIO)) + "\n"
+    path = tmp_path / "predictions.txt"
+    path.write_text(text, encoding="utf-8")
+    command = [sys.executable, "-m", "bert_mgpu.ner_metrics"]
+    by_file = subprocess.run(command + [str(path)], capture_output=True, text=True, timeout=60)
+    by_stdin = subprocess.run(command, input=text, capture_output=True, text=True, timeout=60)
+    expected = evaluate(*MIXED_BIO).report()
+    assert "accuracy:" in expected
+    for proc in (by_file, by_stdin):
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == expected
+    path.write_text(text + "w9 B-PER\n", encoding="utf-8")
+    bad = subprocess.run(command + [str(path)], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and bad.stdout == ""
+    line = len(text.splitlines()) + 1
+    assert bad.stderr.strip() == f"{path}:{line}: unexpected number of fields: 2 (3)"
+    usage = subprocess.run(command + ["a", "b"], capture_output=True, text=True, timeout=60)
+    assert usage.returncode == 2 and "usage: python -m bert_mgpu.ner_metrics" in usage.stderr

@@ -1,6 +1,7 @@
 """run_classifier_mgpu.py: processors and features vs Google's code, tsv errors, eval/predict
 counts, the feature cache, head+tail truncation, layer-wise LR, towers."""
 
+import gzip
 import json
 import os
 import sys
@@ -285,6 +286,14 @@ def scripts(tmp_path_factory):
     # depend on this run: started together with it.
     jobs = {"good": lambda: run_command(cmd)}
     jobs.update(bad_input_jobs(cmd, BAD_INPUT, root))
+    # The same run on the same files gzip-compressed (`train.tsv.gz` ...), nothing else there.
+    packed = root / "data_gz"
+    packed.mkdir()
+    for split in ("train", "dev", "test"):
+        (packed / f"{split}.tsv.gz").write_bytes(gzip.compress((data / f"{split}.tsv").read_bytes()))
+    cmd_gz = [{f"--data_dir={data}": f"--data_dir={packed}",
+               f"--output_dir={out}": f"--output_dir={root / 'out_gz'}"}.get(c, c) for c in cmd]
+    jobs["gz"] = lambda: run_command(cmd_gz)
     with started(jobs) as runs:
         yield runs, out, cmd
 
@@ -320,6 +329,56 @@ def test_rerun_reuses_features_and_checkpoint(tsv_run):
     assert "Reusing eval features (23 examples)" in again.stderr
     assert "Resumed from" in again.stderr
     assert len((out / "predict.txt").read_text().splitlines()) == 23
+
+
+def test_gzip_compressed_files_give_the_same_run(scripts, tsv_run):
+    """README: train/dev/test may be `.tsv.gz`; the run on them equals the run on the plain files."""
+    proc, out, _ = tsv_run
+    packed = scripts[0]["gz"].result()
+    assert proc.returncode == 0 and packed.returncode == 0, packed.stderr[-3000:]
+    out_gz = out.parent / "out_gz"
+    assert (out_gz / "predict.txt").read_text() == (out / "predict.txt").read_text()
+    np.testing.assert_allclose(np.loadtxt(out_gz / "test_results.tsv"),
+                               np.loadtxt(out / "test_results.tsv"), atol=1e-5)
+    results = [dict(line.split(" = ") for line in (d / "eval_results.txt").read_text().split("\n")
+                    if line) for d in (out, out_gz)]
+    assert results[0].keys() == results[1].keys()
+    for key in results[0]:
+        np.testing.assert_allclose(float(results[1][key]), float(results[0][key]), atol=1e-5)
+
+
+def test_layerwise_lr_decay_scales_the_scripts_first_update(tsv_run, tmp_path):
+    """--layerwise_lr_decay=0.5 through the script: one update from the trained run's encoder,
+    with and without the decay (same seed, so the same batch, dropout and gradients), moves
+    every weight by its layer's factor times the undecayed move: 1 in the top layer and the
+    pooler, 0.5 in layer 0, 0.25 in the embeddings (2 layers)."""
+    _, out, cmd = tsv_run
+    init = tf.train.latest_checkpoint(str(out))
+    step_cmd = [c for c in cmd if not c.startswith(("--output_dir", "--do_eval", "--do_predict",
+                                                    "--num_train_epochs", "--layerwise_lr_decay"))]
+    step_cmd += [f"--init_checkpoint={init}", "--num_train_epochs=0.0834",
+                 "--warmup_proportion=0"]
+    runs = {decay: str(tmp_path / f"decay_{decay}") for decay in ("0.5", "1.0")}
+    with started({decay: lambda decay=decay: run_command(step_cmd + [
+            f"--output_dir={runs[decay]}", f"--layerwise_lr_decay={decay}"])
+                  for decay in runs}) as procs:
+        for proc in (f.result() for f in procs.values()):
+            assert proc.returncode == 0, proc.stderr[-3000:]
+    before = tf.train.load_checkpoint(init)
+    after = {decay: tf.train.load_checkpoint(tf.train.latest_checkpoint(d))
+             for decay, d in runs.items()}
+    assert after["0.5"].get_tensor("global_step") == 1
+    factors = {"bert/embeddings/word_embeddings": 0.25, "bert/embeddings/LayerNorm/beta": 0.25,
+               "bert/encoder/layer_0/attention/self/query/kernel": 0.5,
+               "bert/encoder/layer_0/output/dense/bias": 0.5,
+               "bert/encoder/layer_1/output/dense/kernel": 1.0,
+               "bert/pooler/dense/bias": 1.0}
+    for name, factor in factors.items():
+        start = before.get_tensor(name)
+        plain = after["1.0"].get_tensor(name) - start
+        decayed = after["0.5"].get_tensor(name) - start
+        assert np.abs(plain).max() > 1e-4, name  # the update moved it
+        np.testing.assert_allclose(decayed, factor * plain, atol=1e-6, err_msg=name)
 
 
 @pytest.mark.parametrize("change,message", BAD_INPUT)

@@ -180,7 +180,18 @@ def test_feature_cache_is_keyed_on_what_made_it(tmp_path):
                                             tokenizer, "head", 128)
     assert first == again and len(calls) == 1 and first[1] == 2
     os.utime(data / "train.tsv", ns=(1, 1))  # the data file changed: a new key
-    assert key() != base
+    touched = key()
+    assert touched != base
+    # The same modification time, another size: a new key.
+    write_lines(data / "train.tsv", [["sentence", "label"], ["good fun", "1"], ["bad", "00"]])
+    os.utime(data / "train.tsv", ns=(1, 1))
+    assert key() not in (base, touched)
+    # Another vocabulary (one token replaced), same casing and flags: a new key.
+    other_vocab = tmp_path / "vocab.txt"
+    tokens = open(VOCAB, encoding="utf-8").read().split("\n")
+    other_vocab.write_text("\n".join(tokens[:1000] + ["[replaced]"] + tokens[1001:]),
+                           encoding="utf-8")
+    assert key(vocab_file=str(other_vocab)) != key()
 
 
 def test_layerwise_lr_multipliers_and_update():

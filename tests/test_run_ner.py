@@ -319,8 +319,11 @@ def test_script_trains_evaluates_and_writes_every_token(run):
     rows = [dict(zip(history[0], row)) for row in history[1:]]
     assert [r["step"] for r in rows] == ["100", "144"]
     assert float(rows[-1]["eval_f1"]) == pytest.approx(float(result["eval_f1"]), abs=1e-12)
-    labels = json.loads((out / "run_config.json").read_text())["labels"]
-    assert labels == ["O", "B-PER", "E-PER", "S-LOC", "S-PER"]
+    run_config = json.loads((out / "run_config.json").read_text())
+    assert run_config["labels"] == ["O", "B-PER", "E-PER", "S-LOC", "S-PER"]
+    # The default --best_metric is conlleval's F1 (README).
+    assert run_config["best_metric"] == "eval_f1"
+    assert "Evaluation at step 144: eval_f1 = " in proc.stderr
 
 
 def test_rerun_predicts_from_the_checkpoint(run):

@@ -402,9 +402,11 @@ def test_script_regression(scripts):
     assert {"eval_pearson", "eval_spearman", "eval_mse", "eval_loss", "loss",
             "global_step"} <= set(result) and result["eval_examples"] == "13"
     assert float(result["eval_mse"]) == float(result["eval_loss"])
-    # The default --best_metric of a regression is eval_pearson: in the history.
     history = (out / "eval_history.tsv").read_text().splitlines()
     assert "eval_spearman" in history[0].split("\t") and len(history) == 1 + 2  # steps 3, 6
+    # The default --best_metric of a regression is eval_pearson (README).
+    assert json.loads((out / "run_config.json").read_text())["best_metric"] == "eval_pearson"
+    assert "Evaluation at step 6: eval_pearson = " in proc.stderr
     scores = [float(x) for x in (out / "predict.txt").read_text().splitlines()]
     assert len(scores) == 11
     assert (out / "test_results.tsv").read_text() == (out / "predict.txt").read_text()
@@ -425,8 +427,10 @@ def test_script_multilabel(scripts):
     assert all(len(p) == 3 for p in probabilities)
     assert predicted == [",".join(n for n, p in zip("abc", row) if p > 0.45)
                          for row in probabilities]
-    labels = json.loads((out / "run_config.json").read_text())["labels"]
-    assert labels == ["a", "b", "c"]
+    run_config = json.loads((out / "run_config.json").read_text())
+    assert run_config["labels"] == ["a", "b", "c"]
+    # The default --best_metric of a multilabel task is eval_f1_micro (README).
+    assert run_config["best_metric"] == "eval_f1_micro"
 
 
 def test_task_type_needs_a_task_that_has_it(scripts):

@@ -77,10 +77,16 @@ TOPOLOGIES = [(), ("--n_gpus=1", "--train_batch_size=8"),
               ("--n_gpus=1", "--num_accumulation_steps=2")]
 
 
+def rerun_topology(topology):
+    """The split a run killed with `topology` is rerun with: the next one (2 towers -> 1 tower
+    x 8 -> 1 tower x 4 x 2 micro-batches -> 2 towers), the same global batch of 8."""
+    return TOPOLOGIES[(TOPOLOGIES.index(topology) + 1) % len(TOPOLOGIES)]
+
+
 @pytest.fixture(scope="module")
 def killed_and_resumed(files, tmp_path_factory):
-    """Per topology: (when it was killed, or None if it ended first; the rerun; its
-    output_dir). The three runs are killed, then rerun, side by side."""
+    """Per topology: (when it was killed, or None if it ended first; the rerun with
+    rerun_topology; its output_dir). The three runs are killed, then rerun, side by side."""
     outs = [str(tmp_path_factory.mktemp("killed")) for _ in TOPOLOGIES]
     killed = [Launched(args(files, out, extra=t)) for out, t in zip(outs, TOPOLOGIES)]
     # Somewhere after step 20: maybe mid-step, maybe mid-save.
@@ -88,16 +94,19 @@ def killed_and_resumed(files, tmp_path_factory):
                                       for k, out in zip(killed, outs)])
     for k in killed:
         k.finish()
-    resumed = run_all([args(files, out, extra=t) for out, t in zip(outs, TOPOLOGIES)])
+    resumed = run_all([args(files, out, extra=rerun_topology(t))
+                       for out, t in zip(outs, TOPOLOGIES)])
     return list(zip(killed_at, resumed, outs))
 
 
 @pytest.mark.parametrize("topology", TOPOLOGIES)
 def test_sigkill_then_rerun_ends_with_the_same_weights(killed_and_resumed, uninterrupted,
                                                         topology):
-    """Killed with dropout on, then rerun: the same weights as the uninterrupted run (2 towers x
-    4). The killed run also splits the global batch of 8 otherwise (1 tower x 8, 1 tower x 4 x 2
-    micro-batches): dropout masks follow the example's position, so that changes nothing."""
+    """Killed with dropout on, then rerun on another split of the same global batch of 8: the
+    same weights as the uninterrupted run (2 towers x 4). Killed and rerun runs split it as 2
+    towers x 4, 1 tower x 8 and 1 tower x 4 x 2 micro-batches (a kill, then a rerun with 1 tower
+    instead of 2, among them): dropout masks follow the example's position, so that changes
+    nothing."""
     killed_at, resumed, out = killed_and_resumed[TOPOLOGIES.index(topology)]
     assert killed_at is not None, "the run ended before it could be killed"
     assert resumed.returncode == 0, resumed.stderr[-3000:]

@@ -327,6 +327,19 @@ def test_fp16_overflow_skips_the_step_and_halves_the_scale(data, tmp_path):
             np.testing.assert_array_equal(before[name], after[name])
 
 
+def test_fp16_loss_scale_resumes(data, tmp_path):
+    """README: a resumed run continues with the checkpoint's loss scale and good-step count,
+    not from 2^15."""
+    trainer, _ = train(data, tmp_path, "fp16", n_gpus=1, batch=8, steps=1, precision="fp16")
+    trainer.loss_scale.assign(1024.0)
+    trainer.update.good_steps.assign(7)
+    trainer.save()
+    resumed, _ = train(data, tmp_path, "fp16", n_gpus=1, batch=8, steps=3, precision="fp16")
+    assert int(resumed.global_step.numpy()) == 3
+    assert float(resumed.loss_scale.numpy()) == 1024.0  # 2 finite steps: no change of scale
+    assert int(resumed.update.good_steps.numpy()) == 7 + 2
+
+
 def test_xla_towers_equal_one_device(data, tmp_path, one_device):
     trainer, _ = train(data, tmp_path, "xla", n_gpus=2, batch=4, xla=True)
     assert max_diff(weights(trainer), weights(one_device[0])) <= 1e-5
@@ -338,6 +351,25 @@ def test_non_finite_loss_in_fp32_stops_naming_the_step(data, tmp_path):
         train(data, tmp_path, "nan", n_gpus=1, batch=8, steps=50, lr=1e30,
               config=dict(CONFIG, initializer_range=1e18))
     assert checkpoint.latest_checkpoint(str(tmp_path / "nan")) is None
+
+
+def test_non_finite_gradients_in_fp32_are_not_applied(data, tmp_path):
+    """The update of a step whose loss is not finite is skipped in fp32 too (the loop then
+    stops with NonFiniteLossError, above): no weight, Adam slot or global_step moves."""
+    trainer, _ = train(data, tmp_path, "fp32", n_gpus=2, batch=4, steps=1)
+    poisoned = "bert/encoder/layer_0/output/dense/bias"
+    value = trainer.variables[poisoned].numpy()
+    value[0] = np.inf
+    trainer.variables[poisoned].assign(value)
+    before = weights(trainer)
+    batch = next(iter(input_pipeline.record_dataset(
+        data["files"], features.pretraining_shapes(SEQ, PREDS), 8, False)))
+    out = trainer.step(batch)
+    assert not bool(out["finite"]) and not np.isfinite(float(out["loss"]))
+    after = weights(trainer)
+    assert int(after["global_step"]) == 1
+    for name in before:
+        np.testing.assert_array_equal(after[name], before[name], err_msg=name)
 
 
 def test_eval_results_have_googles_keys(data, tmp_path, one_device):

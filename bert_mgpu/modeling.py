@@ -128,8 +128,9 @@ class DropoutStream:
     the tower's first value in the global batch.
     Example j of a global batch therefore gets the same mask whichever tower, accumulation
     micro-batch or worker computes it, and a run resumed after a kill draws exactly the masks the
-    uninterrupted run drew: no hidden RNG state. (XLA-compiled towers draw from XLA's Philox,
-    a different but equally deterministic stream: keep --use_xla fixed within a run.)
+    uninterrupted run drew: no hidden RNG state. XLA-compiled towers draw the same values: on
+    CPU XLA's Philox equals TensorFlow's kernel (tests/test_training.py: an XLA run with dropout
+    equals a non-XLA one to float rounding); on GPUs that is not measured here.
 
     Why 16-bit draws: on CPU the generator is most of dropout's cost (Philox's ten rounds per
     four 32-bit words); comparing a 16-bit draw with rate x 2**16 halves the words drawn, and

@@ -474,7 +474,7 @@ class ResumeState:
 
         Raises:
           ValueError: the global batch changed where the position cannot be carried over
-            (several workers, or the batch ramp).
+            (several workers, the batch ramp, or a multi-task run).
         """
         self.base_step = step
         self.base_examples = self.micro.between(0, step) * self.micro_examples
@@ -484,13 +484,17 @@ class ResumeState:
         self.base_examples, self.skip_records = recipe["examples"], recipe["skip_records"]
         if (recipe["input_batch"], recipe["workers"]) == (self.input_batch, self.num_workers):
             return self.skip_records
-        if self.num_workers > 1 or recipe["workers"] > 1 or self.cfg.batch_ramp_steps:
+        # A routed (multi-task) run's input batches are one task's each, the task drawn per
+        # step: re-cut, they would no longer be one step's task (or would mix tasks).
+        routed = hasattr(self.update.task, "route")
+        if self.num_workers > 1 or recipe["workers"] > 1 or self.cfg.batch_ramp_steps or routed:
             raise ValueError(
                 f"{self.cfg.output_dir}: the checkpoint at step {step} was trained with input "
                 f"batches of {recipe['input_batch']} on {recipe['workers']} worker(s); now "
                 f"{self.input_batch} on {self.num_workers}. Another global batch can resume "
-                f"only on one worker without --batch_ramp_steps: rerun with the same "
-                f"--train_batch_size/--n_gpus/--num_accumulation_steps/workers.")
+                f"only on one worker, without --batch_ramp_steps and with one --task_name: "
+                f"rerun with the same --train_batch_size/--n_gpus/--num_accumulation_steps/"
+                f"workers.")
         examples = recipe["examples"]
         new_step = examples // self.cfg.global_batch_size
         logging.warning(

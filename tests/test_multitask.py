@@ -3,6 +3,7 @@ head per task, one task per global batch drawn by (seed, step), outputs per task
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -14,6 +15,7 @@ from bert_mgpu import checkpoint, jobs, modeling, tasks, towers, training
 from bert_mgpu.config import BertConfig, TrainConfig
 from bert_mgpu.data import features, multitask, tfrecord
 
+from _launch import error_line
 from _oracle import DATA, REPO
 from _pretraining_data import TINY_CONFIG
 from _together import started_in, with_the_module
@@ -293,7 +295,8 @@ def scripts(task_dirs, tmp_path_factory):
         f"--data_dir={task_dirs / 'sentiment'},{task_dirs / 'score'}",
         "--task_type=classification,regression", "--n_gpus=2", "--num_train_epochs=1",
         "--do_train", "--do_eval", "--do_predict", "--eval_every_n_steps=4",
-        "--keep_best_checkpoint", "--best_metric=eval_accuracy,eval_pearson")}
+        "--keep_best_checkpoint", "--best_metric=eval_accuracy,eval_pearson",
+        "--label_list=1,0;")}  # task 0's labels in this order, task 1's default (none)
     for i, (extra, _) in enumerate(BAD_FLAGS):
         jobs[f"bad{i}"] = lambda out, extra=extra: bad_flags_run(task_dirs, out, extra)
     with started_in(tmp_path_factory.mktemp("runs"), jobs) as runs:
@@ -336,7 +339,30 @@ def test_script_multitask_outputs_per_task(multitask_run):
     assert "output_weights" not in names
     run_config = json.loads((out / "run_config.json").read_text())
     assert [t["label"] for t in run_config["tasks"]] == ["tsv_0", "tsv_1"]
-    assert run_config["tasks"][0]["labels"] == ["0", "1"]
+    assert run_config["tasks"][0]["labels"] == ["1", "0"]  # --label_list=1,0;
+    assert run_config["tasks"][1]["labels"] == []
+    # predict.txt: the fork's predicted label index (into --label_list's order) per line.
+    rows = [[float(x) for x in line.split("\t")] for line in probs]
+    assert (out / "tsv_0/predict.txt").read_text().splitlines() == [
+        str(int(np.argmax(r))) for r in rows]
+
+
+def test_rerun_with_another_global_batch_is_one_line(multitask_run, task_dirs, tmp_path):
+    """README: a multi-task rerun with another global batch cannot re-cut one-task batches."""
+    proc, out = multitask_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    before = sorted(os.listdir(copy))
+    rerun = run_script(task_dirs, copy, "--task_name=tsv,tsv",
+                       f"--data_dir={task_dirs / 'sentiment'},{task_dirs / 'score'}",
+                       "--task_type=classification,regression", "--n_gpus=1",
+                       "--num_train_epochs=2", "--do_train", "--label_list=1,0;")
+    last = error_line(rerun, "run_classifier_mgpu.py")
+    assert "the checkpoint at step 8 was trained with input batches of 8 on 1 worker(s); now 4 " \
+           "on 1. Another global batch can resume only on one worker, without " \
+           "--batch_ramp_steps and with one --task_name" in last, last
+    assert sorted(os.listdir(copy)) == before
 
 
 def test_single_task_from_a_multitask_checkpoint(multitask_run, task_dirs, tmp_path):
@@ -361,6 +387,27 @@ def test_single_task_from_a_multitask_checkpoint(multitask_run, task_dirs, tmp_p
     np.testing.assert_array_equal(
         task.bert.named_variables()["bert/pooler/dense/kernel"].numpy(),
         reader.get_tensor("bert/pooler/dense/kernel"))
+
+
+def test_multitask_from_a_multitask_checkpoint_takes_every_head(multitask_run, task_dirs,
+                                                                 tmp_path):
+    """README: a multi-task run from a multi-task checkpoint with the same labels continues
+    every head by name: evaluated from it in a new --output_dir, each task's dev results are
+    the run's own."""
+    proc, out = multitask_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    again = run_script(task_dirs, tmp_path / "again", "--task_name=tsv,tsv",
+                       f"--data_dir={task_dirs / 'sentiment'},{task_dirs / 'score'}",
+                       "--task_type=classification,regression", "--label_list=1,0;",
+                       f"--init_checkpoint={out}", "--do_eval")
+    assert again.returncode == 0, again.stderr[-3000:]
+    for task in ("tsv_0", "tsv_1"):
+        ours = read_results(tmp_path / "again" / task / "eval_results.txt")
+        theirs = read_results(out / task / "eval_results.txt")
+        metrics = [k for k in theirs if k.startswith("eval_") and k != "eval_examples"]
+        assert metrics and theirs["global_step"] == "8"
+        for key in metrics:
+            assert float(ours[key]) == pytest.approx(float(theirs[key]), abs=1e-5), (task, key)
 
 
 @pytest.mark.parametrize("extra,message", BAD_FLAGS)

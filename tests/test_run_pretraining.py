@@ -231,7 +231,8 @@ def test_rerun_with_another_batch_under_a_batch_ramp_is_one_line(side_runs, tmp_
     last = rerun.stderr.strip().splitlines()[-1]
     assert last.startswith("run_pretraining.py: ERROR: ") and \
         "the checkpoint at step 6 was trained with input batches of 8" in last and \
-        "without --batch_ramp_steps: rerun with the same --train_batch_size" in last, last
+        "without --batch_ramp_steps and with one --task_name: rerun with the same " \
+        "--train_batch_size" in last, last
     assert sorted(os.listdir(copy)) == before
     assert tf.train.latest_checkpoint(copy).endswith("model.ckpt-6")
 

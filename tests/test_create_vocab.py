@@ -7,6 +7,7 @@ with accents, mixed case, CJK, digits and punctuation; sizes are small so the fi
 
 import collections
 import gzip
+import hashlib
 import json
 import os
 import subprocess
@@ -56,6 +57,13 @@ def corpus(tmp_path_factory):
     with gzip.open(path, "wt", encoding="utf-8", newline="\n") as f:
         f.write("\n".join(train) + "\n")
     return str(path), train, held_out
+
+
+# A tiny BERT for the script runs (vocab_size set per run).
+TINY_MODEL = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4,
+              "intermediate_size": 37, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+              "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 64,
+              "type_vocab_size": 2, "initializer_range": 0.02}
 
 
 def build(corpus_path, output, **kwargs):
@@ -151,6 +159,36 @@ def test_cased_and_sentencepiece_model_kept(corpus, tmp_path):
     assert "THE" in " ".join(train) and "T" in tokens and "É" not in tokens  # NFD-free cased
     tokenizer = tokenization.FullTokenizer(str(tmp_path / "vocab.txt"), do_lower_case=False)
     assert not any("[UNK]" in t for t in tokenizer.tokenize_batch(train))
+    # The kept model fine-tunes through run_classifier_mgpu.py --spm_model_file (no vocab.txt);
+    # a bert_config.json whose vocab_size is below the model's pieces is a one-line error.
+    data = tmp_path / "tsv"
+    data.mkdir()
+    rows = [(line.replace("\t", " "), str(i % 2)) for i, line in enumerate(train[:40])]
+    (data / "train.tsv").write_text("sentence\tlabel\n" + "".join(
+        f"{text}\t{label}\n" for text, label in rows), encoding="utf-8")
+    (data / "test.tsv").write_text("sentence\n" + "".join(
+        f"{text}\n" for text, _ in rows[:9]), encoding="utf-8")
+    pieces = len(albert_style.vocab)
+    results = {}
+    for name, vocab_size in (("fits", pieces), ("too_small", pieces - 1)):
+        config = tmp_path / f"{name}.json"
+        config.write_text(json.dumps(dict(TINY_MODEL, vocab_size=vocab_size)))
+        results[name] = subprocess.run(
+            [sys.executable, os.path.join(REPO, "run_classifier_mgpu.py"), "--task_name=tsv",
+             f"--data_dir={data}", f"--spm_model_file={prefix}.model", "--do_lower_case=false",
+             f"--bert_config_file={config}", f"--output_dir={tmp_path / name}", "--do_train",
+             "--do_predict", "--max_seq_length=16", "--train_batch_size=4", "--n_gpus=1",
+             "--num_train_epochs=1", "--learning_rate=1e-3"],
+            capture_output=True, text=True, timeout=300,
+            env=dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert results["fits"].returncode == 0, results["fits"].stderr[-3000:]
+    assert len((tmp_path / "fits" / "predict.txt").read_text().splitlines()) == 9
+    bad = results["too_small"]
+    assert bad.returncode == 1
+    assert bad.stderr.strip().splitlines()[-1] == (
+        f"run_classifier_mgpu.py: ERROR: --spm_model_file: {prefix}.model has {pieces} tokens, "
+        f"more than vocab_size {pieces - 1} in {tmp_path / 'too_small.json'} (ids past the "
+        f"embedding table)")
 
 
 def test_max_sentences_sample_and_parallel_count(corpus, tmp_path, monkeypatch):
@@ -191,6 +229,20 @@ def test_google_tokenizer_reads_it_and_tokenizes_identically(corpus, tmp_path):
         assert o_tokens == g_tokens, text
         assert ours.convert_tokens_to_ids(o_tokens) == g_ids
     assert sum(len(t) for t, _ in google["lines"]) > 1000
+    # Hugging Face's WordPiece (tokenizers' BertWordPieceTokenizer, lower-casing) reads it too
+    # and gives the same pieces.
+    request.write_text(json.dumps([{"name": "held_out", "texts_file": str(texts),
+                                    "vocab_file": str(vocab_file), "lowercase": True,
+                                    "repeats": 1}]))
+    hf_output = tmp_path / "hf.json"
+    run_oracle_script("hf_tokenize.py", request, hf_output)
+    hf = json.loads(hf_output.read_text())["held_out"]
+    assert hf["lines"] == [hf_digest(ours.tokenize(text)) for text in held_out]
+
+
+def hf_digest(tokens):
+    """hf_tokenize.py's digest of a text's tokens (its `line_digest` with ids None)."""
+    return hashlib.sha1(json.dumps([tokens, None]).encode("ascii")).hexdigest()[:16]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 2 workers x 1 tower x 4 == 1 worker x 2 towers x 4 == 1 worker x 1 tower x 8 (same init,
 dropout 0.1: masks are keyed by the example's position in the global batch, and the workers
 together read exactly one process's global batches); input shards are disjoint; only the chief writes; a dead worker stops the others within the timeout and a
-relaunch resumes exactly; SIGTERM on the chief checkpoints and ends every worker cleanly.
+relaunch resumes exactly; SIGTERM on a worker (launched by TF_CONFIG) checkpoints and ends every
+worker cleanly.
 """
 
 import json
@@ -47,11 +48,16 @@ def env():
     return script_env(CUDA_VISIBLE_DEVICES="")
 
 
-def start_workers(files, output_dir, extra=()):
-    ports = free_ports(2)
-    hosts = f"--worker_hosts=127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}"
-    return [Launched(command(files, output_dir, 1, 4, [hosts, f"--task_index={i}", *extra]),
-                     env())
+def start_workers(files, output_dir, extra=(), tf_config=False):
+    """Two workers of 1 tower x 4 on 127.0.0.1, told the cluster by --worker_hosts and
+    --task_index, or (`tf_config`) by TensorFlow's TF_CONFIG alone."""
+    hosts = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    if not tf_config:
+        return [Launched(command(files, output_dir, 1, 4, [f"--worker_hosts={','.join(hosts)}",
+                                                           f"--task_index={i}", *extra]), env())
+                for i in range(2)]
+    return [Launched(command(files, output_dir, 1, 4, extra), dict(env(), TF_CONFIG=json.dumps(
+        {"cluster": {"worker": hosts}, "task": {"type": "worker", "index": i}})))
             for i in range(2)]
 
 
@@ -138,14 +144,15 @@ def test_input_shards_are_disjoint_and_cover_everything(tmp_path):
 @pytest.fixture(scope="module")
 def stopped_runs(files, tmp_path_factory):
     """Two 2-worker runs side by side, each stopped after its checkpoint at step 10: "killed"
-    by a SIGKILL of worker 1 (then relaunched), "sigterm" by a SIGTERM to the chief."""
+    by a SIGKILL of worker 1 (then relaunched), "sigterm" (launched through TF_CONFIG) by a
+    SIGTERM to worker 1, not the chief: the signal reaches every worker."""
     killed, sigterm = (str(tmp_path_factory.mktemp(name)) for name in ("killed", "sigterm"))
     timeout = "--collective_timeout_seconds=10"
     dying = start_workers(files, killed, [timeout])
-    stopping = start_workers(files, sigterm, ["--num_train_steps=100000"])
+    stopping = start_workers(files, sigterm, ["--num_train_steps=100000"], tf_config=True)
     seen = signal_at_checkpoint([(dying[0], killed, 10, None, 0),
                                  (dying[1], killed, 10, signal.SIGKILL, 0),
-                                 (stopping[0], sigterm, 10, signal.SIGTERM, 0)])
+                                 (stopping[1], sigterm, 10, signal.SIGTERM, 0)])
     chief = dying[0].finish(120)
     chief_ended = time.time()
     dying[1].finish()
@@ -169,15 +176,18 @@ def test_dead_worker_stops_the_others_and_relaunch_resumes(stopped_runs, referen
     assert_same(final_tensors(stopped_runs["killed"]), final_tensors(reference[(1, 8)]))
 
 
-def test_sigterm_on_the_chief_ends_every_worker_cleanly(stopped_runs):
+def test_sigterm_on_a_worker_ends_every_worker_cleanly(stopped_runs):
+    """Workers launched with TF_CONFIG; SIGTERM to worker 1: both stop at the same step, the
+    chief writes that step's checkpoint, both exit 0."""
     assert stopped_runs["seen"][2] is not None
     (code0, err0), (code1, err1) = stopped_runs["stopped"]
     assert code0 == 0 and code1 == 0, (err0[-2000:], err1[-2000:])
-    assert "Stopped by SIGTERM at global_step" in err0
-    assert "Stopped by a signal to another worker at global_step" in err1
-    step0 = int(err0.split("Stopped by SIGTERM at global_step ")[1].split(";")[0])
-    step1 = int(err1.split("at global_step ")[-1].split(";")[0])
-    assert step0 == step1
+    assert "Stopped by SIGTERM at global_step" in err1
+    assert "Stopped by a signal to another worker at global_step" in err0
+    step1 = int(err1.split("Stopped by SIGTERM at global_step ")[1].split(";")[0])
+    step0 = int(err0.split("at global_step ")[-1].split(";")[0])
+    assert step0 == step1 >= 10
+    assert tf.train.latest_checkpoint(stopped_runs["sigterm"]).endswith(f"model.ckpt-{step0}")
     assert tf.train.latest_checkpoint(stopped_runs["sigterm"]).endswith(f"model.ckpt-{step0}")
 
 

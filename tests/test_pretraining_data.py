@@ -144,6 +144,12 @@ def _oracle_jobs(root):
         "en_short_cased": (kjv, dict(base, vocab_file=EN_VOCAB, max_seq_length=32,
                                      max_predictions_per_seq=5, short_seq_prob=0.5,
                                      dupe_factor=3, random_seed=1, do_lower_case=False)),
+        # Google's comma-separated --input_file: globs in the order given, a file listed twice
+        # read twice (no spaces: Google globs each piece as written).
+        "en_comma_list_repeated": (
+            ",".join(str(root / "multi" / f"part-{x}.txt") for x in "bab"),
+            dict(base, vocab_file=EN_VOCAB, max_seq_length=64, max_predictions_per_seq=10,
+                 dupe_factor=1, random_seed=5)),
         "zh_default": (zh, dict(base, vocab_file=ZH_VOCAB)),
         "zh_wwm": (zh, dict(base, vocab_file=ZH_VOCAB, do_whole_word_mask=True,
                             random_seed=3)),
@@ -169,7 +175,8 @@ def google_runs(tmp_path_factory):
 
 @pytest.mark.oracle
 @pytest.mark.parametrize("case", ["en_default", "en_wwm", "en_512_two_inputs_three_outputs",
-                                  "en_short_cased", "zh_default", "zh_wwm"])
+                                  "en_short_cased", "en_comma_list_repeated", "zh_default",
+                                  "zh_wwm"])
 def test_google_parity(google_runs, tmp_path, case):
     (input_file, flags), theirs = google_runs[case]
     assert theirs, "Google's script wrote nothing"

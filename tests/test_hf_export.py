@@ -227,7 +227,7 @@ def test_transformers_outputs_equal_ours(tmp_path):
         if "classifier" in mods:
             result["logits"] = mods["classifier"](out.pooled_output)["log_probs"]
         ours[name] = result
-        classes = ["BertModel"] + (["BertForPreTraining"] if "mlm" in mods
+        classes = ["BertModel"] + (["BertForPreTraining", "BertForMaskedLM"] if "mlm" in mods
                                    else ["BertForSequenceClassification"])
         runs += [{"class": cls, "dir": folder, "input_ids": input_ids.tolist(),
                   "attention_mask": mask.tolist(), "token_type_ids": segments.tolist(),
@@ -240,13 +240,21 @@ def test_transformers_outputs_equal_ours(tmp_path):
             if key in ("hidden_act", "id2label"):
                 continue
             value = np.array(value)
-            want = np.asarray(mine[key])
+            # BertForMaskedLM's `logits` are the masked-LM head's (BertForPreTraining's
+            # prediction_logits).
+            mlm_logits = entry["class"] == "BertForMaskedLM" and key == "logits"
+            want = np.asarray(mine["prediction_logits" if mlm_logits else key])
             if key in ("prediction_logits", "seq_relationship_logits", "logits"):
                 value = value - np.log(np.exp(value).sum(axis=-1, keepdims=True))  # log-softmax
             if value.ndim == 3:  # per token: real tokens (padding is masked by both)
                 value, want = value[real], want[real]
             np.testing.assert_allclose(value, want, atol=1e-5, rtol=0,
                                        err_msg=f"{entry['class']} {key}")
+        expected_keys = {"BertModel": {"last_hidden_state", "pooler_output"},
+                         "BertForPreTraining": {"prediction_logits", "seq_relationship_logits"},
+                         "BertForMaskedLM": {"logits"},
+                         "BertForSequenceClassification": {"logits"}}[entry["class"]]
+        assert expected_keys <= set(theirs), (entry["class"], sorted(theirs))
         want_act = {"pretraining": "gelu_new", "classifier": "gelu"}[entry["case"]]
         assert theirs["hidden_act"] == want_act
         if entry["class"] == "BertForSequenceClassification":

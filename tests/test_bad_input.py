@@ -475,6 +475,38 @@ def test_long_lines_warned_and_missing_output_directory_created(results):
     assert [len(line["features"]) for line in lines] == [6, 6]  # 4 words + 2; cut to 6
 
 
+def _commands(shell_text):
+    """(script, [flag names]) of each `SCRIPT.py ...` command of ours in shell text (line
+    continuations joined; a command ends at a pipe, `;` or `&`)."""
+    for line in shell_text.replace("\\\n", " ").splitlines():
+        for match in re.finditer(r"\b(\w+)\.py\b([^|;&]*)", line):
+            if match.group(1) in OWN_FLAGS:
+                yield match.group(1), re.findall(r"(?<![\w-])--(\w+)", match.group(2))
+
+
+def test_launch_scripts_and_readme_commands_use_flags_that_exist(results):
+    """examples/*.sh (users copy them) and README's code blocks: every flag given to one of
+    our scripts is one its --help lists; the shell scripts parse (bash -n)."""
+    listed = {script: set(re.findall(r"^  --(?:\[no\])?(\w+)", results[f"help:{script}"].stdout,
+                                     re.M)) for script in OWN_FLAGS}
+    sources = {}
+    for name in sorted(os.listdir(os.path.join(REPO, "examples"))):
+        if name.endswith(".sh"):
+            path = os.path.join(REPO, "examples", name)
+            syntax = subprocess.run(["bash", "-n", path], capture_output=True, text=True)
+            assert syntax.returncode == 0, (name, syntax.stderr)
+            sources[name] = open(path, encoding="utf-8").read()
+    readme = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
+    sources["README.md"] = "\n".join(re.findall(r"^```[a-z]*\n(.*?)^```", readme, re.M | re.S))
+    checked = 0
+    for source, text in sources.items():
+        for script, flags in _commands(text):
+            unknown = set(flags) - listed[script]
+            assert not unknown, f"{source}: {script}.py has no flag(s) {sorted(unknown)}"
+            checked += len(flags)
+    assert len(sources) >= 8 and checked > 200
+
+
 def test_bert_mgpu_traceback_shows_the_traceback_above_the_one_line(tmp_path):
     """README: BERT_MGPU_TRACEBACK=1 shows the traceback too; the error line stays the last."""
     args = [sys.executable, SCRIPTS["create_pretraining_data"], f"--input_file={KJV}",

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_mgpu import checkpoint, modeling, tasks, towers, training
+from bert_mgpu import checkpoint, modeling, optimization, tasks, towers, training
 from bert_mgpu.config import BertConfig, TrainConfig
 from bert_mgpu.data import features, input_pipeline
 
@@ -264,6 +264,22 @@ def test_xla_philox_draws_equal_the_cpu_kernels():
     np.testing.assert_array_equal(tf.function(draw, jit_compile=True)(key, counter).numpy(),
                                   eager)
     assert len(np.unique(eager)) > 3990  # not a constant or a short cycle
+
+
+@pytest.mark.parametrize("optimizer,bias_correction", [("lamb", False), ("adamw", True)])
+def test_other_optimizers_through_the_trainer_with_towers(data, tmp_path, one_device,
+                                                          optimizer, bias_correction):
+    """--optimizer=lamb and --adam_bias_correction reach the trainer: 2 towers equal one
+    device, with Google's slot names, and the weights differ from Google's AdamWeightDecay."""
+    options = dict(optimizer=optimizer, adam_bias_correction=bias_correction)
+    two, _ = train(data, tmp_path, "two", n_gpus=2, batch=4, **options)
+    one, _ = train(data, tmp_path, "one", n_gpus=1, batch=8, **options)
+    kind = optimization.LAMB if optimizer == "lamb" else optimization.AdamWeightDecay
+    assert type(two.update.optimizer) is kind
+    assert getattr(two.update.optimizer, "bias_correction", False) == bias_correction
+    assert max_diff(weights(two), weights(one)) <= 1e-5
+    assert "bert/encoder/layer_0/output/dense/kernel/adam_v" in weights(two)
+    assert max_diff(weights(two), weights(one_device[0])) > 1e-4  # not plain AdamWeightDecay
 
 
 def test_batch_ramp_schedule_and_first_update():

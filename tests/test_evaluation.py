@@ -1,6 +1,7 @@
 """Evaluation during training: history, best checkpoint (kept after pruning), early stopping,
 resume of the best value and the patience counter; and the script end to end."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -12,7 +13,7 @@ import tensorflow as tf
 
 from bert_mgpu import evaluation
 
-from _oracle import DATA, REPO
+from _oracle import DATA, REPO, run_oracle_script_inline
 from _pretraining_data import TINY_CONFIG
 from _together import started_in
 
@@ -162,6 +163,39 @@ def test_script_keeps_the_best_checkpoint_after_pruning_and_predicts_with_it(scr
     assert len(tf.io.gfile.glob(str(out / "model.ckpt-*.index"))) == 1
     assert "Predicting with the best checkpoint" in proc.stderr
     assert len((out / "predict.txt").read_text().splitlines()) == 20
+
+
+PLOT = """
+import json, sys
+sys.path.insert(0, REPO)
+from bert_mgpu import evaluation
+import matplotlib.image
+history = evaluation.read_history(OUT)
+path = evaluation.plot_curve(PLOT_DIR, history, "eval_accuracy")
+pixels = matplotlib.image.imread(path)[..., :3]
+def near(rgb):  # pixels of a line colour
+    return int((abs(pixels - [c / 255 for c in rgb]).max(axis=-1) < 0.1).sum())
+print(json.dumps({"metric": near((31, 119, 180)), "loss": near((214, 39, 40)),
+                  "shape": list(pixels.shape)}))
+"""
+
+
+def test_eval_history_has_the_training_loss_and_the_curve_plots_both(scripts, tmp_path):
+    """eval_history.tsv has `train_loss` (the update's loss) beside the metrics; eval_curve.png
+    is written when matplotlib is importable (it is not a dependency: checked with the oracle
+    venv's matplotlib on the run's history): the dev metric (blue) and the loss (red)."""
+    proc, out = scripts["best"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    history = evaluation.read_history(str(out))
+    assert all(np.isfinite(r["train_loss"]) and r["train_loss"] > 0 for r in history)
+    header = (out / "eval_history.tsv").read_text().splitlines()[0].split("\t")
+    assert header[:2] == ["step", "train_loss"] and "eval_accuracy" in header
+    has_matplotlib = importlib.util.find_spec("matplotlib") is not None
+    assert (out / evaluation.CURVE_FILE).exists() == has_matplotlib
+    code = f"REPO, OUT, PLOT_DIR = {json.dumps([REPO, str(out), str(tmp_path)])}\n{PLOT}"
+    drawn = json.loads(run_oracle_script_inline(code, timeout=180) or "null")
+    assert drawn is not None, "the oracle venv could not plot the curve"
+    assert drawn["shape"][0] > 200 and drawn["metric"] > 100 and drawn["loss"] > 100, drawn
 
 
 def test_script_stops_early_and_exits_0(scripts):

@@ -4,19 +4,21 @@ counts, the feature cache, head+tail truncation, layer-wise LR, towers."""
 import gzip
 import json
 import os
+import signal
 import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_mgpu import modeling, optimization, tasks, tokenization, towers, training
+from bert_mgpu import (evaluation, modeling, optimization, tasks, tokenization, towers,
+                       training)
 from bert_mgpu.config import BertConfig, TrainConfig
 from bert_mgpu.data import classifier_data, features, input_pipeline, processors, tfrecord
 
 from _oracle import DATA, REPO, run_json_request
 from _pretraining_data import TINY_CONFIG
-from _launch import error_line
+from _launch import Launched, error_line, final_tensors, signal_at_checkpoint
 from _together import bad_input_jobs, run_command, started, with_the_module
 
 VOCAB = os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")
@@ -390,6 +392,48 @@ def test_layerwise_lr_decay_scales_the_scripts_first_update(tsv_run, tmp_path):
         decayed = after["0.5"].get_tensor(name) - start
         assert np.abs(plain).max() > 1e-4, name  # the update moved it
         np.testing.assert_allclose(decayed, factor * plain, atol=1e-6, err_msg=name)
+
+
+def test_sigkill_then_rerun_on_another_split_ends_with_the_same_run(tsv_run, tmp_path):
+    """kill -9 during fine-tuning with dropout 0.1 (after the checkpoint at step 12 of 24, maybe
+    mid-step or mid-save), rerun as 1 tower x 8 instead of 2 x 4: the same final weights and the
+    same evaluation history (every 6 steps: the rows after the checkpoint recomputed, the
+    best value carried over) as the uninterrupted run, to 1e-5."""
+    _, out, cmd = tsv_run
+    config = tmp_path / "dropout_config.json"
+    config.write_text(json.dumps(dict(TINY_CONFIG, vocab_size=30522, hidden_dropout_prob=0.1,
+                                      attention_probs_dropout_prob=0.1)))
+    base = [c for c in cmd if not c.startswith(("--output_dir", "--bert_config_file",
+                                                "--do_predict", "--layerwise_lr_decay"))]
+    base += [f"--bert_config_file={config}", "--save_checkpoints_steps=4",
+             "--eval_every_n_steps=6", "--keep_best_checkpoint"]
+    whole, killed = str(tmp_path / "whole"), str(tmp_path / "killed")
+    uninterrupted = Launched(base + [f"--output_dir={whole}"])
+    dying = Launched(base + [f"--output_dir={killed}"])
+    killed_at = signal_at_checkpoint([(dying, killed, 12, signal.SIGKILL, 0.05)])[0]
+    dying.finish()
+    assert killed_at is not None, "the run ended before it could be killed"
+    other_split = [{"--n_gpus=2": "--n_gpus=1", "--train_batch_size=4": "--train_batch_size=8"
+                    }.get(c, c) for c in base] + [f"--output_dir={killed}"]
+    assert "--n_gpus=1" in other_split and "--train_batch_size=8" in other_split
+    rerun = run_command(other_split)
+    done = uninterrupted.finish()
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "Resumed from" in rerun.stderr and "Input position restored" in rerun.stderr
+    ours, reference = final_tensors(killed), final_tensors(whole)
+    assert int(reference["global_step"]) == 24 and sorted(ours) == sorted(reference)
+    for name in reference:
+        np.testing.assert_allclose(ours[name], reference[name], atol=1e-5, rtol=0,
+                                   err_msg=name)
+    history = [evaluation.read_history(d) for d in (killed, whole)]
+    assert [r["step"] for r in history[1]] == [6, 12, 18, 24]
+    assert [sorted(r) for r in history[0]] == [sorted(r) for r in history[1]]
+    for got, want in zip(*history):
+        for key in want:
+            assert got[key] == pytest.approx(want[key], abs=1e-5), (want["step"], key)
+    assert evaluation.best_checkpoint(killed).endswith(
+        os.path.basename(evaluation.best_checkpoint(whole)))
 
 
 @pytest.mark.parametrize("change,message", BAD_INPUT)

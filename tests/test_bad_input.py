@@ -59,9 +59,21 @@ def _env():
                 PYTHONPATH=REPO)
 
 
-def run_script(script, args, timeout=300):
+def run_script(script, args, timeout=300, env=None):
     return subprocess.run([sys.executable, SCRIPTS[script], *args], capture_output=True,
-                          text=True, timeout=timeout, env=_env())
+                          text=True, timeout=timeout, env=env or _env())
+
+
+def _env_without_tensorflow(root):
+    """_env() where importing TensorFlow raises (a BaseException: no `except` of the scripts
+    takes it for a user error): a run whose checks come before TensorFlow loads is unaffected."""
+    package = root / "no_tensorflow" / "tensorflow"
+    if not package.exists():
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text(
+            "class TensorFlowImported(BaseException):\n    pass\n\n\n"
+            "raise TensorFlowImported('TensorFlow imported before the input checks')\n")
+    return dict(_env(), PYTHONPATH=os.pathsep.join([str(package.parent), REPO]))
 
 
 def write_tsv(path, rows):
@@ -366,7 +378,7 @@ def _command(w, script, changes, case_dir):
     return [f"{k}={v}" for k, v in flags.items() if v != ""], out
 
 
-def _run_case(w, key, script, changes_fn):
+def _run_case(w, key, script, changes_fn, before_tensorflow=False):
     case_dir = w["root"] / "cases" / key.replace(":", "_")
     case_dir.mkdir(parents=True)
     # The user's own file where the output goes (and in the output directory): untouched.
@@ -379,7 +391,8 @@ def _run_case(w, key, script, changes_fn):
         with open(out, "w") as f:
             f.write(USER_TEXT)
     start = time.monotonic()
-    proc = run_script(script, args)
+    proc = run_script(script, args,
+                      env=_env_without_tensorflow(w["root"]) if before_tensorflow else None)
     return {"proc": proc, "case_dir": case_dir, "out": out, "user_file": user_file,
             "seconds": time.monotonic() - start}
 
@@ -393,7 +406,10 @@ def results(world):
     # The slow (TensorFlow) ones first, so the quick ones fill the gaps.
     slow = {f"{s}:{n}" for s, n, _, _, *tf in CASES if tf} | set(MORE_FLAGS)
     order = sorted(jobs, key=lambda k: k not in slow)
-    runs = {key: functools.partial(_run_case, world, key, *jobs[key]) for key in order}
+    # README: flags, the config, the vocabulary, input patterns and output paths are checked
+    # before TensorFlow loads: those cases run where importing TensorFlow fails.
+    runs = {key: functools.partial(_run_case, world, key, *jobs[key],
+                                   before_tensorflow=key not in slow) for key in order}
     runs.update({f"help:{script}": functools.partial(run_script, script, ["--help"])
                  for script in SCRIPTS})
     with started(runs) as futures:

@@ -576,6 +576,48 @@ def test_sharded_mode_is_deterministic_and_independent_of_workers(tmp_path):
     assert not leftovers
 
 
+@pytest.mark.oracle
+def test_sharded_mode_makes_each_shard_as_googles_code_would(tmp_path):
+    """README (sharded mode): each shard's instances are exactly those of Google's script run
+    on that shard alone (its pieces, a file's end ending a document, the seed derived for the
+    shard), and the output interleaves the shards record by record."""
+    from _oracle import run_json_request
+
+    (tmp_path / "in").mkdir()
+    lines = kjv_lines(900)
+    # b.txt (small) shares a shard with a.txt's last piece; its first lines continue a.txt's
+    # last chapter in Google's mode, but here a.txt's end ends that document.
+    (tmp_path / "in" / "a.txt").write_text("".join(lines[:830]), encoding="utf-8")
+    (tmp_path / "in" / "b.txt").write_text("".join(lines[830:]), encoding="utf-8")
+    flags = dict(max_seq_length=64, max_predictions_per_seq=10, random_seed=21, dupe_factor=2,
+                 masked_lm_prob=0.15, short_seq_prob=0.1, do_lower_case=True,
+                 vocab_file=EN_VOCAB)
+    cfg = config(tmp_path, tmp_path / "in" / "*.txt", name="ours", num_workers=1,
+                 shard_size_mb=0.02, **flags)
+    ours = run_ours(cfg)
+    shards = pretraining_data.plan_shards(
+        pretraining_data.input_pipeline.expand_input_files(cfg.input_file, sort=True),
+        int(0.02 * (1 << 20)))
+    assert len(shards) >= 3 and any(len(pieces) > 1 for pieces, _ in shards)
+    jobs, outputs = [], []
+    for k, (pieces, _) in enumerate(shards):
+        text = b""
+        for path, start, end in (piece[:3] for piece in pieces):
+            with open(path, "rb") as f:
+                f.seek(start)
+                text += f.read(None if end is None else end - start) + b"\n"  # ends a document
+        (tmp_path / f"shard{k}.txt").write_bytes(text)
+        outputs.append(str(tmp_path / f"google{k}.tfrecord"))
+        jobs.append(dict(flags, input_file=str(tmp_path / f"shard{k}.txt"),
+                         output_file=outputs[-1],
+                         random_seed=pretraining_data.derived_seed(21, k)))
+    run_json_request("google_create_pretraining_data.py", jobs, tmp_path, timeout=600)
+    per_shard = [read_outputs([path]) for path in outputs]
+    interleaved = [s[i] for i in range(max(map(len, per_shard))) for s in per_shard
+                   if i < len(s)]
+    assert_same_records(ours, interleaved)
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--input_file={tmp}/missing-*.txt"], "--input_file: no file matches"),
     (["--vocab_file={tmp}/vocab.txt"], "has no [MASK] token"),

@@ -306,6 +306,26 @@ def test_masks_do_not_depend_on_the_split(data, records):
             np.testing.assert_array_equal(interleaved[name], whole[name], err_msg=name)
 
 
+def test_files_split_over_workers_key_example_i_of_worker_w_as_i_times_w_plus_w(records,
+                                                                                 tmp_path):
+    """README: with files split over workers, worker w of W keys its i-th example i x W + w.
+    The records alternate over two files (even ones in A, odd ones in B), so worker w's i-th
+    example is record 2i + w: its masks are those one process draws for record 2i + w of the
+    file holding them all in order."""
+    m = masking(whole_word=True)
+    whole = write_unmasked(tmp_path / "all.tfrecord", records)
+    parts = [write_unmasked(tmp_path / f"{name}.tfrecord", records[w::2])
+             for w, name in enumerate("ab")]
+    n = len(records)
+    reference = stacked(batches(whole, m, n, 1))
+    for w in (0, 1):
+        d = input_pipeline.record_dataset(parts, m.shapes, 4, is_training=True, masking=m,
+                                          shuffle_buffer=1, num_shards=2, shard_index=w)
+        mine = stacked([{k: v.numpy() for k, v in b.items()} for b in d.take(n // 2 // 4)])
+        for name in reference:
+            np.testing.assert_array_equal(mine[name], reference[name][w::2], err_msg=name)
+
+
 def test_masks_after_an_iterator_checkpoint_round_trip(data, tmp_path):
     """Resume: the iterator restored from a checkpoint continues with the same masks (the
     saved state includes the example counter) as the iterator that was not interrupted."""

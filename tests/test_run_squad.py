@@ -396,6 +396,40 @@ def test_googles_create_model_loads_our_squad_checkpoint(squad_run, tmp_path):
     assert google["start_logits"].std() > 0.01
 
 
+@pytest.mark.oracle
+def test_a_squad_checkpoint_of_googles_code_loads_by_name(squad_run, tmp_path):
+    """README: a SQuAD checkpoint written by Google's code (its create_model, saved by TF1's
+    Saver) initialises every variable of ours by name, the head included, and our logits on
+    real windows are Google's (<= 1e-5)."""
+    from _oracle import run_json_request
+    from bert_mgpu import tokenization
+
+    config = json.loads(squad_run["config"].read_text())
+    tokenizer = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
+    examples = squad_data.read_squad_examples(squad_run["v2"], is_training=False)[:4]
+    features = list(squad_data.convert_examples_to_features(examples, tokenizer, 128, 64, 32,
+                                                            is_training=False))
+    arrays = {k: np.array([getattr(f, k) for f in features], np.int32)
+              for k in ("input_ids", "input_mask", "segment_ids")}
+    np.savez(tmp_path / "inputs.npz", **arrays)
+    google_ckpt = str(tmp_path / "google" / "model.ckpt")
+    run_json_request("google_squad_model.py", {
+        "config": config, "init_checkpoint": None, "inputs": str(tmp_path / "inputs.npz"),
+        "output": str(tmp_path / "google.npz"), "names": str(tmp_path / "names.json"),
+        "save_checkpoint": google_ckpt}, tmp_path)
+    task = tasks.SquadTask(BertConfig.from_dict(config))
+    report = checkpoint.init_from_checkpoint(google_ckpt, task.named_variables())
+    assert not report.not_in_checkpoint
+    assert {"cls/squad/output_weights", "cls/squad/output_bias"} <= set(report.initialized)
+    features_tf = {k: tf.constant(v) for k, v in arrays.items()}
+    features_tf["unique_ids"] = tf.constant([[f.unique_id] for f in features])
+    ours = task.predict(features_tf)
+    google = np.load(tmp_path / "google.npz")
+    assert google["start_logits"].std() > 0.01
+    assert np.abs(ours["start_logits"].numpy() - google["start_logits"]).max() <= 1e-5
+    assert np.abs(ours["end_logits"].numpy() - google["end_logits"]).max() <= 1e-5
+
+
 @pytest.mark.parametrize("change,message", BAD_FLAGS)
 def test_bad_flags_are_one_line(bad_flag_runs, change, message):
     d, runs = bad_flag_runs

@@ -9,8 +9,11 @@ initial value, so the names it initialised are reported).
 
 Usage: python google_squad_model.py REQUEST.json
 REQUEST: {"config": {...bert_config...}, "init_checkpoint": prefix, "inputs": npz with
-          input_ids, input_mask, segment_ids [N, S], "output": npz path, "names": json path}
+          input_ids, input_mask, segment_ids [N, S], "output": npz path, "names": json path,
+          "save_checkpoint": optional prefix}
 Writes start_logits, end_logits [N, S]; names.json: [[variable, initialised from the checkpoint]].
+"init_checkpoint": null keeps Google's random initialisation; "save_checkpoint" then writes the
+model's variables with TF1's `tf.train.Saver`, as Google's run_squad.py writes its checkpoints.
 """
 
 import json
@@ -45,12 +48,17 @@ def main(request_path):
             input_mask=ph["input_mask"], segment_ids=ph["segment_ids"],
             use_one_hot_embeddings=False)
         tvars = tf1.trainable_variables()
-        assignment_map, initialized = modeling.get_assignment_map_from_checkpoint(
-            tvars, request["init_checkpoint"])
-        tf1.train.init_from_checkpoint(request["init_checkpoint"], assignment_map)
+        initialized = {}
+        if request.get("init_checkpoint"):
+            assignment_map, initialized = modeling.get_assignment_map_from_checkpoint(
+                tvars, request["init_checkpoint"])
+            tf1.train.init_from_checkpoint(request["init_checkpoint"], assignment_map)
+        saver = tf1.train.Saver(tvars) if request.get("save_checkpoint") else None
         with tf1.Session(graph=graph) as sess:
             sess.run(tf1.global_variables_initializer())
             start, end = sess.run([start_logits, end_logits])
+            if saver is not None:
+                saver.save(sess, request["save_checkpoint"])
     with open(request["names"], "w") as f:
         json.dump([[v.op.name, v.name in initialized] for v in tvars], f)
     np.savez(request["output"], start_logits=start, end_logits=end)

@@ -17,6 +17,24 @@ def script_env(**changes):
     return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **changes)
 
 
+def env_without_tensorflow(directory, base=None):
+    """`base` (default script_env()) where importing TensorFlow raises, through a `tensorflow`
+    package made under `directory` and put first on PYTHONPATH. The exception is a
+    BaseException, so no `except` of the scripts takes it for a user error: a run whose checks
+    all come before TensorFlow loads (README: flags, config, vocabulary, input patterns, output
+    paths) ends with its own error, any other with a traceback."""
+    package = os.path.join(str(directory), "no_tensorflow", "tensorflow")
+    if not os.path.exists(package):
+        os.makedirs(package, exist_ok=True)
+        with open(os.path.join(package, "__init__.py"), "w") as f:
+            f.write("class TensorFlowImported(BaseException):\n    pass\n\n\n"
+                    "raise TensorFlowImported('TensorFlow imported before the input checks')\n")
+    env = dict(base or script_env())
+    env["PYTHONPATH"] = os.pathsep.join(
+        [os.path.dirname(package)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    return env
+
+
 class Launched:
     """A script started in the background. Its output goes to files, not pipes: a pipe that
     nobody reads while another run is waited for fills up and stalls the process."""

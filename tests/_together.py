@@ -18,7 +18,7 @@ import subprocess
 
 import pytest
 
-from _launch import script_env
+from _launch import env_without_tensorflow, script_env
 
 # Processes at a time: a few TensorFlow processes fit in memory; more only wait for a core.
 WORKERS = 3
@@ -77,15 +77,17 @@ def changed_flags(cmd, changes, output_dir):
             + [f"--output_dir={output_dir}"] + [f"{k}={v}" for k, v in changes.items()])
 
 
-def run_command(cmd, timeout=300):
+def run_command(cmd, timeout=300, env=None):
     """Runs `cmd` (a script's command) with TensorFlow's C++ log quiet; its CompletedProcess
     (stdout and stderr as text)."""
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                          env=script_env())
+                          env=env or script_env())
 
 
 def bad_input_jobs(cmd, bad_input, root):
     """{"bad<i>": job} for a module's BAD_INPUT list ([({"--flag": value}, message), ...]):
-    `cmd` with case i's flags changed, its own --output_dir under `root`."""
-    return {f"bad{i}": lambda bad=changed_flags(cmd, change, root / f"bad{i}"): run_command(bad)
-            for i, (change, _) in enumerate(bad_input)}
+    `cmd` with case i's flags changed, its own --output_dir under `root`. The cases are flag
+    and file checks, made before TensorFlow loads: they run where importing it fails."""
+    env = env_without_tensorflow(root)
+    return {f"bad{i}": lambda bad=changed_flags(cmd, change, root / f"bad{i}"):
+            run_command(bad, env=env) for i, (change, _) in enumerate(bad_input)}

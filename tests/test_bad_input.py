@@ -24,6 +24,7 @@ import pytest
 from bert_mgpu import checkpoint, modeling
 from bert_mgpu.config import BertConfig
 
+from _launch import env_without_tensorflow
 from _oracle import DATA, REPO
 from _pretraining_data import TINY_CONFIG, write_records
 from _together import started
@@ -62,18 +63,6 @@ def _env():
 def run_script(script, args, timeout=300, env=None):
     return subprocess.run([sys.executable, SCRIPTS[script], *args], capture_output=True,
                           text=True, timeout=timeout, env=env or _env())
-
-
-def _env_without_tensorflow(root):
-    """_env() where importing TensorFlow raises (a BaseException: no `except` of the scripts
-    takes it for a user error): a run whose checks come before TensorFlow loads is unaffected."""
-    package = root / "no_tensorflow" / "tensorflow"
-    if not package.exists():
-        package.mkdir(parents=True)
-        (package / "__init__.py").write_text(
-            "class TensorFlowImported(BaseException):\n    pass\n\n\n"
-            "raise TensorFlowImported('TensorFlow imported before the input checks')\n")
-    return dict(_env(), PYTHONPATH=os.pathsep.join([str(package.parent), REPO]))
 
 
 def write_tsv(path, rows):
@@ -392,7 +381,7 @@ def _run_case(w, key, script, changes_fn, before_tensorflow=False):
             f.write(USER_TEXT)
     start = time.monotonic()
     proc = run_script(script, args,
-                      env=_env_without_tensorflow(w["root"]) if before_tensorflow else None)
+                      env=env_without_tensorflow(w["root"], _env()) if before_tensorflow else None)
     return {"proc": proc, "case_dir": case_dir, "out": out, "user_file": user_file,
             "seconds": time.monotonic() - start}
 

@@ -365,40 +365,59 @@ def test_script_predicts_v11_from_a_squad_checkpoint(squad_run):
     assert 0 <= float(result["exact_match"]) <= float(result["f1"]) <= 100
 
 
-@pytest.mark.oracle
-def test_googles_create_model_loads_our_squad_checkpoint(squad_run, tmp_path):
-    """Google's run_squad.create_model, initialised from the script's checkpoint the way
-    Google's model_fn does it (get_assignment_map_from_checkpoint, by name), takes every
-    variable from it, the head included, and computes our logits on real windows (<= 1e-5)."""
-    from _oracle import run_json_request
+def squad_windows(squad_run, tmp_path, n_examples):
+    """The run's config, and our eval features of the first `n_examples` questions of the
+    v2.0 file (real windows) with their model inputs, also saved for the oracle."""
     from bert_mgpu import tokenization
 
-    assert squad_run["proc"].returncode == 0
-    prefix = str(squad_run["out"] / "model.ckpt-2")
     config = json.loads(squad_run["config"].read_text())
     tokenizer = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
-    examples = squad_data.read_squad_examples(squad_run["v2"], is_training=False)[:6]
+    examples = squad_data.read_squad_examples(squad_run["v2"], is_training=False)[:n_examples]
     features = list(squad_data.convert_examples_to_features(examples, tokenizer, 128, 64, 32,
                                                             is_training=False))
     arrays = {k: np.array([getattr(f, k) for f in features], np.int32)
               for k in ("input_ids", "input_mask", "segment_ids")}
     np.savez(tmp_path / "inputs.npz", **arrays)
-    run_json_request("google_squad_model.py", {
-        "config": config, "init_checkpoint": prefix, "inputs": str(tmp_path / "inputs.npz"),
-        "output": str(tmp_path / "google.npz"), "names": str(tmp_path / "names.json")},
-        tmp_path)
-    names = json.loads((tmp_path / "names.json").read_text())
-    assert ["cls/squad/output_weights", True] in names and ["cls/squad/output_bias", True] in names
-    assert all(initialised for _, initialised in names), names
+    return config, features, arrays
+
+
+def googles_squad_model(tmp_path, config, **request):
+    """Google's create_model on the saved inputs (google_squad_model.py; `request`:
+    init_checkpoint, save_checkpoint): its logits and [[variable, initialised]]."""
+    from _oracle import run_json_request
+
+    run_json_request("google_squad_model.py", dict(
+        request, config=config, inputs=str(tmp_path / "inputs.npz"),
+        output=str(tmp_path / "google.npz"), names=str(tmp_path / "names.json")), tmp_path)
+    return np.load(tmp_path / "google.npz"), json.loads((tmp_path / "names.json").read_text())
+
+
+def assert_our_logits_are_googles(config, prefix, features, arrays, google):
+    """Our SquadTask initialised from `prefix` by name gives Google's logits (<= 1e-5); returns
+    the initialisation report."""
     task = tasks.SquadTask(BertConfig.from_dict(config))
-    checkpoint.init_from_checkpoint(prefix, task.named_variables())
+    report = checkpoint.init_from_checkpoint(prefix, task.named_variables())
     features_tf = {k: tf.constant(v) for k, v in arrays.items()}
     features_tf["unique_ids"] = tf.constant([[f.unique_id] for f in features])
     ours = task.predict(features_tf)
-    google = np.load(tmp_path / "google.npz")
+    assert google["start_logits"].std() > 0.01
     assert np.abs(ours["start_logits"].numpy() - google["start_logits"]).max() <= 1e-5
     assert np.abs(ours["end_logits"].numpy() - google["end_logits"]).max() <= 1e-5
-    assert google["start_logits"].std() > 0.01
+    return report
+
+
+@pytest.mark.oracle
+def test_googles_create_model_loads_our_squad_checkpoint(squad_run, tmp_path):
+    """Google's run_squad.create_model, initialised from the script's checkpoint the way
+    Google's model_fn does it (get_assignment_map_from_checkpoint, by name), takes every
+    variable from it, the head included, and computes our logits on real windows (<= 1e-5)."""
+    assert squad_run["proc"].returncode == 0
+    prefix = str(squad_run["out"] / "model.ckpt-2")
+    config, features, arrays = squad_windows(squad_run, tmp_path, 6)
+    google, names = googles_squad_model(tmp_path, config, init_checkpoint=prefix)
+    assert ["cls/squad/output_weights", True] in names and ["cls/squad/output_bias", True] in names
+    assert all(initialised for _, initialised in names), names
+    assert_our_logits_are_googles(config, prefix, features, arrays, google)
 
 
 @pytest.mark.oracle
@@ -406,33 +425,13 @@ def test_a_squad_checkpoint_of_googles_code_loads_by_name(squad_run, tmp_path):
     """README: a SQuAD checkpoint written by Google's code (its create_model, saved by TF1's
     Saver) initialises every variable of ours by name, the head included, and our logits on
     real windows are Google's (<= 1e-5)."""
-    from _oracle import run_json_request
-    from bert_mgpu import tokenization
-
-    config = json.loads(squad_run["config"].read_text())
-    tokenizer = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
-    examples = squad_data.read_squad_examples(squad_run["v2"], is_training=False)[:4]
-    features = list(squad_data.convert_examples_to_features(examples, tokenizer, 128, 64, 32,
-                                                            is_training=False))
-    arrays = {k: np.array([getattr(f, k) for f in features], np.int32)
-              for k in ("input_ids", "input_mask", "segment_ids")}
-    np.savez(tmp_path / "inputs.npz", **arrays)
+    config, features, arrays = squad_windows(squad_run, tmp_path, 4)
     google_ckpt = str(tmp_path / "google" / "model.ckpt")
-    run_json_request("google_squad_model.py", {
-        "config": config, "init_checkpoint": None, "inputs": str(tmp_path / "inputs.npz"),
-        "output": str(tmp_path / "google.npz"), "names": str(tmp_path / "names.json"),
-        "save_checkpoint": google_ckpt}, tmp_path)
-    task = tasks.SquadTask(BertConfig.from_dict(config))
-    report = checkpoint.init_from_checkpoint(google_ckpt, task.named_variables())
+    google, _ = googles_squad_model(tmp_path, config, init_checkpoint=None,
+                                    save_checkpoint=google_ckpt)
+    report = assert_our_logits_are_googles(config, google_ckpt, features, arrays, google)
     assert not report.not_in_checkpoint
     assert {"cls/squad/output_weights", "cls/squad/output_bias"} <= set(report.initialized)
-    features_tf = {k: tf.constant(v) for k, v in arrays.items()}
-    features_tf["unique_ids"] = tf.constant([[f.unique_id] for f in features])
-    ours = task.predict(features_tf)
-    google = np.load(tmp_path / "google.npz")
-    assert google["start_logits"].std() > 0.01
-    assert np.abs(ours["start_logits"].numpy() - google["start_logits"]).max() <= 1e-5
-    assert np.abs(ours["end_logits"].numpy() - google["end_logits"]).max() <= 1e-5
 
 
 @pytest.mark.parametrize("case", range(len(BAD_FLAGS)))

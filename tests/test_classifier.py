@@ -187,7 +187,11 @@ def test_feature_cache_is_keyed_on_what_made_it(tmp_path):
     # The same modification time, another size: a new key.
     write_lines(data / "train.tsv", [["sentence", "label"], ["good fun", "1"], ["bad", "00"]])
     os.utime(data / "train.tsv", ns=(1, 1))
-    assert key() not in (base, touched)
+    resized = key()
+    assert resized not in (base, touched)
+    # A file rewritten within the same second (same size): the nanoseconds count.
+    os.utime(data / "train.tsv", ns=(1, 2))
+    assert key() != resized
     # Another vocabulary (one token replaced), same casing and flags: a new key.
     other_vocab = tmp_path / "vocab.txt"
     tokens = open(VOCAB, encoding="utf-8").read().split("\n")
@@ -303,7 +307,8 @@ def scripts(tmp_path_factory):
     packed = root / "data_gz"
     packed.mkdir()
     for split in ("train", "dev", "test"):
-        (packed / f"{split}.tsv.gz").write_bytes(gzip.compress((data / f"{split}.tsv").read_bytes()))
+        plain = (data / f"{split}.tsv").read_bytes()
+        (packed / f"{split}.tsv.gz").write_bytes(gzip.compress(plain))
     cmd_gz = [{f"--data_dir={data}": f"--data_dir={packed}",
                f"--output_dir={out}": f"--output_dir={root / 'out_gz'}"}.get(c, c) for c in cmd]
     jobs["gz"] = lambda: run_command(cmd_gz)
@@ -345,7 +350,7 @@ def test_rerun_reuses_features_and_checkpoint(tsv_run):
 
 
 def test_gzip_compressed_files_give_the_same_run(scripts, tsv_run):
-    """README: train/dev/test may be `.tsv.gz`; the run on them equals the run on the plain files."""
+    """README: train/dev/test may be `.tsv.gz`; the run on them equals the plain files' run."""
     proc, out, _ = tsv_run
     packed = scripts[0]["gz"].result()
     assert proc.returncode == 0 and packed.returncode == 0, packed.stderr[-3000:]

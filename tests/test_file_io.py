@@ -3,6 +3,7 @@ byte ranges, create_vocab.py's counted reads), with reads far smaller than a lin
 
 import gzip
 import hashlib
+import os
 import random
 
 import pytest
@@ -72,6 +73,9 @@ def test_open_input_size_sha256_and_rename(tmp_path):
     assert file_io.file_size(str(packed)) == packed.stat().st_size
     assert file_io.file_sha256(str(packed)) == hashlib.sha256(packed.read_bytes()).hexdigest()
     assert file_io.file_sha256("") is None
+    os.utime(packed, ns=(5, 1_000_000_007))  # nanoseconds count (not whole seconds)
+    assert file_io.file_stats(str(packed)) == [str(packed), packed.stat().st_size, 1_000_000_007]
+    assert file_io.file_stats(str(tmp_path / "none")) == [str(tmp_path / "none"), None, None]
     file_io.rename(str(plain), str(packed))
     assert packed.read_bytes() == data and not plain.exists()
 

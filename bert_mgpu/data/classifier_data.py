@@ -25,7 +25,7 @@ from typing import Dict, List, Optional, Sequence
 import tensorflow as tf
 from absl import logging
 
-from bert_mgpu.data import features, tfrecord
+from bert_mgpu.data import features, file_io, tfrecord
 from bert_mgpu.data.processors import DataError, InputExample, split_labels
 from bert_mgpu.data.sequence import pack_tokens
 from bert_mgpu.progress import Progress
@@ -84,24 +84,6 @@ def convert_single_example(example: InputExample, label_map: Dict[str, int],
     return out
 
 
-def _file_sha256(path: Optional[str]) -> Optional[str]:
-    if not path:
-        return None
-    digest = hashlib.sha256()
-    with tf.io.gfile.GFile(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _file_stats(path: str):
-    try:
-        stat = tf.io.gfile.stat(path)
-        return [path, stat.length, stat.mtime_nsec]
-    except tf.errors.NotFoundError:
-        return [path, None, None]
-
-
 def cache_key(task_name: str, split: str, input_files: Sequence[str], vocab_file: Optional[str],
               spm_model_file: Optional[str], do_lower_case: bool, max_seq_length: int,
               label_list: Sequence[str], truncation: str, head_tokens: int,
@@ -109,8 +91,8 @@ def cache_key(task_name: str, split: str, input_files: Sequence[str], vocab_file
     """A short hash of everything the features of a split depend on."""
     parts = {
         "version": CACHE_FORMAT_VERSION, "task": task_name, "split": split,
-        "inputs": [_file_stats(p) for p in input_files],
-        "vocab": _file_sha256(vocab_file), "spm": _file_sha256(spm_model_file),
+        "inputs": [file_io.file_stats(p) for p in input_files],
+        "vocab": file_io.file_sha256(vocab_file), "spm": file_io.file_sha256(spm_model_file),
         "do_lower_case": bool(do_lower_case), "max_seq_length": max_seq_length,
         "labels": list(label_list), "truncation": truncation,
         "head_tokens": head_tokens if truncation == "head_tail" else None,

@@ -40,6 +40,22 @@ def file_size(path: str) -> int:
     return gfile().stat(path).length if is_remote(path) else os.path.getsize(path)
 
 
+def file_stats(path: str) -> list:
+    """[path, size in bytes, modification time in ns] (None, None when missing): what a
+    feature cache's key takes of an input file."""
+    if is_remote(path):
+        tf_gfile = gfile()
+        if not tf_gfile.exists(path):
+            return [path, None, None]
+        stat = tf_gfile.stat(path)
+        return [path, stat.length, stat.mtime_nsec]
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return [path, None, None]
+    return [path, stat.st_size, stat.st_mtime_ns]
+
+
 def rename(src: str, dst: str) -> None:
     """Replaces `dst` by `src` (atomic on a local file system)."""
     if is_remote(dst):

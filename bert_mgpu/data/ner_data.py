@@ -358,21 +358,6 @@ def write_features(windows: Sequence[WindowFeature], output_file: str) -> int:
     return len(windows)
 
 
-def _file_stats(path: str):
-    if "://" in path:
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
-        try:
-            stat = tf.io.gfile.stat(path)
-        except tf.errors.NotFoundError:
-            return [path, None, None]
-        return [path, stat.length, stat.mtime_nsec]
-    try:
-        stat = os.stat(path)
-    except FileNotFoundError:
-        return [path, None, None]
-    return [path, stat.st_size, stat.st_mtime_ns]
-
-
 def cache_key(split: str, input_files: Sequence[str], vocab_file: Optional[str],
               do_lower_case: bool, max_seq_length: int, doc_stride: int,
               label_list: Sequence[str]) -> str:
@@ -380,7 +365,8 @@ def cache_key(split: str, input_files: Sequence[str], vocab_file: Optional[str],
     input files (size, modification time), vocabulary contents, casing, length, stride, tags."""
     parts = {
         "version": CACHE_FORMAT_VERSION, "task": "ner", "split": split,
-        "inputs": [_file_stats(p) for p in input_files], "vocab": file_io.file_sha256(vocab_file),
+        "inputs": [file_io.file_stats(p) for p in input_files],
+        "vocab": file_io.file_sha256(vocab_file),
         "do_lower_case": bool(do_lower_case), "max_seq_length": max_seq_length,
         "doc_stride": doc_stride, "labels": list(label_list),
     }

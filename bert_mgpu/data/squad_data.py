@@ -520,21 +520,6 @@ def write_features(features: Iterable[SquadFeature], output_file: str, is_traini
     return count
 
 
-def _file_stats(path: str):
-    if file_io.is_remote(path):
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
-        try:
-            stat = tf.io.gfile.stat(path)
-            return [path, stat.length, stat.mtime_nsec]
-        except tf.errors.NotFoundError:
-            return [path, None, None]
-    try:
-        stat = os.stat(path)
-        return [path, stat.st_size, stat.st_mtime_ns]
-    except FileNotFoundError:
-        return [path, None, None]
-
-
 def cache_key(split: str, input_file: str, vocab_file: Optional[str],
               spm_model_file: Optional[str], do_lower_case: bool, max_seq_length: int,
               doc_stride: int, max_query_length: int, version_2_with_negative: bool) -> str:
@@ -548,7 +533,7 @@ def cache_key(split: str, input_file: str, vocab_file: Optional[str],
     """
     parts = {
         "version": CACHE_FORMAT_VERSION, "task": "squad", "split": split,
-        "input": _file_stats(input_file),
+        "input": file_io.file_stats(input_file),
         "vocab": file_io.file_sha256(vocab_file), "spm": file_io.file_sha256(spm_model_file),
         "do_lower_case": bool(do_lower_case), "max_seq_length": max_seq_length,
         "doc_stride": doc_stride, "max_query_length": max_query_length,

@@ -24,7 +24,7 @@ cli.define_convert_hf_flags()
 
 
 def main(_):
-    from bert_mgpu.hf_checkpoint import convert_folder
+    from bert_mgpu.interop.hf_checkpoint import convert_folder
     cfg = cli.convert_hf_config()
     for what, path in convert_folder(cfg.hf_model_dir, cfg.output_dir, cfg.gelu).items():
         logging.info("wrote %s: %s", what, path)

@@ -26,7 +26,7 @@ cli.define_convert_to_hf_flags()
 
 
 def main(_):
-    from bert_mgpu.hf_export import convert_checkpoint
+    from bert_mgpu.interop.hf_export import convert_checkpoint
     cfg = cli.convert_to_hf_config()
     model = cfg.model
     paths = convert_checkpoint(model.bert_config_file, model.init_checkpoint, model.vocab_file,

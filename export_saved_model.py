@@ -12,7 +12,7 @@ From --output_dir of a run it reads the latest checkpoint, bert_config.json and 
 answer flags); explicit flags win. Writes EXPORT_DIR/<version>/{saved_model.pb, variables/,
 assets/vocab.txt} with the signatures serving_default (text_a), serving_pair (text_a, text_b),
 tokenize, tokenize_pair and serve_ids; --task=squad: serving_default (question, context ->
-answer), tokenize and serve_ids (see bert_mgpu/export.py). Loading it needs tensorflow and
+answer), tokenize and serve_ids (see bert_mgpu/serving/export.py). Loading it needs tensorflow and
 tensorflow-text only:
 
   import tensorflow as tf, tensorflow_text  # tensorflow_text registers the tokenizer's ops
@@ -22,7 +22,8 @@ tensorflow-text only:
 
 from absl import logging
 
-from bert_mgpu import cli, jobs
+from bert_mgpu import cli
+from bert_mgpu.tasks import jobs
 from bert_mgpu.scripts import run
 
 cli.define_export_flags()

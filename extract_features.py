@@ -20,7 +20,7 @@ cli.define_extract_features_flags()
 
 def main(_):
     cfg = cli.extract_features_config()  # every flag and file checked before TensorFlow is loaded
-    from bert_mgpu import jobs
+    from bert_mgpu.tasks import jobs
     jobs.extract_features(cfg)
 
 

@@ -26,7 +26,7 @@ cli.define_classifier_flags()
 
 def main(_):
     cfg = cli.classifier_config()  # every flag and file checked before TensorFlow is loaded
-    from bert_mgpu import jobs
+    from bert_mgpu.tasks import jobs
     jobs.run_classifier(cfg)
 
 

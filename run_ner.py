@@ -25,7 +25,7 @@ cli.define_ner_flags()
 
 def main(_):
     cfg = cli.ner_config()  # every flag and file checked before TensorFlow is loaded
-    from bert_mgpu import jobs
+    from bert_mgpu.tasks import jobs
     jobs.run_ner(cfg)
 
 

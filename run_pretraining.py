@@ -27,7 +27,7 @@ cli.define_pretraining_flags()
 
 def main(_):
     cfg = cli.pretraining_config()  # every flag and file checked before TensorFlow is loaded
-    from bert_mgpu import jobs
+    from bert_mgpu.tasks import jobs
     jobs.run_pretraining(cfg)
 
 

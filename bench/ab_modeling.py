@@ -1,11 +1,11 @@
-"""A/B of bert_mgpu/modeling.py between a commit and the working tree, in one process.
+"""A/B of bert_mgpu/model/modeling.py between a commit and the working tree, in one process.
 
 Run by hand on an idle machine (about 3 minutes on 2 cores):
 
     .venv/bin/python bench/ab_modeling.py --base main
 
 Both versions of modeling.py are imported side by side (the base's text comes from
-`git show BASE:bert_mgpu/modeling.py`; the rest of the package is the working tree's), built with
+`git show BASE:bert_mgpu/model/modeling.py`; the rest of the package is the working tree's), built with
 the same config and the same weights, and timed alternately call by call, so a slow phase of the
 host hits both alike. Two workloads:
 
@@ -96,6 +96,17 @@ def make_call(tf, module, model, name, ids, mask, segments):
     return lambda i: serve()
 
 
+def base_modeling(base):
+    """The text of modeling.py at commit `base` (bert_mgpu/model/ since the package layout of
+    issue 29, bert_mgpu/ before it)."""
+    for path in ("bert_mgpu/model/modeling.py", "bert_mgpu/modeling.py"):
+        shown = subprocess.run(["git", "show", f"{base}:{path}"], cwd=REPO,
+                               capture_output=True, text=True)
+        if shown.returncode == 0:
+            return shown.stdout
+    raise SystemExit(f"no modeling.py at {base}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", default="main", help="the commit to compare with")
@@ -106,15 +117,14 @@ def main():
                              "workload's outputs (train's differ by design)")
     args = parser.parse_args()
 
-    base_text = subprocess.run(["git", "show", f"{args.base}:bert_mgpu/modeling.py"], cwd=REPO,
-                               check=True, capture_output=True, text=True).stdout
+    base_text = base_modeling(args.base)
     tmp = tempfile.NamedTemporaryFile("w", suffix="_modeling_base.py", delete=False)
     tmp.write(base_text)
     tmp.close()
     import tensorflow as tf
-    from bert_mgpu.config import BertConfig
+    from bert_mgpu.configs.base import BertConfig
     modules = {"base": load_modeling(tmp.name, "modeling_base"),
-               "new": load_modeling(os.path.join(REPO, "bert_mgpu", "modeling.py"),
+               "new": load_modeling(os.path.join(REPO, "bert_mgpu", "model", "modeling.py"),
                                     "modeling_new")}
     for name, calls in workloads(tf, BertConfig, modules).items():
         first = {side: [x.numpy() for x in call(0)] for side, call in calls.items()}

@@ -51,7 +51,7 @@ def dropout_worker():
     one encoder layer at batch 32, seq 128, hidden 256, 4 heads (3 of [4096, 256], 1 of
     [32, 4, 128, 128])."""
     import tensorflow as tf
-    from bert_mgpu import modeling
+    from bert_mgpu.model import modeling
 
     hidden = tf.random.normal([32 * 128, 256])
     probs = tf.random.normal([32, 4, 128, 128])

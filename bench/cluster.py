@@ -53,7 +53,7 @@ ALLREDUCE_WORKER = r'''
 import json, os, sys, time
 os.environ["TF_CONFIG"] = sys.argv[1]
 import tensorflow as tf
-from bert_mgpu.cluster import Cluster, resolve_cluster
+from bert_mgpu.engine.cluster import Cluster, resolve_cluster
 cluster = Cluster(resolve_cluster())
 n = int(sys.argv[2])
 buf = tf.Variable(tf.ones([n]))

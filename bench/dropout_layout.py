@@ -25,7 +25,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import tensorflow as tf  # noqa: E402
 
-from bert_mgpu import modeling  # noqa: E402
+from bert_mgpu.model import modeling  # noqa: E402
 
 B, L, H, N = 16, 32, 384, 12
 

@@ -74,8 +74,9 @@ def worker_train(args):
     base._quiet_tf()
     from absl import logging
     logging.set_verbosity(logging.WARNING)
-    from bert_mgpu import tasks, towers, training
-    from bert_mgpu.config import BertConfig, TrainConfig
+    from bert_mgpu.tasks import base as tasks
+    from bert_mgpu.engine import towers, training
+    from bert_mgpu.configs.base import BertConfig, TrainConfig
     import tensorflow as tf
 
     devices = towers.setup_devices(1)

@@ -47,7 +47,7 @@ ARMS = ("static", "dynamic")
 
 def make_records(workdir, corpus_stride, dupe_factor):
     """Static, dynamic (unmasked) and held-out records from the KJV split of the main race."""
-    from bert_mgpu.config import CreatePretrainingDataConfig
+    from bert_mgpu.configs.base import CreatePretrainingDataConfig
     from bert_mgpu.data import pretraining_data
 
     text, n_train, n_held = ttq.split_corpus(workdir)
@@ -80,8 +80,10 @@ def run_arm(spec):
     from absl import logging
     logging.set_verbosity(logging.WARNING)
     import tensorflow as tf
-    from bert_mgpu import tasks, tokenization, towers, training
-    from bert_mgpu.config import BertConfig, TrainConfig
+    from bert_mgpu.tasks import base as tasks
+    from bert_mgpu import tokenization
+    from bert_mgpu.engine import towers, training
+    from bert_mgpu.configs.base import BertConfig, TrainConfig
     from bert_mgpu.data import features, input_pipeline
 
     start = time.monotonic()

@@ -572,8 +572,8 @@ def ours_predict_rate(args):
     --do_predict does, predicts test.tsv once (every batch shape traced), then times
     --predict_repeats passes."""
     sys.path.insert(0, REPO)
-    from bert_mgpu import jobs
-    from bert_mgpu.config import ClassifierConfig, ModelFiles, TrainOptions
+    from bert_mgpu.tasks import jobs
+    from bert_mgpu.configs.base import ClassifierConfig, ModelFiles, TrainOptions
     from bert_mgpu.data import classifier_data, processors
 
     out_dir = args.predict_worker

@@ -26,7 +26,7 @@ What one run does:
      same peer with Google's AdamWeightDecay, ours' optimizer, a third row;
      `--add_google_adam_peer --work_dir=DIR`: only that arm, added to an earlier run);
   4. Pearson, Spearman and MSE of both arms' dev and test predictions against the tsv labels,
-     by `bert_mgpu.metrics.regression_metrics` (one code for both), written to the
+     by `bert_mgpu.metrics.classification.regression_metrics` (one code for both), written to the
      `regression-stsb` section of docs/benchmarks.md with the load averages (the machine is
      shared: quality figures hold under load, examples/s are indicative only).
 
@@ -68,8 +68,9 @@ def write_init_checkpoint(converted, out_dir, seed):
 
     import tensorflow as tf
 
-    from bert_mgpu import checkpoint, tasks
-    from bert_mgpu.config import BertConfig
+    from bert_mgpu.engine import checkpoint
+    from bert_mgpu.tasks import base as tasks
+    from bert_mgpu.configs.base import BertConfig
 
     tf.random.set_seed(seed)
     task = tasks.BertRegressor(BertConfig.from_json_file(
@@ -208,7 +209,7 @@ def report(args, summary, commands):
         "Google's AdamWeightDecay (no bias correction), the peer torch's AdamW (with it); the "
         "dropout masks (each framework's own).",
         "",
-        "Metrics: `bert_mgpu.metrics.regression_metrics` (Pearson, Spearman, MSE) of each arm's "
+        "Metrics: `bert_mgpu.metrics.classification.regression_metrics` (Pearson, Spearman, MSE) of each arm's "
         "predictions against the tsv labels, the same code for both. Ours: dev predictions from "
         "a `--do_predict` run on the trained checkpoint with test.tsv linked to dev.tsv, test "
         "predictions from the training run's `predict.txt`; the peer: its own predictions on our "
@@ -401,9 +402,9 @@ def read_split_labels(args):
 
 
 def arm_metrics(arm, predictions, labels):
-    """{"dev": ..., "test": ...}: `bert_mgpu.metrics.regression_metrics` of an arm's
+    """{"dev": ..., "test": ...}: `bert_mgpu.metrics.classification.regression_metrics` of an arm's
     predictions (split -> float [N]) against the tsv labels."""
-    from bert_mgpu.metrics import regression_metrics
+    from bert_mgpu.metrics.classification import regression_metrics
 
     out = {}
     for split in ("dev", "test"):

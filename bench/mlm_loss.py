@@ -32,8 +32,10 @@ sys.path.insert(0, os.path.join(REPO, "bench"))
 import tensorflow as tf  # noqa: E402
 
 import pretraining as bench  # noqa: E402
-from bert_mgpu import heads, tasks, towers, training  # noqa: E402
-from bert_mgpu.config import BertConfig, TrainConfig  # noqa: E402
+from bert_mgpu.model import heads  # noqa: E402
+from bert_mgpu.tasks import base as tasks  # noqa: E402
+from bert_mgpu.engine import towers, training  # noqa: E402
+from bert_mgpu.configs.base import BertConfig, TrainConfig  # noqa: E402
 from bert_mgpu.data import features, input_pipeline  # noqa: E402
 
 BATCH = 32

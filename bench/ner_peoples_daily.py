@@ -33,7 +33,7 @@ What one run does, one arm at a time:
   3. **ours**: `run_ner.py --do_train --do_eval` on that checkpoint; **the peer**:
      bench/ner_hf_peer.py in the oracle venv, fed our training windows in our trainer's order
      (the seeded per-epoch permutations of input_pipeline.epoch_permutations) with the same
-     hyper-parameters; both evaluated with conlleval (bert_mgpu/ner_metrics.py) on the dev split,
+     hyper-parameters; both evaluated with conlleval (bert_mgpu/metrics/ner.py) on the dev split,
      the peer's tag ids mapped back to characters by the same code as ours (with
      `--peer_google_adam`, a third arm: the peer with Google's optimizer written in torch);
   4. writes WORK_DIR/results.json (and each arm's log) and the NER section of
@@ -137,8 +137,10 @@ def main():
 
     import tensorflow as tf
 
-    from bert_mgpu import checkpoint, ner_metrics, tasks
-    from bert_mgpu.config import BertConfig
+    from bert_mgpu.engine import checkpoint
+    from bert_mgpu.metrics import ner as ner_metrics
+    from bert_mgpu.tasks import base as tasks
+    from bert_mgpu.configs.base import BertConfig
     from bert_mgpu.data import ner_data
     from bert_mgpu.tokenization import FullTokenizer
 
@@ -451,7 +453,7 @@ def report(summary, earlier=()):
         f"{' or '.join(dict.fromkeys(str(r['threads']) for r in runs))} torch thread(s). With "
         f"dropout on, what differs besides that is the dropout masks (each framework's own, "
         f"seeded by S); with dropout 0 nothing random differs. Entity scores: conlleval "
-        f"(`bert_mgpu/ner_metrics.py`) over the dev characters, the peer's tag ids mapped back "
+        f"(`bert_mgpu/metrics/ner.py`) over the dev characters, the peer's tag ids mapped back "
         f"to characters by our code.",
         "",
         f"| arm | seed | dropout | entity F1 (%) | precision (%) | recall (%) | tag accuracy (%) "

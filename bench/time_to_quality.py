@@ -100,7 +100,7 @@ def split_corpus(workdir):
 
 def make_records(workdir):
     """The race's TFRecords (and .npz copies for the PyTorch arm)."""
-    from bert_mgpu.config import CreatePretrainingDataConfig
+    from bert_mgpu.configs.base import CreatePretrainingDataConfig
     from bert_mgpu.data import pretraining_data
 
     text, n_train, n_held = split_corpus(workdir)
@@ -152,8 +152,9 @@ def run_our_arm(spec):
     from absl import logging
     logging.set_verbosity(logging.WARNING)
     import tensorflow as tf
-    from bert_mgpu import tasks, towers, training
-    from bert_mgpu.config import BertConfig, TrainConfig
+    from bert_mgpu.tasks import base as tasks
+    from bert_mgpu.engine import towers, training
+    from bert_mgpu.configs.base import BertConfig, TrainConfig
     from bert_mgpu.data import features, input_pipeline
 
     start = time.monotonic()  # the arm's clock (see the module docstring)

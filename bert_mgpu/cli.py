@@ -17,7 +17,7 @@ from typing import List, Optional
 
 from absl import flags, logging
 
-from bert_mgpu import config
+from bert_mgpu.configs import base as config
 
 FLAGS = flags.FLAGS
 

@@ -28,4 +28,4 @@ python -u run_ner.py \
   --output_dir="$OUTPUT_DIR"
 
 echo "dev results: $OUTPUT_DIR/eval_results.txt; predictions: $OUTPUT_DIR/predictions.txt"
-python -m bert_mgpu.ner_metrics "$OUTPUT_DIR/predictions.txt"
+python -m bert_mgpu.metrics.ner "$OUTPUT_DIR/predictions.txt"

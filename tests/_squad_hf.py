@@ -19,8 +19,12 @@ import tensorflow as tf
 
 from _oracle import MATERIAL, minilm_model_dir, run_json_request
 from _together import started
-from bert_mgpu import checkpoint, hf_checkpoint, squad_metrics, tasks, tokenization
-from bert_mgpu.config import BertConfig
+from bert_mgpu.engine import checkpoint
+from bert_mgpu.interop import hf_checkpoint
+from bert_mgpu.metrics import squad as squad_metrics
+from bert_mgpu.tasks import base as tasks
+from bert_mgpu import tokenization
+from bert_mgpu.configs.base import BertConfig
 from bert_mgpu.data import squad_data
 
 N_BEST_SIZE, MAX_ANSWER_LENGTH = 20, 30  # Google's defaults

@@ -21,8 +21,9 @@ import time
 import numpy as np
 import pytest
 
-from bert_mgpu import checkpoint, modeling
-from bert_mgpu.config import BertConfig
+from bert_mgpu.engine import checkpoint
+from bert_mgpu.model import modeling
+from bert_mgpu.configs.base import BertConfig
 
 from _launch import env_without_tensorflow
 from _oracle import DATA, REPO

@@ -1,4 +1,4 @@
-"""Tests of bert_mgpu.checkpoint: Google-layout bundles, state file, crash safety, init/restore."""
+"""Tests of bert_mgpu.engine.checkpoint: Google-layout bundles, state file, crash safety, init/restore."""
 
 import logging
 import os
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_mgpu import checkpoint
+from bert_mgpu.engine import checkpoint
 
 WORD = "bert/embeddings/word_embeddings"
 KERNEL = "bert/encoder/layer_0/attention/self/query/kernel"

@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_mgpu import (evaluation, modeling, optimization, tasks, tokenization, towers,
-                       training)
-from bert_mgpu.config import BertConfig, TrainConfig
+from bert_mgpu.engine import evaluation, optimization, towers, training
+from bert_mgpu.model import modeling
+from bert_mgpu.tasks import base as tasks
+from bert_mgpu import tokenization
+from bert_mgpu.configs.base import BertConfig, TrainConfig
 from bert_mgpu.data import classifier_data, features, input_pipeline, processors, tfrecord
 
 from _oracle import DATA, REPO, run_json_request
@@ -236,7 +238,7 @@ def test_classifier_towers_equal_one_device(tmp_path):
     tf.random.set_seed(5)
     init = tasks.BertClassifier(config, 2)
     init_path = str(tmp_path / "init")
-    from bert_mgpu import checkpoint
+    from bert_mgpu.engine import checkpoint
     checkpoint.write_bundle(init_path, init.named_variables())
     results = []
     for n_gpus, batch in ((1, 8), (2, 4)):

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_mgpu.cluster import ClusterConfig, resolve_cluster
+from bert_mgpu.engine.cluster import ClusterConfig, resolve_cluster
 from bert_mgpu.data import input_pipeline
 
 from _launch import Launched, final_tensors, script_env, signal_at_checkpoint

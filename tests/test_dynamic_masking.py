@@ -20,7 +20,7 @@ from _launch import Launched, error_line, final_tensors, run_all, signal_at_chec
 from _oracle import DATA, REPO
 from _pretraining_data import DROPOUT, write_config, write_records
 from bert_mgpu import tokenization
-from bert_mgpu.config import CreatePretrainingDataConfig, PretrainingConfig
+from bert_mgpu.configs.base import CreatePretrainingDataConfig, PretrainingConfig
 from bert_mgpu.data import features, input_pipeline, pretraining_data, tfrecord
 
 EN_VOCAB = os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")
@@ -524,7 +524,7 @@ def test_cased_checkpoint_is_not_refused_for_its_casing(refused):
 
 
 def test_masking_flags_without_dynamic_masking_are_refused():
-    from bert_mgpu.config import ModelFiles, TrainOptions
+    from bert_mgpu.configs.base import ModelFiles, TrainOptions
     cfg = PretrainingConfig(model=ModelFiles(), train=TrainOptions(), output_dir="o",
                             input_file="i", do_train=True, span_masking=True)
     with pytest.raises(ValueError, match="--span_masking needs --dynamic_masking"):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_mgpu import evaluation
+from bert_mgpu.engine import evaluation
 
 from _oracle import DATA, REPO, run_oracle_script_inline
 from _pretraining_data import TINY_CONFIG
@@ -168,7 +168,7 @@ def test_script_keeps_the_best_checkpoint_after_pruning_and_predicts_with_it(scr
 PLOT = """
 import json, sys
 sys.path.insert(0, REPO)
-from bert_mgpu import evaluation
+from bert_mgpu.engine import evaluation
 import matplotlib.image
 history = evaluation.read_history(OUT)
 path = evaluation.plot_curve(PLOT_DIR, history, "eval_accuracy")

@@ -16,8 +16,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_mgpu import export, feature_extraction, tokenization
-from bert_mgpu.config import ExportConfig, ModelFiles
+from bert_mgpu.serving import export
+from bert_mgpu.tasks import features as feature_extraction
+from bert_mgpu import tokenization
+from bert_mgpu.configs.base import ExportConfig, ModelFiles
 from bert_mgpu.data.classifier_data import convert_single_example
 from bert_mgpu.data.processors import InputExample
 

@@ -15,8 +15,10 @@ import sys
 import numpy as np
 import pytest
 
-from bert_mgpu import export, hf_checkpoint, hf_export, tokenization
-from bert_mgpu.config import ClassifierHeadSpec, ExportConfig, ModelFiles, classifier_head_of_run
+from bert_mgpu.serving import export
+from bert_mgpu.interop import hf_checkpoint, hf_export
+from bert_mgpu import tokenization
+from bert_mgpu.configs.base import ClassifierHeadSpec, ExportConfig, ModelFiles, classifier_head_of_run
 from bert_mgpu.data.classifier_data import convert_single_example
 from bert_mgpu.data.processors import InputExample
 

@@ -20,8 +20,12 @@ import tensorflow as tf
 from _oracle import DATA, REPO, require_material
 from _pretraining_data import TINY_CONFIG
 from _serving import ENV, readme_rest_payloads, run_loaded
-from bert_mgpu import checkpoint, export, squad_metrics, tasks, tokenization
-from bert_mgpu.config import BertConfig, ExportConfig, ModelFiles, SquadAnswerOptions
+from bert_mgpu.engine import checkpoint
+from bert_mgpu.serving import export
+from bert_mgpu.metrics import squad as squad_metrics
+from bert_mgpu.tasks import base as tasks
+from bert_mgpu import tokenization
+from bert_mgpu.configs.base import BertConfig, ExportConfig, ModelFiles, SquadAnswerOptions
 from bert_mgpu.data import squad_data
 
 pytest.importorskip("tensorflow_text")

@@ -14,7 +14,9 @@ import sys
 import numpy as np
 import pytest
 
-from bert_mgpu import feature_extraction, hf_checkpoint, tokenization
+from bert_mgpu.tasks import features as feature_extraction
+from bert_mgpu.interop import hf_checkpoint
+from bert_mgpu import tokenization
 from bert_mgpu.data.sequence import pack_tokens, truncate_seq_pair
 
 from _oracle import REPO, minilm_model_dir, require_material
@@ -86,7 +88,7 @@ def test_minilm_parity_through_the_script(converted, reference, tmp_path, gelu, 
 
 
 def test_pooled_output_parity(converted, reference):
-    from bert_mgpu.config import BertConfig
+    from bert_mgpu.configs.base import BertConfig
     paths = converted["tanh"]
     extractor = feature_extraction.FeatureExtractor(
         BertConfig.from_json_file(paths["bert_config"]), paths["checkpoint"], [-1], 32)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_mgpu import hf_checkpoint
-from bert_mgpu.hf_checkpoint import ConversionError
+from bert_mgpu.interop import hf_checkpoint
+from bert_mgpu.interop.hf_checkpoint import ConversionError
 
 from _oracle import REPO, minilm_model_dir, run_oracle_script
 

@@ -15,8 +15,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_mgpu import checkpoint, heads, hf_checkpoint, hf_export, modeling
-from bert_mgpu.config import BertConfig
+from bert_mgpu.engine import checkpoint
+from bert_mgpu.model import heads, modeling
+from bert_mgpu.interop import hf_checkpoint, hf_export
+from bert_mgpu.configs.base import BertConfig
 
 from _oracle import REPO, minilm_model_dir, run_json_request
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_mgpu import jobs, tasks
-from bert_mgpu.config import (BertConfig, ClassifierConfig, ModelFiles, PretrainingConfig,
+from bert_mgpu.tasks import jobs, base as tasks
+from bert_mgpu.configs.base import (BertConfig, ClassifierConfig, ModelFiles, PretrainingConfig,
                               TrainConfig, TrainOptions)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

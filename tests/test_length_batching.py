@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_mgpu import checkpoint, jobs, modeling, tasks, towers, training
-from bert_mgpu.config import (BertConfig, ClassifierConfig, ModelFiles, TrainConfig,
+from bert_mgpu.engine import checkpoint, towers, training
+from bert_mgpu.tasks import jobs, base as tasks
+from bert_mgpu.model import modeling
+from bert_mgpu.configs.base import (BertConfig, ClassifierConfig, ModelFiles, TrainConfig,
                               TrainOptions)
 from bert_mgpu.data import features, input_pipeline, tfrecord
 

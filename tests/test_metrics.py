@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from bert_mgpu import metrics
+from bert_mgpu.metrics import classification as metrics
 
 
 def test_pearson_by_hand():

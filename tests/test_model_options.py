@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_mgpu import heads, modeling, tasks
-from bert_mgpu.config import MODEL_OPTIONS, BertConfig, BertConfigError
+from bert_mgpu.model import heads, modeling
+from bert_mgpu.tasks import base as tasks
+from bert_mgpu.configs.base import MODEL_OPTIONS, BertConfig, BertConfigError
 
 from _oracle import REPO
 

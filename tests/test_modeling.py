@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_mgpu import heads, modeling
-from bert_mgpu.config import BertConfig
+from bert_mgpu.model import heads, modeling
+from bert_mgpu.configs.base import BertConfig
 
 from _oracle import REPO, run_json_request
 
@@ -269,7 +269,7 @@ def test_sequence_heads_predict_as_the_padded_model(classifier_input):
     """Eval and predict of the sequence-level tasks run without the padding (and the last layer
     for [CLS] only when the head reads nothing else): the same probabilities / scores as the
     padded model's features through the same head."""
-    from bert_mgpu import tasks
+    from bert_mgpu.tasks import base as tasks
 
     config = BertConfig.from_dict(dict(TINY_CONFIG, num_hidden_layers=4))
     inputs = make_inputs()
@@ -336,7 +336,7 @@ def test_config_round_trip_keeps_unknown_keys(tmp_path):
 
 
 def test_config_errors_name_file_and_key(tmp_path):
-    from bert_mgpu.config import BertConfigError
+    from bert_mgpu.configs.base import BertConfigError
     bad = tmp_path / "bert_config.json"
     bad.write_text(json.dumps(dict(TINY_CONFIG, num_attention_heads=5)))
     with pytest.raises(BertConfigError, match="bert_config.json.*num_attention_heads"):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_mgpu import ner_metrics
+from bert_mgpu.metrics import ner as ner_metrics
 from bert_mgpu.data import ner_data, peoples_daily, tfrecord
 from bert_mgpu.data.ner_data import NerDataError, Sentence
 from bert_mgpu.tokenization import FullTokenizer

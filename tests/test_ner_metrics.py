@@ -1,7 +1,7 @@
 """conlleval-equivalent entity scores on crafted cases.
 
 Every expected number below is worked out by hand from conlleval's rules (see the module
-docstring of bert_mgpu/ner_metrics.py): which tokens start/end a chunk, which guessed chunks are
+docstring of bert_mgpu/metrics/ner.py): which tokens start/end a chunk, which guessed chunks are
 correct (same start, same end, same type throughout), P = correct/guessed, R = correct/gold,
 F1 = 2PR/(P+R), accuracy = tokens with the whole tag right / tokens (boundaries not counted).
 
@@ -18,8 +18,8 @@ import sys
 
 import pytest
 
-from bert_mgpu import ner_metrics
-from bert_mgpu.ner_metrics import ChunkScores, evaluate
+from bert_mgpu.metrics import ner as ner_metrics
+from bert_mgpu.metrics.ner import ChunkScores, evaluate
 
 
 def _scores(result, name=None):
@@ -220,11 +220,11 @@ def test_same_report_as_conlleval_pl(gold, pred):
 
 
 def test_command_line_prints_the_report_of_a_file_or_stdin(tmp_path):
-    """README: `python -m bert_mgpu.ner_metrics predictions.txt` prints conlleval's report."""
+    """README: `python -m bert_mgpu.metrics.ner predictions.txt` prints conlleval's report."""
     text = "\n".join(_as_conll_lines(*MIXED_BIO)) + "\n"
     path = tmp_path / "predictions.txt"
     path.write_text(text, encoding="utf-8")
-    command = [sys.executable, "-m", "bert_mgpu.ner_metrics"]
+    command = [sys.executable, "-m", "bert_mgpu.metrics.ner"]
     by_file = subprocess.run(command + [str(path)], capture_output=True, text=True, timeout=60)
     by_stdin = subprocess.run(command, input=text, capture_output=True, text=True, timeout=60)
     expected = evaluate(*MIXED_BIO).report()
@@ -238,4 +238,4 @@ def test_command_line_prints_the_report_of_a_file_or_stdin(tmp_path):
     line = len(text.splitlines()) + 1
     assert bad.stderr.strip() == f"{path}:{line}: unexpected number of fields: 2 (3)"
     usage = subprocess.run(command + ["a", "b"], capture_output=True, text=True, timeout=60)
-    assert usage.returncode == 2 and "usage: python -m bert_mgpu.ner_metrics" in usage.stderr
+    assert usage.returncode == 2 and "usage: python -m bert_mgpu.metrics.ner" in usage.stderr

@@ -1,11 +1,11 @@
-"""Tests of bert_mgpu.optimization against hand-computed numbers, independent numpy code and
+"""Tests of bert_mgpu.engine.optimization against hand-computed numbers, independent numpy code and
 Google's own optimization.py (oracle venv)."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_mgpu import optimization
+from bert_mgpu.engine import optimization
 
 # -- learning rate -------------------------------------------------------------------------
 
@@ -355,7 +355,7 @@ def test_schedule_clipping_and_update_match_googles_create_optimizer(tmp_path):
 
 
 def test_adam_bias_correction_is_refused_with_lamb():
-    from bert_mgpu.config import TrainOptions
+    from bert_mgpu.configs.base import TrainOptions
     TrainOptions(adam_bias_correction=True).validate()
     with pytest.raises(ValueError, match="--adam_bias_correction applies to --optimizer=adamw"):
         TrainOptions(optimizer="lamb", adam_bias_correction=True).validate()

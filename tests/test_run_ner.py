@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_mgpu import checkpoint, ner_metrics, tasks, towers, training
-from bert_mgpu.config import BertConfig, TrainConfig
+from bert_mgpu.engine import checkpoint, towers, training
+from bert_mgpu.metrics import ner as ner_metrics
+from bert_mgpu.tasks import base as tasks
+from bert_mgpu.configs.base import BertConfig, TrainConfig
 from bert_mgpu.data import input_pipeline, ner_data
 from bert_mgpu.tokenization import FullTokenizer
 

@@ -20,8 +20,10 @@ from _launch import env_without_tensorflow
 from _oracle import DATA, MATERIAL, REPO, require_material
 from _pretraining_data import TINY_CONFIG
 from _together import started, with_the_module
-from bert_mgpu import checkpoint, heads, tasks, towers, training
-from bert_mgpu.config import BertConfig, TrainConfig
+from bert_mgpu.engine import checkpoint, towers, training
+from bert_mgpu.model import heads
+from bert_mgpu.tasks import base as tasks
+from bert_mgpu.configs.base import BertConfig, TrainConfig
 from bert_mgpu.data import input_pipeline, squad_data, tfrecord
 
 VOCAB = os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")

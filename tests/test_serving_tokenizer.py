@@ -26,7 +26,7 @@ from _serving import run_loaded
 from _together import started, with_the_module
 
 pytest.importorskip("tensorflow_text")
-serving_tokenizer = pytest.importorskip("bert_mgpu.serving_tokenizer")
+serving_tokenizer = pytest.importorskip("bert_mgpu.serving.tokenizer")
 
 UNCASED_VOCAB = os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")
 CHINESE_VOCAB = os.path.join(DATA, "vocab", "bert_chinese_vocab.txt")
@@ -466,7 +466,7 @@ def test_saved_model_in_a_process_without_bert_mgpu(saved_tokenizers, kind):
 
 
 def test_tensorflow_text_is_imported_lazily():
-    code = ("import sys; import bert_mgpu.serving_tokenizer, bert_mgpu.tokenization; "
+    code = ("import sys; import bert_mgpu.serving.tokenizer, bert_mgpu.tokenization; "
             "assert 'tensorflow_text' not in sys.modules, 'imported eagerly'")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True,

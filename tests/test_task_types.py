@@ -16,8 +16,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_mgpu import checkpoint, heads, jobs, tasks, towers, training
-from bert_mgpu.config import BertConfig, TrainConfig
+from bert_mgpu.engine import checkpoint, towers, training
+from bert_mgpu.model import heads
+from bert_mgpu.tasks import jobs, base as tasks
+from bert_mgpu.configs.base import BertConfig, TrainConfig
 from bert_mgpu.data import classifier_data, features, input_pipeline, processors, tfrecord
 
 from _oracle import DATA, REPO

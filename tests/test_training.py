@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_mgpu import checkpoint, modeling, optimization, tasks, towers, training
-from bert_mgpu.config import BertConfig, TrainConfig
+from bert_mgpu.engine import checkpoint, optimization, towers, training
+from bert_mgpu.model import modeling
+from bert_mgpu.tasks import base as tasks
+from bert_mgpu.configs.base import BertConfig, TrainConfig
 from bert_mgpu.data import features, input_pipeline
 
 from _pretraining_data import DROPOUT, PREDS, SEQ, TINY_CONFIG, write_records

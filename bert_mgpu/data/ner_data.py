@@ -195,7 +195,7 @@ def bio_to_bioes(tags: Sequence[str]) -> List[str]:
     one), so the entities are unchanged; IOB1 input (CoNLL-2003's original files) works too, and
     `bioes_to_bio` of the result is IOB2.
     """
-    from bert_mgpu import ner_metrics  # pylint: disable=import-outside-toplevel
+    from bert_mgpu.metrics import ner as ner_metrics  # pylint: disable=import-outside-toplevel
     out = []
     n = len(tags)
     for i, tag in enumerate(tags):

@@ -24,7 +24,7 @@ import os
 import sys
 from typing import Dict, List, Sequence, Tuple
 
-from bert_mgpu import ner_metrics
+from bert_mgpu.metrics import ner as ner_metrics
 from bert_mgpu.data import ner_data
 
 TYPES = {"nr": "PER", "ns": "LOC", "nt": "ORG"}

@@ -271,9 +271,9 @@ def evaluate_lines(lines: Iterable[str], boundary: str = BOUNDARY,
 
 
 def main(argv: List[str]) -> int:
-    """`python -m bert_mgpu.ner_metrics [FILE]`: conlleval's report of a file (or stdin)."""
+    """`python -m bert_mgpu.metrics.ner [FILE]`: conlleval's report of a file (or stdin)."""
     if len(argv) > 2:
-        sys.stderr.write("usage: python -m bert_mgpu.ner_metrics [FILE]\n")
+        sys.stderr.write("usage: python -m bert_mgpu.metrics.ner [FILE]\n")
         return 2
     try:
         if len(argv) == 2:

@@ -88,10 +88,11 @@ from typing import Callable, Dict, List, Optional, Sequence
 import tensorflow as tf
 from absl import logging
 
-from bert_mgpu import checkpoint, heads, modeling
-from bert_mgpu.config import (DEFAULT_LENGTH_CHUNKS, BertConfig, ClassifierHeadSpec,
+from bert_mgpu.engine import checkpoint
+from bert_mgpu.model import heads, modeling
+from bert_mgpu.configs.base import (DEFAULT_LENGTH_CHUNKS, BertConfig, ClassifierHeadSpec,
                               SquadAnswerOptions, classifier_head_of_run)
-from bert_mgpu.squad_export import SquadServing
+from bert_mgpu.serving.squad import SquadServing
 
 _COMPUTE_DTYPES = {"fp32": tf.float32, "bf16": tf.bfloat16, "fp16": tf.float16}
 # --length_chunks: the fewest examples of a chunk. Each chunk pays the encoder's per-op overhead
@@ -514,7 +515,7 @@ def build_serving_model(spec: ResolvedExport, task: str, precision: str = "fp32"
                         jit_compile: bool = False,
                         length_chunks: int = DEFAULT_LENGTH_CHUNKS) -> ServingModel:
     """The `ServingModel` of `spec` with its weights loaded from `spec.init_checkpoint`."""
-    from bert_mgpu.serving_tokenizer import ServingTokenizer
+    from bert_mgpu.serving.tokenizer import ServingTokenizer
 
     if task not in _TASKS:
         raise ExportError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")

@@ -21,8 +21,10 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_mgpu import checkpoint, modeling, tokenization
-from bert_mgpu.config import BertConfig
+from bert_mgpu.engine import checkpoint
+from bert_mgpu.model import modeling
+from bert_mgpu import tokenization
+from bert_mgpu.configs.base import BertConfig
 from bert_mgpu.data.sequence import pack_tokens
 from bert_mgpu.progress import Progress
 

@@ -26,8 +26,8 @@ from typing import List, Sequence
 import tensorflow as tf
 from absl import logging
 
-from bert_mgpu import config as _config
-from bert_mgpu.config import ClusterConfig
+from bert_mgpu.configs import base as _config
+from bert_mgpu.configs.base import ClusterConfig
 
 # resolve_cluster lives with ClusterConfig (no TensorFlow: scripts check the flags at start).
 resolve_cluster = _config.resolve_cluster

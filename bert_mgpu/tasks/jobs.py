@@ -16,10 +16,13 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_mgpu import checkpoint, evaluation, modeling, tasks, tokenization, towers, training
-from bert_mgpu.cluster import Cluster
-from bert_mgpu import config
-from bert_mgpu.config import BertConfig, ModelFiles, TrainConfig
+from bert_mgpu.engine import checkpoint, evaluation, towers, training
+from bert_mgpu.model import modeling
+from bert_mgpu.tasks import base as tasks
+from bert_mgpu import tokenization
+from bert_mgpu.engine.cluster import Cluster
+from bert_mgpu.configs import base as config
+from bert_mgpu.configs.base import BertConfig, ModelFiles, TrainConfig
 from bert_mgpu.data import classifier_data, features, input_pipeline, multitask, processors
 
 
@@ -562,7 +565,7 @@ def _squad_train_records(cfg, tokenizer):
 def _predict_squad(job: Job, trainer, tokenizer):
     """Predicts every window of every question of --predict_file (the last partial batch
     included) and writes Google's prediction files; returns (predictions, null_odds)."""
-    from bert_mgpu import squad_metrics
+    from bert_mgpu.metrics import squad as squad_metrics
     from bert_mgpu.data import squad_data
     cfg, model = job.cfg, job.cfg.model
     key = squad_data.cache_key("eval", cfg.predict_file, model.vocab_file, model.spm_model_file,
@@ -599,7 +602,7 @@ def _evaluate_squad(job: Job, trainer, predictions, null_odds) -> dict:
     """The official evaluate-v1.1.py / evaluate-v2.0.py scores of the predictions (v2.0 as
     Google's README runs it: --na-prob-file null_odds.json, threshold 1.0), to
     eval_results.txt."""
-    from bert_mgpu import squad_metrics
+    from bert_mgpu.metrics import squad as squad_metrics
     from bert_mgpu.data import squad_data
     cfg = job.cfg
     result = dict(squad_metrics.evaluate(
@@ -616,7 +619,7 @@ def _evaluate_squad(job: Job, trainer, predictions, null_odds) -> dict:
 def extract_features(cfg) -> int:
     """Runs extract_features.py with a `config.ExtractFeaturesConfig`; returns the number of
     output lines."""
-    from bert_mgpu import feature_extraction
+    from bert_mgpu.tasks import features as feature_extraction
 
     tokenizer = make_tokenizer(cfg.model)
     extractor = feature_extraction.FeatureExtractor(
@@ -630,7 +633,7 @@ def extract_features(cfg) -> int:
 
 def export_saved_model(cfg) -> str:
     """Runs export_saved_model.py with a `config.ExportConfig`; returns the version directory."""
-    from bert_mgpu import export
+    from bert_mgpu.serving import export
 
     return export.export_saved_model(cfg)
 
@@ -710,7 +713,7 @@ class _NerEvaluation:
 
     def evaluate(self, dataset=None) -> dict:
         """The results of eval_results.txt (`dataset`: `self.dataset()` when None)."""
-        from bert_mgpu import ner_metrics
+        from bert_mgpu.metrics import ner as ner_metrics
 
         dataset = self.dataset() if dataset is None else dataset
         result = self.trainer.evaluate(dataset)

@@ -23,7 +23,7 @@ from typing import Dict
 
 import tensorflow as tf
 
-from bert_mgpu import modeling
+from bert_mgpu.model import modeling
 
 # Google adds this to the masked-LM weight total so a batch without masked tokens is not 0/0.
 MASKED_LM_DENOMINATOR_EPSILON = 1e-5

@@ -26,7 +26,7 @@ from typing import Callable, Dict, List, Optional
 import tensorflow as tf
 from absl import logging
 
-from bert_mgpu import checkpoint, training
+from bert_mgpu.engine import checkpoint, training
 
 HISTORY_FILE = "eval_history.tsv"
 BEST_DIR = "best"

@@ -306,7 +306,7 @@ def convert_folder(hf_model_dir: str, output_dir: str, gelu: str = "exact") -> D
     Writes `bert_config.json`, `bert_model.ckpt.index` + `.data-00000-of-00001` and `vocab.txt`
     (copied when present). Returns the paths written.
     """
-    from bert_mgpu.config import BertConfig
+    from bert_mgpu.configs.base import BertConfig
 
     config_path = os.path.join(hf_model_dir, "config.json")
     if not os.path.exists(config_path):
@@ -328,7 +328,7 @@ def convert_folder(hf_model_dir: str, output_dir: str, gelu: str = "exact") -> D
     written = {"bert_config": os.path.join(output_dir, "bert_config.json"),
                "checkpoint": os.path.join(output_dir, "bert_model.ckpt")}
     bert_config.to_json_file(written["bert_config"])
-    from bert_mgpu import checkpoint  # TensorFlow only when writing, after every check
+    from bert_mgpu.engine import checkpoint  # TensorFlow only when writing, after every check
     checkpoint.write_bundle(written["checkpoint"], weights)
     vocab = os.path.join(hf_model_dir, "vocab.txt")
     if os.path.exists(vocab):

@@ -14,7 +14,9 @@ from typing import Dict, Mapping, Optional, Protocol, Sequence, runtime_checkabl
 import numpy as np
 import tensorflow as tf
 
-from bert_mgpu import config as config_lib, heads, metrics as metrics_lib, modeling
+from bert_mgpu.configs import base as config_lib
+from bert_mgpu.model import heads, modeling
+from bert_mgpu.metrics import classification as metrics_lib
 from bert_mgpu.data import features as features_lib
 from bert_mgpu.data.features import FILE_BATCH_WEIGHT
 

@@ -26,9 +26,9 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from bert_mgpu import hf_checkpoint
-from bert_mgpu.config import ClassifierHeadSpec, classifier_head_of_run, head_scope
-from bert_mgpu.hf_checkpoint import ConversionError
+from bert_mgpu.interop import hf_checkpoint
+from bert_mgpu.configs.base import ClassifierHeadSpec, classifier_head_of_run, head_scope
+from bert_mgpu.interop.hf_checkpoint import ConversionError
 
 # Google hidden_act -> Hugging Face hidden_act (the same numerics).
 _ACTIVATIONS = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu", "tanh": "tanh"}
@@ -206,7 +206,7 @@ def _classifier_head(weights: Dict[str, np.ndarray], prefix: str,
     `weights` to Google's root-level `output_weights`/`output_bias`, the other tasks' heads
     dropped), read with the run_config.json next to the checkpoint (or one directory up, for a
     run's `best/`) when there is one."""
-    from bert_mgpu.export import read_run_config
+    from bert_mgpu.serving.export import read_run_config
 
     folder = os.path.dirname(prefix)
     run = read_run_config(folder) or read_run_config(os.path.dirname(folder))
@@ -238,7 +238,7 @@ def convert_checkpoint(bert_config_file: str, init_checkpoint: str, vocab_file: 
     """
     import tensorflow as tf  # only to read the checkpoint
 
-    from bert_mgpu import checkpoint
+    from bert_mgpu.engine import checkpoint
 
     with open(bert_config_file, encoding="utf-8") as f:
         try:

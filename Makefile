@@ -22,6 +22,7 @@ $(ORACLE)/.installed: tests/oracles/requirements.txt tests/oracles/requirements-
 	touch $@
 
 test: install oracle
+	$(VENV)/bin/ruff check .
 	BERT_MGPU_ORACLE_PYTHON=$(CURDIR)/$(ORACLE)/bin/python $(VENV)/bin/python -m pytest -q
 
 demo: install

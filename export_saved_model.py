@@ -23,14 +23,15 @@ tensorflow-text only:
 from absl import logging
 
 from bert_mgpu import cli
-from bert_mgpu.tasks import jobs
 from bert_mgpu.scripts import run
 
 cli.define_export_flags()
 
 
 def main(_):
-    path = jobs.export_saved_model(cli.export_config())
+    cfg = cli.export_config()  # every flag and file checked before TensorFlow is loaded
+    from bert_mgpu.serving.export import export_saved_model
+    path = export_saved_model(cfg)
     logging.info("SavedModel: %s", path)
     print(path)
 

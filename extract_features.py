@@ -20,8 +20,8 @@ cli.define_extract_features_flags()
 
 def main(_):
     cfg = cli.extract_features_config()  # every flag and file checked before TensorFlow is loaded
-    from bert_mgpu.tasks import jobs
-    jobs.extract_features(cfg)
+    from bert_mgpu.tasks.features import extract_features
+    extract_features(cfg)
 
 
 if __name__ == "__main__":

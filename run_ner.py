@@ -25,8 +25,8 @@ cli.define_ner_flags()
 
 def main(_):
     cfg = cli.ner_config()  # every flag and file checked before TensorFlow is loaded
-    from bert_mgpu.tasks import jobs
-    jobs.run_ner(cfg)
+    from bert_mgpu.tasks.ner import run_ner
+    run_ner(cfg)
 
 
 if __name__ == "__main__":

@@ -27,8 +27,8 @@ cli.define_pretraining_flags()
 
 def main(_):
     cfg = cli.pretraining_config()  # every flag and file checked before TensorFlow is loaded
-    from bert_mgpu.tasks import jobs
-    jobs.run_pretraining(cfg)
+    from bert_mgpu.tasks.pretraining import run_pretraining
+    run_pretraining(cfg)
 
 
 if __name__ == "__main__":

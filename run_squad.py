@@ -27,8 +27,8 @@ cli.define_squad_flags()
 
 def main(_):
     cfg = cli.squad_config()  # every flag and file checked before TensorFlow is loaded
-    from bert_mgpu.tasks import jobs
-    jobs.run_squad(cfg)
+    from bert_mgpu.tasks.squad import run_squad
+    run_squad(cfg)
 
 
 if __name__ == "__main__":

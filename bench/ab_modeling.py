@@ -4,10 +4,10 @@ Run by hand on an idle machine (about 3 minutes on 2 cores):
 
     .venv/bin/python bench/ab_modeling.py --base main
 
-Both versions of modeling.py are imported side by side (the base's text comes from
-`git show BASE:bert_mgpu/model/modeling.py`; the rest of the package is the working tree's), built with
-the same config and the same weights, and timed alternately call by call, so a slow phase of the
-host hits both alike. Two workloads:
+Both versions of modeling.py are imported side by side (the base's text comes from `git show
+BASE:bert_mgpu/model/modeling.py`; the rest of the package is the working tree's), built with the
+same config and the same weights, and timed alternately call by call, so a slow phase of the host
+hits both alike. Two workloads:
 
   train:   bench/pretraining.py's encoder (L=4 H=256 A=4 I=1024), batch 32 x 128, dropout 0.1,
            forward + backward of a loss on the sequence output and the pooled output;
@@ -122,7 +122,8 @@ def main():
     tmp.write(base_text)
     tmp.close()
     import tensorflow as tf
-    from bert_mgpu.configs.base import BertConfig
+
+    from bert_mgpu.model.bert_config import BertConfig
     modules = {"base": load_modeling(tmp.name, "modeling_base"),
                "new": load_modeling(os.path.join(REPO, "bert_mgpu", "model", "modeling.py"),
                                     "modeling_new")}

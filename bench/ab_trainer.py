@@ -26,8 +26,8 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "bench"))
-from _common import machine, wait_for_quiet, write_section  # noqa: E402
 import pretraining as pretraining_bench  # noqa: E402  (its data writer and worker)
+from _common import machine, wait_for_quiet, write_section  # noqa: E402
 
 WARMUP, TIMED = 3, 15
 
@@ -51,6 +51,7 @@ def dropout_worker():
     one encoder layer at batch 32, seq 128, hidden 256, 4 heads (3 of [4096, 256], 1 of
     [32, 4, 128, 128])."""
     import tensorflow as tf
+
     from bert_mgpu.model import modeling
 
     hidden = tf.random.normal([32 * 128, 256])

@@ -26,6 +26,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests"))
 from _common import machine, wait_for_quiet, write_section  # noqa: E402  (bench/)
 from _oracle import free_ports  # noqa: E402  (tests/ helper)
+
 CONFIG = {"vocab_size": 30522, "hidden_size": 256, "num_hidden_layers": 4,
           "num_attention_heads": 4, "intermediate_size": 1024, "hidden_act": "gelu",
           "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
@@ -184,7 +185,8 @@ mean of the rates logged after the first two log lines (start-up and tracing exc
 | run | examples/s (global) | ratio |
 |---|---|---|
 | 1 process, `--n_gpus=2` (2 logical CPU devices) | {single_rate:.1f} | 1.00 |
-| 2 worker processes on 127.0.0.1, `--n_gpus=1` each | {multi_rate:.1f} | {multi_rate / single_rate:.2f} |
+| 2 worker processes on 127.0.0.1, `--n_gpus=1` each | {multi_rate:.1f} | \
+{multi_rate / single_rate:.2f} |
 
 One all-reduce of the gradient buffer ({num_params * 4 / 1e6:.1f} MB fp32) between the two
 processes takes {reduce_s * 1000:.0f} ms, {100 * reduce_s / step_s:.0f}% of a

@@ -27,8 +27,8 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
-from _common import busy_processes, machine, write_section  # noqa: E402  (bench/)
 import pretraining as base  # noqa: E402  (bench/pretraining.py: model, data shape, timing)
+from _common import busy_processes, machine, write_section  # noqa: E402  (bench/)
 
 VOCAB_FILE = os.path.join(REPO, "data", "vocab", "bert_uncased_vocab.txt")
 MODES = ("static", "token", "whole_word", "span")
@@ -74,10 +74,12 @@ def worker_train(args):
     base._quiet_tf()
     from absl import logging
     logging.set_verbosity(logging.WARNING)
-    from bert_mgpu.tasks import base as tasks
-    from bert_mgpu.engine import towers, training
-    from bert_mgpu.configs.base import BertConfig, TrainConfig
     import tensorflow as tf
+
+    from bert_mgpu.configs.base import TrainConfig
+    from bert_mgpu.engine import towers, training
+    from bert_mgpu.model.bert_config import BertConfig
+    from bert_mgpu.tasks.pretraining import BertPretrainer
 
     devices = towers.setup_devices(1)
     tf.random.set_seed(0)
@@ -86,7 +88,7 @@ def worker_train(args):
         output_dir=args.output_dir, train_batch_size=base.GLOBAL_BATCH, n_gpus=1,
         num_train_steps=steps, num_warmup_steps=max(1, steps // 10), learning_rate=1e-4,
         save_checkpoints_steps=10 ** 9, log_every_n_steps=10 ** 9)
-    task = tasks.BertPretrainer(BertConfig.from_dict(base.BERT_CONFIG))
+    task = BertPretrainer(BertConfig.from_dict(base.BERT_CONFIG))
     trainer = training.Trainer(task, cfg, devices)
     times = []
     step = trainer.step
@@ -106,6 +108,7 @@ def worker_train(args):
 def write_data(workdir):
     """The same 512 token sequences as masked (static) and unmasked (dynamic) records."""
     import numpy as np
+
     from bert_mgpu import tokenization
     from bert_mgpu.data import tfrecord
     vocab = tokenization.load_vocab(VOCAB_FILE)

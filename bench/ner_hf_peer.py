@@ -37,7 +37,6 @@ from transformers import BertForTokenClassification
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import hf_bert_config  # noqa: E402
 
-
 # Google's bert_config.json activation -> Hugging Face's name for the same function.
 HF_ACTIVATION = {"gelu": "gelu_new", "gelu_new": "gelu_new", "gelu_exact": "gelu",
                  "relu": "relu", "tanh": "tanh"}

@@ -137,11 +137,11 @@ def main():
 
     import tensorflow as tf
 
+    from bert_mgpu.data import ner_data
     from bert_mgpu.engine import checkpoint
     from bert_mgpu.metrics import ner as ner_metrics
-    from bert_mgpu.tasks import base as tasks
-    from bert_mgpu.configs.base import BertConfig
-    from bert_mgpu.data import ner_data
+    from bert_mgpu.model.bert_config import BertConfig
+    from bert_mgpu.tasks.ner import TaggingTask
     from bert_mgpu.tokenization import FullTokenizer
 
     work = args.work_dir
@@ -179,7 +179,7 @@ def main():
     dev = ner_data.read_split(data_dir, "dev")
     labels = ner_data.get_labels(train)
     tf.random.set_seed(args.seed)
-    init_task = tasks.TaggingTask(BertConfig.from_dict(bert_config), len(labels))
+    init_task = TaggingTask(BertConfig.from_dict(bert_config), len(labels))
     if args.init_checkpoint:
         loaded = checkpoint.init_from_checkpoint(args.init_checkpoint,
                                                  init_task.named_variables())

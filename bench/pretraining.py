@@ -74,8 +74,8 @@ def training_flops_per_example(c, seq, mlm_positions):
     x multiply-adds. Embedding lookups, LayerNorm, softmax, GELU, dropout and the optimizer are
     not counted (no matmul), which is the usual "model FLOPs" convention.
     """
-    h, i, l, v = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"], c["vocab_size"]
-    macs = (seq * l * (4 * h * h + 2 * h * i) + l * 2 * seq * seq * h
+    h, i, n, v = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"], c["vocab_size"]
+    macs = (seq * n * (4 * h * h + 2 * h * i) + n * 2 * seq * seq * h
             + mlm_positions * (h * h + h * v) + h * h + 2 * h)
     return 6 * macs
 
@@ -120,11 +120,13 @@ def worker_ours(args):
     _quiet_tf()
     from absl import logging
     logging.set_verbosity(logging.WARNING)
-    from bert_mgpu.tasks import base as tasks
-    from bert_mgpu.engine import towers, training
-    from bert_mgpu.configs.base import BertConfig, TrainConfig
-    from bert_mgpu.data import features, input_pipeline
     import tensorflow as tf
+
+    from bert_mgpu.configs.base import TrainConfig
+    from bert_mgpu.data import features, input_pipeline
+    from bert_mgpu.engine import towers, training
+    from bert_mgpu.model.bert_config import BertConfig
+    from bert_mgpu.tasks.pretraining import BertPretrainer
 
     devices = towers.setup_devices(args.n_gpus)
     tf.random.set_seed(0)
@@ -134,7 +136,7 @@ def worker_ours(args):
         n_gpus=args.n_gpus, num_train_steps=steps, num_warmup_steps=max(1, steps // 10),
         learning_rate=1e-4, precision=args.precision, use_xla=args.use_xla,
         save_checkpoints_steps=10 ** 9, log_every_n_steps=10 ** 9)
-    task = tasks.BertPretrainer(BertConfig.from_dict(BERT_CONFIG),
+    task = BertPretrainer(BertConfig.from_dict(BERT_CONFIG),
                                 compute_dtype=training.compute_dtype(args.precision))
     trainer = training.Trainer(task, cfg, devices)
     dataset = input_pipeline.record_dataset(args.records.split(","),
@@ -178,6 +180,7 @@ def run_worker(argv, python=sys.executable):
 def write_data(workdir):
     """NUM_RECORDS synthetic pretraining records (TFRecords for us, .npz for the peer)."""
     import numpy as np
+
     from bert_mgpu.data import features, tfrecord
     rng = np.random.RandomState(0)
     v = BERT_CONFIG["vocab_size"]
@@ -441,7 +444,8 @@ def build_report(args, results, matmul, started, load, busy):
         f"nothing is masked): **{peer_flops / 1e9:.2f} GFLOP** per example for the same "
         f"model. So the ratio above is {peer_flops / ours_flops:.2f}x less work per example "
         f"times {base_mfu / mfu(peer, peer_flops):.2f}x more FLOP/s (MFU {base_mfu:.0%} vs the "
-        f"peer's {mfu(peer, peer_flops):.0%}). Embedding lookups, LayerNorm, softmax, GELU, dropout "
+        f"peer's {mfu(peer, peer_flops):.0%}). Embedding lookups, LayerNorm, softmax, GELU, "
+        f"dropout "
         f"and the optimizer are not counted (they have no matmul); the optimizer alone "
         f"updates {base['params'] / 1e6:.1f}M parameters and their two Adam moments every step.",
         "",
@@ -453,9 +457,9 @@ def build_report(args, results, matmul, started, load, busy):
 GPU_NOTES = """
 ### What to expect on GPUs (not measured here: reasoned from the design)
 
-Nothing in this subsection was measured: this machine has no GPU. It follows from how the trainer
-is built (DESIGN.md decision 3, bert_mgpu/engine/towers.py, bert_mgpu/engine/training.py); the numbers are
-order-of-magnitude arithmetic for BERT-Base (110M parameters, 440 MB in fp32), not benchmarks.
+Nothing in this subsection was measured: this machine has no GPU. It follows from how the trainer is
+built (DESIGN.md decision 3, bert_mgpu/engine/towers.py, bert_mgpu/engine/training.py); the numbers
+are order-of-magnitude arithmetic for BERT-Base (110M parameters, 440 MB in fp32), not benchmarks.
 
 - **Where the variables live.** The weights, the Adam slots (`adam_m`, `adam_v`), `global_step`
   and the loss scale are created eagerly with no device scope, so on the default device: the first
@@ -467,8 +471,8 @@ order-of-magnitude arithmetic for BERT-Base (110M parameters, 440 MB in fp32), n
   GPU 0, and send back one full set of fp32 gradients of the same size (the word-embedding
   gradient is effectively dense in pretraining: the tied masked-LM decoder touches every row).
   Without XLA the embedding lookups are resource gathers, which run where the table lives (GPU 0)
-  and send only the [batch, seq, hidden] rows. The input batch is split in the graph and each slice is sent
-  to its tower (tens of KB).
+  and send only the [batch, seq, hidden] rows. The input batch is split in the graph and each slice
+  is sent to its tower (tens of KB).
 - **How the averaging scales.** It is a reduce-to-one, not an all-reduce: GPU 0 receives N - 1
   gradient sets and sends N - 1 weight copies per update, so its link carries about
   2 x (N - 1) x 440 MB per BERT-Base step: ~6 GB with 8 towers. The sums themselves are cheap

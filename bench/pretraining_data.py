@@ -33,6 +33,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from _common import machine, wait_for_quiet, write_section  # noqa: E402  (bench/)
+
 from bert_mgpu.data import tfrecord  # noqa: E402
 
 KJV = os.path.join(REPO, "data", "pretraining", "kjv_bible_one_verse_per_line.txt.gz")

@@ -20,9 +20,8 @@ import time
 import numpy as np
 import torch
 import transformers
-from transformers import BertForPreTraining
-
 from _common import hf_bert_config
+from transformers import BertForPreTraining
 
 
 def main():

@@ -25,8 +25,8 @@ sys.path[:0] = [os.path.join(REPO, "tests"), REPO]
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from _common import machine, write_section  # noqa: E402  (bench/)
 import _squad_hf  # noqa: E402  (tests/)
+from _common import machine, write_section  # noqa: E402  (bench/)
 from _oracle import MATERIAL  # noqa: E402
 
 FILES = {"v2.0": ("squad_v2_dev_normans.json", ("v1.1", "v2.0")),

@@ -100,7 +100,7 @@ def split_corpus(workdir):
 
 def make_records(workdir):
     """The race's TFRecords (and .npz copies for the PyTorch arm)."""
-    from bert_mgpu.configs.base import CreatePretrainingDataConfig
+    from bert_mgpu.configs.pretraining import CreatePretrainingDataConfig
     from bert_mgpu.data import pretraining_data
 
     text, n_train, n_held = split_corpus(workdir)
@@ -123,6 +123,7 @@ def make_records(workdir):
 
 def to_npz(path):
     import numpy as np
+
     from bert_mgpu.data import features, tfrecord
 
     arrays = {name: [] for name in features.PRETRAINING_FEATURES}
@@ -152,10 +153,12 @@ def run_our_arm(spec):
     from absl import logging
     logging.set_verbosity(logging.WARNING)
     import tensorflow as tf
-    from bert_mgpu.tasks import base as tasks
-    from bert_mgpu.engine import towers, training
-    from bert_mgpu.configs.base import BertConfig, TrainConfig
+
+    from bert_mgpu.configs.base import TrainConfig
     from bert_mgpu.data import features, input_pipeline
+    from bert_mgpu.engine import towers, training
+    from bert_mgpu.model.bert_config import BertConfig
+    from bert_mgpu.tasks.pretraining import BertPretrainer
 
     start = time.monotonic()  # the arm's clock (see the module docstring)
     arm = ARMS[spec["arm"]]
@@ -173,7 +176,7 @@ def run_our_arm(spec):
         clip_norm=arm["clip_norm"], lr_schedule=arm["lr_schedule"],
         batch_ramp_steps=ramp_steps, save_checkpoints_steps=10 ** 9,
         log_every_n_steps=10 ** 9, random_seed=spec["seed"])
-    task = tasks.BertPretrainer(BertConfig.from_dict(arm["config"]),
+    task = BertPretrainer(BertConfig.from_dict(arm["config"]),
                                 next_sentence=arm["next_sentence"])
     trainer = training.Trainer(task, cfg, devices)
     shapes = features.pretraining_shapes(SEQ, PREDS)
@@ -508,7 +511,8 @@ def notes(arms):
         lines.append(
             f"- Same model size, records and recipe (less the next-sentence head), yet an update "
             f"of Hugging Face's arm took "
-            f"{measured:.1f}x as long as ours (median update in the race). `BertForMaskedLM` projects all {SEQ} "
+            f"{measured:.1f}x as long as ours (median update in the race). `BertForMaskedLM` "
+            f"projects all {SEQ} "
             f"positions onto the {BERT['vocab_size']:,}-word vocabulary and then takes the loss "
             f"at the masked ones; Google's design, which we keep, gathers the {PREDS} masked "
             f"positions first. That alone makes its matmuls {theirs / ours:.1f}x ours "

@@ -25,9 +25,8 @@ import time
 import numpy as np
 import torch
 import transformers
-from transformers import BertForMaskedLM
-
 from _common import hf_bert_config
+from transformers import BertForMaskedLM
 
 
 def load(path):

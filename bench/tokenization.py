@@ -34,6 +34,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from _common import machine, wait_for_quiet, write_section  # noqa: E402  (bench/)
+
 from bert_mgpu import tokenization  # noqa: E402  (after the path set-up)
 
 MATERIAL = os.environ.get("BERT_MGPU_MATERIAL",
@@ -195,7 +196,8 @@ def main():
         "Google's run on one core (Python); Hugging Face's Rust `encode_batch` uses every core. "
         "Ours and Hugging Face: median of the runs, which alternate between the two; each of our "
         "runs starts from a fresh tokenizer (empty chunk memo), the warm row re-tokenizes with "
-        "the memo filled. Google's code: one run. Ratios are of tokens/s. The last column counts texts whose tokens differ "
+        "the memo filled. Google's code: one run. Ratios are of tokens/s. The last column counts "
+        "texts whose tokens differ "
         "from Google's (for ours: tokens and ids).",
         "",
         table,

@@ -40,6 +40,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from _common import busy_processes, machine, wait_for_quiet, write_section  # noqa: E402
+
 from bert_mgpu import tokenization  # noqa: E402
 
 MATERIAL = next((p for p in (os.environ.get("BERT_MGPU_MATERIAL"),

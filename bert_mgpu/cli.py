@@ -17,7 +17,34 @@ from typing import List, Optional
 
 from absl import flags, logging
 
-from bert_mgpu.configs import base as config
+from bert_mgpu.configs.base import (
+    LR_SCHEDULES,
+    OPTIMIZERS,
+    PRECISIONS,
+    TRUNCATIONS,
+    ModelFiles,
+    TrainOptions,
+    resolve_cluster,
+    split_tasks,
+)
+from bert_mgpu.configs.classifier import (
+    CLASSIFIER_INPUTS,
+    TASK_SAMPLINGS,
+    TASK_TYPE_OF,
+    ClassifierConfig,
+)
+from bert_mgpu.configs.features import ExtractFeaturesConfig
+from bert_mgpu.configs.ner import TAG_SCHEMES, NerConfig
+from bert_mgpu.configs.pretraining import CreatePretrainingDataConfig, PretrainingConfig
+from bert_mgpu.configs.serving import (
+    DEFAULT_LENGTH_CHUNKS,
+    ConvertHfConfig,
+    ConvertToHfConfig,
+    ExportConfig,
+)
+from bert_mgpu.configs.squad import SquadAnswerOptions, SquadConfig
+from bert_mgpu.configs.vocab import VOCAB_ALGORITHMS, CreateVocabConfig
+from bert_mgpu.model.bert_config import read_bert_config
 
 FLAGS = flags.FLAGS
 
@@ -89,9 +116,9 @@ _SPECS = {
     "use_xla": ("bool", False, "Compile each tower's forward and backward pass with XLA."),
     "precision": ("enum", "fp32", "Activation precision: fp16 uses dynamic loss scaling "
                                   "(non-finite steps are skipped), bf16 none; variables stay "
-                                  "fp32.", config.PRECISIONS),
+                                  "fp32.", PRECISIONS),
     "optimizer": ("enum", "adamw", "adamw = Google's AdamWeightDecay; lamb = layer-wise "
-                                   "adaptive (large batches).", config.OPTIMIZERS),
+                                   "adaptive (large batches).", OPTIMIZERS),
     "adam_bias_correction": ("bool", False, "With --optimizer=adamw: bias-corrected Adam "
                              "moments, as PyTorch's AdamW (Hugging Face's recipes); Google's "
                              "AdamWeightDecay has none, so its first updates are several times "
@@ -107,7 +134,7 @@ _SPECS = {
     "lr_schedule": ("enum", "linear", "linear = Google's warmup then linear decay; one_cycle = "
                                       "Cramming's triangle: 0 -> learning_rate at half of "
                                       "num_train_steps -> 0 (num_warmup_steps unused).",
-                    config.LR_SCHEDULES),
+                    LR_SCHEDULES),
     "batch_ramp_steps": ("integer", 0, "Cramming's batch ramp: over the first N updates the "
                                        "accumulated micro-batches grow linearly from 1 to "
                                        "num_accumulation_steps. 0 = off."),
@@ -156,7 +183,7 @@ _SPECS = {
     "truncation": ("enum", "head", "How to shorten a long single text: 'head' keeps the "
                                    "beginning (Google); 'head_tail' keeps --head_tokens from "
                                    "the start and the rest from the end (Sun et al. 2019).",
-                   config.TRUNCATIONS),
+                   TRUNCATIONS),
     "head_tokens": ("integer", 128, "With --truncation=head_tail: tokens kept from the start "
                                     "of the text."),
     "layerwise_lr_decay": ("float", 1.0, "Layer-wise LR decay: encoder layer l of L gets "
@@ -173,7 +200,7 @@ _SPECS = {
     "task_sampling": ("enum", "proportional",
                       "Several tasks: how the task of each global batch is drawn (a function "
                       "of --random_seed and the step): proportional to its training examples, "
-                      "sqrt (to their square root), uniform.", config.TASK_SAMPLINGS),
+                      "sqrt (to their square root), uniform.", TASK_SAMPLINGS),
     "multilabel_threshold": ("float", 0.5, "--task_type=multilabel: a label is predicted when "
                                            "its probability is above this."),
     "classifier_input": ("enum", "pooled", "What the output layer reads: pooled (Google: "
@@ -181,7 +208,7 @@ _SPECS = {
                                            "vector, no pooler), mean (the masked mean of the "
                                            "last layer), cls_last4 (the [CLS] vectors of the "
                                            "last 4 layers concatenated: width 4H).",
-                         config.CLASSIFIER_INPUTS),
+                         CLASSIFIER_INPUTS),
     # Length-aware batching (run_classifier_mgpu.py).
     "pad_to_longest": ("bool", True, "Pad each batch only to its longest example (rounded up to "
                                      "--pad_to_multiple_of) instead of --max_seq_length, as "
@@ -285,7 +312,7 @@ _SPECS = {
     "algorithm": ("enum", "bpe", "How pieces are learned from the word counts: bpe "
                                  "(SentencePiece BPE, the lowest fertility measured), unigram "
                                  "(SentencePiece unigram LM) or wordpiece (likelihood-scored "
-                                 "merges, pure Python, slower).", config.VOCAB_ALGORITHMS),
+                                 "merges, pure Python, slower).", VOCAB_ALGORITHMS),
     "num_unused": ("integer", 99, "[unusedN] slots. The first 99 come before [UNK], so [UNK], "
                                   "[CLS], [SEP], [MASK] get ids 100-103 as in Google's English "
                                   "vocabularies; the rest follow [MASK] (Google's uncased has "
@@ -316,7 +343,7 @@ MODEL_FLAGS = ("bert_config_file", "init_checkpoint", "vocab_file", "spm_model_f
                "do_lower_case", "max_seq_length")
 TPU_FLAGS = ("use_tpu", "tpu_name", "tpu_zone", "gcp_project", "master", "num_tpu_cores",
              "iterations_per_loop", "use_one_hot_embeddings")
-TRAINER_FLAGS = tuple(f.name for f in dataclasses.fields(config.TrainOptions))
+TRAINER_FLAGS = tuple(f.name for f in dataclasses.fields(TrainOptions))
 CLUSTER_FLAGS = ("worker_hosts", "task_index", "collective_timeout_seconds")
 GOOGLE_TRAINING_FLAGS = ("output_dir", "do_train", "do_eval", "eval_batch_size",
                          "learning_rate", "save_checkpoints_steps", "allow_random_weights")
@@ -494,14 +521,14 @@ def check_input_text_file(flag: str) -> None:
         raise FlagError(f"--{flag}: {path} is empty (one example per line expected)")
 
 
-def check_model_files(model: config.ModelFiles) -> None:
+def check_model_files(model: ModelFiles) -> None:
     """Reads --bert_config_file (and checks --max_seq_length against it), checks that the
     vocabulary exists, fits the model's vocab_size and suits --do_lower_case: at start, before
     TensorFlow is loaded, so a mistyped path costs a second, not the start-up. The job reads
     them again for real."""
     from bert_mgpu import tokenization
 
-    bert_config = model.bert_config() if model.bert_config_file else None
+    bert_config = read_bert_config(model) if model.bert_config_file else None
     for flag in ("vocab_file", "spm_model_file"):
         path = getattr(model, flag)
         if path and not _is_remote(path) and not os.path.isfile(path):
@@ -566,14 +593,14 @@ def parse_int_list(flag_name, text) -> List[int]:
             from None
 
 
-def model_files() -> config.ModelFiles:
+def model_files() -> ModelFiles:
     """The `model` subtree from whichever model flags the script defined."""
-    return from_flags(config.ModelFiles)
+    return from_flags(ModelFiles)
 
 
-def train_options() -> config.TrainOptions:
+def train_options() -> TrainOptions:
     """The `train` subtree (the trainer's flags)."""
-    return validated(from_flags(config.TrainOptions))
+    return validated(from_flags(TrainOptions))
 
 
 def cluster_config():
@@ -582,7 +609,7 @@ def cluster_config():
         raise FlagError("--collective_timeout_seconds must be > 0")
     if FLAGS.task_index is not None and not FLAGS.worker_hosts:
         raise FlagError("--task_index needs --worker_hosts")
-    return config.resolve_cluster(FLAGS.worker_hosts, FLAGS.task_index,
+    return resolve_cluster(FLAGS.worker_hosts, FLAGS.task_index,
                                   FLAGS.collective_timeout_seconds)
 
 
@@ -623,10 +650,10 @@ PRETRAINING_MASKING_HELPS = {
 }
 
 
-def pretraining_config() -> config.PretrainingConfig:
+def pretraining_config() -> PretrainingConfig:
     require("bert_config_file", "input_file", "output_dir")
     check_output_dir()
-    cfg = _training_job_config(config.PretrainingConfig)
+    cfg = _training_job_config(PretrainingConfig)
     check_weights_to_evaluate(cfg)
     from bert_mgpu.data import input_pipeline
     input_pipeline.expand_input_files(cfg.input_file)  # a pattern matching nothing: at start
@@ -634,7 +661,7 @@ def pretraining_config() -> config.PretrainingConfig:
     return cfg
 
 
-def warn_warmup_longer_than_training(cfg: config.PretrainingConfig) -> None:
+def warn_warmup_longer_than_training(cfg: PretrainingConfig) -> None:
     """Logs a warning when the linear schedule's warmup outlasts the run: the learning rate
     would rise for every step and never reach --learning_rate."""
     train = cfg.train_config
@@ -659,17 +686,17 @@ def define_classifier_flags():
                  defaults={"shuffle_buffer_size": 0})
 
 
-def classifier_config() -> config.ClassifierConfig:
+def classifier_config() -> ClassifierConfig:
     require("data_dir", "task_name", "bert_config_file", "output_dir")
     check_output_dir()
     from bert_mgpu.data import processors
 
     label_list = tuple(FLAGS.label_list) if FLAGS.label_list else None
-    names = config.split_tasks(FLAGS.task_name)
+    names = split_tasks(FLAGS.task_name)
     # An unknown --task_name: at start.
     for name in names:
         processors.get_processor(name, label_list if len(names) == 1 else None)
-    cfg = _training_job_config(config.ClassifierConfig, task_name=FLAGS.task_name.lower(),
+    cfg = _training_job_config(ClassifierConfig, task_name=FLAGS.task_name.lower(),
                                label_list=label_list, **classifier_task_defaults())
     if cfg.num_tasks > 1:
         for task in cfg.task_configs():  # each task's --label_list
@@ -684,10 +711,10 @@ def classifier_task_defaults() -> dict:
     per task of a multi-task run (comma-separated)."""
     out = {}
     if FLAGS["task_type"].present:
-        task_types = config.split_tasks(FLAGS.task_type)
+        task_types = split_tasks(FLAGS.task_type)
     else:
-        task_types = [config.TASK_TYPE_OF.get(name.lower(), FLAGS.task_type)
-                      for name in config.split_tasks(FLAGS.task_name)]
+        task_types = [TASK_TYPE_OF.get(name.lower(), FLAGS.task_type)
+                      for name in split_tasks(FLAGS.task_name)]
         out["task_type"] = ",".join(task_types)
     if not FLAGS["best_metric"].present:
         out["best_metric"] = ",".join(
@@ -702,19 +729,19 @@ def define_extract_features_flags():
                                       "'text_a ||| text_b'."})
 
 
-def extract_features_config() -> config.ExtractFeaturesConfig:
+def extract_features_config() -> ExtractFeaturesConfig:
     require("input_file", "output_file", "bert_config_file", "init_checkpoint")
     check_input_text_file("input_file")
     check_output_files()
     warn_ignored_tpu_flags()
-    cfg = validated(from_flags(config.ExtractFeaturesConfig, model=model_files(),
+    cfg = validated(from_flags(ExtractFeaturesConfig, model=model_files(),
                                layers=tuple(parse_int_list("layers", FLAGS.layers))))
     check_model_files(cfg.model)
     return cfg
 
 
 def define_create_pretraining_data_flags():
-    define_flags(tuple(f.name for f in dataclasses.fields(config.CreatePretrainingDataConfig)),
+    define_flags(tuple(f.name for f in dataclasses.fields(CreatePretrainingDataConfig)),
                  helps={
                      "input_file": "Input raw text file (or comma-separated list of files; "
                                    "globs allowed). One sentence per line, a blank line "
@@ -729,10 +756,10 @@ def define_create_pretraining_data_flags():
                                          "[SEP], segment_ids 0, next_sentence_labels 0)."})
 
 
-def create_pretraining_data_config() -> config.CreatePretrainingDataConfig:
+def create_pretraining_data_config() -> CreatePretrainingDataConfig:
     require("input_file", "output_file", "vocab_file")
     check_output_files()
-    return validated(from_flags(config.CreatePretrainingDataConfig))
+    return validated(from_flags(CreatePretrainingDataConfig))
 
 
 def define_convert_hf_flags():
@@ -742,10 +769,10 @@ def define_convert_hf_flags():
                                       "vocab.txt."})
 
 
-def convert_hf_config() -> config.ConvertHfConfig:
+def convert_hf_config() -> ConvertHfConfig:
     require("hf_model_dir", "output_dir")
     check_output_dir()
-    return from_flags(config.ConvertHfConfig)
+    return from_flags(ConvertHfConfig)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -764,7 +791,7 @@ _SPECS.update({
                                    "answer, its character offsets and logits).",
              ("classifier", "features", "squad")),
     "jit_compile": ("bool", False, "Compile the exported encoder with XLA (jit_compile)."),
-    "length_chunks": ("integer", config.DEFAULT_LENGTH_CHUNKS,
+    "length_chunks": ("integer", DEFAULT_LENGTH_CHUNKS,
                       "--task=classifier: sort each batch by text length and run it in up to "
                       "this many chunks (at least 8 texts each), each cut to its own longest "
                       "text, so short texts are not padded to the batch's longest; 1 = off (one "
@@ -797,13 +824,13 @@ def define_export_flags():
                                       "else 0..N-1)."})
 
 
-def export_config() -> config.ExportConfig:
+def export_config() -> ExportConfig:
     require("export_dir")
     check_output_dir("export_dir")
     given = frozenset(name for name in EXPORT_FLAGS + MODEL_FLAGS if FLAGS[name].present)
     return validated(from_flags(
-        config.ExportConfig, model=model_files(), flags_given=given,
-        squad=from_flags(config.SquadAnswerOptions),
+        ExportConfig, model=model_files(), flags_given=given,
+        squad=from_flags(SquadAnswerOptions),
         label_list=tuple(FLAGS.label_list) if FLAGS.label_list else None))
 
 
@@ -818,10 +845,10 @@ def define_convert_to_hf_flags():
                                       "LABEL_0..)."})
 
 
-def convert_to_hf_config() -> config.ConvertToHfConfig:
+def convert_to_hf_config() -> ConvertToHfConfig:
     require("bert_config_file", "init_checkpoint", "vocab_file", "output_dir")
     check_output_dir()
-    return from_flags(config.ConvertToHfConfig, model=model_files(),
+    return from_flags(ConvertToHfConfig, model=model_files(),
                       label_list=tuple(FLAGS.label_list) if FLAGS.label_list else None)
 
 
@@ -843,10 +870,10 @@ def define_squad_flags():
                  defaults={"max_seq_length": 384, "shuffle_buffer_size": 0})
 
 
-def squad_config() -> config.SquadConfig:
+def squad_config() -> SquadConfig:
     require("vocab_file", "bert_config_file", "output_dir")
     check_output_dir()
-    cfg = _training_job_config(config.SquadConfig)
+    cfg = _training_job_config(SquadConfig)
     check_weights_to_evaluate(cfg)
     # A mistyped SQuAD json path fails at start, before TensorFlow is loaded.
     for flag, used in (("train_file", cfg.do_train),
@@ -858,7 +885,7 @@ def squad_config() -> config.SquadConfig:
 
 
 def define_create_vocab_flags():
-    define_flags(tuple(f.name for f in dataclasses.fields(config.CreateVocabConfig)), helps={
+    define_flags(tuple(f.name for f in dataclasses.fields(CreateVocabConfig)), helps={
         "input_file": "Input raw text file (or comma-separated list of files; globs allowed), "
                       "in create_pretraining_data.py's format; '.gz' files are read "
                       "decompressed.",
@@ -872,11 +899,11 @@ def define_create_vocab_flags():
         "random_seed": "Seed of the --max_sentences sample."})
 
 
-def create_vocab_config() -> config.CreateVocabConfig:
+def create_vocab_config() -> CreateVocabConfig:
     require("input_file", "output_file")
     check_output_files()
     reserved = tuple(t.strip() for t in FLAGS.reserved_tokens if t.strip())
-    return validated(from_flags(config.CreateVocabConfig, reserved_tokens=reserved))
+    return validated(from_flags(CreateVocabConfig, reserved_tokens=reserved))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -889,7 +916,7 @@ for _name, _spec in {
                                       "files (BIO, IOB1 or BIOES); bioes = converted to BIOES "
                                       "(S- single-word entities, E- last words); predictions "
                                       "are written back in the files' scheme.",
-                       config.TAG_SCHEMES),
+                       TAG_SCHEMES),
         "doc_stride": ("integer", None, "When splitting up a long document into chunks, how "
                                         "much stride to take between chunks."),
 }.items():
@@ -920,7 +947,7 @@ def define_ner_flags():
                                     "losses: lower is better; others: higher)."})
 
 
-def ner_config() -> config.NerConfig:
+def ner_config() -> NerConfig:
     require("data_dir", "bert_config_file", "output_dir")
     check_output_dir()
     if not _is_remote(FLAGS.data_dir) and not os.path.isdir(FLAGS.data_dir):
@@ -929,7 +956,7 @@ def ner_config() -> config.NerConfig:
     if label_list is not None:
         from bert_mgpu.data import ner_data
         ner_data.get_labels([], label_list)  # a malformed --label_list: at start
-    cfg = _training_job_config(config.NerConfig, label_list=label_list)
+    cfg = _training_job_config(NerConfig, label_list=label_list)
     check_weights_to_evaluate(cfg)
     if not _is_remote(cfg.data_dir):
         for split, wanted in (("train.txt", cfg.do_train), ("dev.txt", cfg.do_eval),

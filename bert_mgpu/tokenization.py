@@ -115,7 +115,8 @@ def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
         f"You passed in `--do_lower_case={actual_flag}` with "
         f"`--init_checkpoint={init_checkpoint}`. However, `{model_name}` seems to be a "
         f"{case_name} model, so you should pass in `--do_lower_case={opposite_flag}` so that the "
-        "fine-tuning matches how the model was pre-training. If this error is wrong, please just comment out this check.")
+        "fine-tuning matches how the model was pre-training. If this error is wrong, please just "
+        "comment out this check.")
 
 
 def convert_to_unicode(text):

@@ -16,16 +16,16 @@ import pathlib
 
 import numpy as np
 import tensorflow as tf
-
 from _oracle import MATERIAL, minilm_model_dir, run_json_request
 from _together import started
+
+from bert_mgpu import tokenization
+from bert_mgpu.data import squad_data
 from bert_mgpu.engine import checkpoint
 from bert_mgpu.interop import hf_checkpoint
 from bert_mgpu.metrics import squad as squad_metrics
-from bert_mgpu.tasks import base as tasks
-from bert_mgpu import tokenization
-from bert_mgpu.configs.base import BertConfig
-from bert_mgpu.data import squad_data
+from bert_mgpu.model.bert_config import BertConfig
+from bert_mgpu.tasks.squad import SquadTask
 
 N_BEST_SIZE, MAX_ANSWER_LENGTH = 20, 30  # Google's defaults
 
@@ -50,7 +50,7 @@ def squad_checkpoint(workdir):
     converted = hf_checkpoint.convert_folder(hf_dir, os.path.join(workdir, "google"),
                                              gelu="exact")
     tf.random.set_seed(13)
-    init = tasks.SquadTask(BertConfig.from_json_file(converted["bert_config"]))
+    init = SquadTask(BertConfig.from_json_file(converted["bert_config"]))
     checkpoint.init_from_checkpoint(converted["checkpoint"], init.named_variables())
     prefix = checkpoint.write_bundle(os.path.join(workdir, "squad", "model.ckpt"),
                                      init.named_variables())
@@ -59,7 +59,7 @@ def squad_checkpoint(workdir):
 
 def our_logits(converted, prefix, arrays, unique_ids, batch_size):
     """A fresh `SquadTask` loaded by name from `prefix`: start and end logits [N, S]."""
-    task = tasks.SquadTask(BertConfig.from_json_file(converted["bert_config"]))
+    task = SquadTask(BertConfig.from_json_file(converted["bert_config"]))
     report = checkpoint.init_from_checkpoint(prefix, task.named_variables())
     assert {"cls/squad/output_weights", "cls/squad/output_bias"} <= set(report.initialized)
     predict = tf.function(task.predict)
@@ -88,7 +88,8 @@ def compare(squad_file, workdir, max_seq_length, doc_stride, max_query_length,
     """Logits and predictions of both sides on every window of `squad_file`'s questions.
 
     Returns: dict with `examples`, `features`, `max_abs_diff` (start and end logits; also
-    `max_abs_diff_tokens`, at the windows' tokens, padding positions left out), and per mode: `predictions`/`google_predictions`,
+    `max_abs_diff_tokens`, at the windows' tokens, padding positions left out), and per mode:
+    `predictions`/`google_predictions`,
     `nbest_texts`/`google_nbest_texts`, for v2.0 also `threshold`, `threshold_gap`,
     `null_odds_max_diff`.
     """

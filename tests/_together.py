@@ -17,7 +17,6 @@ import contextlib
 import subprocess
 
 import pytest
-
 from _launch import env_without_tensorflow, script_env
 
 # Processes at a time: a few TensorFlow processes fit in memory; more only wait for a core.

@@ -20,15 +20,14 @@ import time
 
 import numpy as np
 import pytest
-
-from bert_mgpu.engine import checkpoint
-from bert_mgpu.model import modeling
-from bert_mgpu.configs.base import BertConfig
-
 from _launch import env_without_tensorflow
 from _oracle import DATA, REPO
 from _pretraining_data import TINY_CONFIG, write_records
 from _together import started
+
+from bert_mgpu.engine import checkpoint
+from bert_mgpu.model import modeling
+from bert_mgpu.model.bert_config import BertConfig
 
 SCRIPTS = {name: os.path.join(REPO, f"{name}.py") for name in (
     "run_pretraining", "run_classifier_mgpu", "extract_features", "create_pretraining_data",

@@ -1,4 +1,5 @@
-"""Tests of bert_mgpu.engine.checkpoint: Google-layout bundles, state file, crash safety, init/restore."""
+"""Tests of bert_mgpu.engine.checkpoint: Google-layout bundles, state file, crash safety,
+init/restore."""
 
 import logging
 import os
@@ -126,7 +127,7 @@ def test_write_bundle_google_release_layout(tmp_path):
 
 # -- crash safety ----------------------------------------------------------------------------
 
-class _Crash(Exception):
+class _CrashError(Exception):
     pass
 
 
@@ -137,14 +138,14 @@ def test_crash_after_data_before_index_keeps_previous(tmp_path, monkeypatch):
 
     def crash_on_index(src, dst):
         if dst.endswith(".index"):
-            raise _Crash("killed")
+            raise _CrashError("killed")
         real_rename(src, dst)
 
     real_rmtree = checkpoint._rmtree
     monkeypatch.setattr(checkpoint, "_rename", crash_on_index)
     # A killed process runs no `finally`: leave the temporary directory behind.
     monkeypatch.setattr(checkpoint, "_rmtree", lambda path: None)
-    with pytest.raises(_Crash):
+    with pytest.raises(_CrashError):
         checkpoint.save_checkpoint(out, 2, _training_state(2))
     monkeypatch.setattr(checkpoint, "_rename", real_rename)
     monkeypatch.setattr(checkpoint, "_rmtree", real_rmtree)
@@ -171,11 +172,11 @@ def test_crash_while_resaving_a_listed_step_never_lists_a_broken_one(tmp_path, m
 
     def crash_on_checkpoint_index(src, dst):
         if dst.endswith("model.ckpt-2.index"):
-            raise _Crash("killed")
+            raise _CrashError("killed")
         real_rename(src, dst)
 
     monkeypatch.setattr(checkpoint, "_rename", crash_on_checkpoint_index)
-    with pytest.raises(_Crash):
+    with pytest.raises(_CrashError):
         checkpoint.save_checkpoint(out, 2, _training_state(2, seed=5))
     assert checkpoint.latest_checkpoint(out) == first
     assert tf.train.latest_checkpoint(out) == first
@@ -186,10 +187,10 @@ def test_crash_before_state_file_update_keeps_previous(tmp_path, monkeypatch):
     first = checkpoint.save_checkpoint(out, 1, _training_state(1))
 
     def crash(*args):
-        raise _Crash("killed")
+        raise _CrashError("killed")
 
     monkeypatch.setattr(checkpoint, "_write_state", crash)
-    with pytest.raises(_Crash):
+    with pytest.raises(_CrashError):
         checkpoint.save_checkpoint(out, 2, _training_state(2))
     assert checkpoint.latest_checkpoint(out) == first
     assert tf.train.latest_checkpoint(out) == first

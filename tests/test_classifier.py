@@ -10,18 +10,18 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-
-from bert_mgpu.engine import evaluation, optimization, towers, training
-from bert_mgpu.model import modeling
-from bert_mgpu.tasks import base as tasks
-from bert_mgpu import tokenization
-from bert_mgpu.configs.base import BertConfig, TrainConfig
-from bert_mgpu.data import classifier_data, features, input_pipeline, processors, tfrecord
-
+from _launch import Launched, error_line, final_tensors, signal_at_checkpoint
 from _oracle import DATA, REPO, run_json_request
 from _pretraining_data import TINY_CONFIG
-from _launch import Launched, error_line, final_tensors, signal_at_checkpoint
 from _together import bad_input_jobs, run_command, started, with_the_module
+
+from bert_mgpu import tokenization
+from bert_mgpu.configs.base import TrainConfig
+from bert_mgpu.data import classifier_data, features, input_pipeline, processors, tfrecord
+from bert_mgpu.engine import evaluation, optimization, towers, training
+from bert_mgpu.model import modeling
+from bert_mgpu.model.bert_config import BertConfig
+from bert_mgpu.tasks.classifier import BertClassifier
 
 VOCAB = os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")
 SCRIPT = os.path.join(REPO, "run_classifier_mgpu.py")
@@ -236,16 +236,17 @@ def test_classifier_towers_equal_one_device(tmp_path):
                 "label_ids": [int(ids[1] > 50)], "is_real_example": [1]}))
     config = BertConfig.from_dict(dict(TINY_CONFIG, num_hidden_layers=1))
     tf.random.set_seed(5)
-    init = tasks.BertClassifier(config, 2)
+    init = BertClassifier(config, 2)
     init_path = str(tmp_path / "init")
     from bert_mgpu.engine import checkpoint
     checkpoint.write_bundle(init_path, init.named_variables())
     results = []
     for n_gpus, batch in ((1, 8), (2, 4)):
-        cfg = TrainConfig(output_dir=str(tmp_path / f"out{n_gpus}"), train_batch_size=batch, n_gpus=n_gpus,
+        cfg = TrainConfig(output_dir=str(tmp_path / f"out{n_gpus}"), train_batch_size=batch,
+                          n_gpus=n_gpus,
                           num_train_steps=4, num_warmup_steps=1, learning_rate=1e-3,
                           init_checkpoint=init_path)
-        task = tasks.BertClassifier(config, 2)
+        task = BertClassifier(config, 2)
         task.classifier.dropout_prob = 0.0
         trainer = training.Trainer(task, cfg, towers.tower_devices(n_gpus))
         trainer.train(input_pipeline.record_dataset([path], features.classifier_shapes(16), 8,

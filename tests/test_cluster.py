@@ -1,10 +1,10 @@
 """Multi-worker training on TensorFlow's collectives, with real worker processes on 127.0.0.1.
 
-2 workers x 1 tower x 4 == 1 worker x 2 towers x 4 == 1 worker x 1 tower x 8 (same init,
-dropout 0.1: masks are keyed by the example's position in the global batch, and the workers
-together read exactly one process's global batches); input shards are disjoint; only the chief writes; a dead worker stops the others within the timeout and a
-relaunch resumes exactly; SIGTERM on a worker (launched by TF_CONFIG) checkpoints and ends every
-worker cleanly.
+2 workers x 1 tower x 4 == 1 worker x 2 towers x 4 == 1 worker x 1 tower x 8 (same init, dropout
+0.1: masks are keyed by the example's position in the global batch, and the workers together read
+exactly one process's global batches); input shards are disjoint; only the chief writes; a dead
+worker stops the others within the timeout and a relaunch resumes exactly; SIGTERM on a worker
+(launched by TF_CONFIG) checkpoints and ends every worker cleanly.
 """
 
 import json
@@ -16,13 +16,12 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
-
-from bert_mgpu.engine.cluster import ClusterConfig, resolve_cluster
-from bert_mgpu.data import input_pipeline
-
 from _launch import Launched, final_tensors, script_env, signal_at_checkpoint
 from _oracle import REPO, free_ports
 from _pretraining_data import DROPOUT, write_config, write_records
+
+from bert_mgpu.data import input_pipeline
+from bert_mgpu.engine.cluster import ClusterConfig, resolve_cluster
 
 SCRIPT = os.path.join(REPO, "run_pretraining.py")
 STEPS = 40

@@ -15,10 +15,10 @@ import sys
 import unicodedata
 
 import pytest
-
 from _oracle import DATA, REPO, run_oracle_script
+
 from bert_mgpu import tokenization
-from bert_mgpu.configs.base import CreateVocabConfig
+from bert_mgpu.configs.vocab import CreateVocabConfig
 from bert_mgpu.data import vocab_builder
 
 SCRIPT = os.path.join(REPO, "create_vocab.py")

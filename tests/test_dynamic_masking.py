@@ -15,12 +15,12 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from _launch import Launched, error_line, final_tensors, run_all, signal_at_checkpoint
 from _oracle import DATA, REPO
 from _pretraining_data import DROPOUT, write_config, write_records
+
 from bert_mgpu import tokenization
-from bert_mgpu.configs.base import CreatePretrainingDataConfig, PretrainingConfig
+from bert_mgpu.configs.pretraining import CreatePretrainingDataConfig, PretrainingConfig
 from bert_mgpu.data import features, input_pipeline, pretraining_data, tfrecord
 
 EN_VOCAB = os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")

@@ -10,12 +10,11 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-
-from bert_mgpu.engine import evaluation
-
 from _oracle import DATA, REPO, run_oracle_script_inline
 from _pretraining_data import TINY_CONFIG
 from _together import started_in
+
+from bert_mgpu.engine import evaluation
 
 SCRIPT = os.path.join(REPO, "run_classifier_mgpu.py")
 VOCAB = os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")

@@ -15,18 +15,18 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-
-from bert_mgpu.serving import export
-from bert_mgpu.tasks import features as feature_extraction
-from bert_mgpu import tokenization
-from bert_mgpu.configs.base import ExportConfig, ModelFiles
-from bert_mgpu.data.classifier_data import convert_single_example
-from bert_mgpu.data.processors import InputExample
-
 from _launch import error_line
 from _oracle import DATA, REPO
 from _serving import ENV, readme_rest_payloads, run_loaded
 from _together import started
+
+from bert_mgpu import tokenization
+from bert_mgpu.configs.base import ModelFiles
+from bert_mgpu.configs.serving import ExportConfig
+from bert_mgpu.data.classifier_data import convert_single_example
+from bert_mgpu.data.processors import InputExample
+from bert_mgpu.serving import export
+from bert_mgpu.tasks import features as feature_extraction
 
 pytest.importorskip("tensorflow_text")
 

@@ -14,19 +14,20 @@ import sys
 
 import numpy as np
 import pytest
-
-from bert_mgpu.serving import export
-from bert_mgpu.interop import hf_checkpoint, hf_export
-from bert_mgpu import tokenization
-from bert_mgpu.configs.base import ClassifierHeadSpec, ExportConfig, ModelFiles, classifier_head_of_run
-from bert_mgpu.data.classifier_data import convert_single_example
-from bert_mgpu.data.processors import InputExample
-
 from _oracle import REPO, run_json_request
 from _pretraining_data import TINY_CONFIG
 from _serving import ENV, run_loaded
 from _together import started
 from test_multitask import SEQ, VOCAB, run_script, write_tsv
+
+from bert_mgpu import tokenization
+from bert_mgpu.configs.base import ModelFiles
+from bert_mgpu.configs.serving import ExportConfig
+from bert_mgpu.data.classifier_data import convert_single_example
+from bert_mgpu.data.processors import InputExample
+from bert_mgpu.interop import hf_checkpoint, hf_export
+from bert_mgpu.model.head_spec import ClassifierHeadSpec, classifier_head_of_run
+from bert_mgpu.serving import export
 
 pytest.importorskip("tensorflow_text")
 

@@ -16,17 +16,20 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from _oracle import DATA, REPO, require_material
 from _pretraining_data import TINY_CONFIG
 from _serving import ENV, readme_rest_payloads, run_loaded
-from bert_mgpu.engine import checkpoint
-from bert_mgpu.serving import export
-from bert_mgpu.metrics import squad as squad_metrics
-from bert_mgpu.tasks import base as tasks
+
 from bert_mgpu import tokenization
-from bert_mgpu.configs.base import BertConfig, ExportConfig, ModelFiles, SquadAnswerOptions
+from bert_mgpu.configs.base import ModelFiles
+from bert_mgpu.configs.serving import ExportConfig
+from bert_mgpu.configs.squad import SquadAnswerOptions
 from bert_mgpu.data import squad_data
+from bert_mgpu.engine import checkpoint
+from bert_mgpu.metrics import squad as squad_metrics
+from bert_mgpu.model.bert_config import BertConfig
+from bert_mgpu.serving import export
+from bert_mgpu.tasks.squad import SquadTask
 
 pytest.importorskip("tensorflow_text")
 
@@ -69,7 +72,7 @@ def squad_run(tmp_path_factory):
     run.mkdir()
     (run / "bert_config.json").write_text(json.dumps(CONFIG))
     tf.random.set_seed(3)
-    task = tasks.SquadTask(BertConfig.from_dict(CONFIG))
+    task = SquadTask(BertConfig.from_dict(CONFIG))
     weights = {k: v.numpy() for k, v in task.named_variables().items()}
     weights["cls/squad/output_weights"] = np.random.RandomState(0).normal(
         0, 1, [2, 32]).astype(np.float32)

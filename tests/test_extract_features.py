@@ -13,13 +13,12 @@ import sys
 
 import numpy as np
 import pytest
+from _oracle import REPO, minilm_model_dir, require_material
 
-from bert_mgpu.tasks import features as feature_extraction
-from bert_mgpu.interop import hf_checkpoint
 from bert_mgpu import tokenization
 from bert_mgpu.data.sequence import pack_tokens, truncate_seq_pair
-
-from _oracle import REPO, minilm_model_dir, require_material
+from bert_mgpu.interop import hf_checkpoint
+from bert_mgpu.tasks import features as feature_extraction
 
 
 def detokenize(tokens):
@@ -88,7 +87,7 @@ def test_minilm_parity_through_the_script(converted, reference, tmp_path, gelu, 
 
 
 def test_pooled_output_parity(converted, reference):
-    from bert_mgpu.configs.base import BertConfig
+    from bert_mgpu.model.bert_config import BertConfig
     paths = converted["tanh"]
     extractor = feature_extraction.FeatureExtractor(
         BertConfig.from_json_file(paths["bert_config"]), paths["checkpoint"], [-1], 32)

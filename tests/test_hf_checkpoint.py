@@ -7,11 +7,10 @@ import shutil
 import numpy as np
 import pytest
 import tensorflow as tf
+from _oracle import REPO, minilm_model_dir, run_oracle_script
 
 from bert_mgpu.interop import hf_checkpoint
 from bert_mgpu.interop.hf_checkpoint import ConversionError
-
-from _oracle import REPO, minilm_model_dir, run_oracle_script
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +77,8 @@ def test_bin_folder_converts_like_safetensors_folder(minilm, tmp_path):
 
 def test_heads_and_classifier_names():
     cases = {
-        "bert.encoder.layer.11.output.LayerNorm.gamma": ("bert/encoder/layer_11/output/LayerNorm/gamma", False),
+        "bert.encoder.layer.11.output.LayerNorm.gamma":
+            ("bert/encoder/layer_11/output/LayerNorm/gamma", False),
         "cls.predictions.transform.dense.weight": ("cls/predictions/transform/dense/kernel", True),
         "cls.predictions.bias": ("cls/predictions/output_bias", False),
         "cls.seq_relationship.weight": ("cls/seq_relationship/output_weights", False),

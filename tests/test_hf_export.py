@@ -14,13 +14,12 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from _oracle import REPO, minilm_model_dir, run_json_request
 
 from bert_mgpu.engine import checkpoint
-from bert_mgpu.model import heads, modeling
 from bert_mgpu.interop import hf_checkpoint, hf_export
-from bert_mgpu.configs.base import BertConfig
-
-from _oracle import REPO, minilm_model_dir, run_json_request
+from bert_mgpu.model import heads, modeling
+from bert_mgpu.model.bert_config import BertConfig
 
 WORDS = [f"w{i}" for i in range(94)]
 TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS

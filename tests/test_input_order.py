@@ -10,11 +10,10 @@ import sys
 
 import pytest
 import tensorflow as tf
-
-from bert_mgpu.data import input_pipeline, tfrecord
-
 from _oracle import DATA, REPO
 from _together import started
+
+from bert_mgpu.data import input_pipeline, tfrecord
 
 SHAPES = {"input_ids": 2, "input_mask": 2, "segment_ids": 2, "label_ids": 1,
           "is_real_example": 1}

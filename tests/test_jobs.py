@@ -9,9 +9,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_mgpu.tasks import jobs, base as tasks
-from bert_mgpu.configs.base import (BertConfig, ClassifierConfig, ModelFiles, PretrainingConfig,
-                              TrainConfig, TrainOptions)
+from bert_mgpu.configs.base import ModelFiles, TrainConfig, TrainOptions
+from bert_mgpu.configs.classifier import ClassifierConfig
+from bert_mgpu.configs.pretraining import PretrainingConfig
+from bert_mgpu.engine.job import start_job
+from bert_mgpu.model.bert_config import BertConfig
+from bert_mgpu.tasks.base import Task
+from bert_mgpu.tasks.classifier import BertClassifier
+from bert_mgpu.tasks.pretraining import BertPretrainer
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = {"vocab_size": 50, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
@@ -48,13 +53,13 @@ def _slices(features, n):
 
 
 @pytest.mark.parametrize("make_task,batch", [
-    (lambda c: tasks.BertClassifier(c, 3), _classifier_batch),
-    (lambda c: tasks.BertPretrainer(c), _pretraining_batch),
-    (lambda c: tasks.BertPretrainer(c, next_sentence=False), _pretraining_batch),
+    (lambda c: BertClassifier(c, 3), _classifier_batch),
+    (lambda c: BertPretrainer(c), _pretraining_batch),
+    (lambda c: BertPretrainer(c, next_sentence=False), _pretraining_batch),
 ])
 def test_tasks_follow_the_protocol_and_shares_add_up(make_task, batch):
     task = make_task(BertConfig.from_dict(TINY))
-    assert isinstance(task, tasks.Task)
+    assert isinstance(task, Task)
     features = batch()
     context = task.context(features)
     whole = task.tower_loss(features, context, training=False)
@@ -70,7 +75,7 @@ def test_tasks_follow_the_protocol_and_shares_add_up(make_task, batch):
 
 
 def test_classifier_loss_is_the_mean_cross_entropy_and_predict_is_a_dict():
-    task = tasks.BertClassifier(BertConfig.from_dict(TINY), 3, label_names=["a", "b", "c"])
+    task = BertClassifier(BertConfig.from_dict(TINY), 3, label_names=["a", "b", "c"])
     features = _classifier_batch()
     probabilities = task.predict(features)["probabilities"].numpy()
     labels = features["label_ids"].numpy()[:, 0]
@@ -84,7 +89,7 @@ def test_classifier_loss_is_the_mean_cross_entropy_and_predict_is_a_dict():
     assert result["eval_accuracy"] == pytest.approx(accuracy)
     assert {"eval_f1_a", "eval_f1_b", "eval_f1_c", "eval_f1_macro"} <= set(result)
     with pytest.raises(ValueError, match="2 label names for 3 labels"):
-        tasks.BertClassifier(BertConfig.from_dict(TINY), 3, label_names=["a", "b"])
+        BertClassifier(BertConfig.from_dict(TINY), 3, label_names=["a", "b"])
 
 
 def _config_file(tmp_path, **changes):
@@ -98,7 +103,7 @@ def test_start_job_is_the_shared_start_up(tmp_path):
     cfg = PretrainingConfig(model=model, train=TrainOptions(n_gpus=3, random_seed=7),
                             output_dir=str(tmp_path / "out" / "nested"), input_file="unused",
                             do_train=True, flags={"n_gpus": 3})
-    job = jobs.start_job(cfg)
+    job = start_job(cfg)
     assert len(job.devices) == 3 and job.chief and job.num_workers == 1
     assert job.bert_config.hidden_size == 16
     assert os.path.isdir(cfg.output_dir)
@@ -116,7 +121,7 @@ def test_start_job_is_the_shared_start_up(tmp_path):
                                  input_file="unused", do_train=True)
     with pytest.raises(ValueError, match=r"--max_seq_length=33 is longer than "
                                          r"max_position_embeddings \(32\)"):
-        jobs.start_job(too_long)
+        start_job(too_long)
 
 
 def test_classifier_steps_are_derived_from_the_data():

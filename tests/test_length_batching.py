@@ -1,10 +1,11 @@
 """Length-aware batching (--pad_to_longest, --pad_to_multiple_of, --group_by_length).
 
 Examples of very different lengths, written sorted by label (as a user's file may be). Trimmed
-evaluation/prediction equals the fully padded one to 1e-5 and keeps the file order; trimmed
-training equals padded training with dropout on (the masks of the real tokens are those of
-the run's layout, as long as the training file's longest example rounded up); grouping by length is a pure function of (seed, epoch), resumes exactly and does not
-depend on the number of towers; the shapes (hence the traces) are bounded by the rounding.
+evaluation/prediction equals the fully padded one to 1e-5 and keeps the file order; trimmed training
+equals padded training with dropout on (the masks of the real tokens are those of the run's layout,
+as long as the training file's longest example rounded up); grouping by length is a pure function of
+(seed, epoch), resumes exactly and does not depend on the number of towers; the shapes (hence the
+traces) are bounded by the rounding.
 """
 
 import json
@@ -13,16 +14,16 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-
-from bert_mgpu.engine import checkpoint, towers, training
-from bert_mgpu.tasks import jobs, base as tasks
-from bert_mgpu.model import modeling
-from bert_mgpu.configs.base import (BertConfig, ClassifierConfig, ModelFiles, TrainConfig,
-                              TrainOptions)
-from bert_mgpu.data import features, input_pipeline, tfrecord
-
 from _oracle import DATA
 from _pretraining_data import DROPOUT, TINY_CONFIG
+
+from bert_mgpu.configs.base import ModelFiles, TrainConfig, TrainOptions
+from bert_mgpu.configs.classifier import ClassifierConfig
+from bert_mgpu.data import features, input_pipeline, tfrecord
+from bert_mgpu.engine import checkpoint, towers, training
+from bert_mgpu.model import modeling
+from bert_mgpu.model.bert_config import BertConfig
+from bert_mgpu.tasks.classifier import BertClassifier, run_classifier
 
 SEQ, MULTIPLE, N = 32, 8, 126
 SHAPES = features.classifier_shapes(SEQ)
@@ -57,7 +58,7 @@ def records(tmp_path_factory):
     path = write_records(d / "records.tf_record", lengths_by_label())
     tf.random.set_seed(5)
     init = str(d / "init")
-    checkpoint.write_bundle(init, tasks.BertClassifier(CONFIG, 2).named_variables())
+    checkpoint.write_bundle(init, BertClassifier(CONFIG, 2).named_variables())
     return {"path": path, "init": init, "dir": d}
 
 
@@ -67,7 +68,7 @@ def trainer(records, out, n_gpus=1, batch=8, multiple=0, steps=6, **kwargs):
                       save_checkpoints_steps=100, log_every_n_steps=100,
                       init_checkpoint=records["init"], shuffle_buffer_size=0,
                       pad_to_multiple_of=multiple, **dict(dict(max_seq_length=SEQ), **kwargs))
-    return training.Trainer(tasks.BertClassifier(CONFIG, 2), cfg, towers.tower_devices(n_gpus))
+    return training.Trainer(BertClassifier(CONFIG, 2), cfg, towers.tower_devices(n_gpus))
 
 
 def train(records, out, on_step=None, **kwargs):
@@ -151,7 +152,7 @@ def test_script_files_equal_the_padded_runs(records, tmp_path, monkeypatch):
                                learning_rate=1e-3), output_dir=str(out),
             data_dir=str(data), task_name="tsv", do_train=True, do_eval=True, do_predict=True,
             eval_batch_size=5, predict_batch_size=7, pad_to_longest=pad)
-        jobs.run_classifier(cfg)
+        run_classifier(cfg)
         results = dict(line.split(" = ") for line in
                        (out / "eval_results.txt").read_text().splitlines())
         outputs[pad] = ({k: float(v) for k, v in results.items()},

@@ -13,12 +13,11 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+from _oracle import REPO
 
 from bert_mgpu.model import heads, modeling
-from bert_mgpu.tasks import base as tasks
-from bert_mgpu.configs.base import MODEL_OPTIONS, BertConfig, BertConfigError
-
-from _oracle import REPO
+from bert_mgpu.model.bert_config import MODEL_OPTIONS, BertConfig, BertConfigError
+from bert_mgpu.tasks.pretraining import BertPretrainer
 
 GOLDEN = os.path.join(REPO, "tests", "golden", "google_variables_2layer.json")
 TINY = {
@@ -256,7 +255,7 @@ def albert_names(embedding_size, hidden, intermediate, vocab=100):
 @pytest.mark.parametrize("layers", [1, 2, 12])
 def test_albert_all_shared_has_albert_names_whatever_the_depth(layers):
     config = BertConfig.from_dict(dict(TINY, num_hidden_layers=layers, **ALBERT))
-    task = tasks.BertPretrainer(config)
+    task = BertPretrainer(config)
     assert modeling.variable_shapes(task.named_variables()) == albert_names(16, 32, 36)
 
 
@@ -269,7 +268,7 @@ def test_albert_released_config_keys_mean_all_shared():
     config = BertConfig.from_dict(albert_json)
     assert config.share_parameters == "all" and config.embedding_size == 16
     assert json.loads(config.to_json_string()) == albert_json
-    task = tasks.BertPretrainer(config)
+    task = BertPretrainer(config)
     assert modeling.variable_shapes(task.named_variables()) == albert_names(16, 32, 36)
 
 
@@ -402,7 +401,7 @@ def test_every_new_weight_is_read_through_param():
 
 def test_pretrainer_without_next_sentence():
     config = BertConfig.from_dict(dict(TINY, **CRAMMING))
-    task = tasks.BertPretrainer(config, next_sentence=False)
+    task = BertPretrainer(config, next_sentence=False)
     assert not any(n.startswith("cls/seq_relationship") for n in task.named_variables())
     ids, mask, segments = inputs()
     features = {"input_ids": ids, "input_mask": mask, "segment_ids": segments,

@@ -13,11 +13,10 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+from _oracle import REPO, run_json_request
 
 from bert_mgpu.model import heads, modeling
-from bert_mgpu.configs.base import BertConfig
-
-from _oracle import REPO, run_json_request
+from bert_mgpu.model.bert_config import BertConfig
 
 TINY_CONFIG = {
     "vocab_size": 100, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -269,17 +268,17 @@ def test_sequence_heads_predict_as_the_padded_model(classifier_input):
     """Eval and predict of the sequence-level tasks run without the padding (and the last layer
     for [CLS] only when the head reads nothing else): the same probabilities / scores as the
     padded model's features through the same head."""
-    from bert_mgpu.tasks import base as tasks
+    from bert_mgpu.tasks.classifier import BertClassifier, BertRegressor
 
     config = BertConfig.from_dict(dict(TINY_CONFIG, num_hidden_layers=4))
     inputs = make_inputs()
     features = {k: tf.constant(inputs[k]) for k in ("input_ids", "input_mask", "segment_ids")}
     tf.random.set_seed(3)
-    for task in (tasks.BertClassifier(config, NUM_LABELS, classifier_input=classifier_input),
-                 tasks.BertRegressor(config, classifier_input=classifier_input)):
+    for task in (BertClassifier(config, NUM_LABELS, classifier_input=classifier_input),
+                 BertRegressor(config, classifier_input=classifier_input)):
         out = task.bert(features["input_ids"], features["input_mask"], features["segment_ids"])
         head_input = heads.classifier_features(out, features["input_mask"], classifier_input)
-        if isinstance(task, tasks.BertClassifier):
+        if isinstance(task, BertClassifier):
             expected = task.classifier(head_input)["probabilities"]
             got = task.predict(features)["probabilities"]
         else:
@@ -336,7 +335,7 @@ def test_config_round_trip_keeps_unknown_keys(tmp_path):
 
 
 def test_config_errors_name_file_and_key(tmp_path):
-    from bert_mgpu.configs.base import BertConfigError
+    from bert_mgpu.model.bert_config import BertConfigError
     bad = tmp_path / "bert_config.json"
     bad.write_text(json.dumps(dict(TINY_CONFIG, num_attention_heads=5)))
     with pytest.raises(BertConfigError, match="bert_config.json.*num_attention_heads"):

@@ -10,17 +10,18 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-
-from bert_mgpu.engine import checkpoint, towers, training
-from bert_mgpu.tasks import jobs, base as tasks
-from bert_mgpu.model import modeling
-from bert_mgpu.configs.base import BertConfig, TrainConfig
-from bert_mgpu.data import features, multitask, tfrecord
-
 from _launch import error_line
 from _oracle import DATA, REPO
 from _pretraining_data import TINY_CONFIG
 from _together import started_in, with_the_module
+
+from bert_mgpu.configs.base import TrainConfig
+from bert_mgpu.data import features, multitask, tfrecord
+from bert_mgpu.engine import checkpoint, towers, training
+from bert_mgpu.model import modeling
+from bert_mgpu.model.bert_config import BertConfig
+from bert_mgpu.tasks.classifier import BertClassifier, BertMultiLabelClassifier, BertRegressor
+from bert_mgpu.tasks.multitask import MultiTaskClassifier, multitask_mean_metric
 
 VOCAB = os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")
 SCRIPT = os.path.join(REPO, "run_classifier_mgpu.py")
@@ -33,14 +34,14 @@ def make_model(config, kinds=("classification", "multilabel")):
     encoder = modeling.BertModel(config)
     made = {}
     for label, kind in zip("abc", kinds):
-        scope = tasks.MultiTaskClassifier.head_scope(label)
+        scope = MultiTaskClassifier.head_scope(label)
         if kind == "classification":
-            made[label] = tasks.BertClassifier(config, 2, encoder=encoder, scope=scope)
+            made[label] = BertClassifier(config, 2, encoder=encoder, scope=scope)
         elif kind == "regression":
-            made[label] = tasks.BertRegressor(config, encoder=encoder, scope=scope)
+            made[label] = BertRegressor(config, encoder=encoder, scope=scope)
         else:
-            made[label] = tasks.BertMultiLabelClassifier(config, 3, encoder=encoder, scope=scope)
-    return tasks.MultiTaskClassifier(encoder, made)
+            made[label] = BertMultiLabelClassifier(config, 3, encoder=encoder, scope=scope)
+    return MultiTaskClassifier(encoder, made)
 
 
 def write_records(path, kind, n, first_id=1):
@@ -77,7 +78,7 @@ def test_heads_separate_and_encoder_shared(tmp_path):
     config = BertConfig.from_dict(ONE_LAYER)
     model = make_model(config)
     names = list(model.named_variables())
-    single = tasks.BertClassifier(config, 2).named_variables()
+    single = BertClassifier(config, 2).named_variables()
     bert = [n for n in single if n.startswith("bert/")]
     assert [n for n in names if n.startswith("bert/")] == bert  # one encoder, Google's names
     assert [n for n in names if not n.startswith("bert/")] == [
@@ -379,7 +380,7 @@ def test_single_task_from_a_multitask_checkpoint(multitask_run, task_dirs, tmp_p
     # In process: the encoder comes from the multi-task checkpoint by name, the new head is
     # the fresh one (neither task's head is taken).
     config = BertConfig.from_dict(dict(TINY_CONFIG, vocab_size=30522))
-    task = tasks.BertClassifier(config, 2)
+    task = BertClassifier(config, 2)
     fresh = task.classifier.output_weights.numpy().copy()
     report = checkpoint.init_from_checkpoint(str(out), task.named_variables())
     reader = tf.train.load_checkpoint(str(out))
@@ -421,7 +422,7 @@ def test_bad_flag_combinations_are_one_line(scripts, extra, message):
 
 
 def test_mean_metric_names():
-    assert jobs.multitask_mean_metric(["eval_accuracy", "eval_accuracy"]) == \
+    assert multitask_mean_metric(["eval_accuracy", "eval_accuracy"]) == \
         "mean_eval_accuracy"
-    assert jobs.multitask_mean_metric(["eval_loss", "eval_mse"]) == "mean_best_loss"
-    assert jobs.multitask_mean_metric(["eval_f1_micro", "eval_pearson"]) == "mean_best_metric"
+    assert multitask_mean_metric(["eval_loss", "eval_mse"]) == "mean_best_loss"
+    assert multitask_mean_metric(["eval_f1_micro", "eval_pearson"]) == "mean_best_metric"

@@ -9,12 +9,12 @@ import random
 import numpy as np
 import pytest
 import tensorflow as tf
+from _oracle import DATA, require_material, run_json_request
 
-from bert_mgpu.metrics import ner as ner_metrics
 from bert_mgpu.data import ner_data, peoples_daily, tfrecord
 from bert_mgpu.data.ner_data import NerDataError, Sentence
+from bert_mgpu.metrics import ner as ner_metrics
 from bert_mgpu.tokenization import FullTokenizer
-from _oracle import DATA, require_material, run_json_request
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "jim", "hen", "##son", "was", "a",
          "puppet", "##eer", "in", "new", "york", ".", "eu", "rejects", "german", "call", "-",
@@ -306,7 +306,8 @@ def test_bio_bioes_conversion():
 def test_peoples_daily_crafted_lines(tmp_path):
     text = ("中共中央/nt  总书记/n  、/w  国家/n  主席/n  江/nr  泽民/nr\n"
             "\n"
-            "１２月/t  ３１日/t  ，/w  新华社/nt  记者/n  兰/nr  红光/nr  摄/Vg   中国/ns  北京/ns\n")
+            "１２月/t  ３１日/t  ，/w  新华社/nt  记者/n  兰/nr  红光/nr  摄/Vg   "
+            "中国/ns  北京/ns\n")
     path = _write(tmp_path, "199801.txt", text)
     paragraphs = peoples_daily.read_corpus(path)
     assert len(paragraphs) == 2  # the empty line is no paragraph

@@ -19,10 +19,10 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from _oracle import DATA, MATERIAL, REPO, require_material, run_json_request
+
 from bert_mgpu import tokenization
-from bert_mgpu.configs.base import CreatePretrainingDataConfig
+from bert_mgpu.configs.pretraining import CreatePretrainingDataConfig
 from bert_mgpu.data import features, pretraining_data, tfrecord
 
 EN_VOCAB = os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")

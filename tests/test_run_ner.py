@@ -8,18 +8,18 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-
-from bert_mgpu.engine import checkpoint, towers, training
-from bert_mgpu.metrics import ner as ner_metrics
-from bert_mgpu.tasks import base as tasks
-from bert_mgpu.configs.base import BertConfig, TrainConfig
-from bert_mgpu.data import input_pipeline, ner_data
-from bert_mgpu.tokenization import FullTokenizer
-
+from _launch import error_line
 from _oracle import REPO, run_json_request
 from _pretraining_data import TINY_CONFIG
-from _launch import error_line
 from _together import bad_input_jobs, run_command, started, with_the_module
+
+from bert_mgpu.configs.base import TrainConfig
+from bert_mgpu.data import input_pipeline, ner_data
+from bert_mgpu.engine import checkpoint, towers, training
+from bert_mgpu.metrics import ner as ner_metrics
+from bert_mgpu.model.bert_config import BertConfig
+from bert_mgpu.tasks.ner import TaggingTask
+from bert_mgpu.tokenization import FullTokenizer
 
 SCRIPT = os.path.join(REPO, "run_ner.py")
 FIRST_NAMES = ["jim", "anna", "maria"]
@@ -103,7 +103,7 @@ def records(files, tmp_path_factory):
     config = BertConfig.from_json_file(str(root / "bert_config.json"))
     tf.random.set_seed(3)
     init = checkpoint.write_bundle(str(d / "init" / "bert_model.ckpt"),
-                                   tasks.TaggingTask(config, len(labels)).named_variables())
+                                   TaggingTask(config, len(labels)).named_variables())
     return {"path": path, "labels": labels, "config": config, "init": init, "dir": d,
             "windows": windows, "tokenizer": tokenizer}
 
@@ -113,7 +113,7 @@ def train_tagger(records, name, n_gpus, batch, accum=1, config=None, steps=3):
                       n_gpus=n_gpus, num_accumulation_steps=accum, num_train_steps=steps,
                       num_warmup_steps=1, learning_rate=1e-3, save_checkpoints_steps=100,
                       log_every_n_steps=1, init_checkpoint=records["init"])
-    task = tasks.TaggingTask(config or records["config"], len(records["labels"]))
+    task = TaggingTask(config or records["config"], len(records["labels"]))
     trainer = training.Trainer(task, cfg, towers.tower_devices(n_gpus))
     trainer.train(input_pipeline.record_dataset(
         [records["path"]], ner_data.ner_shapes(SEQ), cfg.global_batch_size, True, seed=2,
@@ -122,7 +122,7 @@ def train_tagger(records, name, n_gpus, batch, accum=1, config=None, steps=3):
 
 
 def test_tagging_head_variables(records):
-    names = tasks.TaggingTask(records["config"], 6).named_variables()
+    names = TaggingTask(records["config"], 6).named_variables()
     shapes = {k: v.shape.as_list() for k, v in names.items() if not k.startswith("bert/")}
     assert shapes == {"cls/ner/output_weights": [6, 32], "cls/ner/output_bias": [6]}
 
@@ -153,7 +153,7 @@ def test_only_first_pieces_reach_the_loss(records):
     batch = {k: tf.constant([w.values[k] for w in windows[:8]],
                             tf.float32 if k == "label_weights" else tf.int32)
              for k in ner_data.NER_FEATURES}
-    task = tasks.TaggingTask(records["config"], len(records["labels"]), dropout_prob=0.0)
+    task = TaggingTask(records["config"], len(records["labels"]), dropout_prob=0.0)
     scrambled = dict(batch)
     rng = np.random.RandomState(0)
     noise = rng.randint(0, len(records["labels"]), size=batch["label_ids"].shape)
@@ -207,7 +207,7 @@ def test_logits_and_loss_equal_hugging_face_bert_for_token_classification(record
     the first pieces): the same logits at every position and the same loss."""
     config = records["config"].replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     tf.random.set_seed(11)
-    task = tasks.TaggingTask(config, len(records["labels"]))
+    task = TaggingTask(config, len(records["labels"]))
     weights = {}
     for name, var in task.named_variables().items():
         if not name.startswith("bert/pooler/"):  # not on the tagging path, not in HF's model

@@ -10,7 +10,6 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from _launch import Launched, final_tensors, run_all, signal_at_checkpoint
 from _oracle import REPO
 from _pretraining_data import DROPOUT, write_config, write_records
@@ -33,7 +32,8 @@ def args(files, output_dir, steps=60, save_every=5, extra=()):
             f"--input_file={files['data']}", f"--output_dir={output_dir}",
             "--max_seq_length=16", "--max_predictions_per_seq=4", "--do_train=true",
             "--train_batch_size=4", "--n_gpus=2", f"--num_train_steps={steps}",
-            "--num_warmup_steps=3", "--learning_rate=1e-3", f"--save_checkpoints_steps={save_every}",
+            "--num_warmup_steps=3", "--learning_rate=1e-3",
+            f"--save_checkpoints_steps={save_every}",
             "--log_every_n_steps=10", "--random_seed=11", *extra]
 
 

@@ -15,16 +15,18 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from _launch import env_without_tensorflow
 from _oracle import DATA, MATERIAL, REPO, require_material
 from _pretraining_data import TINY_CONFIG
 from _together import started, with_the_module
+
+from bert_mgpu.configs.base import TrainConfig
+from bert_mgpu.data import input_pipeline, squad_data, tfrecord
 from bert_mgpu.engine import checkpoint, towers, training
 from bert_mgpu.model import heads
-from bert_mgpu.tasks import base as tasks
-from bert_mgpu.configs.base import BertConfig, TrainConfig
-from bert_mgpu.data import input_pipeline, squad_data, tfrecord
+from bert_mgpu.model.bert_config import BertConfig
+from bert_mgpu.tasks.base import Task
+from bert_mgpu.tasks.squad import SquadTask
 
 VOCAB = os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")
 SCRIPT = os.path.join(REPO, "run_squad.py")
@@ -69,8 +71,8 @@ def test_span_head_names_logits_and_googles_loss():
 
 
 def test_squad_task_variables_and_predict_keys():
-    task = tasks.SquadTask(BertConfig.from_dict(TINY_CONFIG))
-    assert isinstance(task, tasks.Task)
+    task = SquadTask(BertConfig.from_dict(TINY_CONFIG))
+    assert isinstance(task, Task)
     names = list(task.named_variables())
     assert names[-2:] == ["cls/squad/output_weights", "cls/squad/output_bias"]
     assert all(n.startswith("bert/") for n in names[:-2])
@@ -84,7 +86,7 @@ def test_squad_task_variables_and_predict_keys():
 
 def test_squad_task_shares_add_up_to_googles_loss():
     """Each slice's loss is its share of the global batch's (start CE + end CE) / 2 mean."""
-    task = tasks.SquadTask(BertConfig.from_dict(TINY_CONFIG))
+    task = SquadTask(BertConfig.from_dict(TINY_CONFIG))
     rng = np.random.RandomState(2)
     features = {"input_ids": tf.constant(rng.randint(1, 100, size=[6, SEQ]), tf.int32),
                 "input_mask": tf.ones([6, SEQ], tf.int32),
@@ -173,7 +175,7 @@ def squad_records(tmp_path_factory):
                 "end_positions": [end], "is_impossible": [int(impossible)]}))
     tf.random.set_seed(9)
     init = checkpoint.write_bundle(str(d / "init" / "bert_model.ckpt"),
-                                   tasks.SquadTask(BertConfig.from_dict(TINY_CONFIG))
+                                   SquadTask(BertConfig.from_dict(TINY_CONFIG))
                                    .named_variables())
     return {"path": path, "init": init, "dir": d}
 
@@ -182,7 +184,7 @@ def train_squad(records, name, n_gpus, batch, accum=1, config=TINY_CONFIG):
     cfg = TrainConfig(output_dir=str(records["dir"] / name), train_batch_size=batch,
                       n_gpus=n_gpus, num_accumulation_steps=accum, num_train_steps=3,
                       num_warmup_steps=1, learning_rate=1e-3, init_checkpoint=records["init"])
-    task = tasks.SquadTask(BertConfig.from_dict(config))
+    task = SquadTask(BertConfig.from_dict(config))
     trainer = training.Trainer(task, cfg, towers.tower_devices(n_gpus))
     trainer.train(input_pipeline.record_dataset(
         [records["path"]], squad_data.squad_train_shapes(SEQ), cfg.global_batch_size, True,
@@ -397,7 +399,7 @@ def googles_squad_model(tmp_path, config, **request):
 def assert_our_logits_are_googles(config, prefix, features, arrays, google):
     """Our SquadTask initialised from `prefix` by name gives Google's logits (<= 1e-5); returns
     the initialisation report."""
-    task = tasks.SquadTask(BertConfig.from_dict(config))
+    task = SquadTask(BertConfig.from_dict(config))
     report = checkpoint.init_from_checkpoint(prefix, task.named_variables())
     features_tf = {k: tf.constant(v) for k, v in arrays.items()}
     features_tf["unique_ids"] = tf.constant([[f.unique_id] for f in features])

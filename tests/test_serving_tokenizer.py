@@ -15,15 +15,14 @@ import unicodedata
 
 import pytest
 import tensorflow as tf
+from _corpora import read_kjv, read_tsv_sentences
+from _oracle import DATA, MATERIAL, REPO  # noqa: E402
+from _serving import run_loaded
+from _together import started, with_the_module
 
 from bert_mgpu import tokenization
 from bert_mgpu.data.classifier_data import convert_single_example
 from bert_mgpu.data.processors import InputExample
-
-from _oracle import DATA, MATERIAL, REPO  # noqa: E402
-from _corpora import read_kjv, read_tsv_sentences
-from _serving import run_loaded
-from _together import started, with_the_module
 
 pytest.importorskip("tensorflow_text")
 serving_tokenizer = pytest.importorskip("bert_mgpu.serving.tokenizer")

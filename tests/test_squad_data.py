@@ -16,12 +16,12 @@ import os
 
 import numpy as np
 import pytest
-
 from _oracle import DATA, MATERIAL, require_material, require_oracle, run_json_request
-from bert_mgpu.metrics import squad as squad_metrics
+
 from bert_mgpu import tokenization
 from bert_mgpu.data import squad_data, tfrecord
 from bert_mgpu.data.processors import DataError
+from bert_mgpu.metrics import squad as squad_metrics
 
 VOCAB = os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")
 SQUAD = os.path.join(MATERIAL, "squad")

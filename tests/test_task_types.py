@@ -15,16 +15,22 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-
-from bert_mgpu.engine import checkpoint, towers, training
-from bert_mgpu.model import heads
-from bert_mgpu.tasks import jobs, base as tasks
-from bert_mgpu.configs.base import BertConfig, TrainConfig
-from bert_mgpu.data import classifier_data, features, input_pipeline, processors, tfrecord
-
 from _oracle import DATA, REPO
 from _pretraining_data import TINY_CONFIG
 from _together import run_command, started_in, with_the_module
+
+from bert_mgpu.configs.base import TrainConfig
+from bert_mgpu.data import classifier_data, features, input_pipeline, processors, tfrecord
+from bert_mgpu.engine import checkpoint, towers, training
+from bert_mgpu.model import heads
+from bert_mgpu.model.bert_config import BertConfig
+from bert_mgpu.tasks.base import Task
+from bert_mgpu.tasks.classifier import (
+    BertClassifier,
+    BertMultiLabelClassifier,
+    BertRegressor,
+    FullEvaluation,
+)
 
 VOCAB = os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")
 SCRIPT = os.path.join(REPO, "run_classifier_mgpu.py")
@@ -61,11 +67,11 @@ def test_regression_metrics_by_hand(tmp_path):
     #   [-2, -.5, -.5, 1, 2] and [-2, 0, -1, 1, 2]: 9.5 / sqrt(9.5 * 10).
     # MSE: errors [0, -1, 0, 0, 5] -> 26 / 5. Estimator `loss` with batches of 2:
     #   batch means .5, 0, 25 -> 25.5 / 3.
-    task = crafted(tasks.BertRegressor(BertConfig.from_dict(TINY_CONFIG)), "scores")
+    task = crafted(BertRegressor(BertConfig.from_dict(TINY_CONFIG)), "scores")
     data = {"scores": np.array([[1], [2], [2], [4], [10]], np.float32),
             "label_values": np.array([[1], [3], [2], [4], [5]], np.float32),
             "input_ids": np.zeros([5, 4], np.int32)}
-    result = jobs.FullEvaluation(trainer_for(task, tmp_path)).evaluate(batches(data, 2))
+    result = FullEvaluation(trainer_for(task, tmp_path)).evaluate(batches(data, 2))
     assert result["eval_pearson"] == pytest.approx(20 / math.sqrt(528), abs=1e-9)
     assert result["eval_spearman"] == pytest.approx(9.5 / math.sqrt(95), abs=1e-9)
     assert result["eval_mse"] == pytest.approx(5.2, abs=1e-6)
@@ -95,9 +101,9 @@ def multilabel_case():
 
 
 def test_multilabel_metrics_by_hand(tmp_path):
-    task = crafted(tasks.BertMultiLabelClassifier(BertConfig.from_dict(TINY_CONFIG), 3,
+    task = crafted(BertMultiLabelClassifier(BertConfig.from_dict(TINY_CONFIG), 3,
                                                   label_names=["a", "b", "c"]), "logits")
-    result = jobs.FullEvaluation(trainer_for(task, tmp_path)).evaluate(
+    result = FullEvaluation(trainer_for(task, tmp_path)).evaluate(
         batches(multilabel_case(), 3))
     expected = {"eval_f1_micro": 2 / 3, "eval_f1_macro": 5 / 9, "eval_exact_match": 0.5,
                 "eval_f1_a": 1.0, "eval_f1_b": 2 / 3, "eval_f1_c": 0.0,
@@ -109,7 +115,7 @@ def test_multilabel_metrics_by_hand(tmp_path):
 def test_multilabel_threshold(tmp_path):
     # At 0.8 no probability (.75 or .25) is above: nothing predicted, only e3 (no label) is
     # exactly right, no true positive anywhere.
-    task = crafted(tasks.BertMultiLabelClassifier(BertConfig.from_dict(TINY_CONFIG), 3,
+    task = crafted(BertMultiLabelClassifier(BertConfig.from_dict(TINY_CONFIG), 3,
                                                   threshold=0.8), "logits")
     result = trainer_for(task, tmp_path).evaluate(batches(multilabel_case(), 4))
     assert result["eval_exact_match"] == 0.25
@@ -209,7 +215,7 @@ def test_classifier_inputs_shapes_values_and_pooled_unchanged():
     batch = {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids),
              "label_ids": np.zeros([3, 1], np.int32)}
     tf.random.set_seed(1)
-    reference = tasks.BertClassifier(config, 3)
+    reference = BertClassifier(config, 3)
     weights = {k: v.numpy() for k, v in reference.named_variables().items()}
     out = reference.bert(ids, mask, batch["segment_ids"])
     layers = [t.numpy() for t in out.all_encoder_layers]
@@ -231,10 +237,10 @@ def test_classifier_inputs_shapes_values_and_pooled_unchanged():
         np.testing.assert_allclose(got, value, atol=1e-6, err_msg=kind)
         width = heads.classifier_input_width(config, kind)
         assert got.shape == (3, width) == (3, 128 if kind == "cls_last4" else 32)
-        for task in (tasks.BertClassifier(config, 3, classifier_input=kind),
-                     tasks.BertMultiLabelClassifier(config, 3, classifier_input=kind),
-                     tasks.BertRegressor(config, classifier_input=kind)):
-            assert isinstance(task, tasks.Task)
+        for task in (BertClassifier(config, 3, classifier_input=kind),
+                     BertMultiLabelClassifier(config, 3, classifier_input=kind),
+                     BertRegressor(config, classifier_input=kind)):
+            assert isinstance(task, Task)
             variables = task.named_variables()
             n = task.classifier.num_labels
             assert variables["output_weights"].shape == (n, width), (kind, type(task))
@@ -246,9 +252,9 @@ def test_classifier_inputs_shapes_values_and_pooled_unchanged():
             head_logits = task.classifier.logits(tf.constant(value)).numpy()
             predicted = task.predict(batch)
             first = next(iter(predicted.values())).numpy()
-            if isinstance(task, tasks.BertRegressor):
+            if isinstance(task, BertRegressor):
                 np.testing.assert_allclose(first, head_logits[:, 0], atol=1e-5)
-            elif isinstance(task, tasks.BertMultiLabelClassifier):
+            elif isinstance(task, BertMultiLabelClassifier):
                 np.testing.assert_allclose(first, 1 / (1 + np.exp(-head_logits)), atol=1e-6)
             else:
                 assert first.shape == (3, 3)
@@ -278,8 +284,8 @@ def test_towers_equal_one_device_with_dropout(tmp_path, task_type):
 
     def make():
         if task_type == "regression":
-            return tasks.BertRegressor(config, classifier_input="mean")
-        return tasks.BertMultiLabelClassifier(config, 3, classifier_input="cls")
+            return BertRegressor(config, classifier_input="mean")
+        return BertMultiLabelClassifier(config, 3, classifier_input="cls")
 
     shapes = label_values_records(tmp_path / "train.tf_record", task_type)
     tf.random.set_seed(5)

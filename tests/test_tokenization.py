@@ -14,11 +14,10 @@ import subprocess
 import sys
 
 import pytest
+from _corpora import read_kjv, read_tsv_sentences
+from _oracle import MATERIAL, REPO, oracle_python  # noqa: E402  (one place finds them)
 
 from bert_mgpu import tokenization
-
-from _oracle import MATERIAL, REPO, oracle_python  # noqa: E402  (one place finds them)
-from _corpora import read_kjv, read_tsv_sentences
 
 UNCASED_VOCAB = os.path.join(MATERIAL, "vocab", "bert_uncased_vocab.txt")
 CHINESE_VOCAB = os.path.join(MATERIAL, "vocab", "bert_chinese_vocab.txt")

@@ -8,14 +8,14 @@ must end with the same weights up to float rounding.
 import numpy as np
 import pytest
 import tensorflow as tf
+from _pretraining_data import DROPOUT, PREDS, SEQ, TINY_CONFIG, write_records
 
+from bert_mgpu.configs.base import TrainConfig
+from bert_mgpu.data import features, input_pipeline
 from bert_mgpu.engine import checkpoint, optimization, towers, training
 from bert_mgpu.model import modeling
-from bert_mgpu.tasks import base as tasks
-from bert_mgpu.configs.base import BertConfig, TrainConfig
-from bert_mgpu.data import features, input_pipeline
-
-from _pretraining_data import DROPOUT, PREDS, SEQ, TINY_CONFIG, write_records
+from bert_mgpu.model.bert_config import BertConfig
+from bert_mgpu.tasks.pretraining import BertPretrainer
 
 # One layer: nothing these tests check depends on depth, and a trainer's tracing and XLA
 # compilation, most of each test's time, grow with it (one layer: ~30% less CPU per trainer).
@@ -65,7 +65,7 @@ def data(tmp_path_factory):
     files = [write_records(d / "a.tfrecord", 96, seed=1), write_records(d / "b.tfrecord", 64,
                                                                         seed=2)]
     tf.random.set_seed(7)
-    init = tasks.BertPretrainer(BertConfig.from_dict(CONFIG))
+    init = BertPretrainer(BertConfig.from_dict(CONFIG))
     init_ckpt = checkpoint.write_bundle(str(d / "init" / "bert_model.ckpt"),
                                         init.named_variables())
     return {"files": files, "init": init_ckpt, "dir": d}
@@ -78,7 +78,7 @@ def train(data, tmp_path, name, n_gpus, batch, accum=1, steps=4, precision="fp32
                       learning_rate=lr, save_checkpoints_steps=100, log_every_n_steps=1,
                       precision=precision, use_xla=xla, init_checkpoint=init or data["init"],
                       **kwargs)
-    task = tasks.BertPretrainer(BertConfig.from_dict(config or CONFIG),
+    task = BertPretrainer(BertConfig.from_dict(config or CONFIG),
                                 compute_dtype=training.compute_dtype(precision),
                                 next_sentence=next_sentence)
     trainer = training.Trainer(task, cfg, towers.tower_devices(n_gpus))
@@ -195,7 +195,7 @@ def option_inits(data):
     inits = {}
     for name, config in OPTION_CONFIGS.items():
         tf.random.set_seed(7)
-        task = tasks.BertPretrainer(BertConfig.from_dict(config),
+        task = BertPretrainer(BertConfig.from_dict(config),
                                     next_sentence=name != "cramming")
         inits[name] = checkpoint.write_bundle(str(data["dir"] / f"init-{name}" / "model.ckpt"),
                                               task.named_variables())
@@ -289,7 +289,7 @@ def test_batch_ramp_schedule_and_first_update():
     at batch_ramp_steps; its first update is a plain one-micro-batch update."""
     cfg = TrainConfig(output_dir="unused", train_batch_size=2, num_accumulation_steps=4,
                       batch_ramp_steps=6)
-    task = tasks.BertPretrainer(BertConfig.from_dict(CONFIG))
+    task = BertPretrainer(BertConfig.from_dict(CONFIG))
     trainer = training.Trainer(task, cfg, towers.tower_devices(1))
     assert [trainer.micro.at(s) for s in range(9)] == [1, 1, 2, 2, 3, 3, 4, 4, 4]
     assert trainer.micro.between(0, 9) == 24
@@ -316,7 +316,7 @@ def test_batch_ramp_stop_and_resume_equals_uninterrupted(data, tmp_path):
                           num_accumulation_steps=3, batch_ramp_steps=4, num_train_steps=6,
                           num_warmup_steps=1, learning_rate=1e-3, save_checkpoints_steps=100,
                           log_every_n_steps=1, init_checkpoint=data["init"])
-        trainer = training.Trainer(tasks.BertPretrainer(BertConfig.from_dict(CONFIG)),
+        trainer = training.Trainer(BertPretrainer(BertConfig.from_dict(CONFIG)),
                                    cfg, towers.tower_devices(1))
         dataset = input_pipeline.record_dataset(
             data["files"], features.pretraining_shapes(SEQ, PREDS), cfg.global_batch_size,
@@ -458,7 +458,7 @@ def test_indexed_slices_norm_is_what_tf_clip_by_global_norm_sees(data, tmp_path,
     cfg = TrainConfig(output_dir=str(tmp_path / norm), train_batch_size=8, num_train_steps=1,
                       num_warmup_steps=0, init_checkpoint=data["init"],
                       indexed_slices_norm=norm)
-    trainer = training.Trainer(tasks.BertPretrainer(BertConfig.from_dict(CONFIG)), cfg,
+    trainer = training.Trainer(BertPretrainer(BertConfig.from_dict(CONFIG)), cfg,
                                towers.tower_devices(1))
     trainer.restore_or_initialize()
     batch = next(iter(input_pipeline.record_dataset(
@@ -484,7 +484,7 @@ def test_resume_with_another_global_batch_continues_at_the_next_example(data, tm
     cfg = TrainConfig(output_dir=str(tmp_path / out), train_batch_size=4, n_gpus=1,
                       num_train_steps=12, num_warmup_steps=1, learning_rate=1e-3,
                       save_checkpoints_steps=100, log_every_n_steps=1, init_checkpoint=data["init"])
-    trainer = training.Trainer(tasks.BertPretrainer(BertConfig.from_dict(DROPOUT_CONFIG)), cfg,
+    trainer = training.Trainer(BertPretrainer(BertConfig.from_dict(DROPOUT_CONFIG)), cfg,
                                towers.tower_devices(1))
     seen, step = [], trainer.step
 
@@ -502,7 +502,7 @@ def test_resume_with_another_global_batch_continues_at_the_next_example(data, tm
     np.testing.assert_array_equal(seen[1][1], batches[11])
     assert int(trainer.global_step.numpy()) == 12
     # A rerun of the finished run (same batch) resumes from its own checkpoint and recipe.
-    again = training.Trainer(tasks.BertPretrainer(BertConfig.from_dict(DROPOUT_CONFIG)),
+    again = training.Trainer(BertPretrainer(BertConfig.from_dict(DROPOUT_CONFIG)),
                              cfg, towers.tower_devices(1))
     assert again.restore_or_initialize() == 12
 
@@ -517,7 +517,7 @@ def test_an_input_position_of_another_pipeline_is_skipped_to(data, tmp_path, cap
     cfg = TrainConfig(output_dir=str(tmp_path / out), train_batch_size=8, num_train_steps=5,
                       num_warmup_steps=1, learning_rate=1e-3, save_checkpoints_steps=100,
                       log_every_n_steps=1, init_checkpoint=data["init"])
-    trainer = training.Trainer(tasks.BertPretrainer(BertConfig.from_dict(CONFIG)), cfg,
+    trainer = training.Trainer(BertPretrainer(BertConfig.from_dict(CONFIG)), cfg,
                                towers.tower_devices(1))
     shapes = features.pretraining_shapes(SEQ, PREDS)
     other = input_pipeline.record_dataset(data["files"], shapes, 8, True, seed=3,

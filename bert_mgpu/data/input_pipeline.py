@@ -94,8 +94,8 @@ def warn_if_read_in_order(input_files: Sequence[str], shuffle_buffer: int,
     """Logs a warning when fewer files than `cycle_length` would be read nearly in file order:
     a buffer far smaller than the file mixes only neighbouring records (fine for
     create_pretraining_data.py's shuffled output, not for a file concatenated from sources)."""
-    from absl import logging  # pylint: disable=import-outside-toplevel
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    from absl import logging  # pylint: disable=import-outside-toplevel
 
     if shuffle_buffer == 0 or len(input_files) >= cycle_length:
         return

@@ -24,8 +24,8 @@ import os
 import sys
 from typing import Dict, List, Sequence, Tuple
 
-from bert_mgpu.metrics import ner as ner_metrics
 from bert_mgpu.data import ner_data
+from bert_mgpu.metrics import ner as ner_metrics
 
 TYPES = {"nr": "PER", "ns": "LOC", "nt": "ORG"}
 SPLITS = (("train", 0.8), ("dev", 0.1), ("test", 0.1))

@@ -90,9 +90,7 @@ except ImportError:  # not on Windows: the worker memory report is skipped there
 
 from bert_mgpu import tokenization
 from bert_mgpu.data import features as features_lib
-from bert_mgpu.data import file_io
-from bert_mgpu.data import input_pipeline
-from bert_mgpu.data import tfrecord
+from bert_mgpu.data import file_io, input_pipeline, tfrecord
 from bert_mgpu.progress import Progress, format_duration
 
 # Word-segmented input: a token that continues the word of the token before it carries this bit

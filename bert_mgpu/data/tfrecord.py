@@ -12,7 +12,8 @@ with masked_crc(c) = ((c >> 15) | (c << 17)) + 0xa282ead8 (mod 2**32), CRC-32C (
 
 tf.train.Example (tensorflow/core/example/{example,feature}.proto), protobuf wire format:
     Example  { Features features = 1; }
-    Features { map<string, Feature> feature = 1; }   map entry: { string key = 1; Feature value = 2; }
+    Features { map<string, Feature> feature = 1; }
+             map entry: { string key = 1; Feature value = 2; }
     Feature  { oneof kind { BytesList bytes_list = 1; FloatList float_list = 2;
                             Int64List int64_list = 3; } }
     FloatList { repeated float value = 1 [packed = true]; }   (little-endian float32)

@@ -26,11 +26,10 @@ from typing import List, Sequence
 import tensorflow as tf
 from absl import logging
 
-from bert_mgpu.configs import base as _config
-from bert_mgpu.configs.base import ClusterConfig
+from bert_mgpu.configs.base import ClusterConfig, resolve_cluster
 
 # resolve_cluster lives with ClusterConfig (no TensorFlow: scripts check the flags at start).
-resolve_cluster = _config.resolve_cluster
+resolve_cluster = resolve_cluster
 
 # Keys of the collective instances: one per traced call site, allocated in trace order (the
 # same on every worker, since every worker traces the same code in the same order).

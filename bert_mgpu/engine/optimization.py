@@ -15,10 +15,10 @@ value of `global_step` *before* the increment). So the first update runs at step
 0 when there is warmup — as Google's code documents it. (Google's `create_optimizer` groups the
 update and the increment without a control dependency, so which of the two rates TF1 actually
 used was up to the executor: run under TF 2.21 graph mode it reads step t + 1. We follow the
-documented step t, deterministically; tests/test_optimization.py checks six steps against
-Google's code with its own LR tensor pinned to step t.) The caller decides whether a step counts (gradient
-accumulation, a skipped non-finite mixed-precision step), which is why the increment is not
-hidden in here.
+documented step t, deterministically; tests/test_optimization.py checks six steps against Google's
+code with its own LR tensor pinned to step t.) The caller decides whether a step counts (gradient
+accumulation, a skipped non-finite mixed-precision step), which is why the increment is not hidden
+in here.
 
 Typical use inside one `tf.function` train step::
 

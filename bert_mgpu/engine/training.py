@@ -35,11 +35,11 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.core.framework import summary_pb2
 
-from bert_mgpu.engine import checkpoint, optimization, towers
-from bert_mgpu.model import modeling
-from bert_mgpu.engine import cluster as cluster_lib
 from bert_mgpu.configs.base import TrainConfig
 from bert_mgpu.data import input_pipeline
+from bert_mgpu.engine import checkpoint, optimization, towers
+from bert_mgpu.engine import cluster as cluster_lib
+from bert_mgpu.model import modeling
 from bert_mgpu.progress import format_duration
 
 INPUT_STATE_DIR = "input_state"

@@ -306,7 +306,7 @@ def convert_folder(hf_model_dir: str, output_dir: str, gelu: str = "exact") -> D
     Writes `bert_config.json`, `bert_model.ckpt.index` + `.data-00000-of-00001` and `vocab.txt`
     (copied when present). Returns the paths written.
     """
-    from bert_mgpu.configs.base import BertConfig
+    from bert_mgpu.model.bert_config import BertConfig
 
     config_path = os.path.join(hf_model_dir, "config.json")
     if not os.path.exists(config_path):

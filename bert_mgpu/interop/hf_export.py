@@ -27,8 +27,8 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from bert_mgpu.interop import hf_checkpoint
-from bert_mgpu.configs.base import ClassifierHeadSpec, classifier_head_of_run, head_scope
 from bert_mgpu.interop.hf_checkpoint import ConversionError
+from bert_mgpu.model.head_spec import ClassifierHeadSpec, classifier_head_of_run, head_scope
 
 # Google hidden_act -> Hugging Face hidden_act (the same numerics).
 _ACTIVATIONS = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu", "tanh": "tanh"}

@@ -51,7 +51,7 @@ from typing import Dict, List, Mapping, NamedTuple, Optional
 import numpy as np
 import tensorflow as tf
 
-from bert_mgpu.configs.base import BertConfig
+from bert_mgpu.model.bert_config import BertConfig
 
 LAYER_NORM_EPSILON = 1e-12
 # Added to the attention scores of masked positions before the softmax (Google's value; large
@@ -596,8 +596,8 @@ class BertModel(tf.Module):
 
     The weights are created in the constructor (random, Google's initializers) and are listed
     with Google's names by `named_variables()`; load a checkpoint into them with
-    `bert_mgpu.engine.checkpoint.init_from_checkpoint`. The ALBERT/Cramming options of the config (see
-    the module docstring) change the structure; without them it is Google's model exactly.
+    `bert_mgpu.engine.checkpoint.init_from_checkpoint`. The ALBERT/Cramming options of the config
+    (see the module docstring) change the structure; without them it is Google's model exactly.
     """
 
     def __init__(self, config: BertConfig, scope: str = "bert", compute_dtype=tf.float32):

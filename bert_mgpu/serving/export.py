@@ -88,10 +88,12 @@ from typing import Callable, Dict, List, Optional, Sequence
 import tensorflow as tf
 from absl import logging
 
+from bert_mgpu.configs.serving import DEFAULT_LENGTH_CHUNKS
+from bert_mgpu.configs.squad import SquadAnswerOptions
 from bert_mgpu.engine import checkpoint
 from bert_mgpu.model import heads, modeling
-from bert_mgpu.configs.base import (DEFAULT_LENGTH_CHUNKS, BertConfig, ClassifierHeadSpec,
-                              SquadAnswerOptions, classifier_head_of_run)
+from bert_mgpu.model.bert_config import BertConfig
+from bert_mgpu.model.head_spec import ClassifierHeadSpec, classifier_head_of_run
 from bert_mgpu.serving.squad import SquadServing
 
 _COMPUTE_DTYPES = {"fp32": tf.float32, "bf16": tf.bfloat16, "fp16": tf.float16}

@@ -40,7 +40,7 @@ WordPiece vocabularies only.
 
 import tensorflow as tf
 
-from bert_mgpu.configs.base import SquadAnswerOptions
+from bert_mgpu.configs.squad import SquadAnswerOptions
 
 _NEG_INF = float("-inf")
 

@@ -21,12 +21,13 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_mgpu import tokenization
+from bert_mgpu.data.sequence import pack_tokens
 from bert_mgpu.engine import checkpoint
 from bert_mgpu.model import modeling
-from bert_mgpu import tokenization
-from bert_mgpu.configs.base import BertConfig
-from bert_mgpu.data.sequence import pack_tokens
+from bert_mgpu.model.bert_config import BertConfig, read_bert_config
 from bert_mgpu.progress import Progress
+from bert_mgpu.tasks.base import make_tokenizer
 
 _PAIR_RE = re.compile(r"^(.*) \|\|\| (.*)$")
 
@@ -181,3 +182,13 @@ def write_features(input_file: str, output_file: str, tokenizer, extractor: Feat
     truncated.warn(input_file, len(lines))
     logging.info("Wrote %d lines to %s", len(lines), output_file)
     return len(lines)
+
+
+
+def extract_features(cfg) -> int:
+    """Runs extract_features.py with a `config.ExtractFeaturesConfig`; returns the number of
+    output lines."""
+    tokenizer = make_tokenizer(cfg.model)
+    extractor = FeatureExtractor(read_bert_config(cfg.model), cfg.model.init_checkpoint, cfg.layers,
+                                 cfg.model.max_seq_length)
+    return write_features(cfg.input_file, cfg.output_file, tokenizer, extractor, cfg.batch_size)

@@ -23,7 +23,6 @@ def main(request_path):
     tf.compat.v1.disable_v2_behavior()
     install_contrib_shim()
     from absl import flags
-
     from bert import run_classifier, tokenization  # Google's code
 
     flags.FLAGS.mark_as_parsed()

@@ -29,7 +29,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 from absl import flags  # noqa: E402
-
 from bert import create_pretraining_data as google  # noqa: E402
 
 FLAGS = flags.FLAGS

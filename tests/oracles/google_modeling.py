@@ -27,7 +27,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-
 from _google_compat import install_contrib_shim  # noqa: E402
 
 tf1 = tf.compat.v1

@@ -1,0 +1,175 @@
+"""The config of run_classifier_mgpu.py / run_classifier.py (one task or several)."""
+
+import dataclasses
+import os
+from typing import Any, Dict, Optional
+
+from bert_mgpu.configs.base import (
+    TRUNCATIONS,
+    ClusterConfig,
+    ModelFiles,
+    TrainConfig,
+    TrainOptions,
+    check_at_least,
+    check_eval_during_training,
+    check_fine_tuning,
+    check_group_by_length,
+    epochs_train_config,
+    per_task,
+    split_tasks,
+)
+
+# run_classifier_mgpu.py --task_type and --classifier_input (see tasks.py).
+TASK_TYPES = ("classification", "regression", "multilabel")
+
+
+CLASSIFIER_INPUTS = ("pooled", "cls", "mean", "cls_last4")
+
+
+# Tasks whose type is fixed by their data (the others are classification, or any with tsv).
+TASK_TYPE_OF = {"stsb": "regression"}
+
+
+# Multi-task fine-tuning: how the task of each global batch is drawn (data/multitask.py).
+TASK_SAMPLINGS = ("proportional", "sqrt", "uniform")
+
+
+def task_labels(task_names) -> list:
+    """Each task's label in a multi-task run (its subdirectory OUTPUT_DIR/<label> and its head's
+    scope `task_<label>/`): the task name, or `<name>_<index>` (its 0-based position in
+    --task_name) for a name given more than once."""
+    names = [n.lower() for n in task_names]
+    return [n if names.count(n) == 1 else f"{n}_{i}" for i, n in enumerate(names)]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ClassifierConfig:
+    """run_classifier_mgpu.py (Google's flags, the fork's, and the trainer's)."""
+    model: ModelFiles
+    train: TrainOptions
+    cluster: Optional[ClusterConfig] = None
+    output_dir: str
+    data_dir: str
+    task_name: str
+    do_train: bool = False
+    do_eval: bool = False
+    do_predict: bool = False
+    eval_batch_size: int = 8
+    predict_batch_size: int = 8
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
+    label_list: Optional[tuple] = None
+    truncation: str = "head"
+    head_tokens: int = 128
+    layerwise_lr_decay: float = 1.0
+    allow_random_weights: bool = False
+    eval_every_n_steps: int = 0
+    keep_best_checkpoint: bool = False
+    best_metric: str = "eval_accuracy"
+    early_stopping_patience: int = 0
+    task_type: str = "classification"
+    multilabel_threshold: float = 0.5
+    classifier_input: str = "pooled"
+    task_sampling: str = "proportional"
+    # Length-aware batching (see TrainConfig): on for every batch by default (the results are
+    # the padded run's up to float rounding); grouping changes the order of training examples.
+    pad_to_longest: bool = True
+    pad_to_multiple_of: int = 16
+    group_by_length: bool = False
+    flags: Dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def num_tasks(self) -> int:
+        """Tasks trained together (comma-separated --task_name); 1 = Google's single task."""
+        return len(split_tasks(self.task_name))
+
+    def task_configs(self) -> list:
+        """One single-task config per task of a multi-task run: its task name, data dir, task
+        type, label list and --best_metric (each flag: one entry per task, or one for all;
+        --label_list: label lists separated by ';'), its output_dir OUTPUT_DIR/<label> (see
+        `task_labels`). A single-task run: [self].
+
+        Raises:
+          ValueError: a per-task flag has neither one entry nor one per task.
+        """
+        names = split_tasks(self.task_name)
+        n = len(names)
+        if n == 1:
+            return [self]
+        dirs = split_tasks(self.data_dir)
+        if len(dirs) != n:
+            raise ValueError(f"--data_dir has {len(dirs)} directories for {n} tasks "
+                             f"(--task_name={self.task_name}): give one per task, "
+                             f"comma-separated, in the same order")
+        types = per_task(self.task_type, n, "task_type")
+        metrics = per_task(self.best_metric, n, "best_metric")
+        groups = ",".join(self.label_list or ()).split(";")
+        if len(groups) not in (1, n):
+            raise ValueError(f"--label_list has {len(groups)} label lists (separated by ';') "
+                             f"for {n} tasks (--task_name): give one per task (empty for a "
+                             f"task's default), or one for all")
+        label_lists = [tuple(x.strip() for x in g.split(",") if x.strip()) or None
+                       for g in (groups * n if len(groups) == 1 else groups)]
+        return [dataclasses.replace(self, task_name=name, data_dir=d, task_type=t,
+                                    best_metric=m, label_list=labels,
+                                    output_dir=os.path.join(self.output_dir, label))
+                for name, d, t, m, labels, label in zip(names, dirs, types, metrics,
+                                                        label_lists, task_labels(names))]
+
+    def train_config(self, num_train_examples: int = 0, num_workers: int = 1) -> TrainConfig:
+        """The trainer's config; its steps come from the training set's size (the fork's
+        formula over the global batch of every worker), warmup from `warmup_proportion`.
+
+        Raises:
+          ValueError: the training set makes no step.
+        """
+        return epochs_train_config(self, num_train_examples, num_workers)
+
+    def validate(self) -> None:
+        check_fine_tuning(self)
+        if self.truncation not in TRUNCATIONS:
+            raise ValueError(f"--truncation must be one of {', '.join(TRUNCATIONS)}, got "
+                             f"{self.truncation!r}")
+        check_at_least(self, 0, "head_tokens")
+        check_eval_during_training(self, "dev.tsv")
+        for task in self.task_configs():
+            task._validate_task_type()
+        if self.num_tasks > 1:
+            self._validate_multitask()
+        self.train.validate()
+        check_at_least(self, 1, "pad_to_multiple_of")
+        if self.group_by_length and not self.pad_to_longest:
+            raise ValueError("--group_by_length needs --pad_to_longest (grouped batches are "
+                             "only faster when trimmed)")
+        check_group_by_length(self.group_by_length, self.train.shuffle_buffer_size)
+
+    def _validate_multitask(self) -> None:
+        if self.task_sampling not in TASK_SAMPLINGS:
+            raise ValueError(f"--task_sampling must be one of {', '.join(TASK_SAMPLINGS)}, got "
+                             f"{self.task_sampling!r}")
+        if self.train.batch_ramp_steps:
+            raise ValueError("--batch_ramp_steps cannot be used with several --task_name: a "
+                             "multi-task global batch is one task's, the ramp would re-cut it")
+        if self.group_by_length:
+            raise ValueError("--group_by_length cannot be used with several --task_name: "
+                             "multi-task batches are drawn per task (data/multitask.py), not "
+                             "grouped by length (--pad_to_longest still trims them)")
+
+    def _validate_task_type(self) -> None:
+        """--task_type / --multilabel_threshold / --classifier_input against the task."""
+        if self.task_type not in TASK_TYPES:
+            raise ValueError(f"--task_type must be one of {', '.join(TASK_TYPES)}, got "
+                             f"{self.task_type!r}")
+        fixed = TASK_TYPE_OF.get(self.task_name.lower(), "classification")
+        if self.task_name.lower() != "tsv" and self.task_type != fixed:
+            raise ValueError(f"--task_type={self.task_type}: --task_name={self.task_name} is a "
+                             f"{fixed} task (other task types need --task_name=tsv)")
+        if not 0 < self.multilabel_threshold < 1:
+            raise ValueError(f"--multilabel_threshold must be in (0, 1), got "
+                             f"{self.multilabel_threshold}")
+        if self.classifier_input not in CLASSIFIER_INPUTS:
+            raise ValueError(f"--classifier_input must be one of {', '.join(CLASSIFIER_INPUTS)}, "
+                             f"got {self.classifier_input!r}")
+        if self.task_type == "regression" and self.label_list:
+            raise ValueError("--label_list does not apply to --task_type=regression (the label "
+                             "is a number)")

@@ -1,0 +1,466 @@
+"""run_classifier_mgpu.py / run_classifier.py with one task: Google's classifier and the
+regression and multi-label heads, and the job that fine-tunes, evaluates and predicts with them
+(files in data/classifier_data.py; several --task_name: multitask.py)."""
+
+import dataclasses
+import os
+from typing import Dict, Mapping, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_mgpu.data import classifier_data, input_pipeline, processors
+from bert_mgpu.engine import checkpoint, evaluation, training
+from bert_mgpu.engine.job import Job, start_job
+from bert_mgpu.metrics import classification as metrics_lib
+from bert_mgpu.model import heads, modeling
+from bert_mgpu.tasks.base import (
+    MeanOverExamples,
+    Tensors,
+    estimator_loss_sums,
+    fine_tuning_trainer,
+    inference_options,
+    make_tokenizer,
+    ratio,
+)
+
+
+class BertClassifier(MeanOverExamples, tf.Module):
+    """Google's `run_classifier` model: `BertModel` + `ClassifierHead`; the loss of a global
+    batch is the mean cross-entropy over its examples. `classifier_input` chooses what the head
+    reads (heads.classifier_features; "pooled" is Google's). `encoder` and `scope` make one task
+    of a multi-task model (`MultiTaskClassifier`): a shared `BertModel`, the head under
+    `scope/`."""
+
+    def __init__(self, config, num_labels, compute_dtype=tf.float32,
+                 label_names: Optional[Sequence[str]] = None, classifier_input: str = "pooled",
+                 encoder: Optional[modeling.BertModel] = None, scope: str = ""):
+        super().__init__(name=None)
+        self.config = config
+        self.num_labels = num_labels
+        self.label_names = [str(n) for n in label_names] if label_names is not None else \
+            [str(i) for i in range(num_labels)]
+        if len(self.label_names) != num_labels:
+            raise ValueError(f"{len(self.label_names)} label names for {num_labels} labels")
+        self.bert = encoder if encoder is not None else modeling.BertModel(
+            config, compute_dtype=compute_dtype)
+        self.classifier_input = classifier_input
+        self.classifier = heads.ClassifierHead(
+            config, num_labels, scope=scope,
+            input_width=heads.classifier_input_width(config, classifier_input))
+
+    def named_variables(self):
+        return modeling.merge_named_variables(self.bert, self.classifier)
+
+    def _forward(self, features, training):
+        out = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
+                        training=training, **inference_options(training, self.classifier_input))
+        head_input = heads.classifier_features(out, features["input_mask"],
+                                               self.classifier_input)
+        return self.classifier(head_input, features.get("label_ids"), training=training)
+
+    def per_example_loss(self, features, training) -> tf.Tensor:
+        return self._forward(features, training)["per_example_loss"]
+
+    def eval_sums(self, features) -> Tensors:
+        """Losses, and the confusion matrix [num_labels (true), num_labels (predicted)]."""
+        out = self._forward(features, training=False)
+        labels = tf.reshape(features["label_ids"], [-1])
+        predictions = tf.argmax(out["logits"], axis=-1, output_type=tf.int32)
+        return {
+            "loss_sum": tf.reduce_sum(out["per_example_loss"]),
+            "num_examples": tf.cast(tf.shape(labels)[0], tf.float32),
+            **estimator_loss_sums(out["per_example_loss"], features),
+            "confusion": tf.math.confusion_matrix(labels, predictions, self.num_labels,
+                                                  dtype=tf.float32),
+        }
+
+    def eval_metrics(self, sums) -> Dict[str, float]:
+        """Google's keys (`eval_accuracy`, `eval_loss`, `loss`) plus macro-F1 and per-class
+        precision/recall/F1 (`<metric>_<label name>`)."""
+        confusion = np.asarray(sums["confusion"], np.float64)
+        n = float(sums["num_examples"])
+        result = {
+            "eval_accuracy": ratio(np.trace(confusion), n),
+            "eval_loss": ratio(sums["loss_sum"], n),
+            # The Estimator's `loss`: the mean over eval batches of each batch's mean loss.
+            "loss": ratio(sums["batch_loss_sum"], sums["num_batches"]),
+        }
+        f1s = []
+        for i, name in enumerate(self.label_names):
+            tp = confusion[i, i]
+            precision = ratio(tp, confusion[:, i].sum())
+            recall = ratio(tp, confusion[i, :].sum())
+            f1 = ratio(2 * precision * recall, precision + recall)
+            result.update({f"eval_precision_{name}": precision, f"eval_recall_{name}": recall,
+                           f"eval_f1_{name}": f1})
+            f1s.append(f1)
+        result["eval_f1_macro"] = float(np.mean(f1s)) if f1s else 0.0
+        return result
+
+    def predict(self, features) -> Tensors:
+        """`probabilities` float32 [B, num_labels] (no dropout)."""
+        return {"probabilities": self._forward(features, training=False)["probabilities"]}
+
+
+
+class _LinearHeadTask(MeanOverExamples, tf.Module):
+    """`BertModel` + the classifier's output layer (Google's `output_weights` [num_outputs, W],
+    `output_bias`) without the softmax; the loss of a global batch is the mean over its
+    examples of a per-example loss (`_per_example_loss`)."""
+
+    def __init__(self, config, num_outputs, compute_dtype=tf.float32,
+                 classifier_input: str = "pooled", encoder: Optional[modeling.BertModel] = None,
+                 scope: str = ""):
+        super().__init__(name=None)
+        self.config = config
+        self.classifier_input = classifier_input
+        self.bert = encoder if encoder is not None else modeling.BertModel(
+            config, compute_dtype=compute_dtype)
+        self.classifier = heads.ClassifierHead(
+            config, num_outputs, scope=scope,
+            input_width=heads.classifier_input_width(config, classifier_input))
+
+    def named_variables(self):
+        return modeling.merge_named_variables(self.bert, self.classifier)
+
+    def _logits(self, features, training) -> tf.Tensor:
+        """float32 [B, num_outputs]."""
+        out = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
+                        training=training, **inference_options(training, self.classifier_input))
+        return self.classifier.logits(
+            heads.classifier_features(out, features["input_mask"], self.classifier_input),
+            training=training)
+
+    def _per_example_loss(self, logits, label_values) -> tf.Tensor:
+        raise NotImplementedError()
+
+    def per_example_loss(self, features, training) -> tf.Tensor:
+        return self._per_example_loss(self._logits(features, training), features["label_values"])
+
+    def _loss_sums(self, per_example_loss, features) -> Tensors:
+        return {
+            "loss_sum": tf.reduce_sum(per_example_loss),
+            "num_examples": tf.cast(tf.shape(per_example_loss)[0], tf.float32),
+            **estimator_loss_sums(per_example_loss, features),
+        }
+
+    @staticmethod
+    def _loss_metrics(sums) -> Dict[str, float]:
+        return {"eval_loss": ratio(sums["loss_sum"], sums["num_examples"]),
+                # The Estimator's `loss`: the mean over eval batches of each batch's mean loss.
+                "loss": ratio(sums["batch_loss_sum"], sums["num_batches"])}
+
+
+
+class BertRegressor(_LinearHeadTask):
+    """`--task_type=regression` (STS-B style): one output (`output_weights` [1, W]) read as
+    the score; the loss is the mean squared error over the global batch.
+
+    Evaluation: `eval_sums` are additive (squared errors and the float64 moments that give
+    Pearson's r); Spearman's rho needs the ranks of the whole dev set, so it comes from
+    `prediction_metrics` on the collected `predict` outputs (the job runs both over the dev
+    set: FullEvaluation).
+    """
+
+    def __init__(self, config, compute_dtype=tf.float32, classifier_input: str = "pooled",
+                 encoder: Optional[modeling.BertModel] = None, scope: str = ""):
+        super().__init__(config, 1, compute_dtype, classifier_input, encoder, scope)
+
+    def _per_example_loss(self, logits, label_values):
+        return tf.square(logits[:, 0] - tf.cast(label_values[:, 0], tf.float32))
+
+    def eval_sums(self, features) -> Tensors:
+        scores = self._logits(features, training=False)[:, 0]
+        labels = tf.cast(features["label_values"][:, 0], tf.float32)
+        sums = self._loss_sums(tf.square(scores - labels), features)
+        # float64: the moments of a large dev set lose the correlation to cancellation in float32.
+        x, y = tf.cast(scores, tf.float64), tf.cast(labels, tf.float64)
+        sums.update(sum_x=tf.reduce_sum(x), sum_y=tf.reduce_sum(y),
+                    sum_xx=tf.reduce_sum(x * x), sum_yy=tf.reduce_sum(y * y),
+                    sum_xy=tf.reduce_sum(x * y))
+        return sums
+
+    def eval_metrics(self, sums) -> Dict[str, float]:
+        """`eval_mse` (= `eval_loss`), `loss`, `eval_pearson`."""
+        result = self._loss_metrics(sums)
+        result["eval_mse"] = result["eval_loss"]
+        result["eval_pearson"] = metrics_lib.pearson_from_moments(
+            sums["num_examples"], sums["sum_x"], sums["sum_y"], sums["sum_xx"], sums["sum_yy"],
+            sums["sum_xy"])
+        return result
+
+    @staticmethod
+    def prediction_metrics(outputs: Mapping[str, np.ndarray]) -> Dict[str, float]:
+        """`eval_spearman` (and `eval_pearson`, the same as from the moments) from `predict`
+        over the whole dev set."""
+        scores, labels = outputs["predictions"], outputs["label_values"]
+        return {"eval_spearman": metrics_lib.spearman(scores, labels),
+                "eval_pearson": metrics_lib.pearson(scores, labels)}
+
+    def predict(self, features) -> Tensors:
+        """`predictions` float32 [B] (the scores) and, when the features have them, the
+        records' `label_values` [B] (0 for unlabelled test examples), for
+        `prediction_metrics`."""
+        out = {"predictions": self._logits(features, training=False)[:, 0]}
+        if "label_values" in features:
+            out["label_values"] = tf.cast(features["label_values"][:, 0], tf.float32)
+        return out
+
+
+
+class BertMultiLabelClassifier(_LinearHeadTask):
+    """`--task_type=multilabel`: one sigmoid per label (`output_weights` [num_labels, W]); the
+    loss is the binary cross-entropy averaged over the labels and the examples of the global
+    batch. A label is predicted when its probability is above `threshold`. Every evaluation
+    statistic is an additive count, so the dev set is evaluated in one pass."""
+
+    def __init__(self, config, num_labels, compute_dtype=tf.float32,
+                 label_names: Optional[Sequence[str]] = None, threshold: float = 0.5,
+                 classifier_input: str = "pooled", encoder: Optional[modeling.BertModel] = None,
+                 scope: str = ""):
+        super().__init__(config, num_labels, compute_dtype, classifier_input, encoder, scope)
+        self.num_labels = num_labels
+        self.threshold = threshold
+        self.label_names = [str(n) for n in label_names] if label_names is not None else \
+            [str(i) for i in range(num_labels)]
+        if len(self.label_names) != num_labels:
+            raise ValueError(f"{len(self.label_names)} label names for {num_labels} labels")
+
+    def _per_example_loss(self, logits, label_values):
+        return tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
+            labels=tf.cast(label_values, tf.float32), logits=logits), axis=-1)
+
+    def eval_sums(self, features) -> Tensors:
+        """Losses, per-label true/false positives and false negatives [num_labels], and the
+        number of examples whose whole label set is predicted right."""
+        logits = self._logits(features, training=False)
+        truth = features["label_values"] > 0.5  # bool [B, L]
+        predicted = tf.sigmoid(logits) > self.threshold
+        sums = self._loss_sums(self._per_example_loss(logits, features["label_values"]),
+                               features)
+
+        def count(mask, axis=0):
+            return tf.reduce_sum(tf.cast(mask, tf.float32), axis=axis)
+
+        sums.update(
+            true_positives=count(predicted & truth),
+            false_positives=count(predicted & ~truth),
+            false_negatives=count(~predicted & truth),
+            exact_matches=count(tf.reduce_all(tf.equal(predicted, truth), axis=-1), None))
+        return sums
+
+    def eval_metrics(self, sums) -> Dict[str, float]:
+        """`eval_f1_micro`, `eval_f1_macro`, `eval_exact_match` (metrics.py's definitions),
+        `eval_loss`, `loss`, and each label's `eval_f1_<name>`."""
+        tp, fp, fn = (np.asarray(sums[k], np.float64) for k in
+                      ("true_positives", "false_positives", "false_negatives"))
+        result = self._loss_metrics(sums)
+        result.update(metrics_lib.multilabel_metrics_from_counts(
+            tp, fp, fn, sums["exact_matches"], sums["num_examples"]))
+        for name, f1 in zip(self.label_names, metrics_lib.per_label_f1(tp, fp, fn)):
+            result[f"eval_f1_{name}"] = float(f1)
+        return result
+
+    def predict(self, features) -> Tensors:
+        """`probabilities` float32 [B, num_labels] (the sigmoids)."""
+        return {"probabilities": tf.sigmoid(self._logits(features, training=False))}
+
+
+def start_classifier_job(cfg) -> Job:
+    """`start_job` plus the check of --classifier_input against the model's depth."""
+    job = start_job(cfg)
+    if cfg.classifier_input == "cls_last4" and job.bert_config.num_hidden_layers < 4:
+        raise ValueError(f"--classifier_input=cls_last4 needs at least 4 layers; "
+                         f"--bert_config_file has {job.bert_config.num_hidden_layers}")
+    return job
+
+
+def run_classifier(cfg) -> dict:
+    """Runs run_classifier_mgpu.py with a `ClassifierConfig` of one --task_name; returns the
+    eval results (several --task_name: multitask.run_multitask_classifier).
+
+    Follows Google's `run_classifier.py` and the multi-GPU fork (see data/classifier_data.py for
+    the files, ClassifierConfig.train_config for the steps).
+    """
+    job = start_classifier_job(cfg)
+    labels, data, splits = classifier_inputs(cfg, make_tokenizer(cfg.model))
+    train_file, num_train = splits.get("train", (None, 0))
+    train_cfg = with_dropout_layout(cfg, cfg.train_config(num_train, job.num_workers),
+                                     [train_file] if cfg.do_train else [])
+    if cfg.do_train:
+        logging.info("***** Running training: %d examples, %g epochs, %d steps *****",
+                     num_train, cfg.num_train_epochs, train_cfg.num_train_steps)
+    # The effective task type and --best_metric (stsb and the task types set their defaults).
+    job.save_effective_config(labels=labels, task_type=cfg.task_type,
+                              best_metric=cfg.best_metric)
+    task = classifier_task(cfg, job, labels)
+    log_head_initialisation(cfg, task)
+    trainer = FullEvaluation(fine_tuning_trainer(job, task, train_cfg))
+    if cfg.do_train:
+        trainer.train(job.training_input([train_file], data.shapes, train_cfg),
+                      on_step=_periodic_evaluator(job, trainer, data, splits.get("dev")))
+    else:
+        trainer.restore_or_initialize()
+    result = {}
+    if job.chief and cfg.do_eval:  # evaluation, prediction and their files are the chief's
+        result = evaluate_classifier(cfg, trainer, data, *splits["dev"])
+    if job.chief and cfg.do_predict:
+        job.weights_for_prediction(trainer)
+        predict_classifier(cfg, trainer, data, *splits["test"])
+    return result
+
+
+
+def classifier_inputs(cfg, tokenizer):
+    """(labels, feature files, splits) of one classifier task (`cfg`: a single task's config):
+    every input file the run needs is read and checked (and its features cached) before
+    training starts; splits maps "train"/"dev"/"test" to (record file, number of examples)."""
+    processor = processors.get_processor(cfg.task_name, cfg.label_list, cfg.task_type)
+    labels = processor.get_labels(cfg.data_dir)
+    if cfg.task_type == "multilabel" and not labels:
+        raise processors.DataError(f"{cfg.data_dir}: no label in train.tsv's label column and "
+                                   f"no --label_list (--task_type=multilabel)")
+    data = classifier_data.FeatureFiles(cfg, processor, tokenizer, labels)
+    splits = {split: data.get(split) for split, wanted in (
+        ("train", cfg.do_train), ("dev", cfg.do_eval), ("test", cfg.do_predict)) if wanted}
+    return labels, data, splits
+
+
+
+def log_head_initialisation(cfg, task) -> None:
+    """States what --init_checkpoint gives the output layer(s) when it holds classifier heads
+    under other names (a multi-task run's `task_<label>/` heads for a single task, or the
+    reverse): the encoder is restored by name, those heads are not used, the run's own heads
+    start from random initialisation."""
+    if not cfg.model.init_checkpoint:
+        return
+    try:
+        prefix = checkpoint.resolve_checkpoint_path(cfg.model.init_checkpoint)
+    except (ValueError, OSError):
+        return  # the trainer's initialisation names the problem
+    in_checkpoint = {name for name, _ in tf.train.list_variables(prefix)}
+    heads = sorted(n for n in in_checkpoint if n.endswith("output_weights") and
+                   not n.startswith(("bert/", "cls/")))
+    own = [n for n in task.named_variables() if n.endswith("output_weights")]
+    if heads and not in_checkpoint.intersection(own):
+        logging.info("--init_checkpoint %s has the classifier head(s) %s, not this run's %s: "
+                     "the encoder (bert/) is initialised from it by name, its heads are not "
+                     "used, and this run's output layer(s) start from random initialisation "
+                     "(when training starts from it, not when resuming from --output_dir).",
+                     prefix, ", ".join(heads), ", ".join(own))
+
+
+
+def eval_input(cfg, input_files: Sequence[str], shapes, batch_size: int):
+    """Evaluation/prediction batches of a classifier task (`cfg`: its config): every record
+    once; sorted by length with --pad_to_longest (the trainer puts the predictions back in
+    file order)."""
+    if getattr(cfg, "pad_to_longest", False):
+        return input_pipeline.length_sorted_dataset(input_files, shapes, batch_size)
+    return input_pipeline.record_dataset(input_files, shapes, batch_size, is_training=False)
+
+
+
+def _periodic_evaluator(job: Job, trainer, data, dev):
+    """`--eval_every_n_steps`: the trainer's on_step callback (see evaluation.py), or None."""
+    cfg = job.cfg
+    if not cfg.eval_every_n_steps:
+        return None
+    eval_file = dev[0]
+    return evaluation.PeriodicEvaluator(
+        trainer, lambda: eval_input(cfg, [eval_file], data.shapes, cfg.eval_batch_size),
+        cfg.output_dir, cfg.eval_every_n_steps, best_metric=cfg.best_metric,
+        keep_best=cfg.keep_best_checkpoint, patience=cfg.early_stopping_patience,
+        is_chief=job.chief)
+
+
+
+def evaluate_classifier(cfg, trainer, data, eval_file, num_eval, write: bool = True) -> dict:
+    """The dev set's results (`cfg`: a single task's config); written to its output_dir's
+    eval_results.txt unless `write` is False."""
+    logging.info("***** Running evaluation: %d examples, batch size %d *****", num_eval,
+                 cfg.eval_batch_size)
+    result = trainer.evaluate(eval_input(cfg, [eval_file], data.shapes, cfg.eval_batch_size))
+    result["eval_examples"] = num_eval
+    if write:
+        tf.io.gfile.makedirs(cfg.output_dir)
+        training.write_eval_results(os.path.join(cfg.output_dir, "eval_results.txt"), result)
+    return result
+
+
+
+def predict_classifier(cfg, trainer, data, predict_file, num_predict) -> None:
+    """test_results.tsv and predict.txt of one task (`cfg`: its config) in its output_dir."""
+    logging.info("***** Running prediction: %d examples, batch size %d *****", num_predict,
+                 cfg.predict_batch_size)
+    outputs = trainer.predict(eval_input(cfg, [predict_file], data.shapes,
+                                         cfg.predict_batch_size))
+    predictions = outputs.get("predictions" if cfg.task_type == "regression"
+                              else "probabilities", np.zeros([0]))
+    if len(predictions) != num_predict:
+        raise RuntimeError(f"predicted {len(predictions)} of {num_predict} examples")
+    tf.io.gfile.makedirs(cfg.output_dir)
+    if cfg.task_type == "regression":
+        classifier_data.write_regression_predictions(cfg.output_dir, predictions)
+    elif cfg.task_type == "multilabel":
+        classifier_data.write_multilabel_predictions(cfg.output_dir, predictions,
+                                                     data.label_list, cfg.multilabel_threshold)
+    else:
+        classifier_data.write_predictions(cfg.output_dir, predictions)
+    logging.info("Wrote %d predictions to %s (test_results.tsv, predict.txt)", num_predict,
+                 cfg.output_dir)
+
+
+
+def classifier_task(cfg, job: Job, labels: Sequence[str], encoder=None, scope: str = ""):
+    """The task of --task_type (classification: Google's BertClassifier); `encoder` and
+    `scope` make it one task of a multi-task model (MultiTaskClassifier)."""
+    dtype = job.compute_dtype()
+    shared = dict(compute_dtype=dtype, classifier_input=cfg.classifier_input, encoder=encoder,
+                  scope=scope)
+    if cfg.task_type == "regression":
+        return BertRegressor(job.bert_config, **shared)
+    if cfg.task_type == "multilabel":
+        return BertMultiLabelClassifier(job.bert_config, len(labels), label_names=labels,
+                                              threshold=cfg.multilabel_threshold, **shared)
+    return BertClassifier(job.bert_config, len(labels), label_names=labels, **shared)
+
+
+
+def with_dropout_layout(cfg, train_cfg, train_files):
+    """`train_cfg` with dropout's layout length: the training files' longest example rounded
+    up to --pad_to_multiple_of (input_pipeline.dropout_layout_length), padded or trimmed
+    batches alike; unchanged without training files."""
+    if not train_files:
+        return train_cfg
+    length = input_pipeline.dropout_layout_length(train_files, cfg.model.max_seq_length,
+                                                  cfg.pad_to_multiple_of)
+    logging.info("Dropout masks laid out over %d positions (the training set's longest example "
+                 "rounded up to --pad_to_multiple_of=%d; --max_seq_length=%d)", length,
+                 cfg.pad_to_multiple_of, cfg.model.max_seq_length)
+    return dataclasses.replace(train_cfg, max_seq_length=length)
+
+
+
+class FullEvaluation:
+    """A trainer whose `evaluate` adds the metrics a task computes from every prediction of
+    the dataset (`task.prediction_metrics(trainer.predict(dataset))`, e.g. the regression
+    task's Spearman, which no additive sum gives): a second pass over the dev set, on the
+    chief. Everything else is the wrapped trainer's (training.py is unchanged)."""
+
+    def __init__(self, trainer):
+        self._trainer = trainer
+
+    def __getattr__(self, name):
+        return getattr(self._trainer, name)
+
+    def evaluate(self, dataset, max_steps: Optional[int] = None) -> dict:
+        result = self._trainer.evaluate(dataset, max_steps)
+        prediction_metrics = getattr(self._trainer.task, "prediction_metrics", None)
+        if prediction_metrics is not None and result:
+            if max_steps is not None:
+                dataset = dataset.take(max_steps)
+            result.update(prediction_metrics(self._trainer.predict(dataset)))
+        return result

@@ -1,0 +1,231 @@
+"""Multi-task fine-tuning (run_classifier_mgpu.py with several --task_name): one encoder, one
+head per task (`task_<label>/`), each global batch one task's (data/multitask.py)."""
+
+from typing import Dict, Mapping, Sequence
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_mgpu.configs import base as config
+from bert_mgpu.data import features as features_lib
+from bert_mgpu.data import multitask as multitask_data
+from bert_mgpu.engine import evaluation
+from bert_mgpu.model import modeling
+from bert_mgpu.model.head_spec import head_scope
+from bert_mgpu.tasks.base import Tensors, fine_tuning_trainer, make_tokenizer
+from bert_mgpu.tasks.classifier import (
+    BertClassifier,
+    FullEvaluation,
+    classifier_inputs,
+    classifier_task,
+    evaluate_classifier,
+    log_head_initialisation,
+    predict_classifier,
+    start_classifier_job,
+    with_dropout_layout,
+)
+
+
+class MultiTaskClassifier(tf.Module):
+    """Several classifier tasks on one encoder: `tasks[i]` (a `BertClassifier`, `BertRegressor`
+    or `BertMultiLabelClassifier` built with `encoder=` this model's `bert` and
+    `scope=head_scope(labels[i])`) owns the head `task_<label>/output_weights`,
+    `task_<label>/output_bias`; the `bert/` variables exist once.
+
+    Training batches come from one task each (data/multitask.py): the union of the tasks'
+    features (`label_ids` [B, 1] and/or `label_values` [B, W], zero-padded to the widest task)
+    plus `task_id` int32 [B]. The trainer asks `route(features)` (eagerly) whose batch it is and
+    traces one update per task with `routes[i]`, that task's loss alone, so the other heads get
+    no gradient (None, not zeros): the optimizer leaves them and their Adam slots untouched, as
+    Google's AdamWeightDecay skips a variable without a gradient (a zero gradient would still
+    move a head by its momentum and weight decay). Evaluation and prediction run one task at a
+    time on its own records (`training.Trainer.with_task(tasks[i])`).
+    """
+
+    def __init__(self, encoder: modeling.BertModel, tasks_by_label: Mapping[str, tf.Module]):
+        super().__init__(name=None)
+        self.bert = encoder
+        self.labels = list(tasks_by_label)
+        self.tasks = list(tasks_by_label.values())
+        if any(task.bert is not encoder for task in self.tasks):
+            raise ValueError("every task of a MultiTaskClassifier must share its encoder")
+        self.routes = [_OneTaskOfBatch(task) for task in self.tasks]
+
+    @staticmethod
+    def head_scope(label: str) -> str:
+        """The variable scope of a task's head."""
+        return head_scope(label)
+
+    def named_variables(self):
+        return modeling.merge_named_variables(self.bert, *(t.classifier for t in self.tasks))
+
+    def route(self, features: Mapping[str, tf.Tensor]) -> int:
+        """The index of the task of a global batch (eager: it selects the traced update).
+
+        Raises:
+          ValueError: the batch mixes tasks (its rows were re-cut: see data/multitask.py).
+        """
+        ids = np.unique(features[features_lib.TASK_ID].numpy())
+        if len(ids) != 1:
+            raise ValueError(f"a multi-task training batch mixes tasks {ids.tolist()}: each "
+                             f"batch must be one task's (a rerun with another global batch "
+                             f"cannot re-cut them; rerun with the same --train_batch_size, "
+                             f"--n_gpus and --num_accumulation_steps)")
+        return int(ids[0])
+
+    def _one_task_at_a_time(self, features):
+        raise TypeError("a multi-task model is evaluated and predicted one task at a time: "
+                        "Trainer.with_task(model.tasks[i])")
+
+    eval_sums = predict = _one_task_at_a_time
+
+
+
+class _OneTaskOfBatch:
+    """A task's training contract (`context`, `tower_loss`, `metrics`) on multi-task batches:
+    the task sees the inputs and its own label feature, cut to its width."""
+
+    def __init__(self, task):
+        self.task = task
+        if isinstance(task, BertClassifier):
+            self.label_feature, self.width = "label_ids", 1
+        else:
+            self.label_feature, self.width = "label_values", task.classifier.num_labels
+
+    def _own(self, features) -> Tensors:
+        own = {k: features[k] for k in ("input_ids", "input_mask", "segment_ids")}
+        own[self.label_feature] = features[self.label_feature][:, :self.width]
+        return own
+
+    def context(self, features) -> Tensors:
+        return self.task.context(self._own(features))
+
+    def tower_loss(self, features, context, training=True) -> Dict:
+        return self.task.tower_loss(self._own(features), context, training)
+
+    def metrics(self, sums, context) -> Tensors:
+        return self.task.metrics(sums, context)
+
+
+def run_multitask_classifier(cfg) -> dict:
+    """Runs run_classifier_mgpu.py with a `ClassifierConfig` of several --task_name on one
+    encoder: one head per task (`task_<label>/`), each global batch one task's, drawn by
+    --task_sampling (data/multitask.py); each task evaluated and predicted in
+    OUTPUT_DIR/<label>/, the mean of the tasks' --best_metric for the best checkpoint;
+    OUTPUT_DIR/eval_results.txt holds every task's results as `<label>/<key>`."""
+    job = start_classifier_job(cfg)
+    task_cfgs = cfg.task_configs()
+    labels = config.task_labels([t.task_name for t in task_cfgs])
+    mean_metric = multitask_mean_metric([t.best_metric for t in task_cfgs])
+    tokenizer = make_tokenizer(cfg.model)
+    inputs = [classifier_inputs(t, tokenizer) for t in task_cfgs]  # (labels, data, splits)
+    num_train = [splits["train"][1] if cfg.do_train else 0 for _, _, splits in inputs]
+    train_cfg = with_dropout_layout(
+        cfg, cfg.train_config(sum(num_train), job.num_workers),
+        [splits["train"][0] for _, _, splits in inputs] if cfg.do_train else [])
+    probabilities = multitask_data.sampling_probabilities(num_train, cfg.task_sampling) \
+        if cfg.do_train else None
+    if cfg.do_train:
+        logging.info("***** Running multi-task training: %d examples, %g epochs, %d steps, "
+                     "--task_sampling=%s *****", sum(num_train), cfg.num_train_epochs,
+                     train_cfg.num_train_steps, cfg.task_sampling)
+        for label, n, p in zip(labels, num_train, probabilities):
+            logging.info("  task %s: %d examples, drawn for %.1f%% of the batches", label, n,
+                         100 * p)
+    job.save_effective_config(tasks=[
+        {"label": label, "task_name": t.task_name, "data_dir": t.data_dir,
+         "task_type": t.task_type, "labels": task_labels, "best_metric": t.best_metric}
+        for label, t, (task_labels, _, _) in zip(labels, task_cfgs, inputs)],
+        best_metric=mean_metric)
+    encoder = modeling.BertModel(job.bert_config, compute_dtype=job.compute_dtype())
+    model = MultiTaskClassifier(encoder, {
+        label: classifier_task(t, job, task_labels, encoder,
+                               MultiTaskClassifier.head_scope(label))
+        for label, t, (task_labels, _, _) in zip(labels, task_cfgs, inputs)})
+    log_head_initialisation(cfg, model)
+    trainer = fine_tuning_trainer(job, model, train_cfg)
+    dev = _MultiTaskEvaluation(trainer, model, task_cfgs, inputs, mean_metric) \
+        if cfg.do_eval else None
+    if cfg.do_train:
+        on_step = None
+        if cfg.eval_every_n_steps:
+            on_step = evaluation.PeriodicEvaluator(
+                dev, lambda: None, cfg.output_dir, cfg.eval_every_n_steps,
+                best_metric=mean_metric, keep_best=cfg.keep_best_checkpoint,
+                patience=cfg.early_stopping_patience, is_chief=job.chief)
+        trainer.train(multitask_data.training_dataset(
+            [(splits["train"][0], data.shapes) for _, data, splits in inputs],
+            train_cfg.global_batch_size, train_cfg.random_seed, probabilities,
+            num_shards=job.num_workers,
+            shard_index=job.cluster.task_index if job.cluster is not None else 0),
+            on_step=on_step)
+    else:
+        trainer.restore_or_initialize()
+    result = {}
+    if job.chief and cfg.do_eval:
+        result = dev.evaluate(write=True)
+        job.write_eval_results(result)
+    if job.chief and cfg.do_predict:
+        job.weights_for_prediction(trainer)
+        for t, task, (_, data, splits) in zip(task_cfgs, model.tasks, inputs):
+            predict_classifier(t, trainer.with_task(task), data, *splits["test"])
+    return result
+
+
+
+def multitask_mean_metric(metrics: Sequence[str]) -> str:
+    """The name of the scalar that picks the best checkpoint of a multi-task run, the mean over
+    the tasks of each one's --best_metric: `mean_<metric>` when every task uses the same one,
+    else `mean_best_metric` (scores) or `mean_best_loss` (losses).
+
+    Raises:
+      ValueError: the metrics do not improve in one direction (losses and scores mixed).
+    """
+    lower = {evaluation.lower_is_better(m) for m in metrics}
+    if len(lower) > 1:
+        raise ValueError(f"--best_metric={','.join(metrics)}: the mean of losses (lower is "
+                         f"better) and scores (higher is better) means nothing; choose metrics "
+                         f"that improve in one direction")
+    if len(set(metrics)) == 1:
+        return f"mean_{metrics[0]}"
+    return "mean_best_loss" if lower == {True} else "mean_best_metric"
+
+
+
+class _MultiTaskEvaluation:
+    """The dev sets of a multi-task run: each task's results (the trainer's evaluation of that
+    task, `FullEvaluation` included) as `<label>/<key>`, plus the mean over the tasks of their
+    --best_metric. Stands in for the trainer in `evaluation.PeriodicEvaluator` (everything but
+    `evaluate` is the trainer's)."""
+
+    def __init__(self, trainer, model, task_cfgs, inputs, mean_metric: str):
+        self.trainer, self.task_cfgs, self.inputs = trainer, task_cfgs, inputs
+        self.labels = model.labels
+        self.views = [FullEvaluation(trainer.with_task(task)) for task in model.tasks]
+        self.mean_metric = mean_metric
+
+    def __getattr__(self, name):  # cfg, variables, global_step: the trainer's
+        return getattr(self.trainer, name)
+
+    def evaluate(self, dataset=None, write: bool = False) -> dict:
+        """Every task's dev results (`dataset` is unused: each task reads its own dev file);
+        with `write`, each also to OUTPUT_DIR/<label>/eval_results.txt.
+
+        Raises:
+          ValueError: a task's --best_metric is not among its results, naming both.
+        """
+        del dataset
+        result, best = {}, []
+        for label, t, view, (_, data, splits) in zip(self.labels, self.task_cfgs, self.views,
+                                                      self.inputs):
+            task_result = evaluate_classifier(t, view, data, *splits["dev"], write=write)
+            if t.best_metric not in task_result:
+                raise ValueError(f"--best_metric={t.best_metric} is not an evaluation result of "
+                                 f"task {label}; choose one of {', '.join(sorted(task_result))}")
+            best.append(float(task_result[t.best_metric]))
+            result.update({f"{label}/{k}": v for k, v in task_result.items()
+                           if k != "global_step"})
+        result[self.mean_metric] = float(np.mean(best))
+        result["global_step"] = int(self.trainer.global_step.numpy())
+        return result

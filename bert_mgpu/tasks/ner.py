@@ -1,0 +1,212 @@
+"""run_ner.py: token classification (a tagging head on every first WordPiece of a word) and its
+job (CoNLL files in data/ner_data.py, conlleval's scores in metrics/ner.py)."""
+
+import os
+from typing import Dict, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_mgpu.data import input_pipeline
+from bert_mgpu.engine import evaluation
+from bert_mgpu.engine.job import Job, start_job
+from bert_mgpu.model import heads, modeling
+from bert_mgpu.tasks.base import Tensors, fine_tuning_trainer, make_tokenizer, ratio
+
+
+class TaggingTask(tf.Module):
+    """Token classification (run_ner.py): `BertModel` + `TokenTaggingHead`.
+
+    Records (data/ner_data.py) carry `label_ids` and `label_weights` [B, S]: weight 1.0 on the
+    first piece of each word a window labels, 0.0 elsewhere. The loss of a global batch is the
+    weighted token cross-entropy divided by the *global* sum of `label_weights` (the labelled
+    words of the whole batch), so N towers equal one device; the labels of unweighted positions
+    never reach the loss. A global batch without a labelled word has loss 0 (the sum is taken
+    as at least 1: weights are 0/1, so this is exact whenever a word is labelled).
+    """
+
+    def __init__(self, config, num_tags, compute_dtype=tf.float32,
+                 tag_names: Optional[Sequence[str]] = None, dropout_prob=None):
+        super().__init__(name=None)
+        self.config = config
+        self.num_tags = num_tags
+        self.tag_names = [str(n) for n in tag_names] if tag_names is not None else \
+            [str(i) for i in range(num_tags)]
+        if len(self.tag_names) != num_tags:
+            raise ValueError(f"{len(self.tag_names)} tag names for {num_tags} tags")
+        self.bert = modeling.BertModel(config, compute_dtype=compute_dtype)
+        self.tagger = heads.TokenTaggingHead(config, num_tags, dropout_prob=dropout_prob)
+
+    def named_variables(self):
+        return modeling.merge_named_variables(self.bert, self.tagger)
+
+    def _forward(self, features, training):
+        out = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
+                        training=training)
+        return self.tagger(out.sequence_output, features.get("label_ids"),
+                           features.get("label_weights"), training=training)
+
+    @staticmethod
+    def context(features) -> Tensors:
+        return {"label_weight_sum": tf.reduce_sum(tf.cast(features["label_weights"],
+                                                          tf.float32))}
+
+    @staticmethod
+    def _denominator(context):
+        return tf.maximum(context["label_weight_sum"], 1.0)
+
+    def tower_loss(self, features, context, training=True) -> Dict:
+        numerator = self._forward(features, training)["numerator"]
+        return {"loss": numerator / self._denominator(context),
+                "sums": {"loss_sum": numerator}}
+
+    @classmethod
+    def metrics(cls, sums, context) -> Tensors:
+        return {"loss": sums["loss_sum"] / cls._denominator(context)}
+
+    def eval_sums(self, features) -> Tensors:
+        """Weighted loss and correct tags over the labelled positions (no dropout)."""
+        out = self._forward(features, training=False)
+        weights = tf.cast(features["label_weights"], tf.float32)
+        predictions = tf.argmax(out["logits"], axis=-1, output_type=tf.int32)
+        correct = tf.cast(tf.equal(predictions, features["label_ids"]), tf.float32)
+        return {
+            "loss_sum": out["numerator"],
+            "label_weight": out["denominator"],
+            "correct": tf.reduce_sum(weights * correct),
+            "batch_loss_sum": out["numerator"] / tf.maximum(out["denominator"], 1.0),
+            "num_batches": tf.constant(1.0),
+        }
+
+    @staticmethod
+    def eval_metrics(sums) -> Dict[str, float]:
+        """`eval_loss` (mean over the labelled words), `eval_token_accuracy` (their tags; the
+        job adds conlleval's entity scores and `eval_accuracy` from the words' tags) and `loss`
+        (the mean over batches of each batch's loss, the Estimator's key)."""
+        return {
+            "eval_loss": ratio(sums["loss_sum"], sums["label_weight"]),
+            "eval_token_accuracy": ratio(sums["correct"], sums["label_weight"]),
+            "loss": ratio(sums["batch_loss_sum"], sums["num_batches"]),
+        }
+
+    def predict(self, features) -> Tensors:
+        """`tag_ids` int32 [B, S]: the most likely tag at every position (no dropout); only a
+        word's labelled position is read back (ner_data.predicted_tags)."""
+        logits = self._forward(features, training=False)["logits"]
+        return {"tag_ids": tf.argmax(logits, axis=-1, output_type=tf.int32)}
+
+
+def run_ner(cfg) -> dict:
+    """Runs run_ner.py with a `config.NerConfig`; returns the eval results.
+
+    CoNLL files -> windowed records with labels on each word's first piece (data/ner_data.py),
+    `TaggingTask` on the shared trainer; evaluation adds conlleval's entity scores
+    (ner_metrics.py) to the task's token metrics; prediction writes predictions.txt with every
+    test token.
+    """
+    from bert_mgpu.data import ner_data
+
+    job = start_job(cfg)
+    data = ner_data.FeatureFiles(cfg, make_tokenizer(cfg.model))
+    # Every input file is read and checked (and its features cached) before training starts.
+    splits = {split: data.get(split) for split, wanted in (
+        ("train", cfg.do_train), ("dev", cfg.do_eval), ("test", cfg.do_predict)) if wanted}
+    num_train = splits["train"].num_records if cfg.do_train else 0
+    train_cfg = cfg.train_config(num_train, job.num_workers)
+    if cfg.do_train:
+        logging.info("***** Running training: %d windows, %g epochs, %d steps *****",
+                     num_train, cfg.num_train_epochs, train_cfg.num_train_steps)
+    job.save_effective_config(labels=data.labels, doc_stride=data.doc_stride)
+    task = TaggingTask(job.bert_config, len(data.labels),
+                             compute_dtype=job.compute_dtype(), tag_names=data.labels)
+    trainer = fine_tuning_trainer(job, task, train_cfg)
+    if cfg.do_train:
+        trainer.train(job.training_input([splits["train"].path], data.shapes, train_cfg),
+                      on_step=_ner_periodic_evaluator(job, trainer, data, splits.get("dev")))
+    else:
+        trainer.restore_or_initialize()
+    result = {}
+    if job.chief and cfg.do_eval:  # evaluation, prediction and their files are the chief's
+        logging.info("***** Running evaluation: %d sentences, %d windows, batch size %d *****",
+                     len(splits["dev"].sentences), splits["dev"].num_records,
+                     cfg.eval_batch_size)
+        result = _NerEvaluation(trainer, data, splits["dev"]).evaluate()
+        job.write_eval_results(result)
+    if job.chief and cfg.do_predict:
+        _predict_ner(job, trainer, data, splits["test"])
+    return result
+
+
+
+def _ner_periodic_evaluator(job: Job, trainer, data, dev):
+    """`--eval_every_n_steps`: the trainer's on_step callback (conlleval's scores), or None."""
+    cfg = job.cfg
+    if not cfg.eval_every_n_steps:
+        return None
+    dev_evaluation = _NerEvaluation(trainer, data, dev)
+    return evaluation.PeriodicEvaluator(
+        dev_evaluation, dev_evaluation.dataset, cfg.output_dir, cfg.eval_every_n_steps,
+        best_metric=cfg.best_metric, keep_best=cfg.keep_best_checkpoint,
+        patience=cfg.early_stopping_patience, is_chief=job.chief)
+
+
+
+class _NerEvaluation:
+    """The dev set's evaluation: the task's token metrics (`Trainer.evaluate`) plus conlleval's
+    entity precision/recall/F1 and accuracy over the words' predicted tags, in the file's
+    scheme. Stands in for the trainer in `evaluation.PeriodicEvaluator` (everything but
+    `evaluate` is the trainer's), so --best_metric=eval_f1 works during training."""
+
+    def __init__(self, trainer, data, dev):
+        self.trainer, self.data, self.dev = trainer, data, dev
+
+    def __getattr__(self, name):  # cfg, variables, global_step: the trainer's
+        return getattr(self.trainer, name)
+
+    def dataset(self):
+        """The dev records, once, in order."""
+        return input_pipeline.record_dataset([self.dev.path], self.data.shapes,
+                                             self.data.cfg.eval_batch_size, is_training=False)
+
+    def evaluate(self, dataset=None) -> dict:
+        """The results of eval_results.txt (`dataset`: `self.dataset()` when None)."""
+        from bert_mgpu.metrics import ner as ner_metrics
+
+        dataset = self.dataset() if dataset is None else dataset
+        result = self.trainer.evaluate(dataset)
+        tags = _predicted_file_tags(self.trainer, self.data, self.dev, dataset)
+        scores = ner_metrics.evaluate([s.tags for s in self.dev.sentences], tags)
+        result.update(scores.as_metrics("eval_"))
+        result.update(eval_sentences=len(self.dev.sentences), eval_windows=self.dev.num_records,
+                      eval_tokens=scores.tokens)
+        logging.info("conlleval on the dev set:\n%s", scores.report())
+        return result
+
+
+
+def _predicted_file_tags(trainer, data, split, dataset):
+    """Per sentence, per word: the predicted tag, in the split file's scheme."""
+    from bert_mgpu.data import ner_data
+
+    tag_ids = trainer.predict(dataset).get("tag_ids", np.zeros([0, 0], np.int32))
+    if len(tag_ids) != split.num_records:
+        raise RuntimeError(f"predicted {len(tag_ids)} of {split.num_records} windows")
+    return split.file_tags(ner_data.predicted_tags(split.model_sentences, split.windows,
+                                                   tag_ids, data.labels))
+
+
+
+def _predict_ner(job: Job, trainer, data, test) -> None:
+    from bert_mgpu.data import ner_data
+
+    job.weights_for_prediction(trainer)
+    logging.info("***** Running prediction: %d sentences, %d windows, batch size %d *****",
+                 len(test.sentences), test.num_records, job.cfg.predict_batch_size)
+    tags = _predicted_file_tags(trainer, data, test, input_pipeline.record_dataset(
+        [test.path], data.shapes, job.cfg.predict_batch_size, is_training=False))
+    path = os.path.join(job.cfg.output_dir, "predictions.txt")
+    ner_data.write_predictions(path, test.sentences, tags)
+    missing = ner_data.words_without_pieces(test.model_sentences, test.windows)
+    logging.info("Wrote %s: %d sentences, %d tokens (%d without a WordPiece, predicted O)",
+                 path, len(test.sentences), sum(len(s.words) for s in test.sentences), missing)

@@ -1,0 +1,196 @@
+"""run_pretraining.py: Google's pretraining model (masked LM + next sentence) and its job."""
+
+from typing import Dict, Optional
+
+import tensorflow as tf
+from absl import logging
+
+from bert_mgpu import tokenization
+from bert_mgpu.data import features, input_pipeline
+from bert_mgpu.engine.job import start_job
+from bert_mgpu.model import heads, modeling
+from bert_mgpu.tasks.base import Tensors, ratio
+
+
+class BertPretrainer(tf.Module):
+    """Google's pretraining model: `BertModel` + masked LM + next sentence.
+
+    The masked-LM loss of the global batch is divided by the global sum of `masked_lm_weights`
+    (+1e-5, Google's epsilon), the next-sentence loss by the global number of examples.
+
+    With `next_sentence=False` (masked-LM-only data: `create_pretraining_data.py
+    --no_next_sentence` or `--pack_sequences`, as Cramming and RoBERTa train) there is no
+    next-sentence head, no `cls/seq_relationship` variables, and the loss is the masked-LM loss;
+    `next_sentence_labels` is then ignored. ALBERT's sentence-order prediction is trained by the
+    next-sentence head unchanged (same variables, label 1 = swapped).
+    """
+
+    def __init__(self, config, compute_dtype=tf.float32, next_sentence=True):
+        super().__init__(name=None)
+        self.config = config
+        self.bert = modeling.BertModel(config, compute_dtype=compute_dtype)
+        self.masked_lm = heads.MaskedLMHead(config)
+        self.next_sentence = heads.NextSentenceHead(config) if next_sentence else None
+
+    def named_variables(self):
+        parts = [self.masked_lm] + ([self.next_sentence] if self.next_sentence else [])
+        return modeling.merge_named_variables(self.bert, *parts)
+
+    @staticmethod
+    def context(features) -> Tensors:
+        return {
+            "masked_lm_weight_sum": tf.reduce_sum(tf.cast(features["masked_lm_weights"],
+                                                          tf.float32)),
+            "num_examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32),
+        }
+
+    def _forward(self, features, training):
+        out = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
+                        training=training)
+        mlm = self.masked_lm(out.sequence_output, out.embedding_table,
+                             features["masked_lm_positions"], features["masked_lm_ids"],
+                             features["masked_lm_weights"])
+        if self.next_sentence is None:
+            return mlm, None
+        return mlm, self.next_sentence(out.pooled_output, features["next_sentence_labels"])
+
+    def tower_loss(self, features, context, training=True) -> Dict:
+        mlm, nsp = self._forward(features, training)
+        loss = mlm["numerator"] / (context["masked_lm_weight_sum"]
+                                   + heads.MASKED_LM_DENOMINATOR_EPSILON)
+        sums = {"masked_lm_numerator": mlm["numerator"]}
+        if nsp is not None:
+            nsp_sum = tf.reduce_sum(nsp["per_example_loss"])
+            loss += nsp_sum / context["num_examples"]
+            sums["next_sentence_loss_sum"] = nsp_sum
+        return {"loss": loss, "sums": sums}
+
+    @staticmethod
+    def metrics(sums, context) -> Tensors:
+        mlm = sums["masked_lm_numerator"] / (context["masked_lm_weight_sum"]
+                                             + heads.MASKED_LM_DENOMINATOR_EPSILON)
+        if "next_sentence_loss_sum" not in sums:
+            return {"loss": mlm, "masked_lm_loss": mlm}
+        nsp = sums["next_sentence_loss_sum"] / context["num_examples"]
+        return {"loss": mlm + nsp, "masked_lm_loss": mlm, "next_sentence_loss": nsp}
+
+    def eval_sums(self, features) -> Tensors:
+        mlm, nsp = self._forward(features, training=False)
+        weights = tf.reshape(tf.cast(features["masked_lm_weights"], tf.float32), [-1])
+        mlm_pred = tf.argmax(mlm["log_probs"], axis=-1, output_type=tf.int32)
+        mlm_correct = tf.cast(tf.equal(mlm_pred, tf.reshape(features["masked_lm_ids"], [-1])),
+                              tf.float32)
+        sums = {
+            "masked_lm_weighted_loss": tf.reduce_sum(weights * mlm["per_example_loss"]),
+            "masked_lm_weighted_correct": tf.reduce_sum(weights * mlm_correct),
+            "masked_lm_weight": tf.reduce_sum(weights),
+            "batch_loss_sum": mlm["loss"],
+            "num_batches": tf.constant(1.0),
+        }
+        if nsp is None:
+            return sums
+        nsp_labels = tf.reshape(features["next_sentence_labels"], [-1])
+        nsp_pred = tf.argmax(nsp["log_probs"], axis=-1, output_type=tf.int32)
+        sums.update(
+            next_sentence_loss_sum=tf.reduce_sum(nsp["per_example_loss"]),
+            next_sentence_correct=tf.reduce_sum(
+                tf.cast(tf.equal(nsp_pred, nsp_labels), tf.float32)),
+            num_examples=tf.cast(tf.shape(nsp_labels)[0], tf.float32),
+            batch_loss_sum=mlm["loss"] + nsp["loss"])
+        return sums
+
+    @staticmethod
+    def eval_metrics(sums) -> Dict[str, float]:
+        """Google's eval keys (tf.metrics semantics); without the next-sentence head, no
+        `next_sentence_*` keys."""
+        result = {
+            "masked_lm_accuracy": ratio(sums["masked_lm_weighted_correct"],
+                                         sums["masked_lm_weight"]),
+            "masked_lm_loss": ratio(sums["masked_lm_weighted_loss"], sums["masked_lm_weight"]),
+            # The Estimator's `loss`: the mean over eval batches of each batch's total loss.
+            "loss": ratio(sums["batch_loss_sum"], sums["num_batches"]),
+        }
+        if "next_sentence_correct" in sums:
+            result.update(
+                next_sentence_accuracy=ratio(sums["next_sentence_correct"],
+                                              sums["num_examples"]),
+                next_sentence_loss=ratio(sums["next_sentence_loss_sum"],
+                                          sums["num_examples"]))
+        return result
+
+    def predict(self, features) -> Tensors:
+        """`masked_lm_predictions` int32 [B, P] (the most likely id at each masked position)
+        and, with the next-sentence head, `next_sentence_probabilities` float32 [B, 2]."""
+        mlm, nsp = self._forward(features, training=False)
+        shape = tf.shape(features["masked_lm_positions"])
+        out = {"masked_lm_predictions": tf.reshape(
+            tf.argmax(mlm["log_probs"], axis=-1, output_type=tf.int32), shape)}
+        if nsp is not None:
+            out["next_sentence_probabilities"] = tf.exp(nsp["log_probs"])
+        return out
+
+
+def run_pretraining(cfg) -> dict:
+    """Runs run_pretraining.py with a `config.PretrainingConfig`; returns the eval results."""
+    job = start_job(cfg)
+    input_files = input_pipeline.expand_input_files(cfg.input_file)
+    masking = dynamic_masking(cfg)
+    input_pipeline.check_masking_mode(input_files, cfg.dynamic_masking)
+    if masking is not None:
+        shapes = masking.shapes
+        input_pipeline.check_record_lengths(
+            input_files, shapes, f"--max_seq_length={cfg.model.max_seq_length}")
+    else:
+        shapes = features.pretraining_shapes(cfg.model.max_seq_length,
+                                             cfg.max_predictions_per_seq)
+        input_pipeline.check_record_lengths(
+            input_files, shapes, f"--max_seq_length={cfg.model.max_seq_length} / "
+                                 f"--max_predictions_per_seq={cfg.max_predictions_per_seq}")
+    logging.info("Input files: %d (%s%s)", len(input_files), ", ".join(input_files[:3]),
+                 ", ..." if len(input_files) > 3 else "")
+    if cfg.do_train:
+        input_pipeline.warn_if_read_in_order(input_files, cfg.train.shuffle_buffer_size)
+    job.save_effective_config()
+    task = BertPretrainer(job.bert_config, compute_dtype=job.compute_dtype(),
+                                next_sentence=not cfg.no_next_sentence)
+    trainer = job.trainer(task, cfg.train_config)
+    if cfg.do_train:
+        trainer.train(job.training_input(input_files, shapes, cfg.train_config, masking))
+    result = {}
+    if cfg.do_eval and job.chief:
+        if not cfg.do_train:
+            trainer.restore_or_initialize()
+        result = trainer.evaluate(input_pipeline.record_dataset(
+            input_files, shapes, cfg.eval_batch_size, is_training=False, masking=masking),
+            cfg.max_eval_steps)
+        job.write_eval_results(result)
+    return result
+
+
+
+def dynamic_masking(cfg) -> Optional[input_pipeline.DynamicMasking]:
+    """run_pretraining.py --dynamic_masking's rule (None without the flag); the special ids and
+    the random words' range come from --vocab_file.
+
+    Raises:
+      ValueError: the vocabulary lacks [MASK], [CLS] or [SEP], naming it.
+    """
+    if not cfg.dynamic_masking:
+        return None
+    vocab = tokenization.load_vocab(cfg.model.vocab_file)
+    missing = [t for t in ("[MASK]", "[CLS]", "[SEP]") if t not in vocab]
+    if missing:
+        raise ValueError(f"--vocab_file {cfg.model.vocab_file} has no {', '.join(missing)} "
+                         f"token (--dynamic_masking needs them)")
+    masking = input_pipeline.DynamicMasking(
+        max_seq_length=cfg.model.max_seq_length,
+        max_predictions_per_seq=cfg.max_predictions_per_seq,
+        masked_lm_prob=cfg.masked_lm_prob, vocab_size=len(vocab), mask_id=vocab["[MASK]"],
+        cls_id=vocab["[CLS]"], sep_id=vocab["[SEP]"], seed=cfg.train.random_seed,
+        whole_word=cfg.do_whole_word_mask, span=cfg.span_masking, span_length=cfg.span_length)
+    logging.info("Dynamic masking: %s%s, masked_lm_prob %g, up to %d predictions, keyed by "
+                 "(random_seed %d, example index)",
+                 "span" if masking.span else "whole-word" if masking.whole_word else "token",
+                 f" (span_length {masking.span_length})" if masking.span else "",
+                 masking.masked_lm_prob, masking.max_predictions_per_seq, masking.seed)
+    return masking

@@ -30,7 +30,7 @@ import dataclasses
 import os
 import re
 import uuid
-from typing import List, Mapping, Optional, Sequence, Tuple, Union
+from typing import List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
@@ -443,6 +443,24 @@ class RestoreReport:
     missing: List[str]
 
 
+class _Mismatch(NamedTuple):
+    kind: str  # "missing", "shape" or "dtype"
+    message: str
+
+
+def _mismatch(name: str, var, shapes, dtypes) -> Optional[_Mismatch]:
+    """Why the checkpoint's `name` cannot be assigned to `var` (None: it can), one line."""
+    if name not in shapes:
+        return _Mismatch("missing", f"{name}: not in the checkpoint")
+    if list(shapes[name]) != var.shape.as_list():
+        return _Mismatch("shape", f"{name}: shape {list(shapes[name])} in the checkpoint, "
+                                  f"{var.shape.as_list()} in the model")
+    if not _compatible(dtypes[name], var.dtype):
+        return _Mismatch("dtype", f"{name}: dtype {dtypes[name].name} in the checkpoint, "
+                                  f"{var.dtype.name} in the model")
+    return None
+
+
 def restore_checkpoint(prefix: str, named_variables: Mapping[str, tf.Variable],
                        strict: bool = True) -> RestoreReport:
     """Full restore (resume): assigns every given variable from the checkpoint by name.
@@ -465,18 +483,15 @@ def restore_checkpoint(prefix: str, named_variables: Mapping[str, tf.Variable],
     reader, shapes, dtypes = _open(prefix)
     problems, missing, restorable = [], [], []
     for name, var in named_variables.items():
-        if name not in shapes:
+        problem = _mismatch(name, var, shapes, dtypes)
+        if problem is None:
+            restorable.append(name)
+        elif problem.kind == "missing":
             missing.append(name)
             if strict:
-                problems.append(f"{name}: not in the checkpoint")
-        elif list(shapes[name]) != var.shape.as_list():
-            problems.append(f"{name}: shape {list(shapes[name])} in the checkpoint, "
-                            f"{var.shape.as_list()} in the model")
-        elif not _compatible(dtypes[name], var.dtype):
-            problems.append(f"{name}: dtype {dtypes[name].name} in the checkpoint, "
-                            f"{var.dtype.name} in the model")
+                problems.append(problem.message)
         else:
-            restorable.append(name)
+            problems.append(problem.message)
     if problems:
         raise _mismatch_error(prefix, problems, "cannot be restored from")
     for name in restorable:
@@ -544,22 +559,13 @@ def init_from_checkpoint(init_checkpoint: str, named_variables: Mapping[str, tf.
 
     problems, to_assign, absent, skipped = [], [], [], []
     for name, var in named_variables.items():
-        if name not in shapes:
-            if required(name):
-                problems.append(f"{name}: not in the checkpoint")
-            else:
-                absent.append(name)
-        elif list(shapes[name]) != var.shape.as_list():
-            if required(name):
-                problems.append(f"{name}: shape {list(shapes[name])} in the checkpoint, "
-                                f"{var.shape.as_list()} in the model")
-            else:
-                skipped.append(name)
-        elif not _compatible(dtypes[name], var.dtype):
-            problems.append(f"{name}: dtype {dtypes[name].name} in the checkpoint, "
-                            f"{var.dtype.name} in the model")
-        else:
+        problem = _mismatch(name, var, shapes, dtypes)
+        if problem is None:
             to_assign.append(name)
+        elif problem.kind == "dtype" or required(name):
+            problems.append(problem.message)
+        else:  # an optional variable the checkpoint lacks or holds in another shape
+            (absent if problem.kind == "missing" else skipped).append(name)
     if problems:
         raise _mismatch_error(prefix, problems,
                               "required from the checkpoint are missing or mis-shaped in")

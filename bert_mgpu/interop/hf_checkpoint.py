@@ -25,11 +25,11 @@ from typing import Dict, Tuple
 import numpy as np
 
 # Hugging Face config keys that map one to one onto Google's bert_config.json.
-_CONFIG_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+CONFIG_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                 "intermediate_size", "hidden_dropout_prob", "attention_probs_dropout_prob",
                 "max_position_embeddings", "type_vocab_size", "initializer_range")
 
-_SAFETENSORS_DTYPES = {
+SAFETENSORS_DTYPES = {
     "F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
     "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_,
 }
@@ -67,8 +67,8 @@ def read_safetensors(path: str) -> Dict[str, np.ndarray]:
         dtype = info["dtype"]
         if dtype == "BF16":
             array = _bfloat16_to_float32(np.frombuffer(buf, dtype="<u2"))
-        elif dtype in _SAFETENSORS_DTYPES:
-            array = np.frombuffer(buf, dtype=np.dtype(_SAFETENSORS_DTYPES[dtype]).newbyteorder("<"))
+        elif dtype in SAFETENSORS_DTYPES:
+            array = np.frombuffer(buf, dtype=np.dtype(SAFETENSORS_DTYPES[dtype]).newbyteorder("<"))
         else:
             raise ConversionError(f"{path}: tensor {name} has unsupported dtype {dtype}")
         tensors[name] = array.reshape(info["shape"]).copy()
@@ -162,7 +162,7 @@ def read_hf_weights(folder: str) -> Tuple[Dict[str, np.ndarray], str]:
 
 _LAYER_RE = re.compile(r"^encoder\.layer\.(\d+)\.(.+)$")
 # Per-layer Hugging Face suffix -> Google suffix (under bert/encoder/layer_N/).
-_LAYER_NAMES = {
+LAYER_NAMES = {
     "attention.self.query": "attention/self/query",
     "attention.self.key": "attention/self/key",
     "attention.self.value": "attention/self/value",
@@ -172,7 +172,7 @@ _LAYER_NAMES = {
     "output.dense": "output/dense",
     "output.LayerNorm": "output/LayerNorm",
 }
-_TOP_NAMES = {
+TOP_NAMES = {
     "embeddings.word_embeddings": "bert/embeddings/word_embeddings",
     "embeddings.position_embeddings": "bert/embeddings/position_embeddings",
     "embeddings.token_type_embeddings": "bert/embeddings/token_type_embeddings",
@@ -182,6 +182,18 @@ _TOP_NAMES = {
     "cls.predictions.transform.LayerNorm": "cls/predictions/transform/LayerNorm",
 }
 # Buffers and tied copies that carry no weights of their own.
+# The heads' Hugging Face names -> Google's (one table, read both ways: hf_export.py turns it
+# around). The classifier and next-sentence weights are stored [out, in] by both libraries: no
+# transpose.
+HEAD_NAMES = {
+    "cls.predictions.bias": "cls/predictions/output_bias",
+    "cls.seq_relationship.weight": "cls/seq_relationship/output_weights",
+    "cls.seq_relationship.bias": "cls/seq_relationship/output_bias",
+    "classifier.weight": "output_weights",
+    "classifier.bias": "output_bias",
+}
+# Names some Hugging Face checkpoints also hold for the same tensor (read, never written).
+_HEAD_ALIASES = {"cls.predictions.decoder.bias": "cls/predictions/output_bias"}
 _IGNORED = re.compile(r"(^|\.)position_ids$|^cls\.predictions\.decoder\.weight$")
 
 
@@ -199,10 +211,10 @@ def hf_to_google_name(hf_name: str) -> Tuple[str, bool]:
     ln_param = {"weight": "gamma", "gamma": "gamma", "bias": "beta", "beta": "beta"}
     m = _LAYER_RE.match(module)
     if m:
-        scope = _LAYER_NAMES.get(m.group(2))
+        scope = LAYER_NAMES.get(m.group(2))
         google_module = f"bert/encoder/layer_{m.group(1)}/{scope}" if scope else None
     else:
-        google_module = _TOP_NAMES.get(module)
+        google_module = TOP_NAMES.get(module)
     if google_module is not None:
         if google_module.endswith("LayerNorm"):
             if param in ln_param:
@@ -214,17 +226,10 @@ def hf_to_google_name(hf_name: str) -> Tuple[str, bool]:
             return f"{google_module}/kernel", True
         elif param == "bias":
             return f"{google_module}/bias", False
-    specials = {
-        "cls.predictions.bias": "cls/predictions/output_bias",
-        "cls.predictions.decoder.bias": "cls/predictions/output_bias",
-        # Stored [out, in] = [2, H] by both libraries: no transpose.
-        "cls.seq_relationship.weight": "cls/seq_relationship/output_weights",
-        "cls.seq_relationship.bias": "cls/seq_relationship/output_bias",
-        "classifier.weight": "output_weights",
-        "classifier.bias": "output_bias",
-    }
-    if hf_name in specials:
-        return specials[hf_name], False
+    if hf_name in HEAD_NAMES:
+        return HEAD_NAMES[hf_name], False
+    if hf_name in _HEAD_ALIASES:
+        return _HEAD_ALIASES[hf_name], False
     raise KeyError(hf_name)
 
 
@@ -273,13 +278,13 @@ def convert_config(hf_config: Dict, gelu: str = "exact", source: str = "config.j
         activation).
       source: file name for error messages.
     """
-    missing = [k for k in _CONFIG_KEYS if k not in hf_config]
+    missing = [k for k in CONFIG_KEYS if k not in hf_config]
     if missing:
         raise ConversionError(f"{source}: missing keys {', '.join(missing)}")
     model_type = hf_config.get("model_type", "bert")
     if model_type != "bert":
         raise ConversionError(f"{source}: model_type is {model_type!r}, only 'bert' converts")
-    out = {k: hf_config[k] for k in _CONFIG_KEYS}
+    out = {k: hf_config[k] for k in CONFIG_KEYS}
     act = hf_config.get("hidden_act", "gelu")
     if act == "gelu":
         if gelu not in ("exact", "tanh"):
@@ -320,7 +325,7 @@ def convert_folder(hf_model_dir: str, output_dir: str, gelu: str = "exact") -> D
                                        source=config_path)
     hf_weights, weights_path = read_hf_weights(hf_model_dir)
     weights = convert_weights(hf_weights, weights_path)
-    missing = [name for name in _expected_bert_names(bert_config) if name not in weights]
+    missing = [name for name in expected_bert_names(bert_config) if name not in weights]
     if missing:
         raise ConversionError(f"{weights_path}: {len(missing)} BERT variable(s) missing: "
                               f"{', '.join(missing)}")
@@ -338,13 +343,13 @@ def convert_folder(hf_model_dir: str, output_dir: str, gelu: str = "exact") -> D
     return written
 
 
-def _expected_bert_names(bert_config):
+def expected_bert_names(bert_config):
     """The `bert/` variable names a model of this config has (building no TF variables)."""
     names = [f"bert/embeddings/{n}" for n in ("word_embeddings", "token_type_embeddings",
                                               "position_embeddings", "LayerNorm/beta",
                                               "LayerNorm/gamma")]
     for i in range(bert_config.num_hidden_layers):
-        for scope in _LAYER_NAMES.values():
+        for scope in LAYER_NAMES.values():
             params = ("beta", "gamma") if scope.endswith("LayerNorm") else ("kernel", "bias")
             names += [f"bert/encoder/layer_{i}/{scope}/{p}" for p in params]
     return names + ["bert/pooler/dense/kernel", "bert/pooler/dense/bias"]

@@ -47,7 +47,7 @@ _SPECIAL_TOKENS = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PA
 
 
 def _reverse_layer_names():
-    return {google: hf for hf, google in hf_checkpoint._LAYER_NAMES.items()}  # noqa: SLF001
+    return {google: hf for hf, google in hf_checkpoint.LAYER_NAMES.items()}
 
 
 def google_to_hf_name(name: str) -> Tuple[str, bool]:
@@ -59,19 +59,13 @@ def google_to_hf_name(name: str) -> Tuple[str, bool]:
     Raises:
       KeyError: the name is not one of Google's BERT variables.
     """
-    specials = {
-        "cls/predictions/output_bias": "cls.predictions.bias",
-        "cls/seq_relationship/output_weights": "cls.seq_relationship.weight",
-        "cls/seq_relationship/output_bias": "cls.seq_relationship.bias",
-        "output_weights": "classifier.weight",
-        "output_bias": "classifier.bias",
-    }
-    if name in specials:
-        return specials[name], False
+    heads = {google: hf for hf, google in hf_checkpoint.HEAD_NAMES.items()}
+    if name in heads:
+        return heads[name], False
     module, _, param = name.rpartition("/")
     m = re.match(r"^bert/encoder/layer_(\d+)/(.+)$", module)
     layer_names = _reverse_layer_names()
-    top = {google: hf for hf, google in hf_checkpoint._TOP_NAMES.items()}  # noqa: SLF001
+    top = {google: hf for hf, google in hf_checkpoint.TOP_NAMES.items()}
     if m and m.group(2) in layer_names:
         hf_module = f"encoder.layer.{m.group(1)}.{layer_names[m.group(2)]}"
     elif name in top and name.endswith("_embeddings"):
@@ -150,7 +144,7 @@ def export_config(bert_config: Mapping, architecture: str,
     if act not in _ACTIVATIONS:
         raise ConversionError(f"{source}: hidden_act {act!r} has no Hugging Face equivalent")
     out = {"architectures": [architecture], "model_type": "bert"}
-    for key in hf_checkpoint._CONFIG_KEYS:  # noqa: SLF001
+    for key in hf_checkpoint.CONFIG_KEYS:
         if key not in bert_config:
             raise ConversionError(f"{source}: missing key {key}")
         out[key] = bert_config[key]
@@ -169,7 +163,7 @@ def export_config(bert_config: Mapping, architecture: str,
 
 
 _NUMPY_TO_SAFETENSORS = {np.dtype(v).str[1:]: k
-                         for k, v in hf_checkpoint._SAFETENSORS_DTYPES.items()}  # noqa: SLF001
+                         for k, v in hf_checkpoint.SAFETENSORS_DTYPES.items()}
 
 
 def write_safetensors(path: str, tensors: Mapping[str, np.ndarray],
@@ -250,7 +244,7 @@ def convert_checkpoint(bert_config_file: str, init_checkpoint: str, vocab_file: 
     reader = tf.train.load_checkpoint(prefix)
     weights = {name: reader.get_tensor(name)
                for name in reader.get_variable_to_shape_map() if not _NOT_WEIGHTS.search(name)}
-    missing = [n for n in hf_checkpoint._expected_bert_names(  # noqa: SLF001
+    missing = [n for n in hf_checkpoint.expected_bert_names(
         _ConfigView(bert_config)) if n not in weights]
     if missing:
         raise ConversionError(f"{prefix}: {len(missing)} BERT variable(s) missing: "
@@ -292,7 +286,7 @@ def convert_checkpoint(bert_config_file: str, init_checkpoint: str, vocab_file: 
 
 
 class _ConfigView:
-    """The two attributes `_expected_bert_names` reads, from a config dict."""
+    """The two attributes `expected_bert_names` reads, from a config dict."""
 
     def __init__(self, config):
         self.num_hidden_layers = config.get("num_hidden_layers", 0)

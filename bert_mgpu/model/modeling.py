@@ -132,12 +132,11 @@ class DropoutStream:
     CPU XLA's Philox equals TensorFlow's kernel (tests/test_training.py: an XLA run with dropout
     equals a non-XLA one to float rounding); on GPUs that is not measured here.
 
-    Why 16-bit draws: on CPU the generator is most of dropout's cost (Philox's ten rounds per
-    four 32-bit words); comparing a 16-bit draw with rate x 2**16 halves the words drawn, and
-    the keep probability is 1 - rate to 2**-16 (a float32 uniform's is to 2**-24): bench
-    numbers in docs/benchmarks.md. The masks are therefore not those of versions that drew
-    float32 uniforms: a run started on such a version and resumed on this one draws other
-    (equally valid) masks from the resumed step on.
+    Each value is dropped when its 16-bit draw is below round(rate x 2**16): the keep
+    probability is 1 - rate to 2**-16 (the generator is most of dropout's cost on CPU; why and
+    how much: docs/benchmarks.md). Masks drawn by versions that drew float32 uniforms differ: a
+    run started on such a version and resumed on this one draws other (equally valid) masks from
+    the resumed step on.
 
     Batches trimmed to their longest example (--pad_to_longest): given `full_length` (the
     layout length L: the records' padded length, or for fine-tuning the training file's
@@ -148,15 +147,9 @@ class DropoutStream:
     up to float rounding, whatever the trimming, the split over towers or workers, or the
     grouping of examples by length. A batch longer than L (padded to max_seq_length) gets the
     layout's masks and keeps every value past L: padding in every example of the file, which
-    no real token attends to. The cost: the random values of the L-long layout are drawn, not
-    only the trimmed ones. It is not small when S is much shorter than L: one layer's four
-    dropouts for 16 examples cut to 32 positions take 2.7 ms with L = 32, 4.2 ms with L = 64
-    and 8.6 ms with L = 128 (bench/dropout_layout.py; 3.7, 7.0 and 15.8 ms with float32
-    uniforms, before the 16-bit draws). Drawing only the cut positions with the same values
-    (one draw per example, or per example and head, at its own counter) was measured and not
-    kept: it saves a few percent of an update but its hundreds of RNG ops per trace cost more
-    tracing than a fine-tuning run saves (docs/benchmarks.md, "Candidates measured and not
-    kept").
+    no real token attends to. The random values of the whole L-long layout are drawn, not only
+    the trimmed ones (the cost, and the alternatives measured: docs/benchmarks.md, "Dropout's
+    random numbers").
     """
 
     def __init__(self, seed: int, step, example_offset, num_examples,
@@ -308,8 +301,8 @@ def layer_norm(input_tensor, gamma, beta, epsilon=LAYER_NORM_EPSILON):
     Returns:
       float Tensor of the shape and dtype of `input_tensor`. Statistics are computed in at least
       float32 so float16 activations do not lose the variance. The same values as Google's to
-      float32 rounding; the input gradient is written out (`_normalized`): the whole forward +
-      backward took 4.24 ms instead of 6.04 at [4096, 256] (docs/benchmarks.md).
+      float32 rounding; the input gradient is written out (`_normalized`; why:
+      docs/benchmarks.md).
     """
     dtype = input_tensor.dtype
     x = input_tensor

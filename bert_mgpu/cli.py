@@ -31,6 +31,7 @@ from bert_mgpu.configs.classifier import (
     CLASSIFIER_INPUTS,
     TASK_SAMPLINGS,
     TASK_TYPE_OF,
+    TASK_TYPES,
     ClassifierConfig,
 )
 from bert_mgpu.configs.features import ExtractFeaturesConfig
@@ -717,8 +718,9 @@ def classifier_task_defaults() -> dict:
                       for name in split_tasks(FLAGS.task_name)]
         out["task_type"] = ",".join(task_types)
     if not FLAGS["best_metric"].present:
+        # An unknown type keeps the flag's default: validate() names it.
         out["best_metric"] = ",".join(
-            {"regression": "eval_pearson", "multilabel": "eval_f1_micro"}.get(t, FLAGS.best_metric)
+            TASK_TYPES[t].default_metric if t in TASK_TYPES else FLAGS.best_metric
             for t in task_types)
     return out
 
@@ -873,7 +875,7 @@ def define_squad_flags():
 def squad_config() -> SquadConfig:
     require("vocab_file", "bert_config_file", "output_dir")
     check_output_dir()
-    cfg = _training_job_config(SquadConfig)
+    cfg = _training_job_config(SquadConfig, answers=from_flags(SquadAnswerOptions))
     check_weights_to_evaluate(cfg)
     # A mistyped SQuAD json path fails at start, before TensorFlow is loaded.
     for flag, used in (("train_file", cfg.do_train),

@@ -231,10 +231,11 @@ def num_train_steps_for(num_examples: int, global_batch_size: int, epochs: float
 
 
 def epochs_train_config(cfg, num_items: int, num_workers: int, items: str = "examples",
-                         source: str = "") -> TrainConfig:
+                        source: str = "", **length_batching) -> TrainConfig:
     """A fine-tuning job's TrainConfig: steps = the fork's formula over the global batch of
     every worker, warmup `warmup_proportion` of them (`cfg` has train, output_dir, model,
-    do_train, num_train_epochs, warmup_proportion).
+    do_train, num_train_epochs, warmup_proportion); `length_batching`: the TrainConfig fields
+    of a job that trims batches (pad_to_multiple_of, group_by_length, max_seq_length).
 
     Raises:
       ValueError: training was asked for and the training set makes no step.
@@ -246,14 +247,9 @@ def epochs_train_config(cfg, num_items: int, num_workers: int, items: str = "exa
                          f"{cfg.num_train_epochs} make 0 steps of {global_batch} {items} "
                          f"(train_batch_size x n_gpus x num_accumulation_steps x workers)")
     steps = max(steps, 1)  # evaluation or prediction only: no schedule is run
-    lengths = {}
-    if getattr(cfg, "pad_to_longest", False):
-        lengths = dict(pad_to_multiple_of=cfg.pad_to_multiple_of,
-                       group_by_length=cfg.group_by_length,
-                       max_seq_length=cfg.model.max_seq_length)
     return TrainConfig.of(cfg.train, output_dir=cfg.output_dir, num_train_steps=steps,
                           num_warmup_steps=int(steps * cfg.warmup_proportion),
-                          init_checkpoint=cfg.model.init_checkpoint, **lengths)
+                          init_checkpoint=cfg.model.init_checkpoint, **length_batching)
 
 
 def check_group_by_length(group_by_length: bool, shuffle_buffer_size: int) -> None:

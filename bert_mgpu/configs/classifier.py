@@ -19,8 +19,45 @@ from bert_mgpu.configs.base import (
     split_tasks,
 )
 
-# run_classifier_mgpu.py --task_type and --classifier_input (see tasks.py).
-TASK_TYPES = ("classification", "regression", "multilabel")
+
+@dataclasses.dataclass(frozen=True)
+class TaskType:
+    """What a --task_type means to every layer (the one registry of task types: the Task class
+    of each type names its TaskType, tasks/classifier.TASK_CLASSES).
+
+    Attributes:
+      name: the --task_type value.
+      label_feature: the records' label feature: "label_ids" (int64 [1], Google's) or
+        "label_values" (float32 [label_width]).
+      label_encoding: how an example's label becomes that feature: "index" (its position in
+        the label list), "score" (the label as a float) or "multi_hot" (its comma-separated
+        labels as 1.0 at their positions).
+      default_metric: --best_metric when not given.
+      hf_problem_type: Hugging Face's `problem_type` of an exported head (None: left to Hugging
+        Face's inference from the labels, as its own classification folders do).
+    """
+    name: str
+    label_feature: str
+    label_encoding: str
+    default_metric: str
+    hf_problem_type: Optional[str] = None
+
+    @property
+    def has_label_names(self) -> bool:
+        """Whether the head's outputs are named labels (a score is not)."""
+        return self.label_encoding != "score"
+
+    def label_width(self, num_labels: int) -> int:
+        """The label feature's width for `num_labels` labels."""
+        return num_labels if self.label_encoding == "multi_hot" else 1
+
+
+TASK_TYPES = {t.name: t for t in (
+    TaskType("classification", "label_ids", "index", "eval_accuracy"),
+    TaskType("regression", "label_values", "score", "eval_pearson", "regression"),
+    TaskType("multilabel", "label_values", "multi_hot", "eval_f1_micro",
+             "multi_label_classification"),
+)}
 
 
 CLASSIFIER_INPUTS = ("pooled", "cls", "mean", "cls_last4")
@@ -123,7 +160,12 @@ class ClassifierConfig:
         Raises:
           ValueError: the training set makes no step.
         """
-        return epochs_train_config(self, num_train_examples, num_workers)
+        lengths = {}
+        if self.pad_to_longest:
+            lengths = dict(pad_to_multiple_of=self.pad_to_multiple_of,
+                           group_by_length=self.group_by_length,
+                           max_seq_length=self.model.max_seq_length)
+        return epochs_train_config(self, num_train_examples, num_workers, **lengths)
 
     def validate(self) -> None:
         check_fine_tuning(self)

@@ -36,7 +36,8 @@ class SquadAnswerOptions:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SquadConfig:
     """run_squad.py: Google's flags (same names, defaults and meaning), plus `do_eval` and the
-    trainer's."""
+    trainer's; the windows' and answers' flags are the `answers` subtree (what a SQuAD export
+    reads back from the run)."""
     model: ModelFiles
     train: TrainOptions
     cluster: Optional[ClusterConfig] = None
@@ -49,13 +50,8 @@ class SquadConfig:
     predict_batch_size: int = 8
     num_train_epochs: float = 3.0
     warmup_proportion: float = 0.1
-    doc_stride: int = 128
-    max_query_length: int = 64
-    n_best_size: int = 20
-    max_answer_length: int = 30
+    answers: SquadAnswerOptions = SquadAnswerOptions()
     verbose_logging: bool = False
-    version_2_with_negative: bool = False
-    null_score_diff_threshold: float = 0.0
     allow_random_weights: bool = False
     flags: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -82,10 +78,10 @@ class SquadConfig:
         if (self.do_predict or self.do_eval) and not self.predict_file:
             raise ValueError("If `do_predict` or `do_eval` is True, then `predict_file` must be "
                              "specified.")
-        check_at_least(self, 1, "max_query_length", "doc_stride", "predict_batch_size",
-                        "n_best_size", "max_answer_length")
-        if self.model.max_seq_length <= self.max_query_length + 3:
+        check_at_least(self, 1, "predict_batch_size")
+        self.answers.validate()
+        if self.model.max_seq_length <= self.answers.max_query_length + 3:
             raise ValueError(f"The max_seq_length ({self.model.max_seq_length}) must be greater "
-                             f"than max_query_length ({self.max_query_length}) + 3")
+                             f"than max_query_length ({self.answers.max_query_length}) + 3")
         check_epochs(self)
         self.train.validate()

@@ -25,6 +25,7 @@ from typing import Dict, List, Optional, Sequence
 import tensorflow as tf
 from absl import logging
 
+from bert_mgpu.configs.classifier import TASK_TYPES
 from bert_mgpu.data import features, file_io, tfrecord
 from bert_mgpu.data.processors import DataError, InputExample, split_labels
 from bert_mgpu.data.sequence import pack_tokens
@@ -41,6 +42,26 @@ def truncate_head_tail(tokens: List[str], budget: int, head_tokens: int) -> List
     head = min(head_tokens, budget)
     tail = budget - head
     return tokens[:head] + (tokens[-tail:] if tail else [])
+
+
+def _index(label: Optional[str], label_map: Dict[str, int]) -> List[int]:
+    return [label_map[label] if label is not None else 0]
+
+
+def _score(label: Optional[str], label_map: Dict[str, int]) -> List[float]:
+    del label_map  # a score is its own value
+    return [float(label) if label is not None else 0.0]
+
+
+def _multi_hot(label: Optional[str], label_map: Dict[str, int]) -> List[float]:
+    hot = [0.0] * len(label_map)
+    for name in split_labels(label or ""):
+        hot[label_map[name]] = 1.0
+    return hot
+
+
+# TaskType.label_encoding -> label (None: an unlabelled test example) -> the label feature.
+_LABEL_ENCODERS = {"index": _index, "score": _score, "multi_hot": _multi_hot}
 
 
 def convert_single_example(example: InputExample, label_map: Dict[str, int],
@@ -71,15 +92,8 @@ def convert_single_example(example: InputExample, label_map: Dict[str, int],
     packed = pack_tokens(tokens_a, tokens_b, max_seq_length, tokenizer.convert_tokens_to_ids)
     out = {"input_ids": packed.input_ids, "input_mask": packed.input_mask,
            "segment_ids": packed.segment_ids}
-    if task_type == "regression":
-        out["label_values"] = [float(example.label) if example.label is not None else 0.0]
-    elif task_type == "multilabel":
-        hot = [0.0] * len(label_map)
-        for name in split_labels(example.label or ""):
-            hot[label_map[name]] = 1.0
-        out["label_values"] = hot
-    else:
-        out["label_ids"] = [label_map[example.label] if example.label is not None else 0]
+    kind = TASK_TYPES[task_type]
+    out[kind.label_feature] = _LABEL_ENCODERS[kind.label_encoding](example.label, label_map)
     out["is_real_example"] = [1]
     return out
 
@@ -173,13 +187,13 @@ class FeatureFiles:
         """
         self.cfg, self.processor, self.tokenizer = cfg, processor, tokenizer
         self.label_list = list(label_list)
-        self.task_type = getattr(cfg, "task_type", "classification")
-        if self.task_type == "classification":
+        self.task_type = cfg.task_type
+        kind = TASK_TYPES[self.task_type]
+        if kind.label_feature == "label_ids":
             self.shapes = features.classifier_shapes(cfg.model.max_seq_length)
         else:
             self.shapes = features.label_values_shapes(
-                cfg.model.max_seq_length,
-                1 if self.task_type == "regression" else len(self.label_list))
+                cfg.model.max_seq_length, kind.label_width(len(self.label_list)))
         self._examples: Dict[str, List[InputExample]] = {}
         for split, needed in (("dev", cfg.do_eval), ("test", cfg.do_predict)):
             if needed and not self._cached(split):

@@ -61,11 +61,10 @@ class Job:
             shard_index=self.cluster.task_index if self.cluster is not None else 0,
             masking=masking, group_by_length=train_cfg.group_by_length)
 
-    def weights_for_prediction(self, trainer) -> None:
-        """With --keep_best_checkpoint, loads the kept best model into `trainer` (else the
-        current weights predict); the log says which."""
-        best = evaluation.best_checkpoint(self.cfg.output_dir) \
-            if getattr(self.cfg, "keep_best_checkpoint", False) else None
+    def weights_for_prediction(self, trainer, keep_best_checkpoint: bool) -> None:
+        """With `keep_best_checkpoint` (--keep_best_checkpoint), loads the kept best model into
+        `trainer` (else the current weights predict); the log says which."""
+        best = evaluation.best_checkpoint(self.cfg.output_dir) if keep_best_checkpoint else None
         if best is not None:
             checkpoint.restore_checkpoint(best, trainer.variables)
             logging.info("Predicting with the best checkpoint %s (--keep_best_checkpoint)", best)
@@ -76,7 +75,6 @@ class Job:
     def write_eval_results(self, result: Mapping) -> None:
         training.write_eval_results(os.path.join(self.cfg.output_dir, "eval_results.txt"),
                                     result)
-
 
 
 def start_job(cfg) -> Job:

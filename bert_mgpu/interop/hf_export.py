@@ -26,6 +26,7 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from bert_mgpu.configs.classifier import TASK_TYPES
 from bert_mgpu.interop import hf_checkpoint
 from bert_mgpu.interop.hf_checkpoint import ConversionError
 from bert_mgpu.model.head_spec import ClassifierHeadSpec, classifier_head_of_run, head_scope
@@ -123,11 +124,6 @@ def export_weights(weights: Mapping[str, np.ndarray]) -> Tuple[Dict[str, np.ndar
     return out, architecture
 
 
-# run_classifier_mgpu.py --task_type -> Hugging Face's problem_type (the loss it trains with;
-# classification is left to Hugging Face's own inference, as its own folders do).
-_PROBLEM_TYPES = {"regression": "regression", "multilabel": "multi_label_classification"}
-
-
 def export_config(bert_config: Mapping, architecture: str,
                   labels: Optional[Sequence[str]] = None, num_labels: Optional[int] = None,
                   source: str = "bert_config.json", task_type: str = "classification") -> Dict:
@@ -157,8 +153,9 @@ def export_config(bert_config: Mapping, architecture: str,
                                   f"{num_labels}")
         out["id2label"] = {str(i): n for i, n in enumerate(names)}
         out["label2id"] = {n: i for i, n in enumerate(names)}
-        if task_type in _PROBLEM_TYPES:
-            out["problem_type"] = _PROBLEM_TYPES[task_type]
+        problem_type = TASK_TYPES[task_type].hf_problem_type
+        if problem_type is not None:
+            out["problem_type"] = problem_type
     return out
 
 
@@ -250,7 +247,7 @@ def convert_checkpoint(bert_config_file: str, init_checkpoint: str, vocab_file: 
         raise ConversionError(f"{prefix}: {len(missing)} BERT variable(s) missing: "
                               f"{', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}")
     head = _classifier_head(weights, prefix, task_label)
-    if labels is None and head.labels and head.task_type != "regression":
+    if labels is None and head.labels and TASK_TYPES[head.task_type].has_label_names:
         labels = head.labels
     state, architecture = export_weights(weights)
     if "bert.embeddings.word_embeddings.weight" in state or \

@@ -88,6 +88,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 import tensorflow as tf
 from absl import logging
 
+from bert_mgpu.configs.classifier import TASK_TYPES
 from bert_mgpu.configs.serving import DEFAULT_LENGTH_CHUNKS
 from bert_mgpu.configs.squad import SquadAnswerOptions
 from bert_mgpu.engine import checkpoint
@@ -147,14 +148,22 @@ class ServedClassifier(tf.Module):
     def __call__(self, pooled_output):
         """pooled_output float [B, H] -> dict of outputs [B, ...] (module docstring)."""
         logits = self.classifier.logits(tf.cast(pooled_output, tf.float32))  # [B, labels]
-        if self.task_type == "regression":
-            return {"predictions": logits[:, 0]}
-        if self.task_type == "multilabel":
-            probabilities = tf.sigmoid(logits)
-            return {"probabilities": probabilities, "predicted": probabilities > self.threshold}
+        return self._OUTPUTS[TASK_TYPES[self.task_type].label_encoding](self, logits)
+
+    def _score(self, logits):
+        return {"predictions": logits[:, 0]}
+
+    def _multi_hot(self, logits):
+        probabilities = tf.sigmoid(logits)
+        return {"probabilities": probabilities, "predicted": probabilities > self.threshold}
+
+    def _index(self, logits):
         probabilities = tf.nn.softmax(logits, axis=-1)
         return {"probabilities": probabilities,
                 "label_id": tf.argmax(probabilities, axis=-1, output_type=tf.int32)}
+
+    # TaskType.label_encoding -> the outputs of a head of that type.
+    _OUTPUTS = {"score": _score, "multi_hot": _multi_hot, "index": _index}
 
 
 def _build_classifier(bert_config, shapes, spec):
@@ -534,7 +543,7 @@ def build_serving_model(spec: ResolvedExport, task: str, precision: str = "fp32"
     task_export = _TASKS[task]
     head = task_export.build(bert_config, shapes, spec)
     labels = None
-    if task_export.labels_needed and spec.head.task_type != "regression":
+    if task_export.labels_needed and TASK_TYPES[spec.head.task_type].has_label_names:
         labels = spec.labels or [str(i) for i in range(head.num_labels)]
     tokenizer = ServingTokenizer(spec.vocab_file, do_lower_case=spec.do_lower_case,
                                  spm_model_file=spec.spm_model_file,

@@ -12,7 +12,17 @@ Each job has its own module beside this one (pretraining, classifier, multitask,
 features): its Task classes and its job function side by side.
 """
 
-from typing import Dict, Mapping, Protocol, runtime_checkable
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Protocol,
+    Sequence,
+    runtime_checkable,
+)
 
 import numpy as np
 import tensorflow as tf
@@ -25,7 +35,6 @@ from bert_mgpu.engine.job import Job
 from bert_mgpu.model import modeling
 
 Tensors = Dict[str, tf.Tensor]
-
 
 
 @runtime_checkable
@@ -63,7 +72,6 @@ class Task(Protocol):
         """Named outputs of one batch, each with the batch as its first dimension."""
 
 
-
 class MeanOverExamples:
     """For tasks whose loss is the mean over the global batch's examples of a per-example loss
     (`per_example_loss(features, training)`, float32 [B]): each slice returns its sum divided
@@ -82,10 +90,21 @@ class MeanOverExamples:
         return {"loss": sums["loss_sum"] / context["num_examples"]}
 
 
-
 def ratio(a, b) -> float:
     return float(a) / float(b) if float(b) else 0.0
 
+
+def class_names(names: Optional[Sequence], count: int, what: str) -> List[str]:
+    """The names of a head's `count` outputs as strings (their indices when `names` is None),
+    for metric keys and prediction files.
+
+    Raises:
+      ValueError: `names` has another length than `count`, saying `what` they name.
+    """
+    out = [str(n) for n in names] if names is not None else [str(i) for i in range(count)]
+    if len(out) != count:
+        raise ValueError(f"{len(out)} {what} names for {count} {what}s")
+    return out
 
 
 def inference_options(training: bool, classifier_input: str) -> Dict[str, bool]:
@@ -97,7 +116,6 @@ def inference_options(training: bool, classifier_input: str) -> Dict[str, bool]:
     if training:
         return {}
     return {"drop_padding": True, "first_token_only": classifier_input in ("pooled", "cls")}
-
 
 
 def estimator_loss_sums(per_example_loss, features) -> Tensors:
@@ -128,6 +146,12 @@ def make_tokenizer(model: ModelFiles) -> tokenization.FullTokenizer:
     return tokenization.FullTokenizer(model.vocab_file, model.do_lower_case,
                                       spm_model_file=model.spm_model_file)
 
+
+def read_splits(cfg, read: Callable[[str], Any]) -> Dict[str, Any]:
+    """"train", "dev", "test" -> `read(split)` for each split the run needs (--do_train,
+    --do_eval, --do_predict of `cfg`), read in that order before any training."""
+    return {split: read(split) for split, wanted in (
+        ("train", cfg.do_train), ("dev", cfg.do_eval), ("test", cfg.do_predict)) if wanted}
 
 
 def fine_tuning_trainer(job: Job, task, train_cfg: TrainConfig) -> training.Trainer:

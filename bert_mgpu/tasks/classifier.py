@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_mgpu.configs.classifier import TASK_TYPES
 from bert_mgpu.data import classifier_data, input_pipeline, processors
 from bert_mgpu.engine import checkpoint, evaluation, training
 from bert_mgpu.engine.job import Job, start_job
@@ -18,11 +19,13 @@ from bert_mgpu.model import heads, modeling
 from bert_mgpu.tasks.base import (
     MeanOverExamples,
     Tensors,
+    class_names,
     estimator_loss_sums,
     fine_tuning_trainer,
     inference_options,
     make_tokenizer,
     ratio,
+    read_splits,
 )
 
 
@@ -39,10 +42,7 @@ class BertClassifier(MeanOverExamples, tf.Module):
         super().__init__(name=None)
         self.config = config
         self.num_labels = num_labels
-        self.label_names = [str(n) for n in label_names] if label_names is not None else \
-            [str(i) for i in range(num_labels)]
-        if len(self.label_names) != num_labels:
-            raise ValueError(f"{len(self.label_names)} label names for {num_labels} labels")
+        self.label_names = class_names(label_names, num_labels, "label")
         self.bert = encoder if encoder is not None else modeling.BertModel(
             config, compute_dtype=compute_dtype)
         self.classifier_input = classifier_input
@@ -103,6 +103,19 @@ class BertClassifier(MeanOverExamples, tf.Module):
         """`probabilities` float32 [B, num_labels] (no dropout)."""
         return {"probabilities": self._forward(features, training=False)["probabilities"]}
 
+    task_type = TASK_TYPES["classification"]
+    label_width = 1
+
+    @classmethod
+    def for_run(cls, cfg, config, labels: Sequence[str], **shared) -> "BertClassifier":
+        """The task of a run's config `cfg` (a ClassifierConfig) with its `labels`."""
+        del cfg  # Google's classifier has no option of its own
+        return cls(config, len(labels), label_names=labels, **shared)
+
+    @staticmethod
+    def write_predictions(output_dir: str, outputs: Mapping[str, np.ndarray]) -> None:
+        """test_results.tsv (the probabilities) and predict.txt (the predicted label's index)."""
+        classifier_data.write_predictions(output_dir, outputs["probabilities"])
 
 
 class _LinearHeadTask(MeanOverExamples, tf.Module):
@@ -151,7 +164,6 @@ class _LinearHeadTask(MeanOverExamples, tf.Module):
         return {"eval_loss": ratio(sums["loss_sum"], sums["num_examples"]),
                 # The Estimator's `loss`: the mean over eval batches of each batch's mean loss.
                 "loss": ratio(sums["batch_loss_sum"], sums["num_batches"])}
-
 
 
 class BertRegressor(_LinearHeadTask):
@@ -208,6 +220,19 @@ class BertRegressor(_LinearHeadTask):
             out["label_values"] = tf.cast(features["label_values"][:, 0], tf.float32)
         return out
 
+    task_type = TASK_TYPES["regression"]
+    label_width = 1
+
+    @classmethod
+    def for_run(cls, cfg, config, labels: Sequence[str], **shared) -> "BertRegressor":
+        """The task of a run's config `cfg` (a ClassifierConfig); a score has no labels."""
+        del cfg, labels
+        return cls(config, **shared)
+
+    @staticmethod
+    def write_predictions(output_dir: str, outputs: Mapping[str, np.ndarray]) -> None:
+        """test_results.tsv and predict.txt: one predicted score per line."""
+        classifier_data.write_regression_predictions(output_dir, outputs["predictions"])
 
 
 class BertMultiLabelClassifier(_LinearHeadTask):
@@ -223,10 +248,7 @@ class BertMultiLabelClassifier(_LinearHeadTask):
         super().__init__(config, num_labels, compute_dtype, classifier_input, encoder, scope)
         self.num_labels = num_labels
         self.threshold = threshold
-        self.label_names = [str(n) for n in label_names] if label_names is not None else \
-            [str(i) for i in range(num_labels)]
-        if len(self.label_names) != num_labels:
-            raise ValueError(f"{len(self.label_names)} label names for {num_labels} labels")
+        self.label_names = class_names(label_names, num_labels, "label")
 
     def _per_example_loss(self, logits, label_values):
         return tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
@@ -266,6 +288,29 @@ class BertMultiLabelClassifier(_LinearHeadTask):
     def predict(self, features) -> Tensors:
         """`probabilities` float32 [B, num_labels] (the sigmoids)."""
         return {"probabilities": tf.sigmoid(self._logits(features, training=False))}
+
+    task_type = TASK_TYPES["multilabel"]
+
+    @property
+    def label_width(self) -> int:
+        return self.num_labels
+
+    @classmethod
+    def for_run(cls, cfg, config, labels: Sequence[str], **shared) -> "BertMultiLabelClassifier":
+        """The task of a run's config `cfg` (a ClassifierConfig) with its `labels`."""
+        return cls(config, len(labels), label_names=labels, threshold=cfg.multilabel_threshold,
+                   **shared)
+
+    def write_predictions(self, output_dir: str, outputs: Mapping[str, np.ndarray]) -> None:
+        """test_results.tsv (each label's probability) and predict.txt (the labels above the
+        threshold, comma-separated)."""
+        classifier_data.write_multilabel_predictions(output_dir, outputs["probabilities"],
+                                                     self.label_names, self.threshold)
+
+
+# --task_type -> its Task class: with configs.classifier.TASK_TYPES, the registry of task types.
+TASK_CLASSES = {cls.task_type.name: cls
+                for cls in (BertClassifier, BertRegressor, BertMultiLabelClassifier)}
 
 
 def start_classifier_job(cfg) -> Job:
@@ -307,10 +352,9 @@ def run_classifier(cfg) -> dict:
     if job.chief and cfg.do_eval:  # evaluation, prediction and their files are the chief's
         result = evaluate_classifier(cfg, trainer, data, *splits["dev"])
     if job.chief and cfg.do_predict:
-        job.weights_for_prediction(trainer)
-        predict_classifier(cfg, trainer, data, *splits["test"])
+        job.weights_for_prediction(trainer, job.cfg.keep_best_checkpoint)
+        predict_classifier(cfg, trainer, task, data, *splits["test"])
     return result
-
 
 
 def classifier_inputs(cfg, tokenizer):
@@ -319,14 +363,12 @@ def classifier_inputs(cfg, tokenizer):
     training starts; splits maps "train"/"dev"/"test" to (record file, number of examples)."""
     processor = processors.get_processor(cfg.task_name, cfg.label_list, cfg.task_type)
     labels = processor.get_labels(cfg.data_dir)
-    if cfg.task_type == "multilabel" and not labels:
+    if TASK_TYPES[cfg.task_type].label_encoding == "multi_hot" and not labels:
         raise processors.DataError(f"{cfg.data_dir}: no label in train.tsv's label column and "
                                    f"no --label_list (--task_type=multilabel)")
     data = classifier_data.FeatureFiles(cfg, processor, tokenizer, labels)
-    splits = {split: data.get(split) for split, wanted in (
-        ("train", cfg.do_train), ("dev", cfg.do_eval), ("test", cfg.do_predict)) if wanted}
+    splits = read_splits(cfg, data.get)
     return labels, data, splits
-
 
 
 def log_head_initialisation(cfg, task) -> None:
@@ -352,15 +394,13 @@ def log_head_initialisation(cfg, task) -> None:
                      prefix, ", ".join(heads), ", ".join(own))
 
 
-
 def eval_input(cfg, input_files: Sequence[str], shapes, batch_size: int):
     """Evaluation/prediction batches of a classifier task (`cfg`: its config): every record
     once; sorted by length with --pad_to_longest (the trainer puts the predictions back in
     file order)."""
-    if getattr(cfg, "pad_to_longest", False):
+    if cfg.pad_to_longest:
         return input_pipeline.length_sorted_dataset(input_files, shapes, batch_size)
     return input_pipeline.record_dataset(input_files, shapes, batch_size, is_training=False)
-
 
 
 def _periodic_evaluator(job: Job, trainer, data, dev):
@@ -376,7 +416,6 @@ def _periodic_evaluator(job: Job, trainer, data, dev):
         is_chief=job.chief)
 
 
-
 def evaluate_classifier(cfg, trainer, data, eval_file, num_eval, write: bool = True) -> dict:
     """The dev set's results (`cfg`: a single task's config); written to its output_dir's
     eval_results.txt unless `write` is False."""
@@ -390,43 +429,28 @@ def evaluate_classifier(cfg, trainer, data, eval_file, num_eval, write: bool = T
     return result
 
 
-
-def predict_classifier(cfg, trainer, data, predict_file, num_predict) -> None:
-    """test_results.tsv and predict.txt of one task (`cfg`: its config) in its output_dir."""
+def predict_classifier(cfg, trainer, task, data, predict_file, num_predict) -> None:
+    """test_results.tsv and predict.txt of one task (`cfg`: its config; `task`: its Task, which
+    `trainer` predicts and which writes the files) in its output_dir."""
     logging.info("***** Running prediction: %d examples, batch size %d *****", num_predict,
                  cfg.predict_batch_size)
     outputs = trainer.predict(eval_input(cfg, [predict_file], data.shapes,
                                          cfg.predict_batch_size))
-    predictions = outputs.get("predictions" if cfg.task_type == "regression"
-                              else "probabilities", np.zeros([0]))
-    if len(predictions) != num_predict:
-        raise RuntimeError(f"predicted {len(predictions)} of {num_predict} examples")
+    predicted = len(next(iter(outputs.values()))) if outputs else 0
+    if predicted != num_predict:
+        raise RuntimeError(f"predicted {predicted} of {num_predict} examples")
     tf.io.gfile.makedirs(cfg.output_dir)
-    if cfg.task_type == "regression":
-        classifier_data.write_regression_predictions(cfg.output_dir, predictions)
-    elif cfg.task_type == "multilabel":
-        classifier_data.write_multilabel_predictions(cfg.output_dir, predictions,
-                                                     data.label_list, cfg.multilabel_threshold)
-    else:
-        classifier_data.write_predictions(cfg.output_dir, predictions)
+    task.write_predictions(cfg.output_dir, outputs)
     logging.info("Wrote %d predictions to %s (test_results.tsv, predict.txt)", num_predict,
                  cfg.output_dir)
-
 
 
 def classifier_task(cfg, job: Job, labels: Sequence[str], encoder=None, scope: str = ""):
     """The task of --task_type (classification: Google's BertClassifier); `encoder` and
     `scope` make it one task of a multi-task model (MultiTaskClassifier)."""
-    dtype = job.compute_dtype()
-    shared = dict(compute_dtype=dtype, classifier_input=cfg.classifier_input, encoder=encoder,
-                  scope=scope)
-    if cfg.task_type == "regression":
-        return BertRegressor(job.bert_config, **shared)
-    if cfg.task_type == "multilabel":
-        return BertMultiLabelClassifier(job.bert_config, len(labels), label_names=labels,
-                                              threshold=cfg.multilabel_threshold, **shared)
-    return BertClassifier(job.bert_config, len(labels), label_names=labels, **shared)
-
+    return TASK_CLASSES[cfg.task_type].for_run(
+        cfg, job.bert_config, labels, compute_dtype=job.compute_dtype(),
+        classifier_input=cfg.classifier_input, encoder=encoder, scope=scope)
 
 
 def with_dropout_layout(cfg, train_cfg, train_files):
@@ -441,7 +465,6 @@ def with_dropout_layout(cfg, train_cfg, train_files):
                  "rounded up to --pad_to_multiple_of=%d; --max_seq_length=%d)", length,
                  cfg.pad_to_multiple_of, cfg.model.max_seq_length)
     return dataclasses.replace(train_cfg, max_seq_length=length)
-
 
 
 class FullEvaluation:

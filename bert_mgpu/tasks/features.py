@@ -184,7 +184,6 @@ def write_features(input_file: str, output_file: str, tokenizer, extractor: Feat
     return len(lines)
 
 
-
 def extract_features(cfg) -> int:
     """Runs extract_features.py with a `config.ExtractFeaturesConfig`; returns the number of
     output lines."""

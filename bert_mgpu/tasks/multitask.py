@@ -15,7 +15,6 @@ from bert_mgpu.model import modeling
 from bert_mgpu.model.head_spec import head_scope
 from bert_mgpu.tasks.base import Tensors, fine_tuning_trainer, make_tokenizer
 from bert_mgpu.tasks.classifier import (
-    BertClassifier,
     FullEvaluation,
     classifier_inputs,
     classifier_task,
@@ -81,17 +80,13 @@ class MultiTaskClassifier(tf.Module):
     eval_sums = predict = _one_task_at_a_time
 
 
-
 class _OneTaskOfBatch:
     """A task's training contract (`context`, `tower_loss`, `metrics`) on multi-task batches:
     the task sees the inputs and its own label feature, cut to its width."""
 
     def __init__(self, task):
         self.task = task
-        if isinstance(task, BertClassifier):
-            self.label_feature, self.width = "label_ids", 1
-        else:
-            self.label_feature, self.width = "label_values", task.classifier.num_labels
+        self.label_feature, self.width = task.task_type.label_feature, task.label_width
 
     def _own(self, features) -> Tensors:
         own = {k: features[k] for k in ("input_ids", "input_mask", "segment_ids")}
@@ -167,11 +162,10 @@ def run_multitask_classifier(cfg) -> dict:
         result = dev.evaluate(write=True)
         job.write_eval_results(result)
     if job.chief and cfg.do_predict:
-        job.weights_for_prediction(trainer)
+        job.weights_for_prediction(trainer, job.cfg.keep_best_checkpoint)
         for t, task, (_, data, splits) in zip(task_cfgs, model.tasks, inputs):
-            predict_classifier(t, trainer.with_task(task), data, *splits["test"])
+            predict_classifier(t, trainer.with_task(task), task, data, *splits["test"])
     return result
-
 
 
 def multitask_mean_metric(metrics: Sequence[str]) -> str:
@@ -190,7 +184,6 @@ def multitask_mean_metric(metrics: Sequence[str]) -> str:
     if len(set(metrics)) == 1:
         return f"mean_{metrics[0]}"
     return "mean_best_loss" if lower == {True} else "mean_best_metric"
-
 
 
 class _MultiTaskEvaluation:

@@ -8,11 +8,19 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_mgpu.data import input_pipeline
+from bert_mgpu.data import input_pipeline, ner_data
 from bert_mgpu.engine import evaluation
 from bert_mgpu.engine.job import Job, start_job
+from bert_mgpu.metrics import ner as ner_metrics
 from bert_mgpu.model import heads, modeling
-from bert_mgpu.tasks.base import Tensors, fine_tuning_trainer, make_tokenizer, ratio
+from bert_mgpu.tasks.base import (
+    Tensors,
+    class_names,
+    fine_tuning_trainer,
+    make_tokenizer,
+    ratio,
+    read_splits,
+)
 
 
 class TaggingTask(tf.Module):
@@ -31,10 +39,7 @@ class TaggingTask(tf.Module):
         super().__init__(name=None)
         self.config = config
         self.num_tags = num_tags
-        self.tag_names = [str(n) for n in tag_names] if tag_names is not None else \
-            [str(i) for i in range(num_tags)]
-        if len(self.tag_names) != num_tags:
-            raise ValueError(f"{len(self.tag_names)} tag names for {num_tags} tags")
+        self.tag_names = class_names(tag_names, num_tags, "tag")
         self.bert = modeling.BertModel(config, compute_dtype=compute_dtype)
         self.tagger = heads.TokenTaggingHead(config, num_tags, dropout_prob=dropout_prob)
 
@@ -105,13 +110,10 @@ def run_ner(cfg) -> dict:
     (ner_metrics.py) to the task's token metrics; prediction writes predictions.txt with every
     test token.
     """
-    from bert_mgpu.data import ner_data
-
     job = start_job(cfg)
     data = ner_data.FeatureFiles(cfg, make_tokenizer(cfg.model))
     # Every input file is read and checked (and its features cached) before training starts.
-    splits = {split: data.get(split) for split, wanted in (
-        ("train", cfg.do_train), ("dev", cfg.do_eval), ("test", cfg.do_predict)) if wanted}
+    splits = read_splits(cfg, data.get)
     num_train = splits["train"].num_records if cfg.do_train else 0
     train_cfg = cfg.train_config(num_train, job.num_workers)
     if cfg.do_train:
@@ -138,7 +140,6 @@ def run_ner(cfg) -> dict:
     return result
 
 
-
 def _ner_periodic_evaluator(job: Job, trainer, data, dev):
     """`--eval_every_n_steps`: the trainer's on_step callback (conlleval's scores), or None."""
     cfg = job.cfg
@@ -149,7 +150,6 @@ def _ner_periodic_evaluator(job: Job, trainer, data, dev):
         dev_evaluation, dev_evaluation.dataset, cfg.output_dir, cfg.eval_every_n_steps,
         best_metric=cfg.best_metric, keep_best=cfg.keep_best_checkpoint,
         patience=cfg.early_stopping_patience, is_chief=job.chief)
-
 
 
 class _NerEvaluation:
@@ -171,8 +171,6 @@ class _NerEvaluation:
 
     def evaluate(self, dataset=None) -> dict:
         """The results of eval_results.txt (`dataset`: `self.dataset()` when None)."""
-        from bert_mgpu.metrics import ner as ner_metrics
-
         dataset = self.dataset() if dataset is None else dataset
         result = self.trainer.evaluate(dataset)
         tags = _predicted_file_tags(self.trainer, self.data, self.dev, dataset)
@@ -184,11 +182,8 @@ class _NerEvaluation:
         return result
 
 
-
 def _predicted_file_tags(trainer, data, split, dataset):
     """Per sentence, per word: the predicted tag, in the split file's scheme."""
-    from bert_mgpu.data import ner_data
-
     tag_ids = trainer.predict(dataset).get("tag_ids", np.zeros([0, 0], np.int32))
     if len(tag_ids) != split.num_records:
         raise RuntimeError(f"predicted {len(tag_ids)} of {split.num_records} windows")
@@ -196,11 +191,8 @@ def _predicted_file_tags(trainer, data, split, dataset):
                                                    tag_ids, data.labels))
 
 
-
 def _predict_ner(job: Job, trainer, data, test) -> None:
-    from bert_mgpu.data import ner_data
-
-    job.weights_for_prediction(trainer)
+    job.weights_for_prediction(trainer, job.cfg.keep_best_checkpoint)
     logging.info("***** Running prediction: %d sentences, %d windows, batch size %d *****",
                  len(test.sentences), test.num_records, job.cfg.predict_batch_size)
     tags = _predicted_file_tags(trainer, data, test, input_pipeline.record_dataset(

@@ -167,7 +167,6 @@ def run_pretraining(cfg) -> dict:
     return result
 
 
-
 def dynamic_masking(cfg) -> Optional[input_pipeline.DynamicMasking]:
     """run_pretraining.py --dynamic_masking's rule (None without the flag); the special ids and
     the random words' range come from --vocab_file.

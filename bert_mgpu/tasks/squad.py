@@ -8,8 +8,9 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_mgpu.data import input_pipeline
+from bert_mgpu.data import input_pipeline, squad_data
 from bert_mgpu.engine.job import Job, start_job
+from bert_mgpu.metrics import squad as squad_metrics
 from bert_mgpu.model import heads, modeling
 from bert_mgpu.tasks.base import MeanOverExamples, Tensors, make_tokenizer, ratio
 
@@ -82,7 +83,6 @@ def run_squad(cfg) -> dict:
     squad_metrics.py, steps in config.SquadConfig.train_config); prediction and evaluation are
     the chief's.
     """
-    from bert_mgpu.data import squad_data  # here: the other jobs never load SQuAD code
 
     job = start_job(cfg)
     if cfg.do_eval:  # before training, not after it
@@ -113,11 +113,9 @@ def run_squad(cfg) -> dict:
     return result
 
 
-
 def _check_has_answers(predict_file: str) -> None:
     """--do_eval scores the predictions against the answers of --predict_file: every question
     needs an "answers" list (empty for a v2.0 question without answer)."""
-    from bert_mgpu.data import squad_data
     for article in squad_data.load_squad_json(predict_file)["data"]:
         for paragraph in article.get("paragraphs", []):
             for qa in paragraph.get("qas", []):
@@ -127,31 +125,26 @@ def _check_has_answers(predict_file: str) -> None:
                                      f"answers; use --do_predict alone for a test file)")
 
 
-
 def _squad_train_records(cfg, tokenizer):
-    from bert_mgpu.data import squad_data
-    model = cfg.model
+    model, answers = cfg.model, cfg.answers
     key = squad_data.cache_key("train", cfg.train_file, model.vocab_file, model.spm_model_file,
-                               model.do_lower_case, model.max_seq_length, cfg.doc_stride,
-                               cfg.max_query_length, cfg.version_2_with_negative)
+                               model.do_lower_case, model.max_seq_length, answers.doc_stride,
+                               answers.max_query_length, answers.version_2_with_negative)
     return squad_data.cached_train_features(
-        cfg.train_file, cfg.output_dir, key, tokenizer, model.max_seq_length, cfg.doc_stride,
-        cfg.max_query_length, cfg.version_2_with_negative)
-
+        cfg.train_file, cfg.output_dir, key, tokenizer, model.max_seq_length, answers.doc_stride,
+        answers.max_query_length, answers.version_2_with_negative)
 
 
 def _predict_squad(job: Job, trainer, tokenizer):
     """Predicts every window of every question of --predict_file (the last partial batch
     included) and writes Google's prediction files; returns (predictions, null_odds)."""
-    from bert_mgpu.data import squad_data
-    from bert_mgpu.metrics import squad as squad_metrics
-    cfg, model = job.cfg, job.cfg.model
+    cfg, model, answers = job.cfg, job.cfg.model, job.cfg.answers
     key = squad_data.cache_key("eval", cfg.predict_file, model.vocab_file, model.spm_model_file,
-                               model.do_lower_case, model.max_seq_length, cfg.doc_stride,
-                               cfg.max_query_length, cfg.version_2_with_negative)
+                               model.do_lower_case, model.max_seq_length, answers.doc_stride,
+                               answers.max_query_length, answers.version_2_with_negative)
     examples, eval_features, records = squad_data.eval_features(
-        cfg.predict_file, cfg.output_dir, key, tokenizer, model.max_seq_length, cfg.doc_stride,
-        cfg.max_query_length)
+        cfg.predict_file, cfg.output_dir, key, tokenizer, model.max_seq_length, answers.doc_stride,
+        answers.max_query_length)
     logging.info("***** Running predictions *****")
     logging.info("  Num orig examples = %d", len(examples))
     logging.info("  Num split examples = %d", len(eval_features))
@@ -169,24 +162,20 @@ def _predict_squad(job: Job, trainer, tokenizer):
     files = [os.path.join(cfg.output_dir, name) for name in
              ("predictions.json", "nbest_predictions.json", "null_odds.json")]
     predictions, _, null_odds = squad_metrics.write_predictions(
-        examples, eval_features, results, cfg.n_best_size, cfg.max_answer_length,
-        model.do_lower_case, *files, cfg.version_2_with_negative,
-        cfg.null_score_diff_threshold, cfg.verbose_logging)
+        examples, eval_features, results, answers.n_best_size, answers.max_answer_length,
+        model.do_lower_case, *files, answers.version_2_with_negative,
+        answers.null_score_diff_threshold, cfg.verbose_logging)
     logging.info("Wrote predictions for %d questions to %s", len(predictions), cfg.output_dir)
     return predictions, null_odds
-
 
 
 def _evaluate_squad(job: Job, trainer, predictions, null_odds) -> dict:
     """The official evaluate-v1.1.py / evaluate-v2.0.py scores of the predictions (v2.0 as
     Google's README runs it: --na-prob-file null_odds.json, threshold 1.0), to
     eval_results.txt."""
-    from bert_mgpu.data import squad_data
-    from bert_mgpu.metrics import squad as squad_metrics
-    cfg = job.cfg
+    cfg, v2 = job.cfg, job.cfg.answers.version_2_with_negative
     result = dict(squad_metrics.evaluate(
-        squad_data.load_squad_json(cfg.predict_file), predictions, cfg.version_2_with_negative,
-        null_odds if cfg.version_2_with_negative else None))
+        squad_data.load_squad_json(cfg.predict_file), predictions, v2, null_odds if v2 else None))
     result["global_step"] = int(trainer.global_step.numpy())
     job.write_eval_results(result)
     return result

@@ -521,6 +521,24 @@ class InitReport:
     ignored: List[str]
 
 
+def _log_initialisation(logger, prefix: str, named_variables, initialised, skipped,
+                        shapes) -> None:
+    """Google's log of an initialisation: a count, each skipped (mis-shaped optional) variable,
+    then `**** Trainable Variables ****` and one line per variable, tagged `*INIT_FROM_CKPT*`
+    when it came from the checkpoint."""
+    logger.info("Initialised %d of %d variables from %s", len(initialised),
+                len(named_variables), prefix)
+    for name in skipped:
+        logger.warning("Not initialised from %s: %s has shape %s there, %s in the model", prefix,
+                       name, list(shapes[name]), named_variables[name].shape.as_list())
+    initialised = set(initialised)
+    logger.info("**** Trainable Variables ****")
+    for name, var in named_variables.items():
+        # Google printed TF1 `var.name` (with the `:0` output suffix) and `var.shape`.
+        tag = ", *INIT_FROM_CKPT*" if name in initialised else ""
+        logger.info("  name = %s:0, shape = %s%s", name, tuple(var.shape.as_list()), tag)
+
+
 def init_from_checkpoint(init_checkpoint: str, named_variables: Mapping[str, tf.Variable],
                          required_prefixes: Sequence[str] = ("bert/",),
                          logger=absl_logging) -> InitReport:
@@ -573,17 +591,7 @@ def init_from_checkpoint(init_checkpoint: str, named_variables: Mapping[str, tf.
     for name in to_assign:
         _assign(reader, prefix, name, named_variables[name])
 
-    logger.info("Initialised %d of %d variables from %s", len(to_assign), len(named_variables),
-                prefix)
-    for name in skipped:
-        logger.warning("Not initialised from %s: %s has shape %s there, %s in the model", prefix,
-                       name, list(shapes[name]), named_variables[name].shape.as_list())
-    initialised = set(to_assign)
-    logger.info("**** Trainable Variables ****")
-    for name, var in named_variables.items():
-        # Google printed TF1 `var.name` (with the `:0` output suffix) and `var.shape`.
-        tag = ", *INIT_FROM_CKPT*" if name in initialised else ""
-        logger.info("  name = %s:0, shape = %s%s", name, tuple(var.shape.as_list()), tag)
+    _log_initialisation(logger, prefix, named_variables, to_assign, skipped, shapes)
     used = set(named_variables)
     ignored = sorted(n for n in shapes if n not in used)
     return InitReport(checkpoint=prefix, initialized=to_assign, not_in_checkpoint=absent,

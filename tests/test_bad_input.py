@@ -38,6 +38,7 @@ SCRIPTS = {name: os.path.join(REPO, f"{name}.py") for name in (
 OWN_FLAGS = {
     "run_pretraining": {"input_file", "n_gpus", "num_train_steps", "output_dir"},
     "run_classifier_mgpu": {"task_name", "n_gpus", "data_dir", "label_list"},
+    "run_classifier": {"task_name", "n_gpus", "data_dir", "label_list"},
     "extract_features": {"input_file", "output_file", "layers", "batch_size"},
     "create_pretraining_data": {"input_file", "dupe_factor", "num_workers"},
     "convert_hf_checkpoint": {"hf_model_dir", "output_dir", "gelu"},
@@ -539,7 +540,7 @@ def test_help_lists_the_scripts_own_flags(script, results):
     listed = set(re.findall(r"^  --(?:\[no\])?(\w+)", proc.stdout, re.M))
     own = OWN_FLAGS[script]
     assert own <= listed, (own - listed, proc.stdout[-2000:])
-    assert "task_name" not in listed or script == "run_classifier_mgpu"
+    assert "task_name" not in listed or script in ("run_classifier_mgpu", "run_classifier")
     assert "gelu" not in listed or script == "convert_hf_checkpoint"
 
 

@@ -153,6 +153,12 @@ _SPECS = {
     "label_list": ("list", None, "tsv task: the labels in id order (default: the sorted set of "
                                  "labels in train.tsv). Several tasks: one list per task, "
                                  "separated by ';' (empty: that task's default)."),
+    "processors_file": ("string", None, "A Python file with your own DataProcessor classes, "
+                                        "written as for Google's run_classifier.py (import "
+                                        "tokenization, from run_classifier import "
+                                        "DataProcessor, InputExample, tf.gfile): "
+                                        "--task_name=high_level or =HighLevelProcessor picks "
+                                        "class HighLevelProcessor."),
     "truncation": ("enum", "head", "How to shorten a long single text: 'head' keeps the "
                                    "beginning (Google); 'head_tail' keeps --head_tokens from "
                                    "the start and the rest from the end (Sun et al. 2019).",
@@ -650,7 +656,8 @@ def warn_warmup_longer_than_training(cfg: config.PretrainingConfig) -> None:
 def define_classifier_flags():
     define_flags(MODEL_FLAGS, TRAINING_SCRIPT_FLAGS,
                  ("do_predict", "predict_batch_size", "num_train_epochs", "warmup_proportion",
-                  "data_dir", "task_name", "label_list", "truncation", "head_tokens",
+                  "data_dir", "task_name", "processors_file", "label_list", "truncation",
+                  "head_tokens",
                   "layerwise_lr_decay"), EVAL_DURING_TRAINING_FLAGS,
                  ("task_type", "multilabel_threshold", "classifier_input", "task_sampling"),
                  LENGTH_BATCHING_FLAGS,
@@ -666,14 +673,20 @@ def classifier_config() -> config.ClassifierConfig:
 
     label_list = tuple(FLAGS.label_list) if FLAGS.label_list else None
     names = config.split_tasks(FLAGS.task_name)
-    # An unknown --task_name: at start.
+    # An unknown --task_name, a processors file that does not load or a class that does not
+    # follow Google's API: at start (the file is run here; see data/user_processors.py).
+    splits = [s for s, wanted in (("train", FLAGS.do_train), ("dev", FLAGS.do_eval),
+                                  ("test", FLAGS.do_predict)) if wanted]
     for name in names:
-        processors.get_processor(name, label_list if len(names) == 1 else None)
+        processor = processors.get_processor(name, label_list if len(names) == 1 else None,
+                                             processors_file=FLAGS.processors_file)
+        processor.check_splits(splits)
     cfg = _training_job_config(config.ClassifierConfig, task_name=FLAGS.task_name.lower(),
                                label_list=label_list, **classifier_task_defaults())
     if cfg.num_tasks > 1:
         for task in cfg.task_configs():  # each task's --label_list
-            processors.get_processor(task.task_name, task.label_list)
+            processors.get_processor(task.task_name, task.label_list,
+                                     processors_file=task.processors_file)
     check_weights_to_evaluate(cfg)
     return cfg
 

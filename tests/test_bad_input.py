@@ -200,10 +200,12 @@ def convert_flags(w, out):
 
 
 BASE = {"run_pretraining": pretraining_flags, "run_classifier_mgpu": classifier_flags,
+        "run_classifier": classifier_flags,
         "extract_features": extract_flags, "create_pretraining_data": cpd_flags,
         "convert_hf_checkpoint": convert_flags}
 # The output each script's good flags name (under the case's directory).
-OUTPUT = {"run_pretraining": "out", "run_classifier_mgpu": "out", "extract_features": "o.jsonl",
+OUTPUT = {"run_pretraining": "out", "run_classifier_mgpu": "out", "run_classifier": "out",
+          "extract_features": "o.jsonl",
           "create_pretraining_data": "out.tfrecord", "convert_hf_checkpoint": "out"}
 
 CASES = [
@@ -312,7 +314,28 @@ CASES = [
     ("create_pretraining_data", "output-second-readonly",
      lambda w: {"--output_file": f"{w['case_dir']}/out.tfrecord,{w['readonly']}/b.tfrecord"},
      r"--output_file=.*b\.tfrecord: cannot create the file, .* is not writable"),
+    # --- users' processors (--processors_file): loaded and checked before TensorFlow, their
+    # `import tensorflow as tf` included
+    ("run_classifier", "processors-file-missing",
+     lambda w: {"--processors_file": "/x/p.py", "--task_name": "foo"},
+     r"--processors_file: /x/p\.py not found"),
+    ("run_classifier_mgpu", "processors-task-not-found",
+     lambda w: {"--processors_file": w["high_level_py"], "--task_name": "nope"},
+     r"task not found: 'nope' \(known: .*; in --processors_file=.*high_level\.py: "
+     r"HighLevelProcessor \(highlevel\)\)"),
+    ("run_classifier_mgpu", "processors-no-test-method",
+     lambda w: {"--processors_file": w["high_level_py"], "--task_name": "high_level",
+                "--do_predict": "true"},
+     r"high_level\.py: HighLevelProcessor has no method get_test_examples\(\), which "
+     r"--do_predict needs"),
+    ("run_classifier", "processors-import-error",
+     lambda w: {"--processors_file": w["import_error_py"], "--task_name": "foo"},
+     r"import_error\.py:3 in <module>: ModuleNotFoundError: No module named 'pandaz'"),
     # --- errors found after TensorFlow starts (slow: one process each)
+    ("run_classifier_mgpu", "processors-user-exception",
+     lambda w: {"--processors_file": w["high_level_py"], "--task_name": "high_level"},
+     r"high_level\.py:\d+ in _read_tsv: FileNotFoundError: \[Errno 2\] No such file or "
+     r"directory: '.*test_without_content_0515\.txt'", "tf"),
     ("run_pretraining", "record-length", lambda w: {"--max_seq_length": "32"},
      r"'input_ids' has length 16 but --max_seq_length=32", "tf"),
     ("run_classifier_mgpu", "tsv-columns",
@@ -360,6 +383,10 @@ def _prepare_variants(w):
     w["tsv_dev_label"] = tsv_variant(w, "dev_label", dev=header + [["good", "1"], ["x", "7"]])
     w["tsv_dev_empty"] = tsv_variant(w, "dev_empty", dev=header)
     w["tsv_test_empty"] = tsv_variant(w, "test_empty", test=[["sentence"]])
+    w["high_level_py"] = os.path.join(REPO, "tests", "user_processors", "high_level.py")
+    (root / "import_error.py").write_text("import tensorflow as tf\nimport tokenization\n"
+                                          "import pandaz\n")
+    w["import_error_py"] = str(root / "import_error.py")
 
 
 def _command(w, script, changes, case_dir):

@@ -1,7 +1,6 @@
 """run_classifier.py, Google's script name: the commands of Google's README run unchanged (the
 same job as run_classifier_mgpu.py, --n_gpus defaulting to 1)."""
 
-import json
 import os
 import shlex
 import sys
@@ -9,17 +8,9 @@ import sys
 import numpy as np
 import pytest
 
-from bert_mgpu.configs.base import BertConfig
-from bert_mgpu.engine import checkpoint
-from bert_mgpu.model import modeling
-
 from _oracle import REPO
-from _pretraining_data import TINY_CONFIG
+from _tiny_bert import WORDS, tiny_bert_dir
 from _together import run_command
-
-WORDS = ("the movie was good bad great terrible fine boring fun long short and but not very "
-         "really quite story actors plot music ending").split()
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ","] + WORDS
 
 # Google's README (google-research/bert, "Sentence (and sentence-pair) classification tasks"),
 # verbatim: fine-tuning on MRPC, then predicting with the fine-tuned classifier.
@@ -61,19 +52,6 @@ def shell_command(text, variables, output_dir):
     return [sys.executable, os.path.join(REPO, "run_classifier.py")] + argv[2:]
 
 
-def google_model_dir(root):
-    """A tiny $BERT_BASE_DIR: vocab.txt, bert_config.json (128 positions, as the command's
-    --max_seq_length) and bert_model.ckpt."""
-    model_dir = root / "uncased_L-2_H-32_A-4"
-    model_dir.mkdir()
-    (model_dir / "vocab.txt").write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
-    config = dict(TINY_CONFIG, max_position_embeddings=128)
-    (model_dir / "bert_config.json").write_text(json.dumps(config))
-    checkpoint.write_bundle(str(model_dir / "bert_model.ckpt"),
-                            modeling.BertModel(BertConfig(**config)).named_variables())
-    return str(model_dir)
-
-
 def write_mrpc(directory, rng):
     """GLUE's MRPC files (train/dev: Quality, #1 ID, #2 ID, #1 String, #2 String)."""
     directory.mkdir(parents=True)
@@ -95,7 +73,7 @@ def google_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("google_readme")
     write_mrpc(root / "glue" / "MRPC", np.random.RandomState(0))
     out = str(root / "mrpc_output") + "/"
-    variables = {"GLUE_DIR": str(root / "glue"), "BERT_BASE_DIR": google_model_dir(root)}
+    variables = {"GLUE_DIR": str(root / "glue"), "BERT_BASE_DIR": tiny_bert_dir(root / "uncased_L-2_H-32_A-4")}
     train = run_command(shell_command(GOOGLE_TRAIN, variables, out))
     variables["TRAINED_CLASSIFIER"] = os.path.join(out, "model.ckpt-3")
     predict_dir = str(root / "predict_output") + "/"

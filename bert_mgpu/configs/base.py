@@ -693,6 +693,7 @@ class ClassifierConfig:
     num_train_epochs: float = 3.0
     warmup_proportion: float = 0.1
     label_list: Optional[tuple] = None
+    processors_file: Optional[str] = None  # users' DataProcessor classes (data/)
     truncation: str = "head"
     head_tokens: int = 128
     layerwise_lr_decay: float = 1.0

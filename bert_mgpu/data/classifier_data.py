@@ -87,8 +87,9 @@ def convert_single_example(example: InputExample, label_map: Dict[str, int],
 def cache_key(task_name: str, split: str, input_files: Sequence[str], vocab_file: Optional[str],
               spm_model_file: Optional[str], do_lower_case: bool, max_seq_length: int,
               label_list: Sequence[str], truncation: str, head_tokens: int,
-              task_type: str = "classification") -> str:
-    """A short hash of everything the features of a split depend on."""
+              task_type: str = "classification", processor: Optional[dict] = None) -> str:
+    """A short hash of everything the features of a split depend on (`processor`: what else
+    the processor says keys them, e.g. a --processors_file's content)."""
     parts = {
         "version": CACHE_FORMAT_VERSION, "task": task_name, "split": split,
         "inputs": [file_io.file_stats(p) for p in input_files],
@@ -99,6 +100,8 @@ def cache_key(task_name: str, split: str, input_files: Sequence[str], vocab_file
     }
     if task_type != "classification":  # classification keys stay those of earlier caches
         parts["task_type"] = task_type
+    if processor:
+        parts["processor"] = processor
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -190,7 +193,7 @@ class FeatureFiles:
         return cache_key(cfg.task_name, split, self.processor.input_files(cfg.data_dir, split),
                          model.vocab_file, model.spm_model_file, model.do_lower_case,
                          model.max_seq_length, self.label_list, cfg.truncation, cfg.head_tokens,
-                         self.task_type)
+                         self.task_type, self.processor.cache_parts())
 
     def _path(self, split: str) -> str:
         return os.path.join(self.cfg.output_dir,

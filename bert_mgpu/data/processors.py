@@ -102,6 +102,13 @@ class DataProcessor:
         """The files a split is read from (their stats key the feature cache)."""
         raise NotImplementedError()
 
+    def check_splits(self, splits: Sequence[str]) -> None:
+        """Raises DataError unless the processor can read `splits` (checked at start)."""
+
+    def cache_parts(self) -> dict:
+        """What else keys the feature cache (a users' processor: its file's content)."""
+        return {}
+
 
 class XnliProcessor(DataProcessor):
     """XNLI (Chinese by default): MultiNLI machine-translated training data, XNLI dev/test."""
@@ -366,12 +373,29 @@ PROCESSORS = {
 
 
 def get_processor(task_name: str, label_list: Optional[Sequence[str]] = None,
-                  task_type: str = "classification") -> DataProcessor:
-    """The processor of `--task_name` (case-insensitive); `task_type` applies to tsv."""
+                  task_type: str = "classification",
+                  processors_file: Optional[str] = None) -> DataProcessor:
+    """The processor of `--task_name` (case-insensitive); `task_type` applies to tsv. With
+    `processors_file`, a class of that file answering to the name comes first
+    (data/user_processors.py)."""
+    if processors_file:
+        from bert_mgpu.data import user_processors
+        processor = user_processors.get_processor(processors_file, task_name, task_type)
+        if processor is not None:
+            if label_list:
+                raise ValueError(f"--label_list only applies to --task_name=tsv; the labels of "
+                                 f"{processor.cls.__name__} are its get_labels()")
+            return processor
     name = task_name.lower()
     if name not in PROCESSORS:
-        raise ValueError(f"--task_name: task not found: {task_name!r} (known: "
-                         f"{', '.join(sorted(PROCESSORS))})")
+        known = ", ".join(sorted(PROCESSORS))
+        if processors_file:
+            from bert_mgpu.data import user_processors
+            known += (f"; in --processors_file={processors_file}: "
+                      f"{user_processors.describe_classes(processors_file)}")
+        else:
+            known += "; your own DataProcessor classes: --processors_file=FILE.py"
+        raise ValueError(f"--task_name: task not found: {task_name!r} (known: {known})")
     if name == "tsv":
         return TsvProcessor(label_list, task_type)
     if label_list:

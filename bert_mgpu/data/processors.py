@@ -3,9 +3,10 @@ Google's `run_classifier.py`) and `tsv`, a header-driven format for users' own d
 
 `tsv` task: `train.tsv`, `dev.tsv`, `test.tsv` in `--data_dir`, each with a header row. The column
 named `label` holds the label (it may be absent from `test.tsv`); the one or two other columns are
-`text_a` and `text_b`, in file order. The label list is the sorted set of training labels unless
-`--label_list=a,b,c` is given. A row with the wrong number of columns or an unknown label is an
-error naming the file and line, never skipped silently.
+`text_a` and `text_b`, in file order. The label list is the sorted set of training labels (in
+numeric order when every label is an integer) unless `--label_list=a,b,c` is given. A row with
+the wrong number of columns or an unknown label is an error naming the file and line, never
+skipped silently.
 
 With `--task_type=regression` the `label` column holds a number (the label list is empty); with
 `--task_type=multilabel` it holds comma-separated labels, possibly none, and the label list is
@@ -15,6 +16,7 @@ the sorted union of the training labels. `stsb` is GLUE's STS-B layout (a regres
 import csv
 import io
 import os
+import re
 import sys
 from typing import List, NamedTuple, Optional, Sequence
 
@@ -276,10 +278,10 @@ class TsvProcessor(DataProcessor):
         examples = self._read_split(data_dir, "train", self._labels)
         if self._labels is None:
             if self.task_type == "multilabel":
-                self._labels = sorted({name for e in examples
-                                       for name in split_labels(e.label)})
+                self._labels = sort_labels({name for e in examples
+                                            for name in split_labels(e.label)})
             else:
-                self._labels = sorted({e.label for e in examples})
+                self._labels = sort_labels({e.label for e in examples})
         return examples
 
     def get_dev_examples(self, data_dir):
@@ -299,6 +301,15 @@ class TsvProcessor(DataProcessor):
                 raise DataError("tsv task: the label list comes from train.tsv or --label_list")
             self.get_train_examples(data_dir)
         return list(self._labels)
+
+
+def sort_labels(names) -> List[str]:
+    """The label list made from a training file's labels: in numeric order when every label is
+    an integer ('2' before '10': index i is label i for 0..N-1), else sorted as strings."""
+    names = set(names)
+    if names and all(re.fullmatch(r"[+-]?[0-9]+", name) for name in names):
+        return sorted(names, key=lambda name: (int(name), name))
+    return sorted(names)
 
 
 def split_labels(text: str) -> List[str]:

@@ -226,7 +226,7 @@ def _classifier_data(cfg, tokenizer):
     training starts; splits maps "train"/"dev"/"test" to (record file, number of examples)."""
     processor = processors.get_processor(cfg.task_name, cfg.label_list, cfg.task_type,
                                          cfg.processors_file)
-    labels = processor.get_labels(cfg.data_dir)
+    labels = classifier_data.run_labels(cfg, processor.get_labels(cfg.data_dir))
     if cfg.task_type == "multilabel" and not labels:
         raise processors.DataError(f"{cfg.data_dir}: no label in train.tsv's label column and "
                                    f"no --label_list (--task_type=multilabel)")
@@ -321,7 +321,7 @@ def _predict_classifier(cfg, trainer, data, predict_file, num_predict) -> None:
         classifier_data.write_multilabel_predictions(cfg.output_dir, predictions,
                                                      data.label_list, cfg.multilabel_threshold)
     else:
-        classifier_data.write_predictions(cfg.output_dir, predictions)
+        classifier_data.write_predictions(cfg.output_dir, predictions, data.label_list)
     logging.info("Wrote %d predictions to %s (test_results.tsv, predict.txt)", num_predict,
                  cfg.output_dir)
 

@@ -159,6 +159,16 @@ _SPECS = {
                                         "DataProcessor, InputExample, tf.gfile): "
                                         "--task_name=high_level or =HighLevelProcessor picks "
                                         "class HighLevelProcessor."),
+    "text_columns": ("list", None, "tsv task: the text column(s) by name (text_a[,text_b]); "
+                                   "other columns are ignored. Default: the columns named "
+                                   "text_a/text/sentence/... and text_b/sentence2/..., any "
+                                   "other column besides 'label' being an error."),
+    "column_names": ("list", None, "tsv task: the files have no header row; these are their "
+                                   "columns' names, e.g. id,text,label."),
+    "data_format": ("enum", "tsv", "tsv task: 'tsv' (train.tsv ..., tab-separated, no quoting, "
+                                   "as Google's) or 'csv' (train.csv ..., comma-separated, "
+                                   "quoted fields may hold commas and newlines).",
+                    ("tsv", "csv")),
     "truncation": ("enum", "head", "How to shorten a long single text: 'head' keeps the "
                                    "beginning (Google); 'head_tail' keeps --head_tokens from "
                                    "the start and the rest from the end (Sun et al. 2019).",
@@ -656,8 +666,8 @@ def warn_warmup_longer_than_training(cfg: config.PretrainingConfig) -> None:
 def define_classifier_flags():
     define_flags(MODEL_FLAGS, TRAINING_SCRIPT_FLAGS,
                  ("do_predict", "predict_batch_size", "num_train_epochs", "warmup_proportion",
-                  "data_dir", "task_name", "processors_file", "label_list", "truncation",
-                  "head_tokens",
+                  "data_dir", "task_name", "processors_file", "label_list", "text_columns",
+                  "column_names", "data_format", "truncation", "head_tokens",
                   "layerwise_lr_decay"), EVAL_DURING_TRAINING_FLAGS,
                  ("task_type", "multilabel_threshold", "classifier_input", "task_sampling"),
                  LENGTH_BATCHING_FLAGS,
@@ -677,12 +687,17 @@ def classifier_config() -> config.ClassifierConfig:
     # follow Google's API: at start (the file is run here; see data/user_processors.py).
     splits = [s for s, wanted in (("train", FLAGS.do_train), ("dev", FLAGS.do_eval),
                                   ("test", FLAGS.do_predict)) if wanted]
+    tsv_options = {name: tuple(FLAGS[name].value) if FLAGS[name].value else None
+                   for name in ("text_columns", "column_names")}
     for name in names:
         processor = processors.get_processor(name, label_list if len(names) == 1 else None,
-                                             processors_file=FLAGS.processors_file)
+                                             processors_file=FLAGS.processors_file,
+                                             tsv_options=dict(tsv_options,
+                                                              data_format=FLAGS.data_format))
         processor.check_splits(splits)
     cfg = _training_job_config(config.ClassifierConfig, task_name=FLAGS.task_name.lower(),
-                               label_list=label_list, **classifier_task_defaults())
+                               label_list=label_list, **tsv_options,
+                               **classifier_task_defaults())
     if cfg.num_tasks > 1:
         for task in cfg.task_configs():  # each task's --label_list
             processors.get_processor(task.task_name, task.label_list,

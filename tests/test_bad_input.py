@@ -331,7 +331,14 @@ CASES = [
     ("run_classifier", "processors-import-error",
      lambda w: {"--processors_file": w["import_error_py"], "--task_name": "foo"},
      r"import_error\.py:3 in <module>: ModuleNotFoundError: No module named 'pandaz'"),
+    # --- tsv columns (issue 30, item 3)
+    ("run_classifier", "text-columns-not-tsv",
+     lambda w: {"--task_name": "mrpc", "--text_columns": "text"},
+     r"--text_columns only apply to --task_name=tsv, not 'mrpc'"),
     # --- errors found after TensorFlow starts (slow: one process each)
+    ("run_classifier", "tsv-id-column", lambda w: {"--data_dir": w["tsv_id_column"]},
+     r"train\.tsv:1: the column\(s\) 'id' are not named as a text or label column \(columns: "
+     r"'id', 'text', 'label'.*--text_columns=NAME", "tf"),
     ("run_classifier_mgpu", "processors-user-exception",
      lambda w: {"--processors_file": w["high_level_py"], "--task_name": "high_level"},
      r"high_level\.py:\d+ in _read_tsv: FileNotFoundError: \[Errno 2\] No such file or "
@@ -383,6 +390,9 @@ def _prepare_variants(w):
     w["tsv_dev_label"] = tsv_variant(w, "dev_label", dev=header + [["good", "1"], ["x", "7"]])
     w["tsv_dev_empty"] = tsv_variant(w, "dev_empty", dev=header)
     w["tsv_test_empty"] = tsv_variant(w, "test_empty", test=[["sentence"]])
+    # A tutorial's layout: id, text, label with a header.
+    w["tsv_id_column"] = tsv_variant(w, "id_column", train=[["id", "text", "label"]] + [
+        [str(i), "the movie was good", str(i % 2)] for i in range(4)])
     w["high_level_py"] = os.path.join(REPO, "tests", "user_processors", "high_level.py")
     (root / "import_error.py").write_text("import tensorflow as tf\nimport tokenization\n"
                                           "import pandaz\n")

@@ -224,8 +224,7 @@ def _classifier_data(cfg, tokenizer):
     """(labels, feature files, splits) of one classifier task (`cfg`: a single task's config):
     every input file the run needs is read and checked (and its features cached) before
     training starts; splits maps "train"/"dev"/"test" to (record file, number of examples)."""
-    processor = processors.get_processor(cfg.task_name, cfg.label_list, cfg.task_type,
-                                         cfg.processors_file)
+    processor = processors.for_config(cfg)
     labels = classifier_data.run_labels(cfg, processor.get_labels(cfg.data_dir))
     if cfg.task_type == "multilabel" and not labels:
         raise processors.DataError(f"{cfg.data_dir}: no label in train.tsv's label column and "

@@ -11,6 +11,7 @@ reads FLAGS.
 import dataclasses
 import glob
 import os
+import re
 import sys
 import tempfile
 from typing import List, Optional
@@ -374,13 +375,43 @@ def parse_flags(argv: List[str]) -> List[str]:
     """absl's flag parsing for `app.run(..., flags_parser=parse_flags)`: a bad flag (unknown
     name, a value of the wrong type or outside its enum) is one line `SCRIPT: ERROR: ...` and
     exit code 1, as every other bad input."""
+    script = os.path.basename(argv[0]) if argv else "bert_mgpu"
     try:
-        return FLAGS(argv)
+        rest = FLAGS(argv)
     except flags.Error as e:
-        script = os.path.basename(argv[0]) if argv else "bert_mgpu"
         message = " ".join(str(e).split())
         sys.stderr.write(f"{script}: ERROR: {message} (--help lists the flags)\n")
         sys.exit(1)
+    try:
+        check_remote_paths()
+    except FlagError as e:
+        sys.stderr.write(f"{script}: ERROR: {e}\n")
+        sys.exit(1)
+    return rest
+
+
+def check_remote_paths() -> None:
+    """Raises FlagError naming the flag and the path when a remote path (gs://, s3://,
+    hdfs://, ...) of any flag cannot be reached (a file system TensorFlow does not have, no
+    credentials, no network): before any work, not as a traceback from deep in the run. Only
+    loads TensorFlow when a flag holds such a path."""
+    remote = [(name, part.strip()) for name in _declared_names()
+              if isinstance(FLAGS[name].value, str)
+              for part in FLAGS[name].value.split(",") if _is_remote(part)]
+    if not remote:
+        return
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel  (only for remote paths)
+
+    for name, path in remote:
+        probe = path
+        for wildcard in "*?[":  # a pattern: the directory it lists
+            if wildcard in probe:
+                probe = os.path.dirname(probe[:probe.index(wildcard)])
+        try:
+            tf.io.gfile.exists(probe)
+        except Exception as e:  # pylint: disable=broad-except  (tf.errors.OpError and others)
+            message = " ".join(str(e).split()) or type(e).__name__
+            raise FlagError(f"--{name}={path}: cannot be reached: {message}") from None
 
 
 def _declared_names() -> List[str]:
@@ -540,6 +571,20 @@ def check_model_files(model: config.ModelFiles) -> None:
     if (model.vocab_file or model.spm_model_file) and "do_lower_case" in FLAGS:
         tokenization.validate_case_matches_checkpoint(model.do_lower_case,
                                                       model.init_checkpoint)
+    check_init_checkpoint(model.init_checkpoint)
+
+
+def check_init_checkpoint(path: Optional[str]) -> None:
+    """Raises FlagError when the local --init_checkpoint names no checkpoint: a prefix without
+    its `.index`, a bundle file or a directory that does not exist (at start, before features
+    are written; a directory's content and remote paths are read by the job)."""
+    if not path or _is_remote(path) or os.path.isdir(path):
+        return
+    match = re.match(r"^(.*)\.(index|meta|data-\d{5}-of-\d{5})$", path)
+    prefix = match.group(1) if match else path
+    if not os.path.exists(prefix + ".index"):
+        raise FlagError(f"--init_checkpoint: {path}: no checkpoint there (expected "
+                        f"{prefix}.index and {prefix}.data-*)")
 
 
 def _has_checkpoint(output_dir: str) -> bool:

@@ -335,7 +335,20 @@ CASES = [
     ("run_classifier", "text-columns-not-tsv",
      lambda w: {"--task_name": "mrpc", "--text_columns": "text"},
      r"--text_columns only apply to --task_name=tsv, not 'mrpc'"),
+    # --- files as users have them (issue 30, item 5)
+    ("run_classifier_mgpu", "init-checkpoint-missing",
+     lambda w: {"--init_checkpoint": "/x/model.ckpt-7"},
+     r"--init_checkpoint: /x/model\.ckpt-7: no checkpoint there \(expected "
+     r"/x/model\.ckpt-7\.index"),
     # --- errors found after TensorFlow starts (slow: one process each)
+    # A remote path that cannot be reached: one line naming the flag, before any work
+    # (TensorFlow loads to try it).
+    ("run_classifier", "remote-unreachable", lambda w: {"--data_dir": "s3://bucket/glue/MRPC"},
+     r"--data_dir=s3://bucket/glue/MRPC: cannot be reached: File system scheme 's3' not "
+     r"implemented", "tf"),
+    ("run_pretraining", "remote-pattern-unreachable",
+     lambda w: {"--input_file": "hdfs://namenode/data/part-*.tfrecord"},
+     r"--input_file=hdfs://namenode/data/part-\*\.tfrecord: cannot be reached", "tf"),
     ("run_classifier", "tsv-id-column", lambda w: {"--data_dir": w["tsv_id_column"]},
      r"train\.tsv:1: the column\(s\) 'id' are not named as a text or label column \(columns: "
      r"'id', 'text', 'label'.*--text_columns=NAME", "tf"),

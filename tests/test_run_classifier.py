@@ -91,5 +91,8 @@ def test_googles_readme_commands_run_unchanged(google_runs):
     # int(40 / 32 * 3.0) steps on one device (--n_gpus defaults to 1), 9 dev examples.
     assert result["global_step"] == "3" and result["eval_examples"] == "9"
     assert predict.returncode == 0, predict.stderr[-3000:]
+    # The fine-tuned checkpoint and its step, not "the weights at global_step 0".
+    assert f"Predicting with the weights of --init_checkpoint={out}model.ckpt-3 (saved at " \
+           f"global_step 3)" in predict.stderr
     rows = open(os.path.join(predict_dir, "test_results.tsv")).read().splitlines()
     assert len(rows) == 6 and all(len(r.split("\t")) == 2 for r in rows)

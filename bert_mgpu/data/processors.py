@@ -49,9 +49,10 @@ class DataError(ValueError):
 
 
 def _decode(data: bytes, path: str) -> str:
-    """UTF-8 text of a file's bytes; an invalid byte is an error naming the file and line."""
+    """UTF-8 text of a file's bytes, a leading byte-order mark dropped (Excel and Notepad write
+    one before the header); an invalid byte is an error naming the file and line."""
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
         column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1

@@ -26,11 +26,8 @@ cli.define_classifier_flags()
 
 def main(_):
     cfg = cli.classifier_config()  # every flag and file checked before TensorFlow is loaded
-    if cfg.num_tasks > 1:
-        from bert_mgpu.tasks.multitask import run_multitask_classifier as run_job
-    else:
-        from bert_mgpu.tasks.classifier import run_classifier as run_job
-    run_job(cfg)
+    from bert_mgpu.tasks.multitask import run_classifier_job
+    run_classifier_job(cfg)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ reads FLAGS.
 import dataclasses
 import glob
 import os
+import re
 import sys
 import tempfile
 from typing import List, Optional
@@ -181,6 +182,22 @@ _SPECS = {
     "label_list": ("list", None, "tsv task: the labels in id order (default: the sorted set of "
                                  "labels in train.tsv). Several tasks: one list per task, "
                                  "separated by ';' (empty: that task's default)."),
+    "processors_file": ("string", None, "A Python file with your own DataProcessor classes, "
+                                        "written as for Google's run_classifier.py (import "
+                                        "tokenization, from run_classifier import "
+                                        "DataProcessor, InputExample, tf.gfile): "
+                                        "--task_name=high_level or =HighLevelProcessor picks "
+                                        "class HighLevelProcessor."),
+    "text_columns": ("list", None, "tsv task: the text column(s) by name (text_a[,text_b]); "
+                                   "other columns are ignored. Default: the columns named "
+                                   "text_a/text/sentence/... and text_b/sentence2/..., any "
+                                   "other column besides 'label' being an error."),
+    "column_names": ("list", None, "tsv task: the files have no header row; these are their "
+                                   "columns' names, e.g. id,text,label."),
+    "data_format": ("enum", "tsv", "tsv task: 'tsv' (train.tsv ..., tab-separated, no quoting, "
+                                   "as Google's) or 'csv' (train.csv ..., comma-separated, "
+                                   "quoted fields may hold commas and newlines).",
+                    ("tsv", "csv")),
     "truncation": ("enum", "head", "How to shorten a long single text: 'head' keeps the "
                                    "beginning (Google); 'head_tail' keeps --head_tokens from "
                                    "the start and the rest from the end (Sun et al. 2019).",
@@ -386,13 +403,43 @@ def parse_flags(argv: List[str]) -> List[str]:
     """absl's flag parsing for `app.run(..., flags_parser=parse_flags)`: a bad flag (unknown
     name, a value of the wrong type or outside its enum) is one line `SCRIPT: ERROR: ...` and
     exit code 1, as every other bad input."""
+    script = os.path.basename(argv[0]) if argv else "bert_mgpu"
     try:
-        return FLAGS(argv)
+        rest = FLAGS(argv)
     except flags.Error as e:
-        script = os.path.basename(argv[0]) if argv else "bert_mgpu"
         message = " ".join(str(e).split())
         sys.stderr.write(f"{script}: ERROR: {message} (--help lists the flags)\n")
         sys.exit(1)
+    try:
+        check_remote_paths()
+    except FlagError as e:
+        sys.stderr.write(f"{script}: ERROR: {e}\n")
+        sys.exit(1)
+    return rest
+
+
+def check_remote_paths() -> None:
+    """Raises FlagError naming the flag and the path when a remote path (gs://, s3://,
+    hdfs://, ...) of any flag cannot be reached (a file system TensorFlow does not have, no
+    credentials, no network): before any work, not as a traceback from deep in the run. Only
+    loads TensorFlow when a flag holds such a path."""
+    remote = [(name, part.strip()) for name in _declared_names()
+              if isinstance(FLAGS[name].value, str)
+              for part in FLAGS[name].value.split(",") if _is_remote(part)]
+    if not remote:
+        return
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel  (only for remote paths)
+
+    for name, path in remote:
+        probe = path
+        for wildcard in "*?[":  # a pattern: the directory it lists
+            if wildcard in probe:
+                probe = os.path.dirname(probe[:probe.index(wildcard)])
+        try:
+            tf.io.gfile.exists(probe)
+        except Exception as e:  # pylint: disable=broad-except  (tf.errors.OpError and others)
+            message = " ".join(str(e).split()) or type(e).__name__
+            raise FlagError(f"--{name}={path}: cannot be reached: {message}") from None
 
 
 def _declared_names() -> List[str]:
@@ -552,6 +599,20 @@ def check_model_files(model: ModelFiles) -> None:
     if (model.vocab_file or model.spm_model_file) and "do_lower_case" in FLAGS:
         tokenization.validate_case_matches_checkpoint(model.do_lower_case,
                                                       model.init_checkpoint)
+    check_init_checkpoint(model.init_checkpoint)
+
+
+def check_init_checkpoint(path: Optional[str]) -> None:
+    """Raises FlagError when the local --init_checkpoint names no checkpoint: a prefix without
+    its `.index`, a bundle file or a directory that does not exist (at start, before features
+    are written; a directory's content and remote paths are read by the job)."""
+    if not path or _is_remote(path) or os.path.isdir(path):
+        return
+    match = re.match(r"^(.*)\.(index|meta|data-\d{5}-of-\d{5})$", path)
+    prefix = match.group(1) if match else path
+    if not os.path.exists(prefix + ".index"):
+        raise FlagError(f"--init_checkpoint: {path}: no checkpoint there (expected "
+                        f"{prefix}.index and {prefix}.data-*)")
 
 
 def _has_checkpoint(output_dir: str) -> bool:
@@ -678,7 +739,8 @@ def warn_warmup_longer_than_training(cfg: PretrainingConfig) -> None:
 def define_classifier_flags():
     define_flags(MODEL_FLAGS, TRAINING_SCRIPT_FLAGS,
                  ("do_predict", "predict_batch_size", "num_train_epochs", "warmup_proportion",
-                  "data_dir", "task_name", "label_list", "truncation", "head_tokens",
+                  "data_dir", "task_name", "processors_file", "label_list", "text_columns",
+                  "column_names", "data_format", "truncation", "head_tokens",
                   "layerwise_lr_decay"), EVAL_DURING_TRAINING_FLAGS,
                  ("task_type", "multilabel_threshold", "classifier_input", "task_sampling"),
                  LENGTH_BATCHING_FLAGS,
@@ -690,18 +752,29 @@ def define_classifier_flags():
 def classifier_config() -> ClassifierConfig:
     require("data_dir", "task_name", "bert_config_file", "output_dir")
     check_output_dir()
-    from bert_mgpu.data import processors
+    from bert_mgpu.data import user_processors
 
     label_list = tuple(FLAGS.label_list) if FLAGS.label_list else None
     names = split_tasks(FLAGS.task_name)
-    # An unknown --task_name: at start.
+    # An unknown --task_name, a processors file that does not load or a class that does not
+    # follow Google's API: at start (the file is run here; see data/user_processors.py).
+    splits = [s for s, wanted in (("train", FLAGS.do_train), ("dev", FLAGS.do_eval),
+                                  ("test", FLAGS.do_predict)) if wanted]
+    tsv_options = {name: tuple(FLAGS[name].value) if FLAGS[name].value else None
+                   for name in ("text_columns", "column_names")}
     for name in names:
-        processors.get_processor(name, label_list if len(names) == 1 else None)
+        processor = user_processors.processor_for(
+            name, label_list if len(names) == 1 else None,
+            processors_file=FLAGS.processors_file,
+            tsv_options=dict(tsv_options, data_format=FLAGS.data_format))
+        processor.check_splits(splits)
     cfg = _training_job_config(ClassifierConfig, task_name=FLAGS.task_name.lower(),
-                               label_list=label_list, **classifier_task_defaults())
+                               label_list=label_list, **tsv_options,
+                               **classifier_task_defaults())
     if cfg.num_tasks > 1:
         for task in cfg.task_configs():  # each task's --label_list
-            processors.get_processor(task.task_name, task.label_list)
+            user_processors.processor_for(task.task_name, task.label_list,
+                                          processors_file=task.processors_file)
     check_weights_to_evaluate(cfg)
     return cfg
 

@@ -162,7 +162,7 @@ def _read_file(path, binary, what):
         what: str, what the file is, for the error message.
 
     Returns:
-        str (UTF-8 decoded, newlines untranslated) or bytes.
+        str (UTF-8 decoded, a leading byte-order mark dropped, newlines untranslated) or bytes.
 
     Raises:
         FileNotFoundError: with a one-line message naming the file.
@@ -174,8 +174,9 @@ def _read_file(path, binary, what):
         if binary:
             with open(path, "rb") as f:
                 return f.read()
-        # newline="" keeps "\r" inside lines, as tf.io.gfile does: only "\n" ends a line.
-        with open(path, "r", encoding="utf-8", newline="") as f:
+        # newline="" keeps "\r" inside lines, as tf.io.gfile does: only "\n" ends a line;
+        # utf-8-sig drops a leading byte-order mark (Windows editors write one).
+        with open(path, "r", encoding="utf-8-sig", newline="") as f:
             return f.read()
     import tensorflow as tf  # pylint: disable=import-outside-toplevel  (costs seconds)
 
@@ -183,7 +184,7 @@ def _read_file(path, binary, what):
         raise FileNotFoundError(f"{what} not found: {path}")
     with tf.io.gfile.GFile(path, "rb") as f:
         data = f.read()
-    return data if binary else data.decode("utf-8")
+    return data if binary else data.decode("utf-8-sig")
 
 
 def load_vocab(vocab_file):

@@ -37,6 +37,7 @@ SCRIPTS = {name: os.path.join(REPO, f"{name}.py") for name in (
 OWN_FLAGS = {
     "run_pretraining": {"input_file", "n_gpus", "num_train_steps", "output_dir"},
     "run_classifier_mgpu": {"task_name", "n_gpus", "data_dir", "label_list"},
+    "run_classifier": {"task_name", "n_gpus", "data_dir", "label_list"},
     "extract_features": {"input_file", "output_file", "layers", "batch_size"},
     "create_pretraining_data": {"input_file", "dupe_factor", "num_workers"},
     "convert_hf_checkpoint": {"hf_model_dir", "output_dir", "gelu"},
@@ -198,10 +199,12 @@ def convert_flags(w, out):
 
 
 BASE = {"run_pretraining": pretraining_flags, "run_classifier_mgpu": classifier_flags,
+        "run_classifier": classifier_flags,
         "extract_features": extract_flags, "create_pretraining_data": cpd_flags,
         "convert_hf_checkpoint": convert_flags}
 # The output each script's good flags name (under the case's directory).
-OUTPUT = {"run_pretraining": "out", "run_classifier_mgpu": "out", "extract_features": "o.jsonl",
+OUTPUT = {"run_pretraining": "out", "run_classifier_mgpu": "out", "run_classifier": "out",
+          "extract_features": "o.jsonl",
           "create_pretraining_data": "out.tfrecord", "convert_hf_checkpoint": "out"}
 
 CASES = [
@@ -310,7 +313,48 @@ CASES = [
     ("create_pretraining_data", "output-second-readonly",
      lambda w: {"--output_file": f"{w['case_dir']}/out.tfrecord,{w['readonly']}/b.tfrecord"},
      r"--output_file=.*b\.tfrecord: cannot create the file, .* is not writable"),
+    # --- users' processors (--processors_file): loaded and checked before TensorFlow, their
+    # `import tensorflow as tf` included
+    ("run_classifier", "processors-file-missing",
+     lambda w: {"--processors_file": "/x/p.py", "--task_name": "foo"},
+     r"--processors_file: /x/p\.py not found"),
+    ("run_classifier_mgpu", "processors-task-not-found",
+     lambda w: {"--processors_file": w["high_level_py"], "--task_name": "nope"},
+     r"task not found: 'nope' \(known: .*; in --processors_file=.*high_level\.py: "
+     r"HighLevelProcessor \(highlevel\)\)"),
+    ("run_classifier_mgpu", "processors-no-test-method",
+     lambda w: {"--processors_file": w["high_level_py"], "--task_name": "high_level",
+                "--do_predict": "true"},
+     r"high_level\.py: HighLevelProcessor has no method get_test_examples\(\), which "
+     r"--do_predict needs"),
+    ("run_classifier", "processors-import-error",
+     lambda w: {"--processors_file": w["import_error_py"], "--task_name": "foo"},
+     r"import_error\.py:3 in <module>: ModuleNotFoundError: No module named 'pandaz'"),
+    # --- tsv columns (issue 30, item 3)
+    ("run_classifier", "text-columns-not-tsv",
+     lambda w: {"--task_name": "mrpc", "--text_columns": "text"},
+     r"--text_columns only apply to --task_name=tsv, not 'mrpc'"),
+    # --- files as users have them (issue 30, item 5)
+    ("run_classifier_mgpu", "init-checkpoint-missing",
+     lambda w: {"--init_checkpoint": "/x/model.ckpt-7"},
+     r"--init_checkpoint: /x/model\.ckpt-7: no checkpoint there \(expected "
+     r"/x/model\.ckpt-7\.index"),
     # --- errors found after TensorFlow starts (slow: one process each)
+    # A remote path that cannot be reached: one line naming the flag, before any work
+    # (TensorFlow loads to try it).
+    ("run_classifier", "remote-unreachable", lambda w: {"--data_dir": "s3://bucket/glue/MRPC"},
+     r"--data_dir=s3://bucket/glue/MRPC: cannot be reached: File system scheme 's3' not "
+     r"implemented", "tf"),
+    ("run_pretraining", "remote-pattern-unreachable",
+     lambda w: {"--input_file": "hdfs://namenode/data/part-*.tfrecord"},
+     r"--input_file=hdfs://namenode/data/part-\*\.tfrecord: cannot be reached", "tf"),
+    ("run_classifier", "tsv-id-column", lambda w: {"--data_dir": w["tsv_id_column"]},
+     r"train\.tsv:1: the column\(s\) 'id' are not named as a text or label column \(columns: "
+     r"'id', 'text', 'label'.*--text_columns=NAME", "tf"),
+    ("run_classifier_mgpu", "processors-user-exception",
+     lambda w: {"--processors_file": w["high_level_py"], "--task_name": "high_level"},
+     r"high_level\.py:\d+ in _read_tsv: FileNotFoundError: \[Errno 2\] No such file or "
+     r"directory: '.*test_without_content_0515\.txt'", "tf"),
     ("run_pretraining", "record-length", lambda w: {"--max_seq_length": "32"},
      r"'input_ids' has length 16 but --max_seq_length=32", "tf"),
     ("run_classifier_mgpu", "tsv-columns",
@@ -358,6 +402,13 @@ def _prepare_variants(w):
     w["tsv_dev_label"] = tsv_variant(w, "dev_label", dev=header + [["good", "1"], ["x", "7"]])
     w["tsv_dev_empty"] = tsv_variant(w, "dev_empty", dev=header)
     w["tsv_test_empty"] = tsv_variant(w, "test_empty", test=[["sentence"]])
+    # A tutorial's layout: id, text, label with a header.
+    w["tsv_id_column"] = tsv_variant(w, "id_column", train=[["id", "text", "label"]] + [
+        [str(i), "the movie was good", str(i % 2)] for i in range(4)])
+    w["high_level_py"] = os.path.join(REPO, "tests", "user_processors", "high_level.py")
+    (root / "import_error.py").write_text("import tensorflow as tf\nimport tokenization\n"
+                                          "import pandaz\n")
+    w["import_error_py"] = str(root / "import_error.py")
 
 
 def _command(w, script, changes, case_dir):
@@ -538,7 +589,7 @@ def test_help_lists_the_scripts_own_flags(script, results):
     listed = set(re.findall(r"^  --(?:\[no\])?(\w+)", proc.stdout, re.M))
     own = OWN_FLAGS[script]
     assert own <= listed, (own - listed, proc.stdout[-2000:])
-    assert "task_name" not in listed or script == "run_classifier_mgpu"
+    assert "task_name" not in listed or script in ("run_classifier_mgpu", "run_classifier")
     assert "gelu" not in listed or script == "convert_hf_checkpoint"
 
 

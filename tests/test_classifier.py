@@ -127,8 +127,8 @@ def test_tsv_task_columns_and_labels(tmp_path):
     ([["sentence", "label"], ["good", "1"], ["bad"]], "train", "train.tsv:3: 1 columns, the "
                                                                 "header has 2"),
     ([["sentence"], ["good"]], "train", "train.tsv:1: no column named 'label'"),
-    ([["a", "b", "c", "label"], ["1", "2", "3", "0"]], "train", "train.tsv:1: expected one or "
-                                                                "two text columns"),
+    ([["a", "b", "c", "label"], ["1", "2", "3", "0"]], "train", "train.tsv:1: the column\\(s\\) "
+                                                                "'a', 'b', 'c' are not named"),
     ([["sentence", "label"], ["x", "7"]], "dev", "dev.tsv:2: unknown label '7'"),
 ])
 def test_tsv_errors_name_file_and_line(tmp_path, rows, split, message):

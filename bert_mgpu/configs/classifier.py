@@ -96,6 +96,10 @@ class ClassifierConfig:
     num_train_epochs: float = 3.0
     warmup_proportion: float = 0.1
     label_list: Optional[tuple] = None
+    processors_file: Optional[str] = None  # users' DataProcessor classes (data/)
+    text_columns: Optional[tuple] = None  # tsv: the text columns' names (data/processors.py)
+    column_names: Optional[tuple] = None  # tsv: the columns of headerless files
+    data_format: str = "tsv"  # tsv: "tsv" or "csv" files
     truncation: str = "head"
     head_tokens: int = 128
     layerwise_lr_decay: float = 1.0

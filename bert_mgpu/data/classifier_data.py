@@ -101,8 +101,9 @@ def convert_single_example(example: InputExample, label_map: Dict[str, int],
 def cache_key(task_name: str, split: str, input_files: Sequence[str], vocab_file: Optional[str],
               spm_model_file: Optional[str], do_lower_case: bool, max_seq_length: int,
               label_list: Sequence[str], truncation: str, head_tokens: int,
-              task_type: str = "classification") -> str:
-    """A short hash of everything the features of a split depend on."""
+              task_type: str = "classification", processor: Optional[dict] = None) -> str:
+    """A short hash of everything the features of a split depend on (`processor`: what else
+    the processor says keys them, e.g. a --processors_file's content)."""
     parts = {
         "version": CACHE_FORMAT_VERSION, "task": task_name, "split": split,
         "inputs": [file_io.file_stats(p) for p in input_files],
@@ -113,6 +114,8 @@ def cache_key(task_name: str, split: str, input_files: Sequence[str], vocab_file
     }
     if task_type != "classification":  # classification keys stay those of earlier caches
         parts["task_type"] = task_type
+    if processor:
+        parts["processor"] = processor
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -204,7 +207,7 @@ class FeatureFiles:
         return cache_key(cfg.task_name, split, self.processor.input_files(cfg.data_dir, split),
                          model.vocab_file, model.spm_model_file, model.do_lower_case,
                          model.max_seq_length, self.label_list, cfg.truncation, cfg.head_tokens,
-                         self.task_type)
+                         self.task_type, self.processor.cache_parts())
 
     def _path(self, split: str) -> str:
         return os.path.join(self.cfg.output_dir,
@@ -244,10 +247,15 @@ def _write_lines_atomically(path: str, lines) -> None:
     tf.io.gfile.rename(tmp, path, overwrite=True)
 
 
-def write_predictions(output_dir: str, probabilities) -> None:
+def write_predictions(output_dir: str, probabilities,
+                      labels: Optional[Sequence[str]] = None) -> None:
     """test_results.tsv (Google: one row of class probabilities per test example) and
-    predict.txt (the fork: one predicted label index per line), in input order."""
+    predict.txt (the fork: one predicted label index per line), in input order; with `labels`,
+    label_list.txt (what each index means)."""
     import numpy as np
+
+    if labels is not None:
+        write_label_list(output_dir, labels)
 
     _write_lines_atomically(
         os.path.join(output_dir, "test_results.tsv"),
@@ -268,7 +276,9 @@ def write_regression_predictions(output_dir: str, scores) -> None:
 def write_multilabel_predictions(output_dir: str, probabilities, label_names: Sequence[str],
                                  threshold: float) -> None:
     """--task_type=multilabel: test_results.tsv holds each label's probability (label-list
-    order), predict.txt the labels above `threshold` joined by commas (an empty line: none)."""
+    order, as label_list.txt), predict.txt the labels above `threshold` joined by commas (an
+    empty line: none)."""
+    write_label_list(output_dir, label_names)
     _write_lines_atomically(
         os.path.join(output_dir, "test_results.tsv"),
         ("\t".join(str(float(p)) for p in row) + "\n" for row in probabilities))
@@ -276,3 +286,51 @@ def write_multilabel_predictions(output_dir: str, probabilities, label_names: Se
         os.path.join(output_dir, "predict.txt"),
         (",".join(name for name, p in zip(label_names, row) if p > threshold) + "\n"
          for row in probabilities))
+
+
+def _saved_labels(run_dir: str) -> Optional[List[str]]:
+    """The `labels` of run_dir/run_config.json (a single-task run's), or None."""
+    path = os.path.join(run_dir, "run_config.json")
+    try:
+        if not tf.io.gfile.exists(path):
+            return None
+        with tf.io.gfile.GFile(path) as f:
+            saved = json.load(f).get("labels")
+    except (ValueError, OSError, tf.errors.OpError):
+        return None
+    return [str(name) for name in saved] if isinstance(saved, list) else None
+
+
+def run_labels(cfg, labels: Sequence[str]) -> List[str]:
+    """The label list of a classifier run (`cfg`: one task's config), logged with its indices.
+
+    A label list made from the data (tsv without --label_list) whose labels are those of an earlier
+    run keeps that run's order: the run in --output_dir (a resumed run), else the run that wrote
+    --init_checkpoint (its run_config.json beside it). Its head was trained with those indices, and
+    earlier versions sorted integer labels as strings ('10' before '2'), which numeric order would
+    silently reinterpret.
+    """
+    labels = list(labels)
+    if labels and cfg.task_name == "tsv" and not cfg.label_list:
+        dirs = [cfg.output_dir]
+        if cfg.model.init_checkpoint:
+            dirs.append(os.path.dirname(cfg.model.init_checkpoint))
+        for run_dir in dirs:
+            saved = _saved_labels(run_dir) if run_dir else None
+            if saved and saved != labels and sorted(saved) == sorted(labels):
+                logging.info("Keeping the label order of the run in %s (its run_config.json), "
+                             "whose output layer was trained with it: %s (not %s)", run_dir,
+                             saved, labels)
+                labels = saved
+                break
+    if labels:
+        logging.info("Labels (index: label, as in predict.txt and label_list.txt): %s",
+                     ", ".join(f"{i}: {name}" for i, name in enumerate(labels)))
+    return labels
+
+
+def write_label_list(output_dir: str, labels: Sequence[str]) -> None:
+    """label_list.txt beside predict.txt: line i + 1 is the label of index i (predict.txt's
+    indices, test_results.tsv's columns)."""
+    _write_lines_atomically(os.path.join(output_dir, "label_list.txt"),
+                            (f"{name}\n" for name in labels))

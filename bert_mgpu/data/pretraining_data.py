@@ -144,7 +144,11 @@ def _read_line_blocks(path: str, start: int = 0, end: Optional[int] = None):
     with file_io.open_input(path) as f:
         if start:
             f.seek(start)
-        yield from file_io.whole_line_blocks(_reads(f, None if end is None else end - start))
+        blocks = file_io.whole_line_blocks(_reads(f, None if end is None else end - start))
+        for i, block in enumerate(blocks):
+            # A leading byte-order mark (Windows editors) is no text of the first line.
+            yield block[3:] if i == 0 and not start and block.startswith(b"\xef\xbb\xbf") \
+                else block
 
 
 def _reads(f, remaining: Optional[int]):

@@ -1,11 +1,18 @@
 """Task processors: Google's `cola`, `mnli`, `mrpc`, `xnli` (same files, columns and labels as
 Google's `run_classifier.py`) and `tsv`, a header-driven format for users' own data.
 
-`tsv` task: `train.tsv`, `dev.tsv`, `test.tsv` in `--data_dir`, each with a header row. The column
-named `label` holds the label (it may be absent from `test.tsv`); the one or two other columns are
-`text_a` and `text_b`, in file order. The label list is the sorted set of training labels unless
-`--label_list=a,b,c` is given. A row with the wrong number of columns or an unknown label is an
-error naming the file and line, never skipped silently.
+`tsv` task: `train.tsv`, `dev.tsv`, `test.tsv` in `--data_dir`, each with a header row (or none,
+with `--column_names=id,text,label` naming the columns; `--data_format=csv`: `train.csv` ...,
+comma-separated with quoted fields, which may hold commas and newlines). Columns are chosen by
+name, never by position: `label` holds the label (it may be absent from the test file); the text
+is the column named `text_a`, `text`, `sentence`, ... (TEXT_A_NAMES), a second text `text_b`,
+`sentence2`, ... (TEXT_B_NAMES), or those `--text_columns=NAME[,NAME]` names. Any other column is
+an error listing the columns (a tutorial's `id` column once became the text silently), unless
+`--text_columns` is given (the others are then ignored); a file with one column besides the label
+needs no name. The mapping is logged. The label list is the sorted set of training labels (in
+numeric order when every label is an integer) unless `--label_list=a,b,c` is given. A row with
+the wrong number of columns or an unknown label is an error naming the file and line, never
+skipped silently.
 
 With `--task_type=regression` the `label` column holds a number (the label list is empty); with
 `--task_type=multilabel` it holds comma-separated labels, possibly none, and the label list is
@@ -15,8 +22,11 @@ the sorted union of the training labels. `stsb` is GLUE's STS-B layout (a regres
 import csv
 import io
 import os
+import re
 import sys
 from typing import List, NamedTuple, Optional, Sequence
+
+from absl import logging
 
 
 class InputExample(NamedTuple):
@@ -39,9 +49,10 @@ class DataError(ValueError):
 
 
 def _decode(data: bytes, path: str) -> str:
-    """UTF-8 text of a file's bytes; an invalid byte is an error naming the file and line."""
+    """UTF-8 text of a file's bytes, a leading byte-order mark dropped (Excel and Notepad write
+    one before the header); an invalid byte is an error naming the file and line."""
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
         column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
@@ -101,6 +112,13 @@ class DataProcessor:
     def input_files(self, data_dir: str, split: str) -> List[str]:
         """The files a split is read from (their stats key the feature cache)."""
         raise NotImplementedError()
+
+    def check_splits(self, splits: Sequence[str]) -> None:
+        """Raises DataError unless the processor can read `splits` (checked at start)."""
+
+    def cache_parts(self) -> dict:
+        """What else keys the feature cache (a users' processor: its file's content)."""
+        return {}
 
 
 class XnliProcessor(DataProcessor):
@@ -213,66 +231,154 @@ class ColaProcessor(DataProcessor):
         return ["0", "1"]
 
 
+# tsv task: the columns a header names (case-insensitive), in order of preference.
+TEXT_A_NAMES = ("text_a", "text", "sentence", "sentence1", "sentence_a", "question1", "question",
+                "premise", "query", "content", "review", "comment", "title", "document", "tweet")
+TEXT_B_NAMES = ("text_b", "sentence2", "sentence_b", "question2", "hypothesis", "passage",
+                "answer")
+LABEL_NAMES = ("label",)
+
+
+def _first_named(header: Sequence[str], names: Sequence[str]) -> Optional[int]:
+    lower = [h.strip().lower() for h in header]
+    for name in names:
+        if name in lower:
+            return lower.index(name)
+    return None
+
+
 class TsvProcessor(DataProcessor):
-    """Users' own data: header row, a `label` column, one or two text columns (see module doc).
+    """Users' own data: a `label` column and one or two text columns chosen by name (see module
+    doc); headerless files with `column_names`, CSV files with `data_format="csv"`.
 
     Files may be gzip-compressed (`train.tsv.gz`); the plain name wins when both exist.
     """
 
     def __init__(self, label_list: Optional[Sequence[str]] = None,
-                 task_type: str = "classification"):
+                 task_type: str = "classification", text_columns: Optional[Sequence[str]] = None,
+                 column_names: Optional[Sequence[str]] = None, data_format: str = "tsv"):
         self.task_type = task_type
         self._labels = list(label_list) if label_list else None
         if task_type == "regression":
             self._labels = []  # one output, no label list
+        self.text_columns = [c.strip() for c in text_columns or () if c.strip()]
+        self.column_names = [c.strip() for c in column_names or () if c.strip()]
+        self.data_format = data_format
+        self._logged = set()
+        if len(self.text_columns) > 2:
+            raise DataError(f"--text_columns={','.join(self.text_columns)}: one or two columns "
+                            f"(text_a, text_b)")
 
     def input_files(self, data_dir, split):
-        plain = os.path.join(data_dir, f"{split}.tsv")
+        plain = os.path.join(data_dir, f"{split}.{self.data_format}")
         gz = plain + ".gz"
         return [gz if not os.path.exists(plain) and os.path.exists(gz) else plain]
 
     def _rows(self, path):
+        """[(line number, row)] of the file (a CSV row may span lines: the line it starts on)."""
         if path.endswith(".gz"):
             import gzip
             if not os.path.exists(path):
                 raise DataError(f"{path}: not found")
             with gzip.open(path, "rb") as f:
-                return _tsv_rows(_decode(f.read(), path))
-        return read_tsv(path)
+                text = _decode(f.read(), path)
+        else:
+            import tensorflow as tf  # tf.io.gfile reads local and remote (gs://) paths alike
+            if not tf.io.gfile.exists(path):
+                raise DataError(f"{path}: not found")
+            with tf.io.gfile.GFile(path, "rb") as f:
+                text = _decode(f.read(), path)
+        csv.field_size_limit(min(sys.maxsize, 2 ** 31 - 1))
+        if self.data_format == "csv":
+            reader = csv.reader(io.StringIO(text, newline=""))
+        else:
+            reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t",
+                                quoting=csv.QUOTE_NONE)
+        rows, start = [], 1
+        try:
+            for row in reader:
+                rows.append((start, row))
+                start = reader.line_num + 1
+        except csv.Error as e:
+            raise DataError(f"{path}:{start}: {e}") from None
+        return rows
+
+    def _columns(self, header, path, split):
+        """(label column or None, text_a column, text_b column or None) of a file's header."""
+        where = "--column_names" if self.column_names else f"{path}:1"
+        shown = ", ".join(repr(h) for h in header)
+        label_col = _first_named(header, LABEL_NAMES)
+        if label_col is None and split != "test":
+            raise DataError(f"{where}: no column named 'label' among the columns {shown}")
+        if self.text_columns:
+            chosen = []
+            for name in self.text_columns:
+                col = _first_named(header, [name.lower()])
+                if col is None:
+                    raise DataError(f"{where}: --text_columns={','.join(self.text_columns)}: no "
+                                    f"column {name!r} among the columns {shown}")
+                chosen.append(col)
+            text_a, text_b = chosen[0], (chosen[1] if len(chosen) == 2 else None)
+        else:
+            text_a = _first_named(header, TEXT_A_NAMES)
+            text_b = _first_named(header, TEXT_B_NAMES)
+            others = [i for i in range(len(header)) if i not in (label_col, text_b)]
+            if text_a is None and text_b is None and len(others) == 1:
+                text_a = others[0]  # the one column besides the label: no choice to make
+            extra = [header[i] for i in range(len(header))
+                     if i not in (label_col, text_a, text_b)]
+            if extra or text_a is None:
+                what = (f"the column(s) {', '.join(repr(h) for h in extra)} are not named as a "
+                        f"text or label column" if extra else "no column is named as a text")
+                raise DataError(f"{where}: {what} (columns: {shown}; text: {TEXT_A_NAMES[0]}, "
+                                f"text, sentence, ...; a second text: text_b, sentence2, ...): "
+                                f"give the text column(s) with --text_columns=NAME[,NAME], the "
+                                f"others are then ignored")
+        if split not in self._logged:
+            self._logged.add(split)
+            ignored = [header[i] for i in range(len(header))
+                       if i not in (label_col, text_a, text_b)]
+            logging.info("%s: text_a = column %d %r%s%s%s", path, text_a + 1, header[text_a],
+                         "" if text_b is None else f", text_b = column {text_b + 1} "
+                                                   f"{header[text_b]!r}",
+                         "" if label_col is None else f", label = column {label_col + 1} "
+                                                      f"{header[label_col]!r}",
+                         f", ignored: {', '.join(map(repr, ignored))} (--text_columns)"
+                         if ignored else "")
+        return label_col, text_a, text_b
 
     def _read_split(self, data_dir, split, labels: Optional[Sequence[str]]):
         (path,) = self.input_files(data_dir, split)
         rows = self._rows(path)
-        if not rows:
-            raise DataError(f"{path}: empty file (a header row is required)")
-        header = [h.strip() for h in rows[0]]
-        label_col = header.index("label") if "label" in header else None
-        if label_col is None and split != "test":
-            raise DataError(f"{path}:1: no column named 'label' in the header {header}")
-        text_cols = [i for i in range(len(header)) if i != label_col]
-        if not 1 <= len(text_cols) <= 2:
-            raise DataError(f"{path}:1: expected one or two text columns besides 'label', got "
-                            f"{len(text_cols)} ({header})")
+        if self.column_names:
+            header = self.column_names
+        else:
+            if not rows:
+                raise DataError(f"{path}: empty file (a header row is required, or give the "
+                                f"columns' names with --column_names)")
+            header = [h.strip() for h in rows.pop(0)[1]]
+        label_col, text_a, text_b = self._columns(header, path, split)
         known = set(labels) if labels is not None else None
         examples = []
-        for i, row in enumerate(rows[1:], start=2):
+        for number, row in rows:
             if len(row) != len(header):
-                raise DataError(f"{path}:{i}: {len(row)} columns, the header has {len(header)}")
+                raise DataError(f"{path}:{number}: {len(row)} columns, the header has "
+                                f"{len(header)}")
             label = row[label_col] if label_col is not None else None
             if label is not None:
-                check_label(label, self.task_type, known, labels, path, i)
-            text_b = row[text_cols[1]] if len(text_cols) == 2 else None
-            examples.append(InputExample(f"{split}-{i - 1}", row[text_cols[0]], text_b, label))
+                check_label(label, self.task_type, known, labels, path, number)
+            examples.append(InputExample(f"{split}-{len(examples) + 1}", row[text_a],
+                                         row[text_b] if text_b is not None else None, label))
         return examples
 
     def get_train_examples(self, data_dir):
         examples = self._read_split(data_dir, "train", self._labels)
         if self._labels is None:
             if self.task_type == "multilabel":
-                self._labels = sorted({name for e in examples
-                                       for name in split_labels(e.label)})
+                self._labels = sort_labels({name for e in examples
+                                            for name in split_labels(e.label)})
             else:
-                self._labels = sorted({e.label for e in examples})
+                self._labels = sort_labels({e.label for e in examples})
         return examples
 
     def get_dev_examples(self, data_dir):
@@ -292,6 +398,15 @@ class TsvProcessor(DataProcessor):
                 raise DataError("tsv task: the label list comes from train.tsv or --label_list")
             self.get_train_examples(data_dir)
         return list(self._labels)
+
+
+def sort_labels(names) -> List[str]:
+    """The label list made from a training file's labels: in numeric order when every label is
+    an integer ('2' before '10': index i is label i for 0..N-1), else sorted as strings."""
+    names = set(names)
+    if names and all(re.fullmatch(r"[+-]?[0-9]+", name) for name in names):
+        return sorted(names, key=lambda name: (int(name), name))
+    return sorted(names)
 
 
 def split_labels(text: str) -> List[str]:
@@ -366,14 +481,27 @@ PROCESSORS = {
 
 
 def get_processor(task_name: str, label_list: Optional[Sequence[str]] = None,
-                  task_type: str = "classification") -> DataProcessor:
-    """The processor of `--task_name` (case-insensitive); `task_type` applies to tsv."""
+                  task_type: str = "classification", tsv_options: Optional[dict] = None,
+                  known_elsewhere: Optional[str] = None) -> DataProcessor:
+    """The built-in processor of `--task_name` (case-insensitive); `task_type` and
+    `tsv_options` apply to tsv. Users' own classes: data/user_processors.processor_for.
+
+    Raises:
+      ValueError: an unknown task (listing the known ones, plus `known_elsewhere`: the classes
+        of a --processors_file), or a flag that does not apply to the task.
+    """
     name = task_name.lower()
     if name not in PROCESSORS:
-        raise ValueError(f"--task_name: task not found: {task_name!r} (known: "
-                         f"{', '.join(sorted(PROCESSORS))})")
+        known = ", ".join(sorted(PROCESSORS)) + (
+            known_elsewhere or "; your own DataProcessor classes: --processors_file=FILE.py")
+        raise ValueError(f"--task_name: task not found: {task_name!r} (known: {known})")
+    tsv_options = {k: v for k, v in (tsv_options or {}).items()
+                   if v and v != "tsv"}  # given: text_columns, column_names, data_format=csv
     if name == "tsv":
-        return TsvProcessor(label_list, task_type)
+        return TsvProcessor(label_list, task_type, **tsv_options)
+    if tsv_options:
+        flags = ", ".join(f"--{k}" for k in tsv_options)
+        raise ValueError(f"{flags} only apply to --task_name=tsv, not {task_name!r}")
     if label_list:
         raise ValueError(f"--label_list only applies to --task_name=tsv, not {task_name!r}")
     return PROCESSORS[name]()

@@ -136,10 +136,10 @@ def load_squad_json(input_file: str) -> Dict:
     try:
         if file_io.is_remote(input_file):
             import tensorflow as tf  # pylint: disable=import-outside-toplevel  (gs:// etc.)
-            with tf.io.gfile.GFile(input_file, "r") as f:
-                dataset = json.load(f)
-        else:
-            with open(input_file, "r", encoding="utf-8") as f:
+            with tf.io.gfile.GFile(input_file, "rb") as f:
+                dataset = json.loads(f.read().decode("utf-8-sig"))
+        else:  # utf-8-sig: a leading byte-order mark (Windows editors) is not json's error
+            with open(input_file, "r", encoding="utf-8-sig") as f:
                 dataset = json.load(f)
     except FileNotFoundError as e:
         raise DataError(f"{input_file}: not found") from e
@@ -194,8 +194,10 @@ def read_squad_examples(input_file: str, is_training: bool,
     Args:
       input_file: path of a SQuAD v1.1 or v2.0 json file (local or remote).
       is_training: read the answers (exactly one per answerable question) and their positions.
-        A question whose answer text cannot be found in the paragraph at its offset is skipped
-        with Google's warning.
+        An answer whose answer_start is missing, null or not at its text is located by its
+        text (first occurrence); a question whose answer text is not in the paragraph is
+        skipped, as Google skips answers it cannot recover (both counted in the log, the
+        skipped ones with their first ids).
       version_2_with_negative: Google's flag: when training, read `is_impossible`.
 
     Returns:
@@ -206,13 +208,14 @@ def read_squad_examples(input_file: str, is_training: bool,
     """
     input_data = load_squad_json(input_file)["data"]
     examples: List[SquadExample] = []
-    skipped = 0
+    skipped: List[str] = []  # question ids whose answer is not in the context
+    located = 0  # answers found by their text (no usable answer_start)
     progress = Progress("SQuAD questions read")
     for article_index, entry in enumerate(input_data):
         where = f"{input_file}: article {article_index}"
         for paragraph in _field(entry, "paragraphs", where):
-            doc_tokens, char_to_word_offset = split_paragraph(
-                _field(paragraph, "context", where))
+            context = _field(paragraph, "context", where)
+            doc_tokens, char_to_word_offset = split_paragraph(context)
             for qa in _field(paragraph, "qas", where):
                 qas_id = _field(qa, "id", where)
                 at = f"{input_file}: question {qas_id}"
@@ -229,27 +232,14 @@ def read_squad_examples(input_file: str, is_training: bool,
                     if not is_impossible:
                         answer = answers[0]
                         orig_answer_text = _field(answer, "text", at)
-                        answer_offset = _field(answer, "answer_start", at)
-                        answer_length = len(orig_answer_text)
-                        last = answer_offset + answer_length - 1
-                        if not (-len(char_to_word_offset) <= min(answer_offset, last)
-                                and max(answer_offset, last) < len(char_to_word_offset)):
-                            raise DataError(f"{at}: answer_start {answer_offset} + the answer's "
-                                            f"{answer_length} characters is outside the "
-                                            f"{len(char_to_word_offset)}-character context")
-                        # Google indexes exactly so (an empty answer indexes offset - 1).
-                        start_position = char_to_word_offset[answer_offset]
-                        end_position = char_to_word_offset[last]
-                        # Only answers that can be recovered exactly from the document are
-                        # kept (Google: odd Unicode makes a few unrecoverable; skip them).
-                        actual_text = " ".join(doc_tokens[start_position:(end_position + 1)])
-                        cleaned_answer_text = " ".join(
-                            tokenization.whitespace_tokenize(orig_answer_text))
-                        if actual_text.find(cleaned_answer_text) == -1:
-                            logging.warning("Could not find answer: '%s' vs. '%s'",
-                                            actual_text, cleaned_answer_text)
-                            skipped += 1
+                        span = _answer_span(answer.get("answer_start") if isinstance(answer, dict)
+                                            else None, orig_answer_text, context, doc_tokens,
+                                            char_to_word_offset)
+                        if span is None:
+                            skipped.append(qas_id)
                             continue
+                        start_position, end_position, was_located = span
+                        located += was_located
                     else:
                         start_position = end_position = -1
                         orig_answer_text = ""
@@ -258,9 +248,52 @@ def read_squad_examples(input_file: str, is_training: bool,
                     orig_answer_text=orig_answer_text, start_position=start_position,
                     end_position=end_position, is_impossible=is_impossible))
                 progress.update()
-    logging.info("Read %d SQuAD examples from %s%s", len(examples), input_file,
-                 f" ({skipped} skipped: answer not found in the document)" if skipped else "")
+    logging.info("Read %d SQuAD examples from %s", len(examples), input_file)
+    if located:
+        logging.info("%s: %d answer(s) located by their text in the context (answer_start "
+                     "missing, null or not at the answer: its first occurrence)", input_file,
+                     located)
+    if skipped:
+        logging.warning("%s: %d question(s) skipped, their answer text is not in the context "
+                        "(as Google skips answers it cannot recover); the first: %s", input_file,
+                        len(skipped), ", ".join(map(str, skipped[:5])))
     return examples
+
+
+def _answer_span(answer_offset, text: str, context: str, doc_tokens: Sequence[str],
+                 char_to_word_offset: Sequence[int]) -> Optional[Tuple[int, int, bool]]:
+    """(start word, end word, located) of a training answer, or None when it cannot be found.
+
+    Google's rule first: the words under `answer_start` .. + len(text) must hold the answer
+    (odd Unicode makes a few unrecoverable). Files users make often have "answer_start": null,
+    none, or an offset that does not fit the context: the answer is then located by its text,
+    its first occurrence in the context (`located` True).
+    """
+    cleaned = " ".join(tokenization.whitespace_tokenize(text))
+    mismatch = []  # Google's warning when the words at a fitting offset are not the answer
+
+    def span_at(offset):
+        last = offset + len(text) - 1
+        if not (-len(char_to_word_offset) <= min(offset, last)
+                and max(offset, last) < len(char_to_word_offset)):
+            return None
+        # Google indexes exactly so (an empty answer indexes offset - 1).
+        start, end = char_to_word_offset[offset], char_to_word_offset[last]
+        actual_text = " ".join(doc_tokens[start:end + 1])
+        if actual_text.find(cleaned) == -1:
+            mismatch.append((actual_text, cleaned))
+            return None
+        return start, end
+
+    if isinstance(answer_offset, int) and not isinstance(answer_offset, bool):
+        span = span_at(answer_offset)
+        if span is not None:
+            return (*span, False)
+    found = context.find(text) if text.strip() else -1
+    span = span_at(found) if found >= 0 else None
+    if span is None and mismatch:
+        logging.warning("Could not find answer: '%s' vs. '%s'", *mismatch[0])
+    return None if span is None else (*span, True)
 
 
 def shuffle_like_google(examples: List[SquadExample]) -> None:
@@ -553,9 +586,9 @@ def _exists(path: str) -> bool:
 def _read_json(path: str):
     if file_io.is_remote(path):
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
-        with tf.io.gfile.GFile(path, "r") as f:
-            return json.load(f)
-    with open(path, "r", encoding="utf-8") as f:
+        with tf.io.gfile.GFile(path, "rb") as f:
+            return json.loads(f.read().decode("utf-8-sig"))
+    with open(path, "r", encoding="utf-8-sig") as f:
         return json.load(f)
 
 

@@ -403,6 +403,25 @@ def resolve_checkpoint_path(path: str) -> str:
         f"{path}: no checkpoint there (expected {prefix}.index and {prefix}.data-*)")
 
 
+def describe_weights(output_dir: str, init_checkpoint: Optional[str], global_step: int) -> str:
+    """Which weights a model holds after `restore_or_initialize` (and any training), for the
+    log: the newest checkpoint of `output_dir` at `global_step`, else `init_checkpoint` (a
+    fine-tuned model's, with the global_step it was saved at), else random ones."""
+    prefix = latest_checkpoint(output_dir)
+    if prefix:
+        return f"the weights of {prefix} (global_step {global_step})"
+    if init_checkpoint:
+        try:
+            prefix = resolve_checkpoint_path(init_checkpoint)
+            reader = tf.train.load_checkpoint(prefix)
+            saved = (f"saved at global_step {int(reader.get_tensor('global_step'))}"
+                     if reader.has_tensor("global_step") else "no global_step in it")
+        except (CheckpointNotFoundError, tf.errors.OpError, ValueError):
+            return f"the weights of --init_checkpoint={init_checkpoint}"
+        return f"the weights of --init_checkpoint={prefix} ({saved})"
+    return f"random weights (global_step {global_step})"
+
+
 # -- reading into variables ------------------------------------------------------------------
 
 def _compatible(ckpt_dtype: tf.DType, var_dtype: tf.DType) -> bool:

@@ -69,8 +69,9 @@ class Job:
             checkpoint.restore_checkpoint(best, trainer.variables)
             logging.info("Predicting with the best checkpoint %s (--keep_best_checkpoint)", best)
         else:
-            logging.info("Predicting with the weights at global_step %d",
-                         int(trainer.global_step.numpy()))
+            logging.info("Predicting with %s", checkpoint.describe_weights(
+                self.cfg.output_dir, self.cfg.model.init_checkpoint,
+                int(trainer.global_step.numpy())))
 
     def write_eval_results(self, result: Mapping) -> None:
         training.write_eval_results(os.path.join(self.cfg.output_dir, "eval_results.txt"),

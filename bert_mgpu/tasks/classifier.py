@@ -11,7 +11,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_mgpu.configs.classifier import TASK_TYPES
-from bert_mgpu.data import classifier_data, input_pipeline, processors
+from bert_mgpu.data import classifier_data, input_pipeline, processors, user_processors
 from bert_mgpu.engine import checkpoint, evaluation, training
 from bert_mgpu.engine.job import Job, start_job
 from bert_mgpu.metrics import classification as metrics_lib
@@ -112,10 +112,10 @@ class BertClassifier(MeanOverExamples, tf.Module):
         del cfg  # Google's classifier has no option of its own
         return cls(config, len(labels), label_names=labels, **shared)
 
-    @staticmethod
-    def write_predictions(output_dir: str, outputs: Mapping[str, np.ndarray]) -> None:
-        """test_results.tsv (the probabilities) and predict.txt (the predicted label's index)."""
-        classifier_data.write_predictions(output_dir, outputs["probabilities"])
+    def write_predictions(self, output_dir: str, outputs: Mapping[str, np.ndarray]) -> None:
+        """test_results.tsv (the probabilities), predict.txt (the predicted label's index) and
+        label_list.txt (which label each index is)."""
+        classifier_data.write_predictions(output_dir, outputs["probabilities"], self.label_names)
 
 
 class _LinearHeadTask(MeanOverExamples, tf.Module):
@@ -361,8 +361,8 @@ def classifier_inputs(cfg, tokenizer):
     """(labels, feature files, splits) of one classifier task (`cfg`: a single task's config):
     every input file the run needs is read and checked (and its features cached) before
     training starts; splits maps "train"/"dev"/"test" to (record file, number of examples)."""
-    processor = processors.get_processor(cfg.task_name, cfg.label_list, cfg.task_type)
-    labels = processor.get_labels(cfg.data_dir)
+    processor = user_processors.for_config(cfg)
+    labels = classifier_data.run_labels(cfg, processor.get_labels(cfg.data_dir))
     if TASK_TYPES[cfg.task_type].label_encoding == "multi_hot" and not labels:
         raise processors.DataError(f"{cfg.data_dir}: no label in train.tsv's label column and "
                                    f"no --label_list (--task_type=multilabel)")

@@ -109,7 +109,8 @@ def read_input_lines(input_file: str) -> List[str]:
     if tf.io.gfile.isdir(input_file):
         raise ValueError(f"--input_file: {input_file} is a directory, not a text file")
     with tf.io.gfile.GFile(input_file, "r") as f:
-        lines = f.read().splitlines()
+        text = f.read()
+    lines = (text[1:] if text.startswith("\ufeff") else text).splitlines()  # a byte-order mark
     if not lines:
         raise ValueError(f"--input_file: {input_file} is empty (one example per line expected)")
     return lines

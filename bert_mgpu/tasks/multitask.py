@@ -21,6 +21,7 @@ from bert_mgpu.tasks.classifier import (
     evaluate_classifier,
     log_head_initialisation,
     predict_classifier,
+    run_classifier,
     start_classifier_job,
     with_dropout_layout,
 )
@@ -101,6 +102,15 @@ class _OneTaskOfBatch:
 
     def metrics(self, sums, context) -> Tensors:
         return self.task.metrics(sums, context)
+
+
+def run_classifier_job(cfg) -> dict:
+    """run_classifier.py's and run_classifier_mgpu.py's job: several --task_name on one encoder
+    (`run_multitask_classifier`), else Google's single task (classifier.run_classifier); returns
+    the eval results."""
+    if cfg.num_tasks > 1:
+        return run_multitask_classifier(cfg)
+    return run_classifier(cfg)
 
 
 def run_multitask_classifier(cfg) -> dict:

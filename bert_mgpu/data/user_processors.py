@@ -1,0 +1,470 @@
+"""Users' own processors (`--processors_file=FILE.py`): classes written against the
+`DataProcessor` API of Google's `run_classifier.py`, pasted unchanged.
+
+The file is run as Google's `run_classifier.py` would have run it, with what it imports there:
+  - `import tokenization`: this package's `tokenization` (`convert_to_unicode`,
+    `printable_text`, `FullTokenizer`, Google's behaviour);
+  - `from run_classifier import DataProcessor, InputExample`: Google's base class (with
+    `_read_tsv(input_file, quotechar=None)`) and example class;
+  - `import tensorflow as tf` (or `tensorflow.compat.v1`): the TF1 names processors use,
+    `tf.gfile.Open/GFile/Exists/ListDirectory/Glob/IsDirectory` and `tf.logging.*`. Local paths
+    are read with Python's `open` (UTF-8; a byte-order mark is dropped), so the file is loaded
+    and its classes checked before TensorFlow loads; a remote path (gs://...) or any other
+    `tf.` name loads TensorFlow when the processor first uses it, while the job reads the data.
+  - `import modeling` / `import optimization` (the top of a pasted run_classifier.py) import
+    placeholders; using them is an error naming the name.
+
+The file is loaded once per process, at start (cli.py, with the flags), so a syntax error, a
+missing class or a method of the wrong shape is one line before any work. `--task_name` picks a
+class by Google's convention (the class name lower-cased without `Processor`, also with
+underscores between its words: `HighLevelProcessor` -> `highlevel`, `high_level`) or by its
+name (`--task_name=HighLevelProcessor`); a class of the file wins over a built-in task of the
+same name. An exception raised in the user's code is one line naming their file, line and
+function (`my_processors.py:42 in get_train_examples: FileNotFoundError: ...`).
+
+The feature cache key covers the file's content, the class and the files the processor read
+(every file it opened; none seen: every file of --data_dir).
+"""
+
+import builtins
+import contextlib
+import csv
+import glob as _glob
+import hashlib
+import inspect
+import os
+import re
+import sys
+import traceback
+import types
+from typing import Dict, List, Optional, Sequence
+
+from absl import logging
+
+from bert_mgpu import tokenization
+from bert_mgpu.data import processors
+from bert_mgpu.data.processors import DataError, DataProcessor, InputExample
+
+# Files the user's code opened for reading while a split was read (None: not recording).
+_reads: Optional[List[str]] = None
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in str(path)
+
+
+def _record(path) -> None:
+    if _reads is not None:
+        _reads.append(str(path) if _is_remote(path) else os.path.abspath(path))
+
+
+def _open_for_user(path, mode: str = "r", *args, **kwargs):
+    """`open` as the user's file sees it (and tf.gfile.Open/GFile): local text read as UTF-8
+    with a byte-order mark dropped; remote paths through tf.io.gfile."""
+    if not any(c in mode for c in "wax+"):
+        _record(path)
+    if _is_remote(path):
+        import tensorflow as tf
+        return tf.io.gfile.GFile(path, mode)
+    if "b" not in mode and not args and "encoding" not in kwargs:
+        kwargs["encoding"] = "utf-8-sig" if "r" in mode else "utf-8"
+    return builtins.open(path, mode, *args, **kwargs)
+
+
+def _gfile(name):
+    def call(path, *args):
+        if _is_remote(path):
+            import tensorflow as tf
+            return getattr(tf.io.gfile, name)(path, *args)
+        return {"exists": os.path.exists, "listdir": os.listdir, "isdir": os.path.isdir,
+                "glob": lambda p: sorted(_glob.glob(p)),
+                "makedirs": lambda p: os.makedirs(p, exist_ok=True)}[name](path, *args)
+    return call
+
+
+class _Placeholder(types.ModuleType):
+    """A module of Google's repository a pasted file imports but a processor does not need."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError(f"{self.__name__}.{name} is not available in a --processors_file "
+                             f"(only processors run from it)")
+
+
+class _LazyTensorFlow(types.ModuleType):
+    """`tf` of a TF1 processor: gfile and logging without TensorFlow, anything else from
+    `tensorflow.compat.v1` (loaded on first use)."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        import tensorflow as tf
+        return getattr(tf.compat.v1, name)
+
+
+def _tensorflow_shim() -> types.ModuleType:
+    tf = _LazyTensorFlow("tensorflow")
+    gfile = types.SimpleNamespace(
+        Open=_open_for_user, GFile=_open_for_user, Exists=_gfile("exists"),
+        ListDirectory=_gfile("listdir"), IsDirectory=_gfile("isdir"), Glob=_gfile("glob"),
+        MakeDirs=_gfile("makedirs"))
+    tf.gfile = gfile
+    tf.io = types.SimpleNamespace(gfile=types.SimpleNamespace(
+        GFile=_open_for_user, exists=_gfile("exists"), listdir=_gfile("listdir"),
+        isdir=_gfile("isdir"), glob=_gfile("glob"), makedirs=_gfile("makedirs")))
+    tf.logging = types.SimpleNamespace(
+        info=logging.info, warning=logging.warning, warn=logging.warning, error=logging.error,
+        debug=logging.debug, set_verbosity=lambda level: None, DEBUG=logging.DEBUG,
+        INFO=logging.INFO, WARN=logging.WARNING, ERROR=logging.ERROR)
+    tf.compat = types.SimpleNamespace(v1=tf)
+    return tf
+
+
+class GoogleInputExample:
+    """Google's `run_classifier.InputExample`: guid, text_a, text_b=None, label=None."""
+
+    def __init__(self, guid, text_a, text_b=None, label=None):
+        self.guid = guid
+        self.text_a = text_a
+        self.text_b = text_b
+        self.label = label
+
+    def __repr__(self):
+        return (f"InputExample(guid={self.guid!r}, text_a={self.text_a!r}, "
+                f"text_b={self.text_b!r}, label={self.label!r})")
+
+
+class GoogleDataProcessor:
+    """Google's `run_classifier.DataProcessor` (the base class users' processors extend)."""
+
+    def get_train_examples(self, data_dir):
+        """Gets a collection of `InputExample`s for the train set."""
+        raise NotImplementedError()
+
+    def get_dev_examples(self, data_dir):
+        """Gets a collection of `InputExample`s for the dev set."""
+        raise NotImplementedError()
+
+    def get_test_examples(self, data_dir):
+        """Gets a collection of `InputExample`s for prediction."""
+        raise NotImplementedError()
+
+    def get_labels(self):
+        """Gets the list of labels for this data set."""
+        raise NotImplementedError()
+
+    @classmethod
+    def _read_tsv(cls, input_file, quotechar=None):
+        """Reads a tab separated value file."""
+        with _open_for_user(input_file, "r") as f:
+            reader = csv.reader(f, delimiter="\t", quotechar=quotechar)
+            return [line for line in reader]
+
+
+def _shim_modules() -> Dict[str, types.ModuleType]:
+    run_classifier = types.ModuleType("run_classifier")
+    run_classifier.DataProcessor = GoogleDataProcessor
+    run_classifier.InputExample = GoogleInputExample
+    run_classifier.tokenization = tokenization
+    tf = _tensorflow_shim()
+    run_classifier.tf = tf
+    return {"tensorflow": tf, "tokenization": tokenization, "run_classifier": run_classifier,
+            "modeling": _Placeholder("modeling"), "optimization": _Placeholder("optimization")}
+
+
+def _user_builtins(shims: Dict[str, types.ModuleType]) -> dict:
+    """The builtins of the user's file: imports of Google's modules get the shims, `open`
+    records what it reads."""
+    def user_import(name, globals=None, locals=None, fromlist=(), level=0):
+        top = name.split(".")[0]
+        if level == 0 and top in shims:
+            return shims[top]
+        return builtins.__import__(name, globals, locals, fromlist, level)
+
+    namespace = dict(vars(builtins))
+    namespace["__import__"] = user_import
+    namespace["open"] = _open_for_user
+    return namespace
+
+
+def _where(e: BaseException, path: str) -> str:
+    """`FILE:LINE in FUNCTION` of the deepest frame of `e` in the user's file."""
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == path]
+    if isinstance(e, SyntaxError) and e.filename == path:
+        return f"{path}:{e.lineno}"
+    if not frames:
+        return path
+    frame = frames[-1]
+    return f"{path}:{frame.lineno} in {frame.name}"
+
+
+def user_error(e: BaseException, path: str) -> DataError:
+    """One line for an exception raised in the user's code."""
+    message = e.msg if isinstance(e, SyntaxError) else str(e)
+    return DataError(f"{_where(e, path)}: {type(e).__name__}: {message}".rstrip(": "))
+
+
+_LOADED: Dict[str, dict] = {}
+
+
+def load(path: str) -> dict:
+    """The namespace of the processors file `path` (run once per process).
+
+    Raises:
+      DataError: the file is missing, or raises or does not parse (one line naming the line).
+    """
+    key = os.path.abspath(path)
+    if key in _LOADED:
+        return _LOADED[key]
+    if not os.path.isfile(path):
+        raise DataError(f"--processors_file: {path} not found")
+    with open(path, "rb") as f:
+        source = f.read()
+    module = types.ModuleType(f"bert_mgpu_processors_{len(_LOADED)}")
+    module.__file__ = path
+    module.__builtins__ = _user_builtins(_shim_modules())
+    # Registered so that what looks a class's module up (dataclasses, pickle) finds it.
+    sys.modules[module.__name__] = module
+    try:
+        code = compile(source, path, "exec")
+        exec(code, module.__dict__)  # noqa: S102 - the user's own processors, as Google's
+    except Exception as e:  # pylint: disable=broad-except
+        raise user_error(e, path) from None
+    _LOADED[key] = module.__dict__
+    _LOADED[key]["__sha256__"] = hashlib.sha256(source).hexdigest()
+    return _LOADED[key]
+
+
+def task_names(class_name: str) -> List[str]:
+    """The --task_name values that pick a class: Google's convention (lower-cased, without
+    `Processor`; also with underscores between its words) and the class name itself."""
+    stem = class_name[:-len("Processor")] if class_name.endswith("Processor") else class_name
+    words = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", stem).lower()
+    return list(dict.fromkeys([stem.lower(), words, class_name.lower()]))
+
+
+def processor_classes(namespace: dict) -> Dict[str, type]:
+    """Class name -> class of every processor class in the file (a class with a
+    `get_train_examples`, not a `DataProcessor` base)."""
+    return {name: value for name, value in namespace.items()
+            if isinstance(value, type) and name != "DataProcessor" and
+            value is not GoogleDataProcessor and
+            callable(getattr(value, "get_train_examples", None))}
+
+
+def find_class(path: str, task_name: str) -> Optional[type]:
+    """The class of `path` that `task_name` picks, or None.
+
+    Raises:
+      DataError: the file cannot be loaded, or two classes answer to the name.
+    """
+    classes = processor_classes(load(path))
+    matches = [cls for name, cls in classes.items() if task_name.lower() in task_names(name)]
+    if len(matches) > 1:
+        raise DataError(f"--task_name={task_name}: several classes of --processors_file={path} "
+                        f"answer to it ({', '.join(c.__name__ for c in matches)}); give the "
+                        f"class name, e.g. --task_name={matches[0].__name__}")
+    return matches[0] if matches else None
+
+
+def describe_classes(path: str) -> str:
+    """`HighLevelProcessor (high_level), ...`: the file's classes and their task names."""
+    return ", ".join(f"{name} ({task_names(name)[0]})"
+                     for name in processor_classes(load(path))) or "none"
+
+
+_SPLIT_METHODS = {"train": "get_train_examples", "dev": "get_dev_examples",
+                  "test": "get_test_examples"}
+
+
+def _method_problem(cls: type, method: str, args: Sequence) -> Optional[str]:
+    """Why `cls.method` cannot be called as Google's code calls it, or None."""
+    owner = next((c for c in cls.__mro__ if method in vars(c)), None)
+    if owner is None:
+        return f"{cls.__name__} has no method {method}()"
+    if owner.__name__ == "DataProcessor" or owner is GoogleDataProcessor:
+        return (f"{cls.__name__}.{method}() is not implemented (only the base class "
+                f"DataProcessor's, which raises NotImplementedError)")
+    attribute = inspect.getattr_static(cls, method)
+    function = getattr(attribute, "__func__", attribute)  # staticmethod/classmethod: unwrapped
+    if not callable(function):
+        return f"{cls.__name__}.{method} is not a method"
+    first = [] if isinstance(attribute, staticmethod) else [None]  # self or cls
+    try:
+        inspect.signature(function).bind(*first, *args)
+    except TypeError:
+        wanted = ", ".join(["self"] + ["data_dir"] * len(args))
+        return (f"{cls.__name__}.{method}{inspect.signature(function)} does not take Google's "
+                f"arguments ({method}({wanted}))")
+    except ValueError:
+        return None  # no signature (a builtin): called and checked then
+    return None
+
+
+class UserProcessor(DataProcessor):
+    """A user's Google-API processor as this package's `DataProcessor`: labels as strings,
+    examples as `InputExample`s checked against the labels, the files read for the cache key,
+    errors in the user's code as one line."""
+
+    def __init__(self, path: str, cls: type, task_type: str = "classification"):
+        self.path, self.cls = path, cls
+        self.task_type = task_type
+        # (data_dir, split) -> the files read, the examples.
+        self._files: Dict[tuple, List[str]] = {}
+        self._examples: Dict[tuple, List[InputExample]] = {}
+        self._labels: Optional[List[str]] = None
+        for method, args in (("get_train_examples", ["d"]), ("get_dev_examples", ["d"]),
+                             ("get_labels", [])):
+            self._check(method, args)
+        with self._user_code():
+            self.user = cls()
+
+    def _check(self, method: str, args, needed_by: str = "") -> None:
+        problem = _method_problem(self.cls, method, args)
+        if problem:
+            raise DataError(f"{self.path}: {problem}{needed_by} (Google's DataProcessor API: "
+                            f"get_train_examples(data_dir), get_dev_examples(data_dir), "
+                            f"get_test_examples(data_dir), get_labels())")
+
+    def check_splits(self, splits: Sequence[str]) -> None:
+        """Raises DataError unless the class reads every split in `splits` (at start)."""
+        for split in splits:
+            flag = {"train": "--do_train", "dev": "--do_eval", "test": "--do_predict"}[split]
+            self._check(_SPLIT_METHODS[split], ["d"], f", which {flag} needs")
+
+    @contextlib.contextmanager
+    def _user_code(self, files: Optional[List[str]] = None):
+        global _reads
+        previous, _reads = _reads, files
+        try:
+            yield
+        except DataError:
+            raise
+        except Exception as e:  # pylint: disable=broad-except
+            raise user_error(e, self.path) from None
+        finally:
+            _reads = previous
+
+    def cache_parts(self) -> dict:
+        return {"processors_file": load(self.path)["__sha256__"], "class": self.cls.__name__}
+
+    def get_labels(self, data_dir=None):
+        if self._labels is None:
+            with self._user_code():
+                labels = self.user.get_labels()
+            if not isinstance(labels, (list, tuple)) or not labels:
+                raise DataError(f"{self.path}: {self.cls.__name__}.get_labels() returned "
+                                f"{labels!r}, not a non-empty list of labels")
+            names = [str(label) for label in labels]
+            if len(set(names)) != len(names):
+                raise DataError(f"{self.path}: {self.cls.__name__}.get_labels() has a label "
+                                f"twice: {names}")
+            self._labels = names
+        return list(self._labels)
+
+    def _read(self, data_dir: str, split: str) -> List[InputExample]:
+        if (data_dir, split) in self._examples:
+            return self._examples[data_dir, split]
+        method = _SPLIT_METHODS[split]
+        self._check(method, ["d"])
+        files: List[str] = []
+        with self._user_code(files):
+            got = getattr(self.user, method)(data_dir)
+        labels = self.get_labels()
+        known = set(labels)
+        examples = []
+        where = f"{self.path}: {self.cls.__name__}.{method}()"
+        try:
+            items = list(got)
+        except TypeError:
+            raise DataError(f"{where} returned {type(got).__name__}, not a list of "
+                            f"InputExample") from None
+        for i, e in enumerate(items):
+            try:
+                guid, text_a, text_b, label = e.guid, e.text_a, e.text_b, e.label
+            except AttributeError:
+                raise DataError(f"{where}: item {i} is a {type(e).__name__}, not an "
+                                f"InputExample(guid, text_a, text_b=None, label=None)") from None
+            if not isinstance(text_a, str) or not (text_b is None or isinstance(text_b, str)):
+                raise DataError(f"{where}: example {guid}: text_a/text_b must be strings, got "
+                                f"{type(text_a).__name__}/{type(text_b).__name__}")
+            label = None if label is None else str(label)
+            if label is not None and label not in known:
+                if split == "test":
+                    label = None  # a test file's placeholder label: predictions need none
+                else:
+                    raise DataError(f"{where}: example {guid} has the label {label!r}, not one "
+                                    f"of get_labels() {labels}")
+            examples.append(InputExample(str(guid), text_a, text_b, label))
+        self._files[data_dir, split] = list(dict.fromkeys(files))
+        self._examples[data_dir, split] = examples
+        return examples
+
+    def get_train_examples(self, data_dir):
+        return self._read(data_dir, "train")
+
+    def get_dev_examples(self, data_dir):
+        return self._read(data_dir, "dev")
+
+    def get_test_examples(self, data_dir):
+        return self._read(data_dir, "test")
+
+    def input_files(self, data_dir, split):
+        """The files the processor read for `split` (read now if not yet); none seen (it read
+        through something else than open/tf.gfile): every file of `data_dir`."""
+        self._read(data_dir, split)
+        files = self._files[data_dir, split]
+        if not files and os.path.isdir(data_dir):
+            files = sorted(p for p in (os.path.join(data_dir, n) for n in os.listdir(data_dir))
+                           if os.path.isfile(p))
+        return files
+
+
+def get_processor(path: str, task_name: str,
+                  task_type: str = "classification") -> Optional[UserProcessor]:
+    """The processor of `task_name` from the file `path`, or None when no class of it answers
+    to the name (a built-in task then).
+
+    Raises:
+      DataError: the file cannot be loaded, the class does not follow Google's API, or its
+        constructor raises.
+    """
+    cls = find_class(path, task_name)
+    if cls is None:
+        return None
+    if task_type != "classification":
+        raise DataError(f"--task_type={task_type}: a --processors_file class ({cls.__name__}) "
+                        f"is a classification task, as Google's DataProcessor")
+    return UserProcessor(path, cls, task_type)
+
+
+def processor_for(task_name: str, label_list: Optional[Sequence[str]] = None,
+                  task_type: str = "classification", processors_file: Optional[str] = None,
+                  tsv_options: Optional[dict] = None):
+    """The processor of `--task_name`: with `processors_file`, a class of that file answering
+    to the name comes first, else the built-in task (processors.get_processor).
+
+    Raises:
+      ValueError: an unknown task (naming the file's classes too), or --label_list given for a
+        user's class (its labels are its get_labels()).
+      DataError: the file cannot be loaded or its class does not follow Google's API.
+    """
+    elsewhere = None
+    if processors_file:
+        processor = get_processor(processors_file, task_name, task_type)
+        if processor is not None:
+            if label_list:
+                raise ValueError(f"--label_list only applies to --task_name=tsv; the labels of "
+                                 f"{processor.cls.__name__} are its get_labels()")
+            return processor
+        elsewhere = (f"; in --processors_file={processors_file}: "
+                     f"{describe_classes(processors_file)}")
+    return processors.get_processor(task_name, label_list, task_type, tsv_options, elsewhere)
+
+
+def for_config(cfg):
+    """The processor of a single-task ClassifierConfig."""
+    return processor_for(cfg.task_name, cfg.label_list, cfg.task_type, cfg.processors_file,
+                         dict(text_columns=cfg.text_columns, column_names=cfg.column_names,
+                              data_format=cfg.data_format))

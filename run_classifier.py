@@ -1,0 +1,31 @@
+#!/usr/bin/env python
+r"""BERT fine-tuning for classification under Google's script name (TF2, in-graph towers).
+
+The same job as run_classifier_mgpu.py (the multi-GPU fork's name), so the commands of Google's
+README, multilingual.md and tutorials run unchanged:
+  python run_classifier.py --task_name=MRPC --do_train=true --do_eval=true \
+    --data_dir=$GLUE_DIR/MRPC --vocab_file=$BERT_BASE_DIR/vocab.txt \
+    --bert_config_file=$BERT_BASE_DIR/bert_config.json \
+    --init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt --max_seq_length=128 \
+    --train_batch_size=32 --learning_rate=2e-5 --num_train_epochs=3.0 \
+    --output_dir=/tmp/mrpc_output/
+
+--n_gpus defaults to 1 (Google's single device); --train_batch_size is per tower. Tasks: cola,
+mnli, mrpc, xnli, stsb, tsv, and users' own DataProcessor classes (--processors_file). Writes
+eval_results.txt (--do_eval), test_results.tsv and predict.txt (--do_predict) in --output_dir.
+"""
+
+from bert_mgpu import cli
+from bert_mgpu.scripts import run
+
+cli.define_classifier_flags()
+
+
+def main(_):
+    cfg = cli.classifier_config()  # every flag and file checked before TensorFlow is loaded
+    from bert_mgpu.tasks.multitask import run_classifier_job
+    run_classifier_job(cfg)
+
+
+if __name__ == "__main__":
+    run(main)

@@ -1,0 +1,279 @@
+"""--processors_file (issue 30): users' own DataProcessor classes, written for Google's
+run_classifier.py, pasted unchanged from public repositories (tests/user_processors/, each with
+its provenance and licence): the multi-GPU fork's HighLevelProcessor (zhp510730568/bert-1),
+a CSV processor reading through the csv module (EmloProcessor,
+wangjiwu/BERT-emotion-classification) and sentence-pair processors (LCQMCProcessor and
+JDCOMMENTProcessor, ChineseGLUE/ChineseGLUE)."""
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from _launch import script_env
+from _oracle import REPO
+from _tiny_bert import WORDS, tiny_bert_dir
+from _together import run_command, started
+
+from bert_mgpu.data import classifier_data, processors, user_processors
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "user_processors")
+HIGH_LEVEL = os.path.join(FIXTURES, "high_level.py")
+EMLO = os.path.join(FIXTURES, "emlo.py")
+LCQMC = os.path.join(FIXTURES, "lcqmc.py")
+
+# The fork's launch command (zhp510730568/bert-ad README, the companion repository of the
+# fork's run_classifier_mgpu.py), joined into one line; it runs in a directory with its
+# ./data and ./model. Here: --processors_file added, --n_gpus=2 (the test machine has no 6 GPUs).
+FORK_COMMAND = (
+    "python -u run_classifier_mgpu.py --task_name=high_level --do_train=true --do_predict=false "
+    "--do_eval=false --data_dir=./data/high_level/ "
+    "--vocab_file=./model/chinese_L-12_H-768_A-12/vocab.txt "
+    "--bert_config_file=./model/chinese_L-12_H-768_A-12/bert_config.json "
+    "--init_checkpoint=./model/chinese_L-12_H-768_A-12/bert_model.ckpt --max_seq_length=512 "
+    "--train_batch_size=12 --learning_rate=2e-5 --num_train_epochs=5 "
+    "--output_dir=./model/highlevel/model_mgpu_test/ --warmup_proportion=0.1 "
+    "--eval_batch_size=1 --n_gpus=6")
+
+
+def text(rng, n=None):
+    return " ".join(rng.choice(WORDS, size=n or rng.randint(2, 8)))
+
+
+def write(path, content):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content, encoding="utf-8")
+
+
+def high_level_rows(rng, n):
+    """The fork's layout (from its code): id, category, label 0/1, title; no header."""
+    return "".join(f"id{i}\t{rng.choice(['game', 'news'])}\t{i % 2}\t{text(rng).title()}\n"
+                   for i in range(n))
+
+
+def lcqmc_rows(rng, n):
+    """LCQMC's train/dev/test.txt: sentence 1, sentence 2, label; no header (the processor
+    skips the first line anyway)."""
+    return "".join(f"{text(rng)}\t{text(rng)}\t{i % 2}\n" for i in range(n))
+
+
+# ---------------------------------------------------------------------------------------------
+# The classes, in process (no TensorFlow needed to load or read them)
+
+def test_task_name_picks_the_class_by_googles_convention():
+    for name in ("high_level", "highlevel", "HighLevelProcessor", "HIGH_LEVEL"):
+        processor = user_processors.processor_for(name, processors_file=HIGH_LEVEL)
+        assert processor.cls.__name__ == "HighLevelProcessor"
+    assert user_processors.processor_for("lcqmc", processors_file=LCQMC).cls.__name__ == \
+        "LCQMCProcessor"
+    assert user_processors.processor_for("jdcomment", processors_file=LCQMC).cls.__name__ == \
+        "JDCOMMENTProcessor"
+    # Built-in tasks stay reachable with a processors file.
+    assert isinstance(user_processors.processor_for("mrpc", processors_file=LCQMC),
+                      processors.MrpcProcessor)
+    with pytest.raises(ValueError, match=r"task not found: 'nope' \(known: cola, .*; in "
+                                         r"--processors_file=.*lcqmc\.py: LCQMCProcessor "
+                                         r"\(lcqmc\), JDCOMMENTProcessor \(jdcomment\)\)"):
+        user_processors.processor_for("nope", processors_file=LCQMC)
+
+
+def test_high_level_processor_reads_the_forks_files(tmp_path):
+    rng = np.random.RandomState(0)
+    write(tmp_path / "train_without_content_0515.txt",
+          "id1\tgame\t1\tSome \"Quoted\" Title\n" + high_level_rows(rng, 3))
+    write(tmp_path / "test_without_content_0515.txt", high_level_rows(rng, 2))
+    p = user_processors.processor_for("high_level", processors_file=HIGH_LEVEL)
+    assert p.get_labels() == ["0", "1"]
+    train = p.get_train_examples(str(tmp_path))
+    assert train[0] == processors.InputExample("train-0", 'some "quoted" title', None, "1")
+    assert len(train) == 4 and len(p.get_dev_examples(str(tmp_path))) == 2
+    assert p.input_files(str(tmp_path), "train") == [
+        str(tmp_path / "train_without_content_0515.txt")]
+    # The fork's base class has no get_test_examples: --do_predict is refused at start.
+    with pytest.raises(processors.DataError, match=r"high_level\.py: HighLevelProcessor has no "
+                                                   r"method get_test_examples\(\), which "
+                                                   r"--do_predict needs"):
+        p.check_splits(["train", "test"])
+
+
+def test_csv_processor_reads_pandas_files_and_its_own_bug_is_one_line(tmp_path):
+    """EmloProcessor: train.csv/dev.csv as pandas wrote them (header label,x_train) through
+    csv.reader; its get_test_examples reads test.csv with Google's tab-separated _read_tsv, so
+    the first row has one field: the IndexError is one line naming the user's file and line."""
+    write(tmp_path / "train.csv", "label,x_train\nneutral,@mattlduff Not sure what to say.\n"
+                                  "positive,so happy today\nnegative,bad day\n")
+    write(tmp_path / "dev.csv", "label,x_valid\npositive,great\n")
+    write(tmp_path / "test.csv", "label,x_test\nneutral,whatever\n")
+    p = user_processors.processor_for("emlo", processors_file=EMLO)
+    assert p.get_labels() == ["neutral", "positive", "negative"]  # the user's order, kept
+    assert p.get_train_examples(str(tmp_path)) == [
+        processors.InputExample("train-1", "@mattlduff Not sure what to say.", None, "neutral"),
+        processors.InputExample("train-2", "so happy today", None, "positive"),
+        processors.InputExample("train-3", "bad day", None, "negative")]
+    line = next(i for i, s in enumerate(open(EMLO, encoding="utf-8"), 1)
+                if "text_a = tokenization.convert_to_unicode(line[1])" in s)
+    with pytest.raises(processors.DataError) as e:
+        p.get_test_examples(str(tmp_path))
+    assert str(e.value) == (f"{EMLO}:{line} in _create_examples: IndexError: list index out of "
+                            f"range")
+
+
+def test_sentence_pair_processors(tmp_path):
+    rng = np.random.RandomState(1)
+    for split in ("train", "dev", "test"):
+        write(tmp_path / f"{split}.txt", lcqmc_rows(rng, 4))
+    p = user_processors.processor_for("lcqmc", processors_file=LCQMC)
+    rows = [line.split("\t") for line in (tmp_path / "dev.txt").read_text().splitlines()]
+    assert p.get_dev_examples(str(tmp_path)) == [
+        processors.InputExample(f"dev-{i}", a, b, label) for i, (a, b, label) in
+        enumerate(rows) if i > 0]  # LCQMC's processor skips the first line
+    # JDCOMMENTProcessor: comma-separated, quoted fields with commas and newlines.
+    write(tmp_path / "jd_train.csv", 'label,a,b\n5,"good, really","fine\nplot"\n1,bad,"x"\n')
+    jd = user_processors.processor_for("jdcomment", processors_file=LCQMC)
+    assert jd.get_train_examples(str(tmp_path)) == [
+        processors.InputExample("train-1", "good, really", "fine\nplot", "5"),
+        processors.InputExample("train-2", "bad", "x", "1")]
+
+
+def test_feature_cache_key_covers_the_file_and_what_it_read(tmp_path):
+    rng = np.random.RandomState(2)
+    write(tmp_path / "data" / "train.txt", lcqmc_rows(rng, 4))
+    data = str(tmp_path / "data")
+    edited = tmp_path / "lcqmc_edited.py"
+    edited.write_text(open(LCQMC, encoding="utf-8").read() + "\n# edited\n", encoding="utf-8")
+
+    def key(path):
+        p = user_processors.processor_for("lcqmc", processors_file=path)
+        return classifier_data.cache_key("lcqmc", "train", p.input_files(data, "train"), None,
+                                         None, True, 16, p.get_labels(), "head", 128,
+                                         processor=p.cache_parts())
+
+    assert key(LCQMC) != key(str(edited))  # the file's content
+    before = key(LCQMC)
+    os.utime(tmp_path / "data" / "train.txt", ns=(1, 1))  # the data file it read
+    assert key(LCQMC) != before
+
+
+@pytest.mark.parametrize("source,message", [
+    ("class FooProcessor(object):\n  def get_train_examples(self, data_dir):\n    return []\n"
+     "  def get_dev_examples(self, data_dir):\n    return []\n",
+     r"p\.py: FooProcessor has no method get_labels\(\) \(Google's DataProcessor API: "),
+    ("from run_classifier import DataProcessor\nclass FooProcessor(DataProcessor):\n"
+     "  def get_train_examples(self, data_dir):\n    return []\n"
+     "  def get_dev_examples(self, data_dir):\n    return []\n",
+     r"FooProcessor\.get_labels\(\) is not implemented \(only the base class DataProcessor's"),
+    ("class FooProcessor(object):\n  def get_train_examples(self):\n    return []\n"
+     "  def get_dev_examples(self, data_dir):\n    return []\n  def get_labels(self):\n"
+     "    return ['a']\n",
+     r"FooProcessor\.get_train_examples\(self\) does not take Google's arguments "
+     r"\(get_train_examples\(self, data_dir\)\)"),
+    ("import os\nimport pandas_that_is_not_installed\n",
+     r"p\.py:2 in <module>: ModuleNotFoundError: No module named 'pandas_that_is_not_installed'"),
+    ("class FooProcessor(object):\n  def get_train_examples(self, data_dir)\n",
+     r"p\.py:2: SyntaxError: expected ':'"),
+])
+def test_a_class_off_googles_api_is_one_line(tmp_path, source, message):
+    path = tmp_path / "p.py"
+    path.write_text(source)
+    with pytest.raises(processors.DataError, match=message):
+        user_processors.processor_for("foo", processors_file=str(path))
+
+
+def test_labels_the_class_does_not_know_are_named(tmp_path):
+    path = tmp_path / "p.py"
+    path.write_text("from run_classifier import DataProcessor, InputExample\n"
+                    "import tensorflow as tf\n"
+                    "class FooProcessor(DataProcessor):\n"
+                    "  def get_train_examples(self, data_dir):\n"
+                    "    tf.logging.info('reading %s', data_dir)\n"
+                    "    return [InputExample('t-1', 'good', None, 'maybe')]\n"
+                    "  def get_dev_examples(self, data_dir):\n    return []\n"
+                    "  def get_labels(self):\n    return ['yes', 'no']\n")
+    p = user_processors.processor_for("foo", processors_file=str(path))
+    with pytest.raises(processors.DataError, match=r"FooProcessor\.get_train_examples\(\): "
+                                                   r"example t-1 has the label 'maybe', not one "
+                                                   r"of get_labels\(\) \['yes', 'no'\]"):
+        p.get_train_examples(str(tmp_path))
+    assert user_processors.task_names("HighLevelProcessor") == [
+        "highlevel", "high_level", "highlevelprocessor"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The scripts: the fork's command, and a sentence-pair task through train, eval and predict
+
+def fork_world(root):
+    rng = np.random.RandomState(3)
+    write(root / "data" / "high_level" / "train_without_content_0515.txt",
+          high_level_rows(rng, 24))
+    write(root / "data" / "high_level" / "test_without_content_0515.txt",
+          high_level_rows(rng, 5))
+    tiny_bert_dir(root / "model" / "chinese_L-12_H-768_A-12", max_position_embeddings=512)
+    processors_file = root / "my_processors.py"
+    shutil.copy(HIGH_LEVEL, processors_file)
+    return processors_file
+
+
+def fork_command(script, processors_file):
+    argv = shlex.split(FORK_COMMAND.replace("--n_gpus=6", "--n_gpus=2"))
+    assert argv[:3] == ["python", "-u", "run_classifier_mgpu.py"]
+    return [sys.executable, "-u", os.path.join(REPO, script)] + argv[3:] + [
+        f"--processors_file={processors_file}"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("user_processors")
+    jobs = {}
+    for script in ("run_classifier_mgpu.py", "run_classifier.py"):
+        directory = root / script.replace(".py", "")
+        directory.mkdir()
+        processors_file = fork_world(directory)
+
+        # Run in that directory: the command's relative paths are the fork's.
+        jobs[script] = lambda d=directory, s=script, p=processors_file: (subprocess.run(
+            fork_command(s, p), capture_output=True, text=True, timeout=300, cwd=d,
+            env=script_env(PYTHONPATH=REPO)), d)
+    lcqmc = root / "lcqmc"
+    rng = np.random.RandomState(4)
+    for split, n in (("train", 41), ("dev", 8), ("test", 6)):
+        write(lcqmc / "data" / f"{split}.txt", lcqmc_rows(rng, n))
+    model = tiny_bert_dir(lcqmc / "chinese_L-12_H-768_A-12")
+    # ChineseGLUE's run_classifier_lcqmc.sh, with --do_predict and the processors file.
+    cmd = [sys.executable, os.path.join(REPO, "run_classifier.py"), "--task_name=lcqmc",
+           "--do_train=true", "--do_eval=true", "--do_predict=true",
+           f"--data_dir={lcqmc / 'data'}", f"--vocab_file={model}/vocab.txt",
+           f"--bert_config_file={model}/bert_config.json",
+           f"--init_checkpoint={model}/bert_model.ckpt", "--max_seq_length=128",
+           "--train_batch_size=32", "--learning_rate=2e-5", "--num_train_epochs=3.0",
+           f"--output_dir={lcqmc / 'out'}", f"--processors_file={LCQMC}"]
+    jobs["lcqmc"] = lambda: (run_command(cmd), lcqmc, cmd)
+    with started(jobs) as futures:
+        yield futures
+
+
+@pytest.mark.parametrize("script", ["run_classifier_mgpu.py", "run_classifier.py"])
+def test_the_forks_command_runs_with_its_processor_pasted(runs, script):
+    proc, directory = runs[script].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Towers (--n_gpus) = 2" in proc.stderr
+    out = directory / "model" / "highlevel" / "model_mgpu_test"
+    # int(24 / (12 * 2) * 5) steps.
+    assert (out / "model.ckpt-5.index").exists()
+    assert json.loads((out / "run_config.json").read_text())["labels"] == ["0", "1"]
+
+
+def test_sentence_pairs_train_evaluate_predict_and_reuse_features(runs):
+    proc, lcqmc, cmd = runs["lcqmc"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = lcqmc / "out"
+    result = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().split("\n")
+                  if line)
+    assert result["eval_examples"] == "7"  # the processor skips each file's first line
+    assert len((out / "predict.txt").read_text().splitlines()) == 5
+    again = run_command([c for c in cmd if not c.startswith(("--do_train", "--do_predict"))])
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "Reusing eval features (7 examples)" in again.stderr

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from bert_mgpu.configs import base as config_lib
 from bert_mgpu.model import heads, modeling
-from bert_mgpu.metrics import classification as metrics_lib
+from bert_mgpu.metrics import classification as metrics_lib, collapse
 from bert_mgpu.data import features as features_lib
 from bert_mgpu.data.features import FILE_BATCH_WEIGHT
 
@@ -260,8 +260,9 @@ class BertClassifier(_MeanOverExamples, tf.Module):
         }
 
     def eval_metrics(self, sums) -> Dict[str, float]:
-        """Google's keys (`eval_accuracy`, `eval_loss`, `loss`) plus macro-F1 and per-class
-        precision/recall/F1 (`<metric>_<label name>`)."""
+        """Google's keys (`eval_accuracy`, `eval_loss`, `loss`) plus macro-F1, per-class
+        precision/recall/F1 (`<metric>_<label name>`) and `eval_predicted_classes`
+        (metrics/collapse.py)."""
         confusion = np.asarray(sums["confusion"], np.float64)
         n = float(sums["num_examples"])
         result = {
@@ -280,6 +281,7 @@ class BertClassifier(_MeanOverExamples, tf.Module):
                            f"eval_f1_{name}": f1})
             f1s.append(f1)
         result["eval_f1_macro"] = float(np.mean(f1s)) if f1s else 0.0
+        result.update(collapse.classification_keys(confusion))
         return result
 
     def predict(self, features) -> Tensors:
@@ -444,12 +446,15 @@ class BertRegressor(_LinearHeadTask):
         return sums
 
     def eval_metrics(self, sums) -> Dict[str, float]:
-        """`eval_mse` (= `eval_loss`), `loss`, `eval_pearson`."""
+        """`eval_mse` (= `eval_loss`), `loss`, `eval_pearson`, and the spreads
+        `eval_prediction_std`, `eval_label_std` (metrics/collapse.py)."""
         result = self._loss_metrics(sums)
         result["eval_mse"] = result["eval_loss"]
         result["eval_pearson"] = metrics_lib.pearson_from_moments(
             sums["num_examples"], sums["sum_x"], sums["sum_y"], sums["sum_xx"], sums["sum_yy"],
             sums["sum_xy"])
+        result.update(collapse.regression_keys(sums["num_examples"], sums["sum_x"],
+                                               sums["sum_xx"], sums["sum_y"], sums["sum_yy"]))
         return result
 
     @staticmethod
@@ -513,7 +518,8 @@ class BertMultiLabelClassifier(_LinearHeadTask):
 
     def eval_metrics(self, sums) -> Dict[str, float]:
         """`eval_f1_micro`, `eval_f1_macro`, `eval_exact_match` (metrics.py's definitions),
-        `eval_loss`, `loss`, and each label's `eval_f1_<name>`."""
+        `eval_loss`, `loss`, each label's `eval_f1_<name>`, `eval_predicted_labels` and
+        `eval_constant_predictions` (metrics/collapse.py)."""
         tp, fp, fn = (np.asarray(sums[k], np.float64) for k in
                       ("true_positives", "false_positives", "false_negatives"))
         result = self._loss_metrics(sums)
@@ -521,6 +527,7 @@ class BertMultiLabelClassifier(_LinearHeadTask):
             tp, fp, fn, sums["exact_matches"], sums["num_examples"]))
         for name, f1 in zip(self.label_names, metrics_lib.per_label_f1(tp, fp, fn)):
             result[f"eval_f1_{name}"] = float(f1)
+        result.update(collapse.multilabel_keys(tp + fp, sums["num_examples"]))
         return result
 
     def predict(self, features) -> Tensors:
@@ -676,17 +683,21 @@ class TaggingTask(tf.Module):
             "correct": tf.reduce_sum(weights * correct),
             "batch_loss_sum": out["numerator"] / tf.maximum(out["denominator"], 1.0),
             "num_batches": tf.constant(1.0),
+            "predicted_tags": tf.reduce_sum(  # [num_tags]: labelled words predicted as each
+                tf.one_hot(predictions, self.num_tags) * weights[..., None], axis=[0, 1]),
         }
 
     @staticmethod
     def eval_metrics(sums) -> Dict[str, float]:
         """`eval_loss` (mean over the labelled words), `eval_token_accuracy` (their tags; the
         job adds conlleval's entity scores and `eval_accuracy` from the words' tags) and `loss`
-        (the mean over batches of each batch's loss, the Estimator's key)."""
+        (the mean over batches of each batch's loss, the Estimator's key), and
+        `eval_predicted_tags` (metrics/collapse.py)."""
         return {
             "eval_loss": _ratio(sums["loss_sum"], sums["label_weight"]),
             "eval_token_accuracy": _ratio(sums["correct"], sums["label_weight"]),
             "loss": _ratio(sums["batch_loss_sum"], sums["num_batches"]),
+            **collapse.tagging_keys(sums["predicted_tags"]),
         }
 
     def predict(self, features) -> Tensors:

@@ -205,7 +205,7 @@ def run_classifier(cfg) -> dict:
                               best_metric=cfg.best_metric)
     task = classifier_task(cfg, job, labels)
     _log_head_initialisation(cfg, task)
-    trainer = FullEvaluation(_fine_tuning_trainer(job, task, train_cfg))
+    trainer = evaluation.CollapseWatch(FullEvaluation(_fine_tuning_trainer(job, task, train_cfg)))
     if cfg.do_train:
         trainer.train(job.training_input([train_file], data.shapes, train_cfg),
                       on_step=_periodic_evaluator(job, trainer, data, splits.get("dev")))
@@ -390,8 +390,8 @@ def _run_multitask_classifier(job: Job) -> dict:
                                tasks.MultiTaskClassifier.head_scope(label))
         for label, t, (task_labels, _, _) in zip(labels, task_cfgs, inputs)})
     _log_head_initialisation(cfg, model)
-    trainer = _fine_tuning_trainer(job, model, train_cfg)
-    dev = _MultiTaskEvaluation(trainer, model, task_cfgs, inputs, mean_metric) \
+    trainer = evaluation.CollapseWatch(_fine_tuning_trainer(job, model, train_cfg))
+    dev = trainer.watching(_MultiTaskEvaluation(trainer, model, task_cfgs, inputs, mean_metric)) \
         if cfg.do_eval else None
     if cfg.do_train:
         on_step = None
@@ -524,7 +524,7 @@ def run_squad(cfg) -> dict:
         logging.info("  Num steps = %d", train_cfg.num_train_steps)
     job.save_effective_config()
     task = tasks.SquadTask(job.bert_config, compute_dtype=job.compute_dtype())
-    trainer = job.trainer(task, train_cfg)
+    trainer = evaluation.CollapseWatch(job.trainer(task, train_cfg))
     if cfg.do_train:
         trainer.train(job.training_input(
             [train.path], squad_data.squad_train_shapes(cfg.model.max_seq_length), train_cfg))
@@ -609,7 +609,7 @@ def _evaluate_squad(job: Job, trainer, predictions, null_odds) -> dict:
         squad_data.load_squad_json(cfg.predict_file), predictions, cfg.version_2_with_negative,
         null_odds if cfg.version_2_with_negative else None))
     result["global_step"] = int(trainer.global_step.numpy())
-    job.write_eval_results(result)
+    job.write_eval_results(trainer.check(result))
     return result
 
 
@@ -664,7 +664,7 @@ def run_ner(cfg) -> dict:
     job.save_effective_config(labels=data.labels, doc_stride=data.doc_stride)
     task = tasks.TaggingTask(job.bert_config, len(data.labels),
                              compute_dtype=job.compute_dtype(), tag_names=data.labels)
-    trainer = _fine_tuning_trainer(job, task, train_cfg)
+    trainer = evaluation.CollapseWatch(_fine_tuning_trainer(job, task, train_cfg))
     if cfg.do_train:
         trainer.train(job.training_input([splits["train"].path], data.shapes, train_cfg),
                       on_step=_ner_periodic_evaluator(job, trainer, data, splits.get("dev")))

@@ -124,7 +124,10 @@ _SPECS = {
     "adam_bias_correction": ("bool", False, "With --optimizer=adamw: bias-corrected Adam "
                              "moments, as PyTorch's AdamW (Hugging Face's recipes); Google's "
                              "AdamWeightDecay has none, so its first updates are several times "
-                             "larger (x6 at update 10, x3 at 100)."),
+                             "larger (x6 at update 10, x3 at 100). Default true in the "
+                             "fine-tuning scripts (Google's optimizer collapses small "
+                             "fine-tuning runs: false gives it exactly), false in "
+                             "run_pretraining.py."),
     "clip_norm": ("float", 1.0, "Gradients are clipped to this global norm (Google: 1.0; "
                                 "Cramming: 0.5)."),
     "indexed_slices_norm": ("enum", "dense", "How the word-embedding gradient (an "
@@ -660,9 +663,20 @@ def model_files() -> ModelFiles:
     return from_flags(ModelFiles)
 
 
+# The fine-tuning scripts' trainer defaults that differ from Google's (README, "Deliberate
+# differences"): bias-corrected Adam, as Mosbach et al. and Zhang et al. (ICLR 2021) fine-tune;
+# --adam_bias_correction=false is Google's AdamWeightDecay exactly.
+FINE_TUNING_DEFAULTS = {"adam_bias_correction": True}
+
+
 def train_options() -> TrainOptions:
-    """The `train` subtree (the trainer's flags)."""
-    return validated(from_flags(TrainOptions))
+    """The `train` subtree (the trainer's flags). --optimizer=lamb always corrects its
+    moments: a fine-tuning script's default --adam_bias_correction=true does not apply to it
+    (given explicitly, the config refuses it, naming the flag)."""
+    explicit = {}
+    if FLAGS.optimizer != "adamw" and not FLAGS["adam_bias_correction"].present:
+        explicit["adam_bias_correction"] = False
+    return validated(from_flags(TrainOptions, **explicit))
 
 
 def cluster_config():
@@ -746,7 +760,7 @@ def define_classifier_flags():
                  LENGTH_BATCHING_FLAGS,
                  # Fine-tuning shuffles the whole training set every epoch (Google's buffer of
                  # 100 learns nothing from a file sorted by label).
-                 defaults={"shuffle_buffer_size": 0})
+                 defaults={"shuffle_buffer_size": 0, **FINE_TUNING_DEFAULTS})
 
 
 def classifier_config() -> ClassifierConfig:
@@ -942,7 +956,8 @@ def define_squad_flags():
                                             "Google: total batch size."},
                  # Google's run_squad.py length; fine-tuning shuffles the whole training set
                  # every epoch, as run_classifier_mgpu.py.
-                 defaults={"max_seq_length": 384, "shuffle_buffer_size": 0})
+                 defaults={"max_seq_length": 384, "shuffle_buffer_size": 0,
+                           **FINE_TUNING_DEFAULTS})
 
 
 def squad_config() -> SquadConfig:
@@ -1004,7 +1019,7 @@ NER_FLAGS = ("do_predict", "predict_batch_size", "num_train_epochs", "warmup_pro
 def define_ner_flags():
     define_flags(MODEL_FLAGS, TRAINING_SCRIPT_FLAGS, NER_FLAGS, EVAL_DURING_TRAINING_FLAGS,
                  defaults={"shuffle_buffer_size": 0, "best_metric": "eval_f1",
-                           "doc_stride": None},
+                           "doc_stride": None, **FINE_TUNING_DEFAULTS},
                  helps={
                      "data_dir": "Directory with train.txt, dev.txt and test.txt in CoNLL "
                                  "layout (token ... tag per line, a blank line between "

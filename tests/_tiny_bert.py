@@ -5,9 +5,9 @@ import json
 
 from _pretraining_data import TINY_CONFIG
 
-from bert_mgpu.configs.base import BertConfig
 from bert_mgpu.engine import checkpoint
 from bert_mgpu.model import modeling
+from bert_mgpu.model.bert_config import BertConfig
 
 WORDS = ("the movie was good bad great terrible fine boring fun long short and but not very "
          "really quite story actors plot music ending").split()

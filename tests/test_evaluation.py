@@ -131,12 +131,27 @@ def run_script(root, out, *extra):
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
 
 
+def one_class_checkpoint(path):
+    """An init checkpoint whose classifier gives every input the logits [0.001, 0], as a
+    collapsed run ends: class 0 ("0") predicted for every example at probability 0.50025, the
+    loss ln 2 whatever the label (output weights 0; the encoder's seeded initialisation)."""
+    from bert_mgpu.engine import checkpoint
+    from bert_mgpu.model.bert_config import BertConfig
+    from bert_mgpu.tasks.classifier import BertClassifier
+    tf.random.set_seed(8)
+    task = BertClassifier(BertConfig.from_dict(dict(TINY_CONFIG, vocab_size=30522)), 2)
+    task.classifier.output_weights.assign(tf.zeros_like(task.classifier.output_weights))
+    task.classifier.output_bias.assign([0.001, 0.0])
+    return checkpoint.write_bundle(str(path), task.named_variables())
+
+
 @pytest.fixture(scope="module")
 def scripts(tsv_data, tmp_path_factory):
     """The script runs of the tests below, independent of each other: started together.
 
     Yields: {key: Future of (CompletedProcess, --output_dir)}.
     """
+    collapsed_init = one_class_checkpoint(tmp_path_factory.mktemp("init") / "bert_model.ckpt")
     with started_in(tmp_path_factory.mktemp("runs"), {
         "best": lambda out: run_script(tsv_data, out, "--learning_rate=1e-3",
                                        "--eval_every_n_steps=6", "--keep_best_checkpoint",
@@ -145,6 +160,15 @@ def scripts(tsv_data, tmp_path_factory):
         "early": lambda out: run_script(tsv_data, out, "--learning_rate=1e-9",
                                         "--eval_every_n_steps=3", "--early_stopping_patience=2"),
         "companions": lambda out: run_script(tsv_data, out, "--keep_best_checkpoint"),
+        # A run that learns (the mean of the last layer; the pooler does not learn this from
+        # scratch in 36 updates), evaluated every 12 updates.
+        "healthy": lambda out: run_script(tsv_data, out, "--learning_rate=5e-3",
+                                          "--classifier_input=mean", "--eval_every_n_steps=12"),
+        # A constructed collapse (issue 34): weights that predict one class, a learning rate
+        # that cannot change that, Google's optimizer.
+        "collapsed": lambda out: run_script(tsv_data, out, f"--init_checkpoint={collapsed_init}",
+                                            "--learning_rate=1e-9",
+                                            "--adam_bias_correction=false"),
     }) as runs:
         yield runs
 
@@ -210,3 +234,45 @@ def test_eval_during_training_flags_need_their_companions(scripts):
     assert proc.returncode == 1
     assert "--keep_best_checkpoint and --early_stopping_patience need --eval_every_n_steps" \
         in proc.stderr.strip().splitlines()[-1]
+
+
+def read_results(out):
+    return dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
+
+
+def test_script_says_when_fine_tuning_collapsed(scripts):
+    """Issue 34: a run whose model predicts one class for the whole dev set, its loss flat,
+    exits 0 as before, but not silently: eval_results.txt has eval_predicted_classes = 1 and
+    train_loss_change within 1%, and the log a warning naming both and what to try."""
+    proc, out = scripts["collapsed"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = read_results(out)
+    assert result["eval_predicted_classes"] == "1" and result["global_step"] == "36"
+    assert abs(float(result["train_loss_change"])) < 0.01, result
+    warnings = [line for line in proc.stderr.splitlines() if "Fine-tuning looks collapsed" in line]
+    evaluation_warning = [w for w in warnings if "in the evaluation at global_step 36" in w]
+    assert len(evaluation_warning) == 1, warnings
+    for what in ("the model predicts one class for every dev example "
+                 "(eval_predicted_classes = 1)", "the training loss has stayed within 1% of "
+                 "its start over 36 updates", "Try --adam_bias_correction=true",
+                 "a lower --learning_rate (this run: 1e-09) or more --num_train_epochs."):
+        assert what in evaluation_warning[0], evaluation_warning[0]
+    assert any("at the end of training at global_step 36" in w for w in warnings), warnings
+
+
+def test_healthy_script_run_has_the_keys_and_no_warning(scripts):
+    """A run that learns (bias-corrected Adam, the default): both classes predicted at every
+    evaluation (steps 12, 24, 36), the loss fell, no collapse warning."""
+    proc, out = scripts["healthy"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = read_results(out)
+    assert float(result["eval_accuracy"]) > 0.9, result
+    assert result["eval_predicted_classes"] == "2" and float(result["train_loss_change"]) < -0.1
+    history = evaluation.read_history(str(out))
+    assert [(r["step"], r["eval_predicted_classes"]) for r in history] == \
+        [(12, 2), (24, 2), (36, 2)], history
+    assert "Fine-tuning looks collapsed" not in proc.stderr
+    # The run that does not learn (the pooler from scratch at 1e-3) is reported.
+    proc, _ = scripts["best"].result()
+    assert "Fine-tuning looks collapsed in the evaluation at global_step 36: the model " \
+        "predicts one class" in proc.stderr

@@ -190,3 +190,70 @@ def test_flags_fill_the_configs_by_field_name(tmp_path):
     assert "do_lower_case" not in out["defined"] and "spm_model_file" not in out["defined"]
     assert "vocab_file" in out["defined"] and out["model"]["vocab_file"] is None
     assert out["dynamic_masking"] is False
+
+
+# Each script's runs of test_fine_tuning_scripts_default_to_bias_corrected_adam: (script's
+# flags, argv shared by the runs).
+_OPTIMIZER_RUNS = {
+    "classifier": ["--task_name=tsv", "--data_dir=d", "--bert_config_file=c.json",
+                   "--vocab_file=v.txt", "--output_dir=o", "--do_train", "--max_seq_length=16"],
+    "squad": ["--train_file=train.json", "--bert_config_file=c.json", "--vocab_file=v.txt",
+              "--output_dir=o", "--do_train", "--max_seq_length=32",
+              "--max_query_length=8", "--doc_stride=8"],
+    "ner": ["--data_dir=ner", "--bert_config_file=c.json", "--vocab_file=v.txt",
+            "--output_dir=o", "--do_train", "--max_seq_length=16"],
+    "pretraining": ["--input_file=x", "--bert_config_file=c.json", "--output_dir=o",
+                    "--do_train", "--max_seq_length=16"],
+}
+
+
+def _optimizer_of_runs(script, extras, cwd):
+    """For each `extra` flag list: the (optimizer, adam_bias_correction) of the config the
+    script builds from its argv plus `extra`, or the one-line error (one process per script,
+    the flags parsed again for each run)."""
+    code = f"""
+import json
+from absl import flags
+from bert_mgpu import cli
+cli.define_{script}_flags()
+out = []
+for extra in {extras!r}:
+    flags.FLAGS.unparse_flags()
+    flags.FLAGS(["prog"] + {_OPTIMIZER_RUNS[script]!r} + extra)
+    try:
+        cfg = cli.{script}_config()
+        out.append([cfg.train.optimizer, cfg.train.adam_bias_correction])
+    except cli.FlagError as e:
+        out.append(str(e))
+print(json.dumps(out))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=cwd, env=dict(os.environ, CUDA_VISIBLE_DEVICES="",
+                                            PYTHONPATH=REPO), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_fine_tuning_scripts_default_to_bias_corrected_adam(tmp_path):
+    """README, deliberate differences: run_classifier_mgpu.py, run_squad.py and run_ner.py
+    train with bias-corrected Adam unless --adam_bias_correction=false (Google's
+    AdamWeightDecay); run_pretraining.py keeps Google's. LAMB corrects its moments anyway: the
+    fine-tuning default does not stop --optimizer=lamb, an explicit
+    --adam_bias_correction=true with it is refused naming the flag."""
+    (tmp_path / "c.json").write_text(json.dumps(dict(TINY, max_position_embeddings=64)))
+    (tmp_path / "v.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n")
+    (tmp_path / "x").write_text("")
+    (tmp_path / "train.json").write_text('{"version": "1.1", "data": []}')
+    (tmp_path / "ner").mkdir()
+    (tmp_path / "ner" / "train.txt").write_text("a O\n")
+    extras = [[], ["--adam_bias_correction=false"], ["--optimizer=lamb"],
+              ["--optimizer=lamb", "--adam_bias_correction=true"]]
+    refused = "--adam_bias_correction applies to --optimizer=adamw"
+    for script in ("classifier", "squad", "ner"):
+        runs = _optimizer_of_runs(script, extras, tmp_path)
+        assert runs[:3] == [["adamw", True], ["adamw", False], ["lamb", False]], script
+        assert runs[3].startswith(refused), (script, runs[3])
+    runs = _optimizer_of_runs("pretraining", extras + [["--adam_bias_correction=true"]],
+                              tmp_path)
+    assert runs[:3] == [["adamw", False], ["adamw", False], ["lamb", False]]
+    assert runs[3].startswith(refused) and runs[4] == ["adamw", True]

@@ -14,7 +14,8 @@ PACKAGE = os.path.join(REPO, "bert_mgpu")
 
 # Component (first name under bert_mgpu) -> the components it may import. DESIGN.md's table, plus
 # the departures README's "Architecture" names: the trainer reads batches through
-# data/input_pipeline.py, the NER data module writes conlleval's tags (metrics/ner.py), the
+# data/input_pipeline.py and judges evaluation results for collapse (metrics/collapse.py), the
+# NER data module writes conlleval's tags (metrics/ner.py), the
 # serving export and the converters read checkpoints (engine/checkpoint.py), and cli.py checks
 # files with the data and tokenizer modules before TensorFlow loads.
 ALLOWED = {
@@ -24,7 +25,7 @@ ALLOWED = {
     "metrics": {"tokenization"},
     "model": {"configs"},
     "data": {"configs", "tokenization", "metrics", "progress"},
-    "engine": {"configs", "model", "data", "progress"},
+    "engine": {"configs", "model", "data", "metrics", "progress"},
     "tasks": {"configs", "tokenization", "model", "data", "metrics", "engine", "progress"},
     "serving": {"configs", "tokenization", "model", "engine"},
     "interop": {"configs", "model", "engine", "serving"},

@@ -354,6 +354,70 @@ def test_schedule_clipping_and_update_match_googles_create_optimizer(tmp_path):
         np.testing.assert_allclose(slot.numpy(), google[name], atol=1e-7, rtol=1e-5)
 
 
+def test_bias_corrected_adam_equals_pytorch_adamw(tmp_path):
+    """--adam_bias_correction (the fine-tuning scripts' default) is PyTorch's AdamW as Hugging
+    Face fine-tunes with it (tests/oracles/torch_adamw.py): weight decay 0.01 except on biases
+    and LayerNorm (Hugging Face's two parameter groups; Google's exclusion list), eps 1e-6
+    (Google's; Hugging Face's default is 1e-8), global-norm clipping at 1.0 before each update
+    (active on the even steps), and each step's learning rate from our linear schedule through
+    warm-up and decay, set on the torch groups as a scheduler does (Hugging Face's
+    `get_linear_schedule_with_warmup` decays over the steps after the warm-up, Google's over all
+    of them: a schedule difference, not the optimizer's). Six updates in float32: the weights
+    and both moments to 1e-6."""
+    from _oracle import run_json_request
+
+    rng = np.random.RandomState(11)
+    shapes = {"bert/encoder/layer_0/attention/self/query/kernel": [4, 3],
+              "bert/encoder/layer_0/attention/self/query/bias": [3],
+              "bert/encoder/layer_0/output/LayerNorm/gamma": [3],
+              "bert/encoder/layer_0/output/LayerNorm/beta": [3],
+              "output_weights": [2, 4], "output_bias": [2]}
+    init = {n: rng.normal(size=s).astype(np.float32) for n, s in shapes.items()}
+    num_steps, init_lr, train_steps, warmup = 6, 0.05, 8, 2
+    grads = {f"{t}:{n}": (rng.normal(size=s) * (0.1 if t % 2 else 2.0)).astype(np.float32)
+             for t in range(num_steps) for n, s in shapes.items()}
+    schedule = optimization.learning_rate_schedule(init_lr, train_steps, warmup)
+    lrs = [float(schedule(tf.constant(t))) for t in range(num_steps)]
+    assert lrs[0] == 0.0 and lrs[2] == pytest.approx(init_lr * (1 - 2 / 8))
+    np.savez(tmp_path / "w.npz", **{n.replace("/", "|"): v for n, v in init.items()})
+    np.savez(tmp_path / "g.npz", **{k.replace("/", "|"): v for k, v in grads.items()})
+    run_json_request("torch_adamw.py", {
+        "weights": str(tmp_path / "w.npz"), "grads": str(tmp_path / "g.npz"),
+        "learning_rates": lrs, "weight_decay": 0.01, "betas": [0.9, 0.999], "eps": 1e-6,
+        "max_grad_norm": 1.0, "no_decay": ["bias", "LayerNorm"],
+        "output": str(tmp_path / "out.npz")}, tmp_path)
+    torch_out = {k.replace("|", "/"): v for k, v in np.load(tmp_path / "out.npz").items()}
+
+    variables = {n: tf.Variable(v, name=n) for n, v in init.items()}
+    global_step = optimization.create_global_step()
+    opt = optimization.AdamWeightDecay(schedule, bias_correction=True)
+    opt.build(variables)
+    clipped_steps = 0
+    for t in range(num_steps):
+        clipped, norm = optimization.clip_by_global_norm(
+            {n: tf.constant(grads[f"{t}:{n}"]) for n in shapes}, 1.0)
+        clipped_steps += float(norm) > 1.0
+        assert float(opt.apply_gradients(clipped, global_step)) == pytest.approx(lrs[t])
+        global_step.assign_add(1)
+    assert clipped_steps == 3
+    for name, var in variables.items():
+        moved = np.abs(var.numpy() - init[name]).max()
+        assert moved > 1e-3, name  # every variable moved (the comparison is not vacuous)
+        np.testing.assert_allclose(var.numpy(), torch_out[name], atol=1e-6, rtol=0,
+                                   err_msg=name)
+    for name, slot in opt.slot_variables().items():
+        np.testing.assert_allclose(slot.numpy(), torch_out[name], atol=1e-6, rtol=1e-5,
+                                   err_msg=name)
+    # Google's optimizer (no correction) on the same gradients is far from torch's.
+    google = {n: tf.Variable(v, name=n) for n, v in init.items()}
+    plain = optimization.AdamWeightDecay(schedule)
+    plain.build(google)
+    for t in range(num_steps):
+        plain.apply_gradients(optimization.clip_by_global_norm(
+            {n: tf.constant(grads[f"{t}:{n}"]) for n in shapes}, 1.0)[0], tf.constant(t))
+    assert max(np.abs(google[n].numpy() - torch_out[n]).max() for n in shapes) > 1e-2
+
+
 def test_adam_bias_correction_is_refused_with_lamb():
     from bert_mgpu.configs.base import TrainOptions
     TrainOptions(adam_bias_correction=True).validate()

@@ -289,6 +289,9 @@ def test_script_trains_evaluates_and_writes_every_token(run):
     assert int(result["global_step"]) == 96 * 12 // 8
     # The tiny model learnt the word -> entity mapping (it is all there is to learn).
     assert float(result["eval_f1"]) > 0.8, result
+    # Not collapsed (issue 34): every tag of the dev words predicted, no warning.
+    assert result["eval_predicted_tags"] == "5" and float(result["train_loss_change"]) < -0.1
+    assert "Fine-tuning looks collapsed" not in proc.stderr
 
     # predictions.txt: every token of test.txt, in order, with its gold tag (BIO, as the file:
     # the model worked in BIOES) and a predicted BIO tag; the word without pieces is "O".

@@ -27,6 +27,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_mgpu.engine import checkpoint, training
+from bert_mgpu.metrics import collapse
 
 HISTORY_FILE = "eval_history.tsv"
 BEST_DIR = "best"
@@ -179,6 +180,92 @@ class PeriodicEvaluator:
                     f"step = {step}\n{self.best.metric} = {self.best.value}\n")
         tf.io.gfile.rename(tmp, os.path.join(self.output_dir, BEST_FILE), overwrite=True)
         training.write_eval_results(os.path.join(self.output_dir, BEST_RESULTS_FILE), result)
+
+
+class CollapseWatch:
+    """A fine-tuning trainer whose collapse is never silent (metrics/collapse.py).
+
+    Wraps the trainer (or a stand-in with its own `evaluate`, as the jobs' evaluations): its
+    `train` records the loss of every update this process makes (an `on_step` around the
+    caller's); its `evaluate` adds `train_loss_change` to the results once the loss can be
+    judged (>= 20 updates, past the warm-up) and logs a warning when the results show a
+    collapse (one class, label set, tag or value for the whole dev set, or a flat loss), naming
+    what to try. The results, with the keys that show it, are what eval_results.txt and
+    eval_history.tsv get. The end of training is checked too (the loss alone), so a run without
+    --do_eval is not silent either. Each warning is logged once. Everything else is the wrapped
+    trainer's.
+    """
+
+    def __init__(self, trainer, losses: Optional[List[float]] = None):
+        """Args:
+          trainer: a `training.Trainer`, or an object standing in for it (its attributes are
+            the trainer's: `cfg`, `is_chief`).
+          losses: the training losses to judge (shared with another watch: `watching`).
+        """
+        self._trainer = trainer
+        self._losses: List[float] = [] if losses is None else losses
+        self._logged: set = set()
+
+    def __getattr__(self, name):
+        return getattr(self._trainer, name)
+
+    def train(self, dataset, on_step=None):
+        """The wrapped `train`, recording each update's loss before `on_step` runs (so that an
+        evaluation in `on_step` judges the loss up to its own step)."""
+        def record(step, outputs):
+            self._losses.append(float(outputs["loss"]))
+            return on_step(step, outputs) if on_step is not None else False
+
+        metrics = self._trainer.train(dataset, on_step=record)
+        if self._trainer.is_chief:
+            self._warn(collapse.findings(self._loss_result(), len(self._losses)),
+                       "at the end of training")
+        return metrics
+
+    def evaluate(self, *args, **kwargs) -> dict:
+        """The wrapped `evaluate`, checked (see `check`)."""
+        return self.check(self._trainer.evaluate(*args, **kwargs))
+
+    def watching(self, evaluator) -> "CollapseWatch":
+        """`evaluator` (a stand-in for the trainer with its own `evaluate`, e.g. a multi-task
+        run's evaluation of every task) checked against this watch's training losses."""
+        view = CollapseWatch(evaluator, self._losses)
+        view._logged = self._logged
+        return view
+
+    def check(self, result: dict) -> dict:
+        """`result` with `train_loss_change` (when judged); logs what shows a collapse."""
+        result.update(self._loss_result())
+        self._warn(collapse.findings(result, len(self._losses)), "in the evaluation")
+        return result
+
+    def _loss_result(self) -> dict:
+        cfg = self._trainer.cfg
+        if int(self._trainer.global_step.numpy()) <= cfg.num_warmup_steps:
+            return {}
+        change = collapse.loss_change(self._losses)
+        return {} if change is None else {collapse.LOSS_CHANGE: change}
+
+    def _warn(self, findings: List[str], where: str) -> None:
+        if not findings:
+            return
+        message = (f"Fine-tuning looks collapsed {where} at global_step "
+                   f"{int(self._trainer.global_step.numpy())}: {'; '.join(findings)}. "
+                   f"{collapse_advice(self._trainer.cfg)}")
+        if message not in self._logged:
+            self._logged.add(message)
+            logging.warning("%s", message)
+
+
+def collapse_advice(cfg) -> str:
+    """What to try after a collapse, for a run with trainer config `cfg` (`TrainConfig`)."""
+    tries = []
+    if cfg.optimizer == "adamw" and not cfg.adam_bias_correction:
+        tries.append("--adam_bias_correction=true (this run used Google's AdamWeightDecay, "
+                     "without bias correction: its first updates are several times larger)")
+    tries.append(f"a lower --learning_rate (this run: {cfg.learning_rate:g})")
+    tries.append("more --num_train_epochs")
+    return f"Try {', '.join(tries[:-1])} or {tries[-1]}."
 
 
 def best_checkpoint(output_dir: str) -> Optional[str]:

@@ -15,6 +15,7 @@ from bert_mgpu.data import classifier_data, input_pipeline, processors, user_pro
 from bert_mgpu.engine import checkpoint, evaluation, training
 from bert_mgpu.engine.job import Job, start_job
 from bert_mgpu.metrics import classification as metrics_lib
+from bert_mgpu.metrics import collapse
 from bert_mgpu.model import heads, modeling
 from bert_mgpu.tasks.base import (
     MeanOverExamples,
@@ -77,8 +78,9 @@ class BertClassifier(MeanOverExamples, tf.Module):
         }
 
     def eval_metrics(self, sums) -> Dict[str, float]:
-        """Google's keys (`eval_accuracy`, `eval_loss`, `loss`) plus macro-F1 and per-class
-        precision/recall/F1 (`<metric>_<label name>`)."""
+        """Google's keys (`eval_accuracy`, `eval_loss`, `loss`) plus macro-F1, per-class
+        precision/recall/F1 (`<metric>_<label name>`) and `eval_predicted_classes`
+        (metrics/collapse.py)."""
         confusion = np.asarray(sums["confusion"], np.float64)
         n = float(sums["num_examples"])
         result = {
@@ -97,6 +99,7 @@ class BertClassifier(MeanOverExamples, tf.Module):
                            f"eval_f1_{name}": f1})
             f1s.append(f1)
         result["eval_f1_macro"] = float(np.mean(f1s)) if f1s else 0.0
+        result.update(collapse.classification_keys(confusion))
         return result
 
     def predict(self, features) -> Tensors:
@@ -195,12 +198,15 @@ class BertRegressor(_LinearHeadTask):
         return sums
 
     def eval_metrics(self, sums) -> Dict[str, float]:
-        """`eval_mse` (= `eval_loss`), `loss`, `eval_pearson`."""
+        """`eval_mse` (= `eval_loss`), `loss`, `eval_pearson`, and the spreads
+        `eval_prediction_std`, `eval_label_std` (metrics/collapse.py)."""
         result = self._loss_metrics(sums)
         result["eval_mse"] = result["eval_loss"]
         result["eval_pearson"] = metrics_lib.pearson_from_moments(
             sums["num_examples"], sums["sum_x"], sums["sum_y"], sums["sum_xx"], sums["sum_yy"],
             sums["sum_xy"])
+        result.update(collapse.regression_keys(sums["num_examples"], sums["sum_x"],
+                                               sums["sum_xx"], sums["sum_y"], sums["sum_yy"]))
         return result
 
     @staticmethod
@@ -275,7 +281,8 @@ class BertMultiLabelClassifier(_LinearHeadTask):
 
     def eval_metrics(self, sums) -> Dict[str, float]:
         """`eval_f1_micro`, `eval_f1_macro`, `eval_exact_match` (metrics.py's definitions),
-        `eval_loss`, `loss`, and each label's `eval_f1_<name>`."""
+        `eval_loss`, `loss`, each label's `eval_f1_<name>`, `eval_predicted_labels` and
+        `eval_constant_predictions` (metrics/collapse.py)."""
         tp, fp, fn = (np.asarray(sums[k], np.float64) for k in
                       ("true_positives", "false_positives", "false_negatives"))
         result = self._loss_metrics(sums)
@@ -283,6 +290,7 @@ class BertMultiLabelClassifier(_LinearHeadTask):
             tp, fp, fn, sums["exact_matches"], sums["num_examples"]))
         for name, f1 in zip(self.label_names, metrics_lib.per_label_f1(tp, fp, fn)):
             result[f"eval_f1_{name}"] = float(f1)
+        result.update(collapse.multilabel_keys(tp + fp, sums["num_examples"]))
         return result
 
     def predict(self, features) -> Tensors:
@@ -342,7 +350,7 @@ def run_classifier(cfg) -> dict:
                               best_metric=cfg.best_metric)
     task = classifier_task(cfg, job, labels)
     log_head_initialisation(cfg, task)
-    trainer = FullEvaluation(fine_tuning_trainer(job, task, train_cfg))
+    trainer = evaluation.CollapseWatch(FullEvaluation(fine_tuning_trainer(job, task, train_cfg)))
     if cfg.do_train:
         trainer.train(job.training_input([train_file], data.shapes, train_cfg),
                       on_step=_periodic_evaluator(job, trainer, data, splits.get("dev")))

@@ -149,8 +149,8 @@ def run_multitask_classifier(cfg) -> dict:
                                MultiTaskClassifier.head_scope(label))
         for label, t, (task_labels, _, _) in zip(labels, task_cfgs, inputs)})
     log_head_initialisation(cfg, model)
-    trainer = fine_tuning_trainer(job, model, train_cfg)
-    dev = _MultiTaskEvaluation(trainer, model, task_cfgs, inputs, mean_metric) \
+    trainer = evaluation.CollapseWatch(fine_tuning_trainer(job, model, train_cfg))
+    dev = trainer.watching(_MultiTaskEvaluation(trainer, model, task_cfgs, inputs, mean_metric)) \
         if cfg.do_eval else None
     if cfg.do_train:
         on_step = None

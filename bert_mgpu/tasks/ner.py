@@ -11,6 +11,7 @@ from absl import logging
 from bert_mgpu.data import input_pipeline, ner_data
 from bert_mgpu.engine import evaluation
 from bert_mgpu.engine.job import Job, start_job
+from bert_mgpu.metrics import collapse
 from bert_mgpu.metrics import ner as ner_metrics
 from bert_mgpu.model import heads, modeling
 from bert_mgpu.tasks.base import (
@@ -82,17 +83,21 @@ class TaggingTask(tf.Module):
             "correct": tf.reduce_sum(weights * correct),
             "batch_loss_sum": out["numerator"] / tf.maximum(out["denominator"], 1.0),
             "num_batches": tf.constant(1.0),
+            "predicted_tags": tf.reduce_sum(  # [num_tags]: labelled words predicted as each
+                tf.one_hot(predictions, self.num_tags) * weights[..., None], axis=[0, 1]),
         }
 
     @staticmethod
     def eval_metrics(sums) -> Dict[str, float]:
         """`eval_loss` (mean over the labelled words), `eval_token_accuracy` (their tags; the
         job adds conlleval's entity scores and `eval_accuracy` from the words' tags) and `loss`
-        (the mean over batches of each batch's loss, the Estimator's key)."""
+        (the mean over batches of each batch's loss, the Estimator's key), and
+        `eval_predicted_tags` (metrics/collapse.py)."""
         return {
             "eval_loss": ratio(sums["loss_sum"], sums["label_weight"]),
             "eval_token_accuracy": ratio(sums["correct"], sums["label_weight"]),
             "loss": ratio(sums["batch_loss_sum"], sums["num_batches"]),
+            **collapse.tagging_keys(sums["predicted_tags"]),
         }
 
     def predict(self, features) -> Tensors:
@@ -122,7 +127,7 @@ def run_ner(cfg) -> dict:
     job.save_effective_config(labels=data.labels, doc_stride=data.doc_stride)
     task = TaggingTask(job.bert_config, len(data.labels),
                              compute_dtype=job.compute_dtype(), tag_names=data.labels)
-    trainer = fine_tuning_trainer(job, task, train_cfg)
+    trainer = evaluation.CollapseWatch(fine_tuning_trainer(job, task, train_cfg))
     if cfg.do_train:
         trainer.train(job.training_input([splits["train"].path], data.shapes, train_cfg),
                       on_step=_ner_periodic_evaluator(job, trainer, data, splits.get("dev")))

@@ -9,6 +9,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_mgpu.data import input_pipeline, squad_data
+from bert_mgpu.engine import evaluation
 from bert_mgpu.engine.job import Job, start_job
 from bert_mgpu.metrics import squad as squad_metrics
 from bert_mgpu.model import heads, modeling
@@ -99,7 +100,7 @@ def run_squad(cfg) -> dict:
         logging.info("  Num steps = %d", train_cfg.num_train_steps)
     job.save_effective_config()
     task = SquadTask(job.bert_config, compute_dtype=job.compute_dtype())
-    trainer = job.trainer(task, train_cfg)
+    trainer = evaluation.CollapseWatch(job.trainer(task, train_cfg))
     if cfg.do_train:
         trainer.train(job.training_input(
             [train.path], squad_data.squad_train_shapes(cfg.model.max_seq_length), train_cfg))
@@ -177,5 +178,5 @@ def _evaluate_squad(job: Job, trainer, predictions, null_odds) -> dict:
     result = dict(squad_metrics.evaluate(
         squad_data.load_squad_json(cfg.predict_file), predictions, v2, null_odds if v2 else None))
     result["global_step"] = int(trainer.global_step.numpy())
-    job.write_eval_results(result)
+    job.write_eval_results(trainer.check(result))
     return result

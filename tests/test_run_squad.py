@@ -122,6 +122,7 @@ cli.define_squad_flags()
 flags.FLAGS({argv!r})
 cfg = cli.squad_config()
 out = dataclasses.asdict(cfg)
+out.update(out.pop("answers"))  # the windows' and answers' flags are the `answers` subtree
 out["defined"] = sorted(cli.flag_values_dict())
 out["steps"] = [cfg.train_config(n).num_train_steps for n in (87599, 130319)]
 out["warmup"] = cfg.train_config(87599).num_warmup_steps

@@ -109,6 +109,24 @@ def signal_at_checkpoint(targets, timeout=300, published=False):
     return seen
 
 
+def finish_killed(run, output_dir, last_step, timeout=300):
+    """Waits for a run that was sent SIGKILL (`signal_at_checkpoint`) and checks the kill
+    landed: a run that ended on its own first would make a "resumed" rerun trivially right.
+    Call it before a rerun writes to `output_dir`.
+
+    Returns:
+      (CompletedProcess, None) if the run died of SIGKILL (return code -9) before writing the
+      checkpoint of `last_step` (its last), else (CompletedProcess, what went wrong).
+    """
+    proc = run.finish(timeout)
+    if proc.returncode != -signal.SIGKILL:
+        return proc, (f"return code {proc.returncode}, not -9 (SIGKILL): "
+                      f"{proc.stderr[-2000:]}")
+    if os.path.exists(os.path.join(output_dir, f"model.ckpt-{last_step}.index")):
+        return proc, f"model.ckpt-{last_step} exists: the run finished before the kill"
+    return proc, None
+
+
 def _has_checkpoint(output_dir, step, published):
     if not published:
         return os.path.exists(os.path.join(output_dir, f"model.ckpt-{step}.index"))

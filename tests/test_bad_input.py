@@ -596,28 +596,54 @@ def test_help_lists_the_scripts_own_flags(script, results):
 # ---------------------------------------------------------------------------------------------
 # create_pretraining_data: killed and interrupted runs
 
-def _long_cpd_run(tmp_path, *extra):
+def _long_cpd_run(tmp_path, stderr, *extra):
+    """A ~10 s run whose log goes to the file `stderr`, a progress line every 0.1 s."""
     return subprocess.Popen(
         [sys.executable, SCRIPTS["create_pretraining_data"], f"--input_file={KJV}",
          f"--output_file={tmp_path}/out/a.tfrecord,{tmp_path}/out/b.tfrecord",
          f"--vocab_file={os.path.join(DATA, 'vocab', 'bert_uncased_vocab.txt')}",
-         "--dupe_factor=40", "--shard_size_mb=0.5", *extra],
-        stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_env(),
+         "--dupe_factor=40", "--shard_size_mb=0.5", "--progress_interval=0.1", *extra],
+        stderr=stderr, stdout=subprocess.DEVNULL, text=True, env=_env(),
         # A shell runs background commands (`make test &`, `nohup ... &`) with SIGINT ignored,
         # and children inherit that: give the script the default Ctrl-C, as a terminal would.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
+def _wait_while_running(proc, event, what, timeout=60):
+    """Waits until `event()` (something the run writes) is true, while the run runs."""
+    deadline = time.time() + timeout
+    while proc.poll() is None and time.time() < deadline:
+        if event():
+            return
+        time.sleep(0.02)
+    pytest.fail(f"{what}: not seen while the run ran (return code {proc.poll()})")
+
+
 @pytest.mark.parametrize("workers", ["0", "2"])
 def test_ctrl_c_is_one_line_exit_130_and_removes_temporaries(tmp_path, workers):
-    proc = _long_cpd_run(tmp_path, f"--num_workers={workers}")
+    """Ctrl-C while instances are being made, an event the run writes: in one process, a
+    progress line with instances counted; with workers (one shard: a gzip file is not split),
+    the shards' scratch directory, made once the workers are started. The temporaries then
+    exist, and are removed."""
+    log = tmp_path / "stderr.txt"
+    with open(log, "w") as stderr:
+        proc = _long_cpd_run(tmp_path, stderr, f"--num_workers={workers}")
     tmp = tmp_path / "out" / f"a.tfrecord.tmp-{proc.pid}"
-    deadline = time.time() + 60
-    while not tmp.exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.5)  # reading / making instances (a run takes ~10 s)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    shards = tmp_path / "out" / f"a.tfrecord.shards.tmp-{proc.pid}"
+    try:
+        if workers == "0":
+            _wait_while_running(
+                proc, lambda: re.search(r"; [1-9][\d,]* instances$", log.read_text(), re.M),
+                "a progress line with instances")
+        else:
+            _wait_while_running(proc, shards.exists, str(shards))
+        assert tmp.exists() and shards.exists() == (workers != "0")
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = log.read_text()
     assert proc.returncode == 130, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
     assert err.strip().splitlines()[-1] == "create_pretraining_data.py: interrupted (SIGINT)"

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from _launch import Launched, error_line, final_tensors, signal_at_checkpoint
+from _launch import Launched, error_line, final_tensors, finish_killed, signal_at_checkpoint
 from _oracle import DATA, REPO, run_json_request
 from _pretraining_data import TINY_CONFIG
 from _together import bad_input_jobs, run_command, started, with_the_module
@@ -419,8 +419,9 @@ def test_sigkill_then_rerun_on_another_split_ends_with_the_same_run(tsv_run, tmp
     uninterrupted = Launched(base + [f"--output_dir={whole}"])
     dying = Launched(base + [f"--output_dir={killed}"])
     killed_at = signal_at_checkpoint([(dying, killed, 12, signal.SIGKILL, 0.05)])[0]
-    dying.finish()
     assert killed_at is not None, "the run ended before it could be killed"
+    _, not_killed = finish_killed(dying, killed, 24)
+    assert not_killed is None, not_killed
     other_split = [{"--n_gpus=2": "--n_gpus=1", "--train_batch_size=4": "--train_batch_size=8"
                     }.get(c, c) for c in base] + [f"--output_dir={killed}"]
     assert "--n_gpus=1" in other_split and "--train_batch_size=8" in other_split

@@ -16,7 +16,7 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
-from _launch import Launched, final_tensors, script_env, signal_at_checkpoint
+from _launch import Launched, final_tensors, finish_killed, script_env, signal_at_checkpoint
 from _oracle import REPO, free_ports
 from _pretraining_data import DROPOUT, write_config, write_records
 
@@ -154,8 +154,9 @@ def stopped_runs(files, tmp_path_factory):
                                  (stopping[1], sigterm, 10, signal.SIGTERM, 0)])
     chief = dying[0].finish(120)
     chief_ended = time.time()
-    dying[1].finish()
+    _, not_killed = finish_killed(dying[1], killed, STEPS)
     return {"killed": killed, "seen": seen, "chief": chief, "chief_ended": chief_ended,
+            "not_killed": not_killed,
             "sigterm": sigterm, "stopped": wait_all(stopping, timeout=120),
             "relaunched": wait_all(start_workers(files, killed, [timeout]))}
 
@@ -163,6 +164,7 @@ def stopped_runs(files, tmp_path_factory):
 def test_dead_worker_stops_the_others_and_relaunch_resumes(stopped_runs, reference):
     chief_seen, killed_at, _ = stopped_runs["seen"]
     assert chief_seen is not None and killed_at is not None  # both ran until the kill
+    assert stopped_runs["not_killed"] is None, stopped_runs["not_killed"]
     assert stopped_runs["chief_ended"] - killed_at < 60
     chief = stopped_runs["chief"]
     assert chief.returncode == 1

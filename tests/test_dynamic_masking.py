@@ -15,7 +15,14 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from _launch import Launched, error_line, final_tensors, run_all, signal_at_checkpoint
+from _launch import (
+    Launched,
+    error_line,
+    final_tensors,
+    finish_killed,
+    run_all,
+    signal_at_checkpoint,
+)
 from _oracle import DATA, REPO
 from _pretraining_data import DROPOUT, write_config, write_records
 
@@ -457,8 +464,9 @@ def test_sigkill_then_rerun_on_another_split_ends_with_the_same_weights(script_f
     cmd = script_args(script_files, out, ("--n_gpus=1", "--train_batch_size=8"))
     killed = Launched(cmd)
     killed_at = signal_at_checkpoint([(killed, out, 12, signal.SIGKILL, 0.05)])[0]
-    killed.finish()
     assert killed_at is not None, "the run ended before it could be killed"
+    _, not_killed = finish_killed(killed, out, 24)
+    assert not_killed is None, not_killed
     # Rerun with accumulation: 1 tower x 4 x 2 micro-batches, the same global batch of 8.
     resumed = run_all([[a for a in cmd if not a.startswith("--train_batch_size")]
                        + ["--train_batch_size=4", "--num_accumulation_steps=2"]])[0]

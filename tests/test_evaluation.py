@@ -173,19 +173,50 @@ def scripts(tsv_data, tmp_path_factory):
         yield runs
 
 
-def test_script_keeps_the_best_checkpoint_after_pruning_and_predicts_with_it(scripts):
+def predict_only(root, out, init_checkpoint):
+    """--do_predict alone, from `init_checkpoint` (a fresh --output_dir: nothing to resume)."""
+    cmd = [sys.executable, SCRIPT, "--task_name=tsv", f"--data_dir={root / 'data'}",
+           f"--vocab_file={VOCAB}", f"--bert_config_file={root / 'bert_config.json'}",
+           f"--output_dir={out}", "--do_predict", f"--init_checkpoint={init_checkpoint}",
+           "--max_seq_length=16", "--n_gpus=2"]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+
+
+def probabilities(out):
+    return np.loadtxt(str(out / "test_results.tsv"), delimiter="\t", ndmin=2)
+
+
+def test_script_keeps_the_best_checkpoint_after_pruning_and_predicts_with_it(scripts, tsv_data,
+                                                                             tmp_path):
+    """The best step is not the last one; test_results.tsv equals a --do_predict run from
+    best/model.ckpt-N and differs from one from the final weights."""
     proc, out = scripts["best"].result()
     assert proc.returncode == 0, proc.stderr[-3000:]
     history = evaluation.read_history(str(out))
     assert [r["step"] for r in history] == [6, 12, 18, 24, 30, 36]  # 36 steps, every 6
     accuracies = [r["eval_accuracy"] for r in history]
     best_step = history[int(np.argmax(accuracies))]["step"]
+    assert best_step < 36  # else the best weights would be the final ones
     best = evaluation.best_checkpoint(str(out))
     assert best.endswith(f"model.ckpt-{best_step}")
     # Pruning kept one checkpoint in output_dir; the best survives in best/.
-    assert len(tf.io.gfile.glob(str(out / "model.ckpt-*.index"))) == 1
+    final = tf.io.gfile.glob(str(out / "model.ckpt-*.index"))
+    assert [os.path.basename(p) for p in final] == ["model.ckpt-36.index"]
     assert "Predicting with the best checkpoint" in proc.stderr
     assert len((out / "predict.txt").read_text().splitlines()) == 20
+    with started_in(tmp_path, {
+            "from_best": lambda o: predict_only(tsv_data, o, best),
+            "from_final": lambda o: predict_only(tsv_data, o, str(out / "model.ckpt-36"))}) \
+            as runs:
+        (from_best, best_out), (from_final, final_out) = (runs[k].result()
+                                                          for k in ("from_best", "from_final"))
+    for run in (from_best, from_final):
+        assert run.returncode == 0, run.stderr[-3000:]
+    ours = probabilities(out)
+    assert ours.shape == (20, 2)
+    np.testing.assert_allclose(ours, probabilities(best_out), atol=1e-6, rtol=0)
+    assert np.abs(ours - probabilities(final_out)).max() > 1e-4
 
 
 PLOT = """

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from _launch import Launched, final_tensors, run_all, signal_at_checkpoint
+from _launch import Launched, final_tensors, finish_killed, run_all, signal_at_checkpoint
 from _oracle import REPO
 from _pretraining_data import DROPOUT, write_config, write_records
 
@@ -85,18 +85,18 @@ def rerun_topology(topology):
 
 @pytest.fixture(scope="module")
 def killed_and_resumed(files, tmp_path_factory):
-    """Per topology: (when it was killed, or None if it ended first; the rerun with
-    rerun_topology; its output_dir). The three runs are killed, then rerun, side by side."""
+    """Per topology: (when it was killed, or None if it ended first; None if the kill landed
+    (`finish_killed`), else what went wrong; the rerun with rerun_topology; its output_dir).
+    The three runs are killed, then rerun, side by side."""
     outs = [str(tmp_path_factory.mktemp("killed")) for _ in TOPOLOGIES]
     killed = [Launched(args(files, out, extra=t)) for out, t in zip(outs, TOPOLOGIES)]
     # Somewhere after step 20: maybe mid-step, maybe mid-save.
     killed_at = signal_at_checkpoint([(k, out, 20, signal.SIGKILL, 0.05)
                                       for k, out in zip(killed, outs)])
-    for k in killed:
-        k.finish()
+    not_killed = [finish_killed(k, out, 60)[1] for k, out in zip(killed, outs)]
     resumed = run_all([args(files, out, extra=rerun_topology(t))
                        for out, t in zip(outs, TOPOLOGIES)])
-    return list(zip(killed_at, resumed, outs))
+    return list(zip(killed_at, not_killed, resumed, outs))
 
 
 @pytest.mark.parametrize("topology", TOPOLOGIES)
@@ -107,8 +107,9 @@ def test_sigkill_then_rerun_ends_with_the_same_weights(killed_and_resumed, unint
     towers x 4, 1 tower x 8 and 1 tower x 4 x 2 micro-batches (a kill, then a rerun with 1 tower
     instead of 2, among them): dropout masks follow the example's position, so that changes
     nothing."""
-    killed_at, resumed, out = killed_and_resumed[TOPOLOGIES.index(topology)]
+    killed_at, not_killed, resumed, out = killed_and_resumed[TOPOLOGIES.index(topology)]
     assert killed_at is not None, "the run ended before it could be killed"
+    assert not_killed is None, not_killed
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "Resumed from" in resumed.stderr and "Input position restored" in resumed.stderr
     assert_same_weights(final_tensors(out), final_tensors(uninterrupted[0]), 60)
@@ -280,8 +281,9 @@ def test_rerun_with_another_global_batch(files, tmp_path):
     half = Launched(args(files, two, steps=30, extra=smaller))
     # Published: the rerun must resume from step 25's own input position, not reposition again.
     killed_at = signal_at_checkpoint([(half, two, 25, signal.SIGKILL, 0)], published=True)[0]
-    half.finish()
     assert killed_at is not None, "the run ended before it could be killed"
+    _, not_killed = finish_killed(half, two, 30)
+    assert not_killed is None, not_killed
     rest = run(args(files, two, steps=30, extra=smaller))
     one_run = one_run.finish()
     assert one_run.returncode == 0, one_run.stderr[-3000:]

@@ -39,22 +39,22 @@ def test_split_batch_consecutive_slices_and_error():
         towers.split_batch(x, 4)
 
 
-def test_average_gradients_dense_sparse_none():
+def test_sum_gradients_dense_sparse_none():
     rng = np.random.RandomState(0)
     dense = [tf.constant(rng.normal(size=[3, 2]).astype(np.float32)) for _ in range(2)]
     sparse = [tf.IndexedSlices(tf.constant(rng.normal(size=[2, 2]).astype(np.float32)),
                                tf.constant(idx), tf.constant([5, 2]))
               for idx in ([1, 3], [3, 4])]
-    out = towers.average_gradients([[dense[0], sparse[0], None, None],
-                                    [dense[1], sparse[1], None, dense[0]]])
-    np.testing.assert_allclose(out[0], (dense[0] + dense[1]) / 2, rtol=1e-6)
+    out = towers.sum_gradients([[dense[0], sparse[0], None, None],
+                                [dense[1], sparse[1], None, dense[0]]])
+    np.testing.assert_allclose(out[0], dense[0] + dense[1], rtol=1e-6)
     assert isinstance(out[1], tf.IndexedSlices)
-    expected = np.zeros([5, 2], np.float32)
+    expected = np.zeros([5, 2], np.float32)  # row 3 is in both towers: applying sums it
     for s in sparse:
         np.add.at(expected, s.indices.numpy(), s.values.numpy())
-    np.testing.assert_allclose(tf.convert_to_tensor(out[1]), expected / 2, rtol=1e-6)
+    np.testing.assert_allclose(tf.convert_to_tensor(out[1]), expected, rtol=1e-6)
     assert out[2] is None
-    np.testing.assert_allclose(out[3], dense[0] / 2, rtol=1e-6)
+    np.testing.assert_allclose(out[3], dense[0], rtol=1e-6)
 
 
 # -- the trainer ----------------------------------------------------------------------------
@@ -115,6 +115,35 @@ def test_towers_and_accumulation_equal_one_device(data, tmp_path, one_device, n_
     assert int(trainer.global_step.numpy()) == 4
     assert max_diff(weights(trainer), weights(reference)) <= 1e-5
     assert np.isfinite(metrics["loss"])
+
+
+def test_summed_tower_gradients_norm_and_loss_equal_one_device(data, tmp_path):
+    """The trainer's sum of the towers' gradients (each tower differentiates its share of the
+    global loss) is the one-device gradient: per variable, and as the logged global norm and
+    loss of the first update, to 1e-6. Adam barely sees a constant factor on the gradients, so
+    the weight comparisons above would not notice a mean taken in place of the sum."""
+    batch = next(iter(input_pipeline.record_dataset(
+        data["files"], features.pretraining_shapes(SEQ, PREDS), 8, True, seed=3)))
+
+    def update_step(n_gpus):
+        cfg = TrainConfig(output_dir=str(tmp_path / str(n_gpus)), train_batch_size=8 // n_gpus,
+                          n_gpus=n_gpus, num_train_steps=4, num_warmup_steps=1,
+                          learning_rate=1e-3)
+        task = BertPretrainer(BertConfig.from_dict(CONFIG))
+        checkpoint.init_from_checkpoint(data["init"], task.named_variables())
+        return training.UpdateStep(task, cfg, towers.tower_devices(n_gpus))
+
+    results = {}
+    for n_gpus in (1, 2):
+        step = update_step(n_gpus)
+        grads, _ = step.towers(batch, step.global_context(batch))
+        results[n_gpus] = ([tf.convert_to_tensor(g).numpy() for g in grads], step(batch))
+    (one, one_metrics), (two, two_metrics) = results[1], results[2]
+    assert max(float(np.abs(a - b).max()) for a, b in zip(one, two)) <= 1e-6
+    norm = float(one_metrics["global_norm"])
+    assert norm > 1e-2  # the tolerance below is far smaller than the norm
+    assert abs(float(two_metrics["global_norm"]) - norm) <= 1e-6 * max(1.0, norm)
+    assert abs(float(two_metrics["loss"]) - float(one_metrics["loss"])) <= 1e-6
 
 
 # -- dropout on: masks keyed by (seed, step, global example position) -----------------------

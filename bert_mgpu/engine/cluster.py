@@ -1,7 +1,7 @@
 """Multi-machine training on TensorFlow's own collective all-reduce.
 
 Each worker process runs the same script with its local towers (`--n_gpus`); after the towers'
-gradients are averaged locally, one all-reduce (TensorFlow's `CollectiveReduceV2`: a gRPC ring
+gradients are summed locally, one all-reduce (TensorFlow's `CollectiveReduceV2`: a gRPC ring
 between CPUs, NCCL between GPUs — the ops `tf.distribute.MultiWorkerMirroredStrategy` uses)
 sums the workers' shares, so every worker applies the same update. No parameter server and no
 protocol of our own: `MultiWorkerMirroredStrategy` is created only to start TensorFlow's

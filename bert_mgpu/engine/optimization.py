@@ -26,7 +26,7 @@ Typical use inside one `tf.function` train step::
     opt.build(named_variables)                       # eagerly, before tracing
     global_step = create_global_step()
     ...
-    grads, _ = clip_by_global_norm(averaged_grads, clip_norm=1.0)
+    grads, _ = clip_by_global_norm(summed_grads, clip_norm=1.0)
     opt.apply_gradients(grads, global_step)
     global_step.assign_add(1)
 """
@@ -419,7 +419,8 @@ def clip_by_global_norm(grads: Union[Sequence[Gradient], Mapping[str, Gradient]]
                         ) -> Tuple[Union[List[Gradient], Dict[str, Gradient]], tf.Tensor]:
     """Scales all gradients by `clip_norm / max(global_norm, clip_norm)` (`tf.clip_by_global_norm`).
 
-    The caller applies it once, after tower averaging (Google clipped at 1.0 before the update).
+    The caller applies it once, after the towers are summed (Google clipped at 1.0 before the
+    update).
 
     Args:
       grads: list/tuple or name -> gradient mapping; entries are float Tensors,

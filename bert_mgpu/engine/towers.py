@@ -1,10 +1,10 @@
-"""In-graph towers: devices, batch splitting and gradient averaging. Knows nothing of BERT.
+"""In-graph towers: devices, batch splitting and gradient summing. Knows nothing of BERT.
 
 The multi-GPU fork of Google's BERT replicated the model as "towers" in one graph: every tower
 runs the same model (shared variables) on its slice of the batch on its own GPU; the towers'
-gradients are combined (`sum_gradients` of loss shares, or the fork's `average_gradients`) and
-applied once. Here the traced `tf.function` of a train step is that
-one graph.
+gradients are summed (`sum_gradients`: each tower differentiates its share of the global loss,
+where the fork averaged per-tower means) and applied once. Here the traced `tf.function` of a
+train step is that one graph.
 
 Devices: tower `i` runs on visible GPU `i % n_visible`, so more towers than GPUs is allowed
 (several towers share a GPU, which raises utilisation for short sequences). Without a GPU the CPU
@@ -103,17 +103,6 @@ def sum_gradients(tower_grads: Sequence[Sequence]) -> List:
       concatenated: applying it sums duplicate rows); mixed dense/sparse is densified; None stays
       None only if every tower has None (a None next to real gradients counts as zero).
     """
-    return _combine(tower_grads, 1.0)
-
-
-def average_gradients(tower_grads: Sequence[Sequence]) -> List:
-    """The mean over towers of their gradients (as `sum_gradients`, divided by the number of
-    towers): the multi-GPU fork's rule when every tower's loss is the mean over its own slice.
-    """
-    return _combine(tower_grads, 1.0 / len(tower_grads) if tower_grads else 1.0)
-
-
-def _combine(tower_grads: Sequence[Sequence], scale: float) -> List:
     n = len(tower_grads)
     if n == 0:
         raise ValueError("no towers")
@@ -125,14 +114,12 @@ def _combine(tower_grads: Sequence[Sequence], scale: float) -> List:
         if not present:
             combined.append(None)
         elif all(isinstance(g, tf.IndexedSlices) for g in present):
-            values = tf.concat([g.values for g in present], axis=0)
             combined.append(tf.IndexedSlices(
-                values=values * scale if scale != 1.0 else values,
+                values=tf.concat([g.values for g in present], axis=0),
                 indices=tf.concat([g.indices for g in present], axis=0),
                 dense_shape=present[0].dense_shape))
         else:
-            total = tf.add_n([tf.convert_to_tensor(g) for g in present])
-            combined.append(total * scale if scale != 1.0 else total)
+            combined.append(tf.add_n([tf.convert_to_tensor(g) for g in present]))
     return combined
 
 
@@ -156,7 +143,7 @@ def make_tower_grad_fn(tower_fn: Callable, variables: Sequence[tf.Variable],
     Returns:
       grad_fn(shard, loss_scale, *args): loss_scale is a float scalar the loss is multiplied by
       before differentiation (1.0 without mixed precision); the returned gradients are *scaled*,
-      the caller unscales once after averaging. Call it under the tower's device scope.
+      the caller unscales once after summing. Call it under the tower's device scope.
     """
     variables = list(variables)
 

@@ -6,10 +6,10 @@ gradients are summed, unscaled (fp16), clipped by global norm and applied once, 
 `global_step` is incremented. With `--num_accumulation_steps=K` the global batch is first split
 into K micro-batches whose gradients are summed into accumulators, then applied once.
 
-A task (the `tasks.Task` protocol) supplies the normalisers of the whole global batch
-(`context`) and each slice's share of the global loss (`tower_loss`); the trainer sums the
-towers' gradients. Because every normaliser is global, N towers, K micro-steps and one device
-give the same update up to float rounding (tests hold it to 1e-5).
+A task (`contract.Task`: every member the trainer calls) supplies the normalisers of the whole
+global batch (`context`) and each slice's share of the global loss (`tower_loss`); the trainer
+sums the towers' gradients. Because every normaliser is global, N towers, K micro-steps and
+one device give the same update up to float rounding (tests hold it to 1e-5).
 
 The concerns are separate classes: `UpdateStep` (the traced update and accumulation),
 `MicroBatches` (how many micro-batches an update takes), `ResumeState` (checkpoints and input
@@ -37,7 +37,7 @@ from tensorflow.core.framework import summary_pb2
 
 from bert_mgpu.configs.base import TrainConfig
 from bert_mgpu.data import input_pipeline
-from bert_mgpu.engine import checkpoint, optimization, towers
+from bert_mgpu.engine import checkpoint, contract, optimization, towers
 from bert_mgpu.engine import cluster as cluster_lib
 from bert_mgpu.model import modeling
 from bert_mgpu.progress import format_duration
@@ -141,7 +141,8 @@ class UpdateStep:
     Calling it runs one update on a global batch; everything inside is traced.
     """
 
-    def __init__(self, task, cfg: TrainConfig, devices, cluster=None, lr_multipliers=None):
+    def __init__(self, task: contract.Task, cfg: TrainConfig, devices, cluster=None,
+                 lr_multipliers=None):
         self.task, self.cfg, self.devices, self.cluster = task, cfg, list(devices), cluster
         self.variables = task.named_variables()
         self._names = list(self.variables)
@@ -185,7 +186,7 @@ class UpdateStep:
         self._accumulate = tf.function(self._accumulate_impl)
         self._apply_accumulated = tf.function(self._apply_accumulated_impl)
 
-    def _task_of(self, route):
+    def _task_of(self, route) -> contract.TrainingLoss:
         """The task whose loss a batch trains: the task, or for a routed (multi-task) batch
         `task.routes[route]` (see `__call__`)."""
         return self.task if route is None else self.task.routes[route]
@@ -333,11 +334,12 @@ class UpdateStep:
           dict: the task's metrics of the global batch, `learning_rate`, `global_norm`,
           `finite`, `stop` (some worker asked to stop).
 
-        A task with a `route(features)` method (tasks.MultiTaskClassifier) says which of its
-        `routes` a batch trains; the update is traced once per route, so the variables that
-        route does not use get no gradient and are not updated at all.
+        The task's `route(features)` says which of its `routes` a batch trains (None: its own
+        loss; tasks.MultiTaskClassifier has one route per task); the update is traced once per
+        route, so the variables that route does not use get no gradient and are not updated at
+        all.
         """
-        route = self.task.route(features) if hasattr(self.task, "route") else None
+        route = self.task.route(features)
         stop = tf.constant(1.0 if stop else 0.0)
         k = num_micro_batches or self.cfg.num_accumulation_steps
         if k == 1:
@@ -487,7 +489,7 @@ class ResumeState:
             return self.skip_records
         # A routed (multi-task) run's input batches are one task's each, the task drawn per
         # step: re-cut, they would no longer be one step's task (or would mix tasks).
-        routed = hasattr(self.update.task, "route")
+        routed = bool(self.update.task.routes)
         if self.num_workers > 1 or recipe["workers"] > 1 or self.cfg.batch_ramp_steps or routed:
             raise ValueError(
                 f"{self.cfg.output_dir}: the checkpoint at step {step} was trained with input "
@@ -599,11 +601,12 @@ class Trainer:
     logs: `UpdateStep` (the traced update), `ResumeState` (checkpoints, input positions) and
     the loop below (logging, summaries, signals), plus evaluation and prediction."""
 
-    def __init__(self, task, cfg: TrainConfig, devices, cluster=None, lr_multipliers=None):
+    def __init__(self, task: contract.Task, cfg: TrainConfig, devices, cluster=None,
+                 lr_multipliers=None):
         """Builds the optimizer and the step functions (no tracing yet).
 
         Args:
-          task: a `tasks.Task`.
+          task: a `contract.Task` (tasks.base.BertTask gives its optional members).
           cfg: `TrainConfig`.
           devices: one device name per tower (`towers.setup_devices(cfg.n_gpus)`).
           cluster: a `cluster.Cluster` for multi-worker training, or None.

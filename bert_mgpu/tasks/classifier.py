@@ -164,6 +164,8 @@ class BertRegressor(_LinearHeadTask):
     set: FullEvaluation).
     """
 
+    needs_predictions = True
+
     def __init__(self, config, compute_dtype=tf.float32, classifier_input: str = "pooled",
                  encoder: Optional[modeling.BertModel] = None, scope: str = ""):
         super().__init__(config, 1, compute_dtype, classifier_input, encoder, scope)
@@ -191,8 +193,7 @@ class BertRegressor(_LinearHeadTask):
             sums["sum_xy"])
         return result
 
-    @staticmethod
-    def prediction_metrics(outputs: Mapping[str, np.ndarray]) -> Dict[str, float]:
+    def prediction_metrics(self, outputs: Mapping[str, np.ndarray]) -> Dict[str, float]:
         """`eval_spearman` (and `eval_pearson`, the same as from the moments) from `predict`
         over the whole dev set."""
         scores, labels = outputs["predictions"], outputs["label_values"]
@@ -458,9 +459,9 @@ class FullEvaluation:
 
     def evaluate(self, dataset, max_steps: Optional[int] = None) -> dict:
         result = self._trainer.evaluate(dataset, max_steps)
-        prediction_metrics = getattr(self._trainer.task, "prediction_metrics", None)
-        if prediction_metrics is not None and result:
+        task = self._trainer.task
+        if task.needs_predictions and result:
             if max_steps is not None:
                 dataset = dataset.take(max_steps)
-            result.update(prediction_metrics(self._trainer.predict(dataset)))
+            result.update(task.prediction_metrics(self._trainer.predict(dataset)))
         return result

@@ -13,7 +13,7 @@ from bert_mgpu.data import multitask as multitask_data
 from bert_mgpu.engine import evaluation
 from bert_mgpu.model import modeling
 from bert_mgpu.model.head_spec import head_scope
-from bert_mgpu.tasks.base import Tensors, fine_tuning_trainer, make_tokenizer
+from bert_mgpu.tasks.base import BertTask, Tensors, fine_tuning_trainer, make_tokenizer
 from bert_mgpu.tasks.classifier import (
     BertClassifier,
     FullEvaluation,
@@ -27,7 +27,7 @@ from bert_mgpu.tasks.classifier import (
 )
 
 
-class MultiTaskClassifier(tf.Module):
+class MultiTaskClassifier(BertTask, tf.Module):
     """Several classifier tasks on one encoder: `tasks[i]` (a `BertClassifier`, `BertRegressor`
     or `BertMultiLabelClassifier` built with `encoder=` this model's `bert` and
     `scope=head_scope(labels[i])`) owns the head `task_<label>/output_weights`,

@@ -12,10 +12,16 @@ from bert_mgpu.data import input_pipeline
 from bert_mgpu.engine import evaluation
 from bert_mgpu.engine.job import Job, start_job
 from bert_mgpu.model import heads, modeling
-from bert_mgpu.tasks.base import Tensors, fine_tuning_trainer, make_tokenizer, ratio
+from bert_mgpu.tasks.base import (
+    BertTask,
+    Tensors,
+    fine_tuning_trainer,
+    make_tokenizer,
+    ratio,
+)
 
 
-class TaggingTask(tf.Module):
+class TaggingTask(BertTask, tf.Module):
     """Token classification (run_ner.py): `BertModel` + `TokenTaggingHead`.
 
     Records (data/ner_data.py) carry `label_ids` and `label_weights` [B, S]: weight 1.0 on the

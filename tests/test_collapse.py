@@ -39,6 +39,26 @@ def crafted(task, name):
     return task
 
 
+class Watched:
+    """A trainer watched as the fine-tuning jobs watch theirs: its evaluation (FullEvaluation)
+    checked by a CollapseWatch, its training recorded by the watch's on_step and judged at the
+    end."""
+
+    def __init__(self, trainer):
+        self.trainer = trainer
+        self.watch = evaluation.CollapseWatch(trainer.cfg, trainer.global_step)
+
+    def evaluate(self, dataset):
+        return self.watch.check(FullEvaluation(self.trainer).evaluate(dataset))
+
+    def train(self, dataset):
+        self.trainer.train(dataset, on_step=self.watch.on_step())
+        self.watch.after_training()
+
+    def predict(self, dataset):
+        return self.trainer.predict(dataset)
+
+
 def batches(values, batch_size=3):
     return tf.data.Dataset.from_tensor_slices(values).batch(batch_size)
 
@@ -81,7 +101,7 @@ def test_classifier_predicting_one_class_warns_and_says_so_in_its_results(tmp_pa
     """A model whose every dev prediction is class 0 (of 2; the dev labels alternate):
     eval_predicted_classes = 1, accuracy at the majority rate, and a warning naming it and
     what to try (with Google's optimizer: --adam_bias_correction first)."""
-    watch = evaluation.CollapseWatch(
+    watch = Watched(
         trainer_for(ClassifierFromLogits(CONFIG, 2), tmp_path, adam_bias_correction=False,
                     learning_rate=5e-5))
     result = watch.evaluate(batches(classifier_data([[2.0, -1.0]] * 7)))
@@ -100,7 +120,7 @@ def test_classifier_predicting_one_class_warns_and_says_so_in_its_results(tmp_pa
 
 
 def test_healthy_classifier_does_not_warn(tmp_path, warnings):
-    watch = evaluation.CollapseWatch(trainer_for(ClassifierFromLogits(CONFIG, 2), tmp_path))
+    watch = Watched(trainer_for(ClassifierFromLogits(CONFIG, 2), tmp_path))
     logits = [[2.0, -1.0], [-1.0, 2.0]] * 3 + [[-1.0, 2.0]]
     result = watch.evaluate(batches(classifier_data(logits)))
     assert result[collapse.PREDICTED_CLASSES] == 2 and warnings == []
@@ -109,7 +129,7 @@ def test_healthy_classifier_does_not_warn(tmp_path, warnings):
 def test_advice_leaves_out_what_the_run_already_did(tmp_path, warnings):
     """With bias-corrected Adam (the fine-tuning default) the advice is the learning rate and
     the epochs."""
-    watch = evaluation.CollapseWatch(
+    watch = Watched(
         trainer_for(ClassifierFromLogits(CONFIG, 2), tmp_path, adam_bias_correction=True,
                     learning_rate=2e-5))
     watch.evaluate(batches(classifier_data([[-3.0, 1.0]] * 5)))
@@ -127,7 +147,7 @@ def test_regression_constant_predictions(tmp_path, warnings):
         warnings.clear()
         data = {"scores": np.array(scores, np.float32)[:, None], "label_values": labels,
                 "input_ids": np.zeros([5, 4], np.int32)}
-        watch = evaluation.CollapseWatch(FullEvaluation(trainer_for(task, tmp_path)))
+        watch = Watched(trainer_for(task, tmp_path))
         result = watch.evaluate(batches(data, 2))
         assert result[collapse.LABEL_STD] == pytest.approx(math.sqrt(2), rel=1e-9)
         assert result[collapse.PREDICTION_STD] == pytest.approx(np.std(scores), abs=1e-6)
@@ -149,7 +169,7 @@ def test_multilabel_same_label_set_for_every_example(tmp_path, warnings):
         warnings.clear()
         data = {"logits": logits.astype(np.float32), "label_values": truth,
                 "input_ids": np.zeros([4, 4], np.int32)}
-        result = evaluation.CollapseWatch(trainer_for(task, tmp_path)).evaluate(batches(data))
+        result = Watched(trainer_for(task, tmp_path)).evaluate(batches(data))
         assert result[collapse.PREDICTED_LABELS] == labels
         assert result[collapse.CONSTANT_PREDICTIONS] == constant
         assert len(warnings) == constant, warnings
@@ -168,7 +188,7 @@ def test_tagger_predicting_only_o(tmp_path, warnings):
     data = {"input_ids": rng.randint(1, 50, [n, seq]).astype(np.int32),
             "input_mask": np.ones([n, seq], np.int32), "segment_ids": np.zeros([n, seq], np.int32),
             "label_ids": rng.randint(0, 3, [n, seq]).astype(np.int32), "label_weights": weights}
-    watch = evaluation.CollapseWatch(trainer_for(task, tmp_path))
+    watch = Watched(trainer_for(task, tmp_path))
     task.tagger.output_bias.assign([100.0, 0.0, 0.0])
     result = watch.evaluate(batches(data))
     assert result[collapse.PREDICTED_TAGS] == 1
@@ -225,7 +245,7 @@ def test_flat_training_loss_is_reported(tmp_path, warnings, learning_rate, flat)
     config = CONFIG.replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     task = BertClassifier(config, 2)
     task.classifier.dropout_prob = 0.0
-    watch = evaluation.CollapseWatch(trainer_for(
+    watch = Watched(trainer_for(
         task, tmp_path / "out", steps=30, num_warmup_steps=3,
         learning_rate=learning_rate, adam_bias_correction=True, log_every_n_steps=100))
     watch.train(input_pipeline.record_dataset([str(tmp_path / "train.tf_record")], shapes, 8,

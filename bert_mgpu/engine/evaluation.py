@@ -21,7 +21,7 @@ and the patience counter from the rest, so they continue exactly.
 
 import math
 import os
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Mapping, Optional
 
 import tensorflow as tf
 from absl import logging
@@ -65,12 +65,16 @@ class _Best:
 class PeriodicEvaluator:
     """The `on_step` callback of `Trainer.train` that evaluates every N updates (chief)."""
 
-    def __init__(self, trainer, eval_dataset_fn: Callable[[], tf.data.Dataset],
+    def __init__(self, evaluate: Callable[[], Dict[str, float]],
+                 variables: Mapping[str, tf.Variable], num_train_steps: int,
                  output_dir: str, every_n_steps: int, best_metric: str = "eval_accuracy",
                  keep_best: bool = False, patience: int = 0, is_chief: bool = True):
         """Args:
-          trainer: the `training.Trainer`.
-          eval_dataset_fn: () -> the dev set's batches (every example, once).
+          evaluate: () -> the dev set's results with the model's current weights (the job's
+            evaluation: e.g. `Trainer.evaluate` of the dev batches plus the task's metrics of
+            the predictions); `global_step` among them is not recorded.
+          variables: name -> variable, what the best checkpoint keeps (`Trainer.variables`).
+          num_train_steps: the last update's step, always evaluated.
           output_dir: the run's --output_dir.
           every_n_steps: evaluate when the global step is a multiple of it (and at the end).
           best_metric: the eval_results key that decides the best checkpoint and patience.
@@ -78,7 +82,8 @@ class PeriodicEvaluator:
           patience: stop after this many evaluations without improvement (0: never).
           is_chief: only the chief evaluates and writes (the others only train).
         """
-        self.trainer, self.eval_dataset_fn = trainer, eval_dataset_fn
+        self.evaluate, self.variables = evaluate, variables
+        self.num_train_steps = num_train_steps
         self.output_dir, self.every_n_steps = output_dir, every_n_steps
         self.keep_best, self.patience, self.is_chief = keep_best, patience, is_chief
         self.best = _Best(best_metric)
@@ -109,10 +114,10 @@ class PeriodicEvaluator:
             # The first call follows the first update of this run: it resumed at step - 1.
             self._started = True
             self.restore(step - 1)
-        last = step == self.trainer.cfg.num_train_steps
+        last = step == self.num_train_steps
         if not self.is_chief or (step % self.every_n_steps and not last):
             return False
-        result = self.trainer.evaluate(self.eval_dataset_fn())
+        result = self.evaluate()
         if self.best.metric not in result:
             raise ValueError(f"--best_metric={self.best.metric} is not an evaluation result; "
                              f"choose one of {', '.join(sorted(result))}")
@@ -172,7 +177,7 @@ class PeriodicEvaluator:
 
     def _save_best(self, step: int, result: Dict) -> None:
         best_dir = os.path.join(self.output_dir, BEST_DIR)
-        prefix = checkpoint.save_checkpoint(best_dir, step, self.trainer.variables,
+        prefix = checkpoint.save_checkpoint(best_dir, step, self.variables,
                                             keep_checkpoint_max=1)
         tmp = os.path.join(self.output_dir, BEST_FILE + ".tmp")
         with tf.io.gfile.GFile(tmp, "w") as f:
@@ -183,65 +188,51 @@ class PeriodicEvaluator:
 
 
 class CollapseWatch:
-    """A fine-tuning trainer whose collapse is never silent (metrics/collapse.py).
+    """Makes a collapsed fine-tuning run never silent (the signs: metrics/collapse.py).
 
-    Wraps the trainer (or a stand-in with its own `evaluate`, as the jobs' evaluations): its
-    `train` records the loss of every update this process makes (an `on_step` around the
-    caller's); its `evaluate` adds `train_loss_change` to the results once the loss can be
-    judged (>= 20 updates, past the warm-up) and logs a warning when the results show a
-    collapse (one class, label set, tag or value for the whole dev set, or a flat loss), naming
-    what to try. The results, with the keys that show it, are what eval_results.txt and
-    eval_history.tsv get. The end of training is checked too (the loss alone), so a run without
-    --do_eval is not silent either. Each warning is logged once. Everything else is the wrapped
-    trainer's.
+    It records the loss of every update this process makes (`on_step`, around the job's own
+    callback), adds `train_loss_change` to evaluation results once the loss can be judged
+    (>= 20 updates, past the warm-up) and logs a warning when results show a collapse (one
+    class, label set, tag or value for the whole dev set, or a flat loss), naming what to try
+    (`check`: what eval_results.txt and eval_history.tsv then get). `after_training` judges the
+    loss alone, so a run without --do_eval is not silent either. Each warning is logged once.
     """
 
-    def __init__(self, trainer, losses: Optional[List[float]] = None):
+    def __init__(self, cfg, global_step: tf.Variable):
         """Args:
-          trainer: a `training.Trainer`, or an object standing in for it (its attributes are
-            the trainer's: `cfg`, `is_chief`).
-          losses: the training losses to judge (shared with another watch: `watching`).
+          cfg: the run's `TrainConfig` (warm-up, optimizer, learning rate: for the advice).
+          global_step: the trainer's step variable (read when judging and in the message).
         """
-        self._trainer = trainer
-        self._losses: List[float] = [] if losses is None else losses
+        self.cfg, self.global_step = cfg, global_step
+        self._losses: List[float] = []
         self._logged: set = set()
 
-    def __getattr__(self, name):
-        return getattr(self._trainer, name)
-
-    def train(self, dataset, on_step=None):
-        """The wrapped `train`, recording each update's loss before `on_step` runs (so that an
-        evaluation in `on_step` judges the loss up to its own step)."""
+    def on_step(self, inner: Optional[Callable] = None) -> Callable:
+        """The `on_step` callback of `Trainer.train`: records the update's loss, then calls
+        `inner(step, outputs)` (the job's, e.g. a PeriodicEvaluator, whose evaluation then
+        judges the loss up to its own step) and returns what it returns."""
         def record(step, outputs):
             self._losses.append(float(outputs["loss"]))
-            return on_step(step, outputs) if on_step is not None else False
+            return inner(step, outputs) if inner is not None else False
+        return record
 
-        metrics = self._trainer.train(dataset, on_step=record)
-        if self._trainer.is_chief:
-            self._warn(collapse.findings(self._loss_result(), len(self._losses)),
-                       "at the end of training")
-        return metrics
-
-    def evaluate(self, *args, **kwargs) -> dict:
-        """The wrapped `evaluate`, checked (see `check`)."""
-        return self.check(self._trainer.evaluate(*args, **kwargs))
-
-    def watching(self, evaluator) -> "CollapseWatch":
-        """`evaluator` (a stand-in for the trainer with its own `evaluate`, e.g. a multi-task
-        run's evaluation of every task) checked against this watch's training losses."""
-        view = CollapseWatch(evaluator, self._losses)
-        view._logged = self._logged
-        return view
+    def after_training(self) -> None:
+        """Warns when the training loss alone shows a collapse (call on the chief)."""
+        self._warn(collapse.findings(self._loss_result(), len(self._losses)),
+                   "at the end of training")
 
     def check(self, result: dict) -> dict:
-        """`result` with `train_loss_change` (when judged); logs what shows a collapse."""
+        """`result` (evaluation results) with `train_loss_change` when judged; logs what shows
+        a collapse."""
         result.update(self._loss_result())
         self._warn(collapse.findings(result, len(self._losses)), "in the evaluation")
         return result
 
+    def _step(self) -> int:
+        return int(self.global_step.numpy())
+
     def _loss_result(self) -> dict:
-        cfg = self._trainer.cfg
-        if int(self._trainer.global_step.numpy()) <= cfg.num_warmup_steps:
+        if self._step() <= self.cfg.num_warmup_steps:
             return {}
         change = collapse.loss_change(self._losses)
         return {} if change is None else {collapse.LOSS_CHANGE: change}
@@ -249,9 +240,8 @@ class CollapseWatch:
     def _warn(self, findings: List[str], where: str) -> None:
         if not findings:
             return
-        message = (f"Fine-tuning looks collapsed {where} at global_step "
-                   f"{int(self._trainer.global_step.numpy())}: {'; '.join(findings)}. "
-                   f"{collapse_advice(self._trainer.cfg)}")
+        message = (f"Fine-tuning looks collapsed {where} at global_step {self._step()}: "
+                   f"{'; '.join(findings)}. {collapse_advice(self.cfg)}")
         if message not in self._logged:
             self._logged.add(message)
             logging.warning("%s", message)

@@ -6,10 +6,10 @@ gradients are summed, unscaled (fp16), clipped by global norm and applied once, 
 `global_step` is incremented. With `--num_accumulation_steps=K` the global batch is first split
 into K micro-batches whose gradients are summed into accumulators, then applied once.
 
-A task (the `tasks.Task` protocol) supplies the normalisers of the whole global batch
-(`context`) and each slice's share of the global loss (`tower_loss`); the trainer sums the
-towers' gradients. Because every normaliser is global, N towers, K micro-steps and one device
-give the same update up to float rounding (tests hold it to 1e-5).
+A task (`contract.Task`: every member the trainer calls) supplies the normalisers of the whole
+global batch (`context`) and each slice's share of the global loss (`tower_loss`); the trainer
+sums the towers' gradients. Because every normaliser is global, N towers, K micro-steps and
+one device give the same update up to float rounding (tests hold it to 1e-5).
 
 The concerns are separate classes: `UpdateStep` (the traced update and accumulation),
 `MicroBatches` (how many micro-batches an update takes), `ResumeState` (checkpoints and input
@@ -22,7 +22,6 @@ checkpoint; the learning-rate schedule is a function of `global_step`, so it res
 SIGHUP/SIGTERM/SIGINT finish the current step, write a checkpoint and return normally.
 """
 
-import copy
 import json
 import os
 import re
@@ -37,7 +36,7 @@ from tensorflow.core.framework import summary_pb2
 
 from bert_mgpu.configs.base import TrainConfig
 from bert_mgpu.data import input_pipeline
-from bert_mgpu.engine import checkpoint, optimization, towers
+from bert_mgpu.engine import checkpoint, contract, optimization, towers
 from bert_mgpu.engine import cluster as cluster_lib
 from bert_mgpu.model import modeling
 from bert_mgpu.progress import format_duration
@@ -141,7 +140,8 @@ class UpdateStep:
     Calling it runs one update on a global batch; everything inside is traced.
     """
 
-    def __init__(self, task, cfg: TrainConfig, devices, cluster=None, lr_multipliers=None):
+    def __init__(self, task: contract.Task, cfg: TrainConfig, devices, cluster=None,
+                 lr_multipliers=None):
         self.task, self.cfg, self.devices, self.cluster = task, cfg, list(devices), cluster
         self.variables = task.named_variables()
         self._names = list(self.variables)
@@ -185,7 +185,7 @@ class UpdateStep:
         self._accumulate = tf.function(self._accumulate_impl)
         self._apply_accumulated = tf.function(self._apply_accumulated_impl)
 
-    def _task_of(self, route):
+    def _task_of(self, route) -> contract.TrainingLoss:
         """The task whose loss a batch trains: the task, or for a routed (multi-task) batch
         `task.routes[route]` (see `__call__`)."""
         return self.task if route is None else self.task.routes[route]
@@ -333,11 +333,12 @@ class UpdateStep:
           dict: the task's metrics of the global batch, `learning_rate`, `global_norm`,
           `finite`, `stop` (some worker asked to stop).
 
-        A task with a `route(features)` method (tasks.MultiTaskClassifier) says which of its
-        `routes` a batch trains; the update is traced once per route, so the variables that
-        route does not use get no gradient and are not updated at all.
+        The task's `route(features)` says which of its `routes` a batch trains (None: its own
+        loss; tasks.MultiTaskClassifier has one route per task); the update is traced once per
+        route, so the variables that route does not use get no gradient and are not updated at
+        all.
         """
-        route = self.task.route(features) if hasattr(self.task, "route") else None
+        route = self.task.route(features)
         stop = tf.constant(1.0 if stop else 0.0)
         k = num_micro_batches or self.cfg.num_accumulation_steps
         if k == 1:
@@ -487,7 +488,7 @@ class ResumeState:
             return self.skip_records
         # A routed (multi-task) run's input batches are one task's each, the task drawn per
         # step: re-cut, they would no longer be one step's task (or would mix tasks).
-        routed = hasattr(self.update.task, "route")
+        routed = bool(self.update.task.routes)
         if self.num_workers > 1 or recipe["workers"] > 1 or self.cfg.batch_ramp_steps or routed:
             raise ValueError(
                 f"{self.cfg.output_dir}: the checkpoint at step {step} was trained with input "
@@ -599,11 +600,12 @@ class Trainer:
     logs: `UpdateStep` (the traced update), `ResumeState` (checkpoints, input positions) and
     the loop below (logging, summaries, signals), plus evaluation and prediction."""
 
-    def __init__(self, task, cfg: TrainConfig, devices, cluster=None, lr_multipliers=None):
+    def __init__(self, task: contract.Task, cfg: TrainConfig, devices, cluster=None,
+                 lr_multipliers=None):
         """Builds the optimizer and the step functions (no tracing yet).
 
         Args:
-          task: a `tasks.Task`.
+          task: a `contract.Task` (tasks.base.BertTask gives its optional members).
           cfg: `TrainConfig`.
           devices: one device name per tower (`towers.setup_devices(cfg.n_gpus)`).
           cluster: a `cluster.Cluster` for multi-worker training, or None.
@@ -618,16 +620,43 @@ class Trainer:
         self.update = UpdateStep(task, cfg, devices, cluster, lr_multipliers)
         self.micro = MicroBatches(cfg)
         self.state = ResumeState(cfg, self.update, self.micro, cluster)
-        self.variables = self.update.variables
-        self.global_step = self.update.global_step
-        self.optimizer = self.update.optimizer
-        self.loss_scale = self.update.loss_scale
-        self.step = self.update
-        self.restore_or_initialize = self.state.restore_or_initialize
-        self.save = self.state.save
-        self.checkpoint_tensors = self.update.checkpoint_tensors
-        self._eval_step = tf.function(task.eval_sums)
-        self._predict_step = tf.function(task.predict)
+        # task -> its traced (eval_sums, predict): the trained task's, or one a multi-task
+        # model is evaluated by (`evaluate(..., task=)`).
+        self._traced: Dict[int, tuple] = {}
+
+    # -- what the jobs and tests use of the parts ------------------------------------------------
+
+    @property
+    def variables(self) -> Dict[str, tf.Variable]:
+        """The task's variables by Google's name."""
+        return self.update.variables
+
+    @property
+    def global_step(self) -> tf.Variable:
+        return self.update.global_step
+
+    @property
+    def loss_scale(self) -> tf.Variable:
+        """fp16's dynamic loss scale (1.0 otherwise)."""
+        return self.update.loss_scale
+
+    def step(self, features, stop: bool = False,
+             num_micro_batches: Optional[int] = None) -> Dict[str, tf.Tensor]:
+        """One update on a global batch: `UpdateStep.__call__`."""
+        return self.update(features, stop=stop, num_micro_batches=num_micro_batches)
+
+    def checkpoint_tensors(self) -> Dict[str, tf.Variable]:
+        """Everything a checkpoint holds, under Google's names."""
+        return self.update.checkpoint_tensors()
+
+    def restore_or_initialize(self) -> int:
+        """Restores the newest checkpoint of output_dir, else initialises (--init_checkpoint);
+        returns the global step. For a job that evaluates or predicts without training."""
+        return self.state.restore_or_initialize()
+
+    def save(self, input_checkpoint: Optional[tf.train.Checkpoint] = None) -> Optional[str]:
+        """Writes a checkpoint (chief) and this worker's input position: `ResumeState.save`."""
+        return self.state.save(input_checkpoint)
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -783,15 +812,13 @@ class Trainer:
 
     # -- evaluation and prediction --------------------------------------------------------------
 
-    def with_task(self, task) -> "Trainer":
-        """This trainer (same variables, step, devices and config) evaluating and predicting
-        `task`, a task over some of its variables: one task of a multi-task model
-        (tasks.MultiTaskClassifier.tasks)."""
-        view = copy.copy(self)
-        view.task = task
-        view._eval_step = tf.function(task.eval_sums)
-        view._predict_step = tf.function(task.predict)
-        return view
+    def _traced_steps(self, task: Optional[contract.Task]):
+        """(task, traced eval_sums, traced predict) of `task`, by default the trained one."""
+        task = self.task if task is None else task
+        if id(task) not in self._traced:
+            self._traced[id(task)] = (task, tf.function(task.eval_sums),
+                                      tf.function(task.predict))
+        return self._traced[id(task)]
 
     def trim(self, features):
         """`features` without the padding past its longest example, rounded up to
@@ -814,29 +841,36 @@ class Trainer:
             index = features.pop(input_pipeline.EXAMPLE_INDEX, None)
             yield self.trim(features), index
 
-    def evaluate(self, dataset: tf.data.Dataset, max_steps: Optional[int] = None) -> Dict:
+    def evaluate(self, dataset: tf.data.Dataset, max_steps: Optional[int] = None,
+                 task: Optional[contract.Task] = None) -> Dict:
         """Runs the task's eval over `dataset` (at most `max_steps` batches, all by default) on
-        the first tower's device; returns the task's eval metrics plus `global_step`."""
+        the first tower's device; returns the task's eval metrics plus `global_step`.
+
+        `task`: the trained task by default; else a task over some of its variables (one task
+        of a multi-task model, tasks.MultiTaskClassifier.tasks)."""
+        task, eval_step, _ = self._traced_steps(task)
         totals: Dict[str, np.ndarray] = {}
         with tf.device(self.devices[0]):
             for features, _ in self._batches(dataset, max_steps):
-                for k, v in self._eval_step(features).items():
+                for k, v in eval_step(features).items():
                     totals[k] = totals[k] + v.numpy() if k in totals else v.numpy()
-        result = self.task.eval_metrics(totals) if totals else {}
+        result = task.eval_metrics(totals) if totals else {}
         result["global_step"] = int(self.global_step.numpy())
         return result
 
-    def predict(self, dataset: tf.data.Dataset) -> Dict[str, np.ndarray]:
+    def predict(self, dataset: tf.data.Dataset,
+                task: Optional[contract.Task] = None) -> Dict[str, np.ndarray]:
         """The task's `predict` over every batch of `dataset`, on the first tower's device:
         name -> array concatenated over the batches, in the files' order (a
-        `length_sorted_dataset`'s outputs are put back in it)."""
+        `length_sorted_dataset`'s outputs are put back in it). `task`: as `evaluate`'s."""
+        _, _, predict_step = self._traced_steps(task)
         outputs: Dict[str, list] = {}
         indexes = []
         with tf.device(self.devices[0]):
             for features, index in self._batches(dataset):
                 if index is not None:
                     indexes.append(index.numpy())
-                for name, value in self._predict_step(features).items():
+                for name, value in predict_step(features).items():
                     outputs.setdefault(name, []).append(value.numpy())
         result = {name: np.concatenate(parts, axis=0) for name, parts in outputs.items()}
         if indexes:

@@ -8,6 +8,10 @@ slice: `context` computes the normalisers of the *global* batch once, and `tower
 the slice's share of the global loss, so the shares add up to the global loss and their
 gradients add up to its gradient.
 
+The engine declares what it calls (engine/contract.py: it cannot import this layer); `Task` here
+adds what the jobs call, and `BertTask` gives the optional members their defaults, so neither
+the engine nor a job probes a task for a member.
+
 Each job has its own module beside this one (pretraining, classifier, multitask, squad, ner,
 features): its Task classes and its job function side by side.
 """
@@ -30,49 +34,49 @@ import tensorflow as tf
 from bert_mgpu import tokenization
 from bert_mgpu.configs.base import ModelFiles, TrainConfig
 from bert_mgpu.data.features import FILE_BATCH_WEIGHT
-from bert_mgpu.engine import training
+from bert_mgpu.engine import contract, training
 from bert_mgpu.engine.job import Job
 from bert_mgpu.model import modeling
 
-Tensors = Dict[str, tf.Tensor]
+Tensors = contract.Tensors
 
 
 @runtime_checkable
-class Task(Protocol):
-    """What the trainer needs of a task. Every method may be traced several times in one graph
-    (once per tower); none creates variables, sets devices or reads flags."""
+class Task(contract.Task, Protocol):
+    """What the trainer and the jobs need of a task: the engine's contract
+    (engine/contract.py: the loss, evaluation and prediction, `routes`/`route`) plus what the
+    jobs' evaluation calls. `BertTask` gives every optional member its default."""
 
-    def named_variables(self) -> Dict[str, tf.Variable]:
-        """Google's variable name -> variable, every variable the task trains or restores."""
+    def prediction_metrics(self, outputs: Mapping[str, np.ndarray]) -> Dict[str, float]:
+        """Evaluation results that no additive sum gives (e.g. a rank correlation), from
+        `predict`'s outputs over the whole dev set (`Trainer.predict`); {} for most tasks.
+        Only called when `needs_predictions` is True (it costs a second pass over the dev
+        set)."""
 
-    def context(self, features: Mapping[str, tf.Tensor]) -> Tensors:
-        """Normalisers of a global batch: float32 scalars, additive (a multi-worker job sums
-        them over the workers before any tower runs)."""
-
-    def tower_loss(self, features: Mapping[str, tf.Tensor], context: Tensors,
-                   training: bool = True) -> Dict:
-        """One slice's share of the global loss.
-
-        Returns:
-          dict: `loss`, a float32 scalar such that the sum over the slices of a global batch is
-          the global batch's loss; `sums`, additive float32 statistics for `metrics`.
-        """
-
-    def metrics(self, sums: Tensors, context: Tensors) -> Tensors:
-        """What the training log shows for a global batch (at least `loss`), from the summed
-        `sums` of its slices."""
-
-    def eval_sums(self, features: Mapping[str, tf.Tensor]) -> Tensors:
-        """Additive statistics of one evaluation batch (no dropout)."""
-
-    def eval_metrics(self, sums: Mapping[str, np.ndarray]) -> Dict[str, float]:
-        """The evaluation results (what eval_results.txt holds) from summed `eval_sums`."""
-
-    def predict(self, features: Mapping[str, tf.Tensor]) -> Tensors:
-        """Named outputs of one batch, each with the batch as its first dimension."""
+    # True when `prediction_metrics` gives results: the dev set is then also predicted.
+    needs_predictions: bool
 
 
-class MeanOverExamples:
+class BertTask:
+    """The defaults of `Task`'s optional members, for tasks on BERT's features: one loss (no
+    routes) and no results from predictions. A task class derives from it (before
+    `tf.Module`) and overrides what it has."""
+
+    routes: Sequence[contract.TrainingLoss] = ()
+    needs_predictions: bool = False
+
+    def route(self, features: Mapping[str, tf.Tensor]) -> Optional[int]:
+        """None: every batch trains the task's own loss."""
+        del features
+        return None
+
+    def prediction_metrics(self, outputs: Mapping[str, np.ndarray]) -> Dict[str, float]:
+        del outputs
+        return {}
+
+
+
+class MeanOverExamples(BertTask):
     """For tasks whose loss is the mean over the global batch's examples of a per-example loss
     (`per_example_loss(features, training)`, float32 [B]): each slice returns its sum divided
     by the global example count."""

@@ -4,7 +4,7 @@ regression and multi-label heads, and the job that fine-tunes, evaluates and pre
 
 import dataclasses
 import os
-from typing import Dict, Mapping, Optional, Sequence
+from typing import Callable, Dict, Mapping, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -19,6 +19,7 @@ from bert_mgpu.metrics import collapse
 from bert_mgpu.model import heads, modeling
 from bert_mgpu.tasks.base import (
     MeanOverExamples,
+    Task,
     Tensors,
     class_names,
     estimator_loss_sums,
@@ -179,6 +180,8 @@ class BertRegressor(_LinearHeadTask):
     set: FullEvaluation).
     """
 
+    needs_predictions = True
+
     def __init__(self, config, compute_dtype=tf.float32, classifier_input: str = "pooled",
                  encoder: Optional[modeling.BertModel] = None, scope: str = ""):
         super().__init__(config, 1, compute_dtype, classifier_input, encoder, scope)
@@ -209,8 +212,7 @@ class BertRegressor(_LinearHeadTask):
                                                sums["sum_xx"], sums["sum_y"], sums["sum_yy"]))
         return result
 
-    @staticmethod
-    def prediction_metrics(outputs: Mapping[str, np.ndarray]) -> Dict[str, float]:
+    def prediction_metrics(self, outputs: Mapping[str, np.ndarray]) -> Dict[str, float]:
         """`eval_spearman` (and `eval_pearson`, the same as from the moments) from `predict`
         over the whole dev set."""
         scores, labels = outputs["predictions"], outputs["label_values"]
@@ -350,18 +352,22 @@ def run_classifier(cfg) -> dict:
                               best_metric=cfg.best_metric)
     task = classifier_task(cfg, job, labels)
     log_head_initialisation(cfg, task)
-    trainer = evaluation.CollapseWatch(FullEvaluation(fine_tuning_trainer(job, task, train_cfg)))
+    trainer = fine_tuning_trainer(job, task, train_cfg)
+    watch = evaluation.CollapseWatch(trainer.cfg, trainer.global_step)
     if cfg.do_train:
         trainer.train(job.training_input([train_file], data.shapes, train_cfg),
-                      on_step=_periodic_evaluator(job, trainer, data, splits.get("dev")))
+                      on_step=watch.on_step(job.periodic_evaluator(trainer, lambda: watch.check(
+                          dev_results(cfg, trainer, data, splits["dev"][0])))))
+        if job.chief:
+            watch.after_training()
     else:
         trainer.restore_or_initialize()
     result = {}
     if job.chief and cfg.do_eval:  # evaluation, prediction and their files are the chief's
-        result = evaluate_classifier(cfg, trainer, data, *splits["dev"])
+        result = evaluate_classifier(cfg, trainer, data, *splits["dev"], check=watch.check)
     if job.chief and cfg.do_predict:
         job.weights_for_prediction(trainer, job.cfg.keep_best_checkpoint)
-        predict_classifier(cfg, trainer, task, data, *splits["test"])
+        predict_classifier(cfg, trainer, data, *splits["test"], task=task)
     return result
 
 
@@ -411,39 +417,40 @@ def eval_input(cfg, input_files: Sequence[str], shapes, batch_size: int):
     return input_pipeline.record_dataset(input_files, shapes, batch_size, is_training=False)
 
 
-def _periodic_evaluator(job: Job, trainer, data, dev):
-    """`--eval_every_n_steps`: the trainer's on_step callback (see evaluation.py), or None."""
-    cfg = job.cfg
-    if not cfg.eval_every_n_steps:
-        return None
-    eval_file = dev[0]
-    return evaluation.PeriodicEvaluator(
-        trainer, lambda: eval_input(cfg, [eval_file], data.shapes, cfg.eval_batch_size),
-        cfg.output_dir, cfg.eval_every_n_steps, best_metric=cfg.best_metric,
-        keep_best=cfg.keep_best_checkpoint, patience=cfg.early_stopping_patience,
-        is_chief=job.chief)
+
+def dev_results(cfg, trainer, data, eval_file, task=None) -> dict:
+    """The results of a classifier task (`cfg`: its config; `task`: one task of a multi-task
+    model, else the trained one) on its dev records, the metrics of its predictions included
+    (FullEvaluation)."""
+    return FullEvaluation(trainer, task).evaluate(
+        eval_input(cfg, [eval_file], data.shapes, cfg.eval_batch_size))
 
 
-def evaluate_classifier(cfg, trainer, data, eval_file, num_eval, write: bool = True) -> dict:
-    """The dev set's results (`cfg`: a single task's config); written to its output_dir's
+
+def evaluate_classifier(cfg, trainer, data, eval_file, num_eval, write: bool = True,
+                        task=None, check: Optional[Callable[[dict], dict]] = None) -> dict:
+    """The dev set's results (`cfg`: a single task's config; `task`: as `dev_results`'), after
+    `check` (e.g. CollapseWatch.check) when given; written to its output_dir's
     eval_results.txt unless `write` is False."""
     logging.info("***** Running evaluation: %d examples, batch size %d *****", num_eval,
                  cfg.eval_batch_size)
-    result = trainer.evaluate(eval_input(cfg, [eval_file], data.shapes, cfg.eval_batch_size))
+    result = dev_results(cfg, trainer, data, eval_file, task)
     result["eval_examples"] = num_eval
+    if check is not None:
+        result = check(result)
     if write:
         tf.io.gfile.makedirs(cfg.output_dir)
         training.write_eval_results(os.path.join(cfg.output_dir, "eval_results.txt"), result)
     return result
 
 
-def predict_classifier(cfg, trainer, task, data, predict_file, num_predict) -> None:
-    """test_results.tsv and predict.txt of one task (`cfg`: its config; `task`: its Task, which
-    `trainer` predicts and which writes the files) in its output_dir."""
+def predict_classifier(cfg, trainer, data, predict_file, num_predict, task) -> None:
+    """test_results.tsv and predict.txt of one task (`cfg`: its config; `task`: the trained one,
+    or one task of a multi-task model, which writes its files) in its output_dir."""
     logging.info("***** Running prediction: %d examples, batch size %d *****", num_predict,
                  cfg.predict_batch_size)
     outputs = trainer.predict(eval_input(cfg, [predict_file], data.shapes,
-                                         cfg.predict_batch_size))
+                                         cfg.predict_batch_size), task=task)
     predicted = len(next(iter(outputs.values()))) if outputs else 0
     if predicted != num_predict:
         raise RuntimeError(f"predicted {predicted} of {num_predict} examples")
@@ -476,22 +483,22 @@ def with_dropout_layout(cfg, train_cfg, train_files):
 
 
 class FullEvaluation:
-    """A trainer whose `evaluate` adds the metrics a task computes from every prediction of
-    the dataset (`task.prediction_metrics(trainer.predict(dataset))`, e.g. the regression
-    task's Spearman, which no additive sum gives): a second pass over the dev set, on the
-    chief. Everything else is the wrapped trainer's (training.py is unchanged)."""
+    """The evaluation of a task with the trainer's weights: `Trainer.evaluate`'s additive
+    metrics plus those the task computes from every prediction of the dataset
+    (`task.prediction_metrics(trainer.predict(dataset))`, e.g. the regression task's Spearman,
+    which no additive sum gives): a second pass over the dev set, on the chief, for the tasks
+    that `needs_predictions`."""
 
-    def __init__(self, trainer):
-        self._trainer = trainer
-
-    def __getattr__(self, name):
-        return getattr(self._trainer, name)
+    def __init__(self, trainer: training.Trainer, task: Optional[Task] = None):
+        """`task`: one task of a multi-task model; by default the trained one."""
+        self.trainer = trainer
+        self.task = trainer.task if task is None else task
 
     def evaluate(self, dataset, max_steps: Optional[int] = None) -> dict:
-        result = self._trainer.evaluate(dataset, max_steps)
-        prediction_metrics = getattr(self._trainer.task, "prediction_metrics", None)
-        if prediction_metrics is not None and result:
+        result = self.trainer.evaluate(dataset, max_steps, task=self.task)
+        if self.task.needs_predictions and result:
             if max_steps is not None:
                 dataset = dataset.take(max_steps)
-            result.update(prediction_metrics(self._trainer.predict(dataset)))
+            result.update(self.task.prediction_metrics(
+                self.trainer.predict(dataset, task=self.task)))
         return result

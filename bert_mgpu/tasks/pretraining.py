@@ -9,10 +9,10 @@ from bert_mgpu import tokenization
 from bert_mgpu.data import features, input_pipeline
 from bert_mgpu.engine.job import start_job
 from bert_mgpu.model import heads, modeling
-from bert_mgpu.tasks.base import Tensors, ratio
+from bert_mgpu.tasks.base import BertTask, Tensors, ratio
 
 
-class BertPretrainer(tf.Module):
+class BertPretrainer(BertTask, tf.Module):
     """Google's pretraining model: `BertModel` + masked LM + next sentence.
 
     The masked-LM loss of the global batch is divided by the global sum of `masked_lm_weights`

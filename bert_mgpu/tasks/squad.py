@@ -100,17 +100,21 @@ def run_squad(cfg) -> dict:
         logging.info("  Num steps = %d", train_cfg.num_train_steps)
     job.save_effective_config()
     task = SquadTask(job.bert_config, compute_dtype=job.compute_dtype())
-    trainer = evaluation.CollapseWatch(job.trainer(task, train_cfg))
+    trainer = job.trainer(task, train_cfg)
+    watch = evaluation.CollapseWatch(trainer.cfg, trainer.global_step)
     if cfg.do_train:
         trainer.train(job.training_input(
-            [train.path], squad_data.squad_train_shapes(cfg.model.max_seq_length), train_cfg))
+            [train.path], squad_data.squad_train_shapes(cfg.model.max_seq_length), train_cfg),
+            on_step=watch.on_step())
+        if job.chief:
+            watch.after_training()
     else:
         trainer.restore_or_initialize()
     result = {}
     if job.chief and (cfg.do_predict or cfg.do_eval):
         predictions, null_odds = _predict_squad(job, trainer, tokenizer)
         if cfg.do_eval:
-            result = _evaluate_squad(job, trainer, predictions, null_odds)
+            result = _evaluate_squad(job, trainer, predictions, null_odds, watch)
     return result
 
 
@@ -170,7 +174,8 @@ def _predict_squad(job: Job, trainer, tokenizer):
     return predictions, null_odds
 
 
-def _evaluate_squad(job: Job, trainer, predictions, null_odds) -> dict:
+def _evaluate_squad(job: Job, trainer, predictions, null_odds,
+                    watch: evaluation.CollapseWatch) -> dict:
     """The official evaluate-v1.1.py / evaluate-v2.0.py scores of the predictions (v2.0 as
     Google's README runs it: --na-prob-file null_odds.json, threshold 1.0), to
     eval_results.txt."""
@@ -178,5 +183,5 @@ def _evaluate_squad(job: Job, trainer, predictions, null_odds) -> dict:
     result = dict(squad_metrics.evaluate(
         squad_data.load_squad_json(cfg.predict_file), predictions, v2, null_odds if v2 else None))
     result["global_step"] = int(trainer.global_step.numpy())
-    job.write_eval_results(trainer.check(result))
+    job.write_eval_results(watch.check(result))
     return result

@@ -1,0 +1,70 @@
+"""What the engine needs of a task: every member the trainer calls, declared here.
+
+The engine (training.py) imports nothing from `tasks/` (the layers point down), so the contract
+it trains by lives beside it. `tasks/base.py` builds on it: its `Task` adds what only jobs use
+and its `BertTask` gives the optional members their defaults (no route), so the engine calls
+every member unconditionally and never probes a task with `hasattr`/`getattr`.
+
+Every method may be traced several times in one graph (once per tower); none creates variables,
+sets devices or reads flags.
+"""
+
+from typing import Dict, Mapping, Optional, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+import tensorflow as tf
+
+Tensors = Dict[str, tf.Tensor]
+
+
+@runtime_checkable
+class TrainingLoss(Protocol):
+    """The loss of one update: what a task, or one route of a routed task, trains by.
+
+    For the split of a global batch over towers, micro-batches and workers not to matter, a
+    task never normalises by its own slice: `context` computes the normalisers of the *global*
+    batch once, and `tower_loss` returns the slice's share of the global loss, so the shares add
+    up to the global loss and their gradients add up to its gradient.
+    """
+
+    def context(self, features: Mapping[str, tf.Tensor]) -> Tensors:
+        """Normalisers of a global batch: float32 scalars, additive (a multi-worker job sums
+        them over the workers before any tower runs)."""
+
+    def tower_loss(self, features: Mapping[str, tf.Tensor], context: Tensors,
+                   training: bool = True) -> Dict:
+        """One slice's share of the global loss.
+
+        Returns:
+          dict: `loss`, a float32 scalar such that the sum over the slices of a global batch is
+          the global batch's loss; `sums`, additive float32 statistics for `metrics`.
+        """
+
+    def metrics(self, sums: Tensors, context: Tensors) -> Tensors:
+        """What the training log shows for a global batch (at least `loss`), from the summed
+        `sums` of its slices."""
+
+
+@runtime_checkable
+class Task(TrainingLoss, Protocol):
+    """Everything the trainer calls on the task it trains, evaluates and predicts."""
+
+    # The losses a routed task trains by, one per route (`route`); () when it has none.
+    routes: Sequence[TrainingLoss]
+
+    def named_variables(self) -> Dict[str, tf.Variable]:
+        """Google's variable name -> variable, every variable the task trains or restores."""
+
+    def route(self, features: Mapping[str, tf.Tensor]) -> Optional[int]:
+        """Which of `routes` trains a global batch (called eagerly: it selects the traced
+        update, so the variables other routes own get no gradient), or None: the task's own
+        loss does."""
+
+    def eval_sums(self, features: Mapping[str, tf.Tensor]) -> Tensors:
+        """Additive statistics of one evaluation batch (no dropout)."""
+
+    def eval_metrics(self, sums: Mapping[str, np.ndarray]) -> Dict[str, float]:
+        """The evaluation results (what eval_results.txt holds) from summed `eval_sums`."""
+
+    def predict(self, features: Mapping[str, tf.Tensor]) -> Tensors:
+        """Named outputs of one batch, each with the batch as its first dimension."""

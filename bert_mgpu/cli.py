@@ -116,6 +116,10 @@ _SPECS = {
     "num_accumulation_steps": ("integer", 1, "Micro-batches (each train_batch_size x n_gpus) "
                                              "whose gradients are summed before one update."),
     "use_xla": ("bool", False, "Compile each tower's forward and backward pass with XLA."),
+    "gradient_checkpointing": ("bool", False, "Recompute each encoder layer's activations in "
+                                              "the backward pass instead of keeping them: "
+                                              "less memory for more compute, the same "
+                                              "gradients (dropout masks included)."),
     "precision": ("enum", "fp32", "Activation precision: fp16 uses dynamic loss scaling "
                                   "(non-finite steps are skipped), bf16 none; variables stay "
                                   "fp32.", PRECISIONS),

@@ -81,6 +81,7 @@ def train(data, tmp_path, name, n_gpus, batch, accum=1, steps=4, precision="fp32
     task = BertPretrainer(BertConfig.from_dict(config or CONFIG),
                                 compute_dtype=training.compute_dtype(precision),
                                 next_sentence=next_sentence)
+    task.bert.gradient_checkpointing = cfg.gradient_checkpointing  # as tasks/base.trainer_for
     trainer = training.Trainer(task, cfg, towers.tower_devices(n_gpus))
     dataset = input_pipeline.record_dataset(data["files"], features.pretraining_shapes(SEQ, PREDS),
                                             cfg.global_batch_size, True, seed=3)
@@ -167,6 +168,46 @@ def test_with_dropout_on_towers_and_accumulation_equal_one_device(
     assert max_diff(weights(trainer), reference) <= 1e-5
     # Dropout did act: the run differs from the dropout-off one.
     assert max_diff(reference, weights(one_device[0])) > 1e-4
+
+
+@pytest.mark.parametrize("n_gpus,batch,accum,precision,xla", [
+    (1, 8, 1, "fp32", False), (2, 4, 1, "fp32", False), (1, 4, 2, "fp32", False),
+    (2, 4, 1, "fp16", False), (2, 4, 1, "bf16", False), (2, 4, 1, "fp32", True)])
+def test_gradient_checkpointing_gives_the_same_weights(data, tmp_path, one_device_dropout,
+                                                       n_gpus, batch, accum, precision, xla):
+    """--gradient_checkpointing recomputes each layer in the backward pass: with dropout 0.1
+    the recomputed masks are the forward pass's (position-keyed), so 4 updates end with the
+    weights of the same run without it, whatever the towers, accumulation, precision or XLA."""
+    checkpointed, _ = train(data, tmp_path, "gc", n_gpus, batch, accum, precision=precision,
+                            xla=xla, config=DROPOUT_CONFIG, gradient_checkpointing=True)
+    if (n_gpus, batch, accum, precision, xla) == (1, 8, 1, "fp32", False):
+        reference = one_device_dropout[0]
+    else:
+        reference, _ = train(data, tmp_path, "plain", n_gpus, batch, accum, precision=precision,
+                             xla=xla, config=DROPOUT_CONFIG)
+    assert max_diff(weights(checkpointed), weights(reference)) <= 1e-5
+
+
+def test_gradient_checkpointing_recomputes_the_layers():
+    """The backward pass of a checkpointed encoder runs each layer's forward ops again: its
+    gradient graph holds more matmuls than without (and the same gradients, above)."""
+    config = BertConfig.from_dict(DROPOUT_CONFIG)
+    ids = tf.constant(np.random.RandomState(0).randint(1, 50, [2, SEQ]), tf.int32)
+
+    def matmuls(checkpointing):
+        model = modeling.BertModel(config)
+        model.gradient_checkpointing = checkpointing
+
+        @tf.function
+        def grads():
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(model(ids, training=True).sequence_output)
+            return tape.gradient(loss, list(model.named_variables().values()))
+
+        graph = grads.get_concrete_function().graph
+        return sum(op.type in ("MatMul", "BatchMatMulV2") for op in graph.get_operations())
+
+    assert matmuls(True) > matmuls(False)
 
 
 def test_dropout_stream_is_a_function_of_seed_step_and_position():

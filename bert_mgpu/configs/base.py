@@ -78,6 +78,7 @@ class TrainOptions:
     adam_bias_correction: bool = False
     precision: str = "fp32"
     use_xla: bool = False
+    gradient_checkpointing: bool = False
     clip_norm: float = 1.0
     # How an IndexedSlices gradient counts in the clipped global norm (see
     # optimization.clip_by_global_norm): "dense" (ours) or "values" (Google's TF1 clipping).

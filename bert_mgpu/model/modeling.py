@@ -46,7 +46,7 @@ import collections
 import contextlib
 import math
 import threading
-from typing import Dict, List, Mapping, NamedTuple, Optional
+from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -404,6 +404,54 @@ def parameter_values(variables, values):
         _OVERRIDES.values = previous
 
 
+def recomputed(fn: Callable[[tf.Tensor], tf.Tensor], x: tf.Tensor,
+               variables: Sequence[tf.Variable]) -> tf.Tensor:
+    """fn(x), whose activations are not kept for the backward pass but computed again there
+    (gradient checkpointing, `tf.recompute_grad`): the backward pass keeps `x` and the output
+    only.
+
+    The recomputation is exact: it runs in the forward pass's dropout stream with the same
+    call indices (so the same position-keyed masks) and with the same `parameter_values`, and
+    the weights' values under `parameter_values` (per-device copies) are explicit inputs, so
+    their gradients flow as without checkpointing.
+
+    Args:
+      fn: float Tensor [M, H] -> float Tensor [M, H], reading only `variables` (through
+        `param`) and drawing its dropout from the current stream.
+      x: fn's input.
+      variables: the `tf.Variable`s fn reads.
+    """
+    stream = getattr(_STREAM, "current", None)
+    overrides = getattr(_OVERRIDES, "values", None)
+    first_call = stream.calls if stream is not None else 0
+    copied = [v for v in variables if overrides is not None and v.ref() in overrides]
+    state = {}
+
+    @tf.recompute_grad
+    def run(inputs, *copies):
+        saved_stream = getattr(_STREAM, "current", None)
+        saved_overrides = getattr(_OVERRIDES, "values", None)
+        saved_calls = stream.calls if stream is not None else 0
+        _STREAM.current = stream
+        if overrides is not None:
+            _OVERRIDES.values = {**overrides, **{v.ref(): c for v, c in zip(copied, copies)}}
+        if stream is not None:
+            stream.calls = first_call  # the forward pass's masks, call for call
+        try:
+            out = fn(inputs)
+            state["end_calls"] = stream.calls if stream is not None else 0
+            return out
+        finally:
+            _STREAM.current, _OVERRIDES.values = saved_stream, saved_overrides
+            if stream is not None:
+                stream.calls = saved_calls
+
+    out = run(x, *[overrides[v.ref()] for v in copied])
+    if stream is not None:
+        stream.calls = state["end_calls"]  # the next dropout call continues after fn's
+    return out
+
+
 class ParameterStore:
     """An ordered mapping from Google's variable names to `tf.Variable`s.
 
@@ -457,6 +505,9 @@ class Dense:
             if use_bias else None
         self.activation = activation
 
+    def variables(self) -> List[tf.Variable]:
+        return [self.kernel] + ([self.bias] if self.bias is not None else [])
+
     def __call__(self, x):
         """x: float Tensor [M, in] -> float Tensor [M, out] (rank 2, as Google keeps it)."""
         y = tf.matmul(x, tf.cast(param(self.kernel), x.dtype))
@@ -472,6 +523,9 @@ class LayerNorm:
     def __init__(self, store, scope, width, name="LayerNorm"):
         self.beta = store.add(f"{scope}/{name}/beta", [width], zeros_initializer)
         self.gamma = store.add(f"{scope}/{name}/gamma", [width], ones_initializer)
+
+    def variables(self) -> List[tf.Variable]:
+        return [self.beta, self.gamma]
 
     def __call__(self, x):
         return layer_norm(x, param(self.gamma), param(self.beta))
@@ -530,6 +584,10 @@ class _AttentionBlock:
         self.output = Dense(store, scopes["output"], h, h, r, use_bias=bias)
         self.layer_norm = LayerNorm(store, scopes["norm"][0], h, name=scopes["norm"][1])
 
+    def variables(self) -> List[tf.Variable]:
+        return [v for part in (self.query, self.key, self.value, self.output, self.layer_norm)
+                for v in part.variables()]
+
 
 class _FeedForwardBlock:
     """Feed-forward sub-block: intermediate dense + activation (optionally gated), output
@@ -547,6 +605,10 @@ class _FeedForwardBlock:
         self.output = Dense(store, scopes["output"], i // 2 if self.gated else i, h, r,
                             use_bias=bias)
         self.layer_norm = LayerNorm(store, scopes["norm"][0], h, name=scopes["norm"][1])
+
+    def variables(self) -> List[tf.Variable]:
+        return [v for part in (self.intermediate, self.output, self.layer_norm)
+                for v in part.variables()]
 
     def __call__(self, x):
         """x: float Tensor [M, H] -> float Tensor [M, H] (before dropout and residual)."""
@@ -634,6 +696,9 @@ class BertModel(tf.Module):
         self.layers = self._build_layers(store, encoder, config)
         self.final_layer_norm = LayerNorm(store, encoder, h) if config.pre_layer_norm else None
         self.pooler = Dense(store, f"{scope}/pooler/dense", h, h, r, activation=tf.tanh)
+        # --gradient_checkpointing: training recomputes each layer's activations in the
+        # backward pass instead of keeping them (`recomputed`).
+        self.gradient_checkpointing = False
 
     @staticmethod
     def _build_layers(store, encoder, config):
@@ -809,23 +874,27 @@ class BertModel(tf.Module):
             return dropout(ffn(x), config.hidden_dropout_prob, training,
                            seq_view=(SEQ, config.hidden_size))
 
-        all_layer_outputs = []
-        for index, (attention, ffn) in enumerate(self.layers):
-            layer_input = prev_output
-            first_only = first_token_only and index == len(self.layers) - 1
+        def layer(attention, ffn, layer_input, first_only):
             residual = first_tokens(layer_input) if first_only else layer_input
             if config.pre_layer_norm:
                 attention_output = residual + attend(
                     attention, attention.layer_norm(layer_input), first_only)
-                layer_output = attention_output + feed_forward(
-                    ffn, ffn.layer_norm(attention_output))
+                return attention_output + feed_forward(ffn, ffn.layer_norm(attention_output))
+            attention_output = attention.layer_norm(
+                attend(attention, layer_input, first_only) + residual)
+            return ffn.layer_norm(feed_forward(ffn, attention_output) + attention_output)
+
+        all_layer_outputs = []
+        for index, (attention, ffn) in enumerate(self.layers):
+            first_only = first_token_only and index == len(self.layers) - 1
+            if training and self.gradient_checkpointing:
+                # Only the layer's input and output are kept for the backward pass.
+                prev_output = recomputed(
+                    lambda x, a=attention, f=ffn: layer(a, f, x, False), prev_output,
+                    attention.variables() + ffn.variables())
             else:
-                attention_output = attention.layer_norm(
-                    attend(attention, layer_input, first_only) + residual)
-                layer_output = ffn.layer_norm(feed_forward(ffn, attention_output)
-                                              + attention_output)
-            prev_output = layer_output
-            all_layer_outputs.append(layer_output)
+                prev_output = layer(attention, ffn, prev_output, first_only)
+            all_layer_outputs.append(prev_output)
         if self.final_layer_norm is not None:
             # Pre-LN leaves the residual stream unnormalised: the final LayerNorm gives the
             # output (what the heads and `sequence_output` see).

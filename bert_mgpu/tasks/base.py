@@ -158,6 +158,14 @@ def read_splits(cfg, read: Callable[[str], Any]) -> Dict[str, Any]:
         ("train", cfg.do_train), ("dev", cfg.do_eval), ("test", cfg.do_predict)) if wanted}
 
 
+def trainer_for(job: Job, task, train_cfg: TrainConfig,
+                lr_multipliers: Optional[Mapping[str, float]] = None) -> training.Trainer:
+    """The trainer of a task whose encoder is `task.bert`, with --gradient_checkpointing
+    applied to that encoder."""
+    task.bert.gradient_checkpointing = train_cfg.gradient_checkpointing
+    return job.trainer(task, train_cfg, lr_multipliers)
+
+
 def fine_tuning_trainer(job: Job, task, train_cfg: TrainConfig) -> training.Trainer:
     """The trainer of a fine-tuning task, with --layerwise_lr_decay's learning-rate factors."""
     multipliers = None
@@ -165,4 +173,4 @@ def fine_tuning_trainer(job: Job, task, train_cfg: TrainConfig) -> training.Trai
         multipliers = modeling.layerwise_lr_multipliers(
             task.named_variables(), job.bert_config.num_hidden_layers,
             job.cfg.layerwise_lr_decay)
-    return job.trainer(task, train_cfg, multipliers)
+    return trainer_for(job, task, train_cfg, multipliers)

@@ -13,7 +13,7 @@ from bert_mgpu.engine import evaluation
 from bert_mgpu.engine.job import Job, start_job
 from bert_mgpu.metrics import squad as squad_metrics
 from bert_mgpu.model import heads, modeling
-from bert_mgpu.tasks.base import MeanOverExamples, Tensors, make_tokenizer, ratio
+from bert_mgpu.tasks.base import MeanOverExamples, Tensors, make_tokenizer, ratio, trainer_for
 
 
 class SquadTask(MeanOverExamples, tf.Module):
@@ -100,7 +100,7 @@ def run_squad(cfg) -> dict:
         logging.info("  Num steps = %d", train_cfg.num_train_steps)
     job.save_effective_config()
     task = SquadTask(job.bert_config, compute_dtype=job.compute_dtype())
-    trainer = job.trainer(task, train_cfg)
+    trainer = trainer_for(job, task, train_cfg)
     watch = evaluation.CollapseWatch(trainer.cfg, trainer.global_step)
     if cfg.do_train:
         trainer.train(job.training_input(

@@ -10,9 +10,12 @@ Usage (the fork's launch line works with only task name and paths changed):
     --train_batch_size=12 --learning_rate=2e-5 --num_train_epochs=3 --output_dir=$OUT \
     --warmup_proportion=0.1 --eval_batch_size=8 --n_gpus=6
 
-Tasks: cola, mnli, mrpc, xnli (Google's file layouts), stsb (GLUE's STS-B, a regression) and
-tsv (train/dev/test.tsv with a header; a `label` column, one or two text columns; with
---task_type=regression a number, with --task_type=multilabel comma-separated labels).
+Tasks: cola, mnli, mrpc, xnli (Google's file layouts), stsb (GLUE's STS-B, a regression),
+tsv (train/dev/test.tsv with a header; a `label` column, one or two text columns chosen by name
+or --text_columns; with --task_type=regression a number, with --task_type=multilabel
+comma-separated labels) and your own DataProcessor classes (--processors_file=FILE.py, e.g. the
+fork's HighLevelProcessor for --task_name=high_level). Google's name for this script:
+run_classifier.py.
 --classifier_input chooses what the output layer reads (pooled, cls, mean, cls_last4).
 --train_batch_size is per tower. Writes eval_results.txt (--do_eval), test_results.tsv and
 predict.txt (--do_predict) in --output_dir.

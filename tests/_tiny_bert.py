@@ -19,7 +19,8 @@ def tiny_bert_dir(model_dir, max_position_embeddings=128):
     `model_dir` (a pathlib.Path, created); returns it as a string."""
     model_dir.mkdir(parents=True)
     (model_dir / "vocab.txt").write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
-    config = dict(TINY_CONFIG, max_position_embeddings=max_position_embeddings)
+    config = dict(TINY_CONFIG, vocab_size=len(VOCAB),
+                  max_position_embeddings=max_position_embeddings)
     (model_dir / "bert_config.json").write_text(json.dumps(config))
     checkpoint.write_bundle(str(model_dir / "bert_model.ckpt"),
                             modeling.BertModel(BertConfig(**config)).named_variables())

@@ -277,3 +277,26 @@ def test_sentence_pairs_train_evaluate_predict_and_reuse_features(runs):
     again = run_command([c for c in cmd if not c.startswith(("--do_train", "--do_predict"))])
     assert again.returncode == 0, again.stderr[-3000:]
     assert "Reusing eval features (7 examples)" in again.stderr
+
+
+def test_the_savedmodel_export_serves_the_runs_labels(runs, tmp_path):
+    """export_saved_model.py on the LCQMC run: the pair signature's labels are get_labels()'s
+    (from run_config.json) and its probabilities the run's test_results.tsv."""
+    proc, lcqmc, _ = runs["lcqmc"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = lcqmc / "out"
+    export = run_command([sys.executable, os.path.join(REPO, "export_saved_model.py"),
+                          f"--output_dir={out}", f"--export_dir={tmp_path / 'export'}"])
+    assert export.returncode == 0, export.stderr[-3000:]
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the in-graph tokenizer's ops)
+
+    pairs = [line.split("\t")[:2] for line in
+             (lcqmc / "data" / "test.txt").read_text(encoding="utf-8").splitlines()[1:]]
+    model = tf.saved_model.load(str(tmp_path / "export" / "1"))
+    served = model.signatures["serving_pair"](text_a=tf.constant([a for a, _ in pairs]),
+                                              text_b=tf.constant([b for _, b in pairs]))
+    predicted = [line.strip() for line in (out / "predict.txt").read_text().splitlines()]
+    assert [x.decode() for x in served["label"].numpy()] == predicted  # labels "0"/"1"
+    np.testing.assert_allclose(served["probabilities"].numpy(),
+                               np.loadtxt(out / "test_results.tsv"), atol=1e-5)

@@ -620,9 +620,11 @@ class Trainer:
         self.update = UpdateStep(task, cfg, devices, cluster, lr_multipliers)
         self.micro = MicroBatches(cfg)
         self.state = ResumeState(cfg, self.update, self.micro, cluster)
-        # task -> its traced (eval_sums, predict): the trained task's, or one a multi-task
-        # model is evaluated by (`evaluate(..., task=)`).
-        self._traced: Dict[int, tuple] = {}
+        self._eval_step = tf.function(task.eval_sums)
+        self._predict_step = tf.function(task.predict)
+        # task -> (task, its traced eval_sums, its traced predict): the trained task's, and
+        # those of the tasks a multi-task model is evaluated by (`evaluate(..., task=)`).
+        self._traced: Dict[int, tuple] = {id(task): (task, self._eval_step, self._predict_step)}
 
     # -- what the jobs and tests use of the parts ------------------------------------------------
 

@@ -21,7 +21,8 @@ VOCAB = os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")
 
 
 class FakeTrainer:
-    """What PeriodicEvaluator uses of a Trainer: cfg.num_train_steps, variables, evaluate()."""
+    """A trainer's part in evaluation during training: cfg.num_train_steps, variables and
+    evaluate() (here a given accuracy per call)."""
 
     def __init__(self, accuracies, num_train_steps=100):
         self.cfg = type("Cfg", (), {"num_train_steps": num_train_steps})()
@@ -33,6 +34,13 @@ class FakeTrainer:
         accuracy = self.accuracies[self.calls]
         self.calls += 1
         return {"eval_accuracy": accuracy, "eval_loss": 1.0 - accuracy, "global_step": 0}
+
+
+def periodic(trainer, output_dir, every_n_steps, **kwargs):
+    """The evaluator a job builds (engine/job.py: Job.periodic_evaluator) around `trainer`."""
+    return evaluation.PeriodicEvaluator(lambda: trainer.evaluate(None), trainer.variables,
+                                        trainer.cfg.num_train_steps, output_dir, every_n_steps,
+                                        **kwargs)
 
 
 def drive(evaluator, trainer, steps):
@@ -54,8 +62,7 @@ def test_direction_of_metrics():
 def test_best_checkpoint_history_and_early_stopping(tmp_path):
     # Evaluations every 5 steps: best 0.6 at step 10, then 3 without improvement -> stop at 25.
     trainer = FakeTrainer([0.5, 0.6, 0.55, 0.6, 0.59, 0.9])
-    ev = evaluation.PeriodicEvaluator(trainer, lambda: None, str(tmp_path), 5,
-                                      keep_best=True, patience=3)
+    ev = periodic(trainer, str(tmp_path), 5, keep_best=True, patience=3)
     assert drive(ev, trainer, range(1, 40)) == 25
     history = evaluation.read_history(str(tmp_path))
     assert [r["step"] for r in history] == [5, 10, 15, 20, 25]
@@ -71,8 +78,8 @@ def test_best_checkpoint_history_and_early_stopping(tmp_path):
 
 def test_a_lower_is_better_metric_and_no_stop_at_the_last_step(tmp_path):
     trainer = FakeTrainer([0.5, 0.7, 0.6], num_train_steps=3)
-    ev = evaluation.PeriodicEvaluator(trainer, lambda: None, str(tmp_path), 1,
-                                      best_metric="eval_loss", keep_best=True, patience=1)
+    ev = periodic(trainer, str(tmp_path), 1, best_metric="eval_loss", keep_best=True,
+                  patience=1)
     assert drive(ev, trainer, [1, 2, 3]) is None  # step 3 is the last: nothing to stop
     assert evaluation.best_checkpoint(str(tmp_path)).endswith("model.ckpt-2")
 
@@ -82,21 +89,18 @@ def test_resume_continues_the_best_and_the_patience_exactly(tmp_path):
     it needs, keeps best 0.6 at step 10 with 2 evaluations since, and stops at 25 as the
     uninterrupted run does."""
     first = FakeTrainer([0.5, 0.6, 0.55, 0.6, 0.7])
-    ev = evaluation.PeriodicEvaluator(first, lambda: None, str(tmp_path), 5, keep_best=True,
-                                      patience=3)
+    ev = periodic(first, str(tmp_path), 5, keep_best=True, patience=3)
     assert drive(ev, first, range(1, 24)) is None
     # A rerun from the checkpoint at step 15: the row of step 20 is dropped, then recomputed.
     rerun = FakeTrainer([0.6, 0.59])
-    ev = evaluation.PeriodicEvaluator(rerun, lambda: None, str(tmp_path), 5, keep_best=True,
-                                      patience=3)
+    ev = periodic(rerun, str(tmp_path), 5, keep_best=True, patience=3)
     assert drive(ev, rerun, range(16, 40)) == 25
     assert [r["step"] for r in evaluation.read_history(str(tmp_path))] == [5, 10, 15, 20, 25]
     assert ev.best.step == 10 and ev.best.since == 3
 
 
 def test_unknown_best_metric_is_named(tmp_path):
-    ev = evaluation.PeriodicEvaluator(FakeTrainer([0.5]), lambda: None, str(tmp_path), 1,
-                                      best_metric="eval_f2")
+    ev = periodic(FakeTrainer([0.5]), str(tmp_path), 1, best_metric="eval_f2")
     with pytest.raises(ValueError, match="--best_metric=eval_f2 is not an evaluation result"):
         ev(1, {"loss": 0.0})
 

@@ -21,7 +21,7 @@ and the patience counter from the rest, so they continue exactly.
 
 import math
 import os
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Mapping, Optional
 
 import tensorflow as tf
 from absl import logging
@@ -64,12 +64,16 @@ class _Best:
 class PeriodicEvaluator:
     """The `on_step` callback of `Trainer.train` that evaluates every N updates (chief)."""
 
-    def __init__(self, trainer, eval_dataset_fn: Callable[[], tf.data.Dataset],
+    def __init__(self, evaluate: Callable[[], Dict[str, float]],
+                 variables: Mapping[str, tf.Variable], num_train_steps: int,
                  output_dir: str, every_n_steps: int, best_metric: str = "eval_accuracy",
                  keep_best: bool = False, patience: int = 0, is_chief: bool = True):
         """Args:
-          trainer: the `training.Trainer`.
-          eval_dataset_fn: () -> the dev set's batches (every example, once).
+          evaluate: () -> the dev set's results with the model's current weights (the job's
+            evaluation: e.g. `Trainer.evaluate` of the dev batches plus the task's metrics of
+            the predictions); `global_step` among them is not recorded.
+          variables: name -> variable, what the best checkpoint keeps (`Trainer.variables`).
+          num_train_steps: the last update's step, always evaluated.
           output_dir: the run's --output_dir.
           every_n_steps: evaluate when the global step is a multiple of it (and at the end).
           best_metric: the eval_results key that decides the best checkpoint and patience.
@@ -77,7 +81,8 @@ class PeriodicEvaluator:
           patience: stop after this many evaluations without improvement (0: never).
           is_chief: only the chief evaluates and writes (the others only train).
         """
-        self.trainer, self.eval_dataset_fn = trainer, eval_dataset_fn
+        self.evaluate, self.variables = evaluate, variables
+        self.num_train_steps = num_train_steps
         self.output_dir, self.every_n_steps = output_dir, every_n_steps
         self.keep_best, self.patience, self.is_chief = keep_best, patience, is_chief
         self.best = _Best(best_metric)
@@ -108,10 +113,10 @@ class PeriodicEvaluator:
             # The first call follows the first update of this run: it resumed at step - 1.
             self._started = True
             self.restore(step - 1)
-        last = step == self.trainer.cfg.num_train_steps
+        last = step == self.num_train_steps
         if not self.is_chief or (step % self.every_n_steps and not last):
             return False
-        result = self.trainer.evaluate(self.eval_dataset_fn())
+        result = self.evaluate()
         if self.best.metric not in result:
             raise ValueError(f"--best_metric={self.best.metric} is not an evaluation result; "
                              f"choose one of {', '.join(sorted(result))}")
@@ -171,7 +176,7 @@ class PeriodicEvaluator:
 
     def _save_best(self, step: int, result: Dict) -> None:
         best_dir = os.path.join(self.output_dir, BEST_DIR)
-        prefix = checkpoint.save_checkpoint(best_dir, step, self.trainer.variables,
+        prefix = checkpoint.save_checkpoint(best_dir, step, self.variables,
                                             keep_checkpoint_max=1)
         tmp = os.path.join(self.output_dir, BEST_FILE + ".tmp")
         with tf.io.gfile.GFile(tmp, "w") as f:

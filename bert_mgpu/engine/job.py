@@ -10,7 +10,7 @@ alone writes the effective config and the results. A new job is: a script, a fla
 
 import dataclasses
 import os
-from typing import Any, List, Mapping, Optional, Sequence
+from typing import Any, Callable, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 from absl import logging
@@ -60,6 +60,21 @@ class Job:
             num_shards=self.num_workers,
             shard_index=self.cluster.task_index if self.cluster is not None else 0,
             masking=masking, group_by_length=train_cfg.group_by_length)
+
+    def periodic_evaluator(self, trainer: training.Trainer, evaluate: Callable[[], dict],
+                           best_metric: Optional[str] = None
+                           ) -> Optional[evaluation.PeriodicEvaluator]:
+        """`--eval_every_n_steps`: the `on_step` callback of `trainer.train` that runs
+        `evaluate` (the job's dev-set evaluation) every N updates and keeps the best checkpoint
+        by `best_metric` (default --best_metric); None without the flag."""
+        cfg = self.cfg
+        if not cfg.eval_every_n_steps:
+            return None
+        return evaluation.PeriodicEvaluator(
+            evaluate, trainer.variables, trainer.cfg.num_train_steps, cfg.output_dir,
+            cfg.eval_every_n_steps, best_metric=best_metric or cfg.best_metric,
+            keep_best=cfg.keep_best_checkpoint, patience=cfg.early_stopping_patience,
+            is_chief=self.chief)
 
     def weights_for_prediction(self, trainer) -> None:
         """With --keep_best_checkpoint, loads the kept best model into `trainer` (else the

@@ -22,7 +22,6 @@ checkpoint; the learning-rate schedule is a function of `global_step`, so it res
 SIGHUP/SIGTERM/SIGINT finish the current step, write a checkpoint and return normally.
 """
 
-import copy
 import json
 import os
 import re
@@ -621,16 +620,45 @@ class Trainer:
         self.update = UpdateStep(task, cfg, devices, cluster, lr_multipliers)
         self.micro = MicroBatches(cfg)
         self.state = ResumeState(cfg, self.update, self.micro, cluster)
-        self.variables = self.update.variables
-        self.global_step = self.update.global_step
-        self.optimizer = self.update.optimizer
-        self.loss_scale = self.update.loss_scale
-        self.step = self.update
-        self.restore_or_initialize = self.state.restore_or_initialize
-        self.save = self.state.save
-        self.checkpoint_tensors = self.update.checkpoint_tensors
         self._eval_step = tf.function(task.eval_sums)
         self._predict_step = tf.function(task.predict)
+        # task -> (task, its traced eval_sums, its traced predict): the trained task's, and
+        # those of the tasks a multi-task model is evaluated by (`evaluate(..., task=)`).
+        self._traced: Dict[int, tuple] = {id(task): (task, self._eval_step, self._predict_step)}
+
+    # -- what the jobs and tests use of the parts ------------------------------------------------
+
+    @property
+    def variables(self) -> Dict[str, tf.Variable]:
+        """The task's variables by Google's name."""
+        return self.update.variables
+
+    @property
+    def global_step(self) -> tf.Variable:
+        return self.update.global_step
+
+    @property
+    def loss_scale(self) -> tf.Variable:
+        """fp16's dynamic loss scale (1.0 otherwise)."""
+        return self.update.loss_scale
+
+    def step(self, features, stop: bool = False,
+             num_micro_batches: Optional[int] = None) -> Dict[str, tf.Tensor]:
+        """One update on a global batch: `UpdateStep.__call__`."""
+        return self.update(features, stop=stop, num_micro_batches=num_micro_batches)
+
+    def checkpoint_tensors(self) -> Dict[str, tf.Variable]:
+        """Everything a checkpoint holds, under Google's names."""
+        return self.update.checkpoint_tensors()
+
+    def restore_or_initialize(self) -> int:
+        """Restores the newest checkpoint of output_dir, else initialises (--init_checkpoint);
+        returns the global step. For a job that evaluates or predicts without training."""
+        return self.state.restore_or_initialize()
+
+    def save(self, input_checkpoint: Optional[tf.train.Checkpoint] = None) -> Optional[str]:
+        """Writes a checkpoint (chief) and this worker's input position: `ResumeState.save`."""
+        return self.state.save(input_checkpoint)
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -786,15 +814,13 @@ class Trainer:
 
     # -- evaluation and prediction --------------------------------------------------------------
 
-    def with_task(self, task) -> "Trainer":
-        """This trainer (same variables, step, devices and config) evaluating and predicting
-        `task`, a task over some of its variables: one task of a multi-task model
-        (tasks.MultiTaskClassifier.tasks)."""
-        view = copy.copy(self)
-        view.task = task
-        view._eval_step = tf.function(task.eval_sums)
-        view._predict_step = tf.function(task.predict)
-        return view
+    def _traced_steps(self, task: Optional[contract.Task]):
+        """(task, traced eval_sums, traced predict) of `task`, by default the trained one."""
+        task = self.task if task is None else task
+        if id(task) not in self._traced:
+            self._traced[id(task)] = (task, tf.function(task.eval_sums),
+                                      tf.function(task.predict))
+        return self._traced[id(task)]
 
     def trim(self, features):
         """`features` without the padding past its longest example, rounded up to
@@ -817,29 +843,36 @@ class Trainer:
             index = features.pop(input_pipeline.EXAMPLE_INDEX, None)
             yield self.trim(features), index
 
-    def evaluate(self, dataset: tf.data.Dataset, max_steps: Optional[int] = None) -> Dict:
+    def evaluate(self, dataset: tf.data.Dataset, max_steps: Optional[int] = None,
+                 task: Optional[contract.Task] = None) -> Dict:
         """Runs the task's eval over `dataset` (at most `max_steps` batches, all by default) on
-        the first tower's device; returns the task's eval metrics plus `global_step`."""
+        the first tower's device; returns the task's eval metrics plus `global_step`.
+
+        `task`: the trained task by default; else a task over some of its variables (one task
+        of a multi-task model, tasks.MultiTaskClassifier.tasks)."""
+        task, eval_step, _ = self._traced_steps(task)
         totals: Dict[str, np.ndarray] = {}
         with tf.device(self.devices[0]):
             for features, _ in self._batches(dataset, max_steps):
-                for k, v in self._eval_step(features).items():
+                for k, v in eval_step(features).items():
                     totals[k] = totals[k] + v.numpy() if k in totals else v.numpy()
-        result = self.task.eval_metrics(totals) if totals else {}
+        result = task.eval_metrics(totals) if totals else {}
         result["global_step"] = int(self.global_step.numpy())
         return result
 
-    def predict(self, dataset: tf.data.Dataset) -> Dict[str, np.ndarray]:
+    def predict(self, dataset: tf.data.Dataset,
+                task: Optional[contract.Task] = None) -> Dict[str, np.ndarray]:
         """The task's `predict` over every batch of `dataset`, on the first tower's device:
         name -> array concatenated over the batches, in the files' order (a
-        `length_sorted_dataset`'s outputs are put back in it)."""
+        `length_sorted_dataset`'s outputs are put back in it). `task`: as `evaluate`'s."""
+        _, _, predict_step = self._traced_steps(task)
         outputs: Dict[str, list] = {}
         indexes = []
         with tf.device(self.devices[0]):
             for features, index in self._batches(dataset):
                 if index is not None:
                     indexes.append(index.numpy())
-                for name, value in self._predict_step(features).items():
+                for name, value in predict_step(features).items():
                     outputs.setdefault(name, []).append(value.numpy())
         result = {name: np.concatenate(parts, axis=0) for name, parts in outputs.items()}
         if indexes:

@@ -11,12 +11,13 @@ import tensorflow as tf
 from absl import logging
 
 from bert_mgpu.data import classifier_data, input_pipeline, processors
-from bert_mgpu.engine import checkpoint, evaluation, training
+from bert_mgpu.engine import checkpoint, training
 from bert_mgpu.engine.job import Job, start_job
 from bert_mgpu.metrics import classification as metrics_lib
 from bert_mgpu.model import heads, modeling
 from bert_mgpu.tasks.base import (
     MeanOverExamples,
+    Task,
     Tensors,
     estimator_loss_sums,
     fine_tuning_trainer,
@@ -298,10 +299,11 @@ def run_classifier(cfg) -> dict:
                               best_metric=cfg.best_metric)
     task = classifier_task(cfg, job, labels)
     log_head_initialisation(cfg, task)
-    trainer = FullEvaluation(fine_tuning_trainer(job, task, train_cfg))
+    trainer = fine_tuning_trainer(job, task, train_cfg)
     if cfg.do_train:
         trainer.train(job.training_input([train_file], data.shapes, train_cfg),
-                      on_step=_periodic_evaluator(job, trainer, data, splits.get("dev")))
+                      on_step=job.periodic_evaluator(trainer, lambda: dev_results(
+                          cfg, trainer, data, splits["dev"][0])))
     else:
         trainer.restore_or_initialize()
     result = {}
@@ -364,26 +366,22 @@ def eval_input(cfg, input_files: Sequence[str], shapes, batch_size: int):
 
 
 
-def _periodic_evaluator(job: Job, trainer, data, dev):
-    """`--eval_every_n_steps`: the trainer's on_step callback (see evaluation.py), or None."""
-    cfg = job.cfg
-    if not cfg.eval_every_n_steps:
-        return None
-    eval_file = dev[0]
-    return evaluation.PeriodicEvaluator(
-        trainer, lambda: eval_input(cfg, [eval_file], data.shapes, cfg.eval_batch_size),
-        cfg.output_dir, cfg.eval_every_n_steps, best_metric=cfg.best_metric,
-        keep_best=cfg.keep_best_checkpoint, patience=cfg.early_stopping_patience,
-        is_chief=job.chief)
+def dev_results(cfg, trainer, data, eval_file, task=None) -> dict:
+    """The results of a classifier task (`cfg`: its config; `task`: one task of a multi-task
+    model, else the trained one) on its dev records, the metrics of its predictions included
+    (FullEvaluation)."""
+    return FullEvaluation(trainer, task).evaluate(
+        eval_input(cfg, [eval_file], data.shapes, cfg.eval_batch_size))
 
 
 
-def evaluate_classifier(cfg, trainer, data, eval_file, num_eval, write: bool = True) -> dict:
-    """The dev set's results (`cfg`: a single task's config); written to its output_dir's
-    eval_results.txt unless `write` is False."""
+def evaluate_classifier(cfg, trainer, data, eval_file, num_eval, write: bool = True,
+                        task=None) -> dict:
+    """The dev set's results (`cfg`: a single task's config; `task`: as `dev_results`');
+    written to its output_dir's eval_results.txt unless `write` is False."""
     logging.info("***** Running evaluation: %d examples, batch size %d *****", num_eval,
                  cfg.eval_batch_size)
-    result = trainer.evaluate(eval_input(cfg, [eval_file], data.shapes, cfg.eval_batch_size))
+    result = dev_results(cfg, trainer, data, eval_file, task)
     result["eval_examples"] = num_eval
     if write:
         tf.io.gfile.makedirs(cfg.output_dir)
@@ -392,12 +390,13 @@ def evaluate_classifier(cfg, trainer, data, eval_file, num_eval, write: bool = T
 
 
 
-def predict_classifier(cfg, trainer, data, predict_file, num_predict) -> None:
-    """test_results.tsv and predict.txt of one task (`cfg`: its config) in its output_dir."""
+def predict_classifier(cfg, trainer, data, predict_file, num_predict, task=None) -> None:
+    """test_results.tsv and predict.txt of one task (`cfg`: its config; `task`: one task of a
+    multi-task model, else the trained one) in its output_dir."""
     logging.info("***** Running prediction: %d examples, batch size %d *****", num_predict,
                  cfg.predict_batch_size)
     outputs = trainer.predict(eval_input(cfg, [predict_file], data.shapes,
-                                         cfg.predict_batch_size))
+                                         cfg.predict_batch_size), task=task)
     predictions = outputs.get("predictions" if cfg.task_type == "regression"
                               else "probabilities", np.zeros([0]))
     if len(predictions) != num_predict:
@@ -446,22 +445,22 @@ def with_dropout_layout(cfg, train_cfg, train_files):
 
 
 class FullEvaluation:
-    """A trainer whose `evaluate` adds the metrics a task computes from every prediction of
-    the dataset (`task.prediction_metrics(trainer.predict(dataset))`, e.g. the regression
-    task's Spearman, which no additive sum gives): a second pass over the dev set, on the
-    chief. Everything else is the wrapped trainer's (training.py is unchanged)."""
+    """The evaluation of a task with the trainer's weights: `Trainer.evaluate`'s additive
+    metrics plus those the task computes from every prediction of the dataset
+    (`task.prediction_metrics(trainer.predict(dataset))`, e.g. the regression task's Spearman,
+    which no additive sum gives): a second pass over the dev set, on the chief, for the tasks
+    that `needs_predictions`."""
 
-    def __init__(self, trainer):
-        self._trainer = trainer
-
-    def __getattr__(self, name):
-        return getattr(self._trainer, name)
+    def __init__(self, trainer: training.Trainer, task: Optional[Task] = None):
+        """`task`: one task of a multi-task model; by default the trained one."""
+        self.trainer = trainer
+        self.task = trainer.task if task is None else task
 
     def evaluate(self, dataset, max_steps: Optional[int] = None) -> dict:
-        result = self._trainer.evaluate(dataset, max_steps)
-        task = self._trainer.task
-        if task.needs_predictions and result:
+        result = self.trainer.evaluate(dataset, max_steps, task=self.task)
+        if self.task.needs_predictions and result:
             if max_steps is not None:
                 dataset = dataset.take(max_steps)
-            result.update(task.prediction_metrics(self._trainer.predict(dataset)))
+            result.update(self.task.prediction_metrics(
+                self.trainer.predict(dataset, task=self.task)))
         return result

@@ -16,7 +16,6 @@ from bert_mgpu.model.head_spec import head_scope
 from bert_mgpu.tasks.base import BertTask, Tensors, fine_tuning_trainer, make_tokenizer
 from bert_mgpu.tasks.classifier import (
     BertClassifier,
-    FullEvaluation,
     classifier_inputs,
     classifier_task,
     evaluate_classifier,
@@ -40,7 +39,7 @@ class MultiTaskClassifier(BertTask, tf.Module):
     no gradient (None, not zeros): the optimizer leaves them and their Adam slots untouched, as
     Google's AdamWeightDecay skips a variable without a gradient (a zero gradient would still
     move a head by its momentum and weight decay). Evaluation and prediction run one task at a
-    time on its own records (`training.Trainer.with_task(tasks[i])`).
+    time on its own records (`Trainer.evaluate(dataset, task=tasks[i])`).
     """
 
     def __init__(self, encoder: modeling.BertModel, tasks_by_label: Mapping[str, tf.Module]):
@@ -76,7 +75,7 @@ class MultiTaskClassifier(BertTask, tf.Module):
 
     def _one_task_at_a_time(self, features):
         raise TypeError("a multi-task model is evaluated and predicted one task at a time: "
-                        "Trainer.with_task(model.tasks[i])")
+                        "Trainer.evaluate(dataset, task=model.tasks[i])")
 
     eval_sums = predict = _one_task_at_a_time
 
@@ -145,15 +144,12 @@ def run_multitask_classifier(cfg) -> dict:
         for label, t, (task_labels, _, _) in zip(labels, task_cfgs, inputs)})
     log_head_initialisation(cfg, model)
     trainer = fine_tuning_trainer(job, model, train_cfg)
-    dev = _MultiTaskEvaluation(trainer, model, task_cfgs, inputs, mean_metric) \
-        if cfg.do_eval else None
+
+    def dev_results(write: bool = False) -> dict:
+        return evaluate_multitask(trainer, model, task_cfgs, inputs, mean_metric, write)
+
     if cfg.do_train:
-        on_step = None
-        if cfg.eval_every_n_steps:
-            on_step = evaluation.PeriodicEvaluator(
-                dev, lambda: None, cfg.output_dir, cfg.eval_every_n_steps,
-                best_metric=mean_metric, keep_best=cfg.keep_best_checkpoint,
-                patience=cfg.early_stopping_patience, is_chief=job.chief)
+        on_step = job.periodic_evaluator(trainer, dev_results, best_metric=mean_metric)
         trainer.train(multitask_data.training_dataset(
             [(splits["train"][0], data.shapes) for _, data, splits in inputs],
             train_cfg.global_batch_size, train_cfg.random_seed, probabilities,
@@ -164,12 +160,12 @@ def run_multitask_classifier(cfg) -> dict:
         trainer.restore_or_initialize()
     result = {}
     if job.chief and cfg.do_eval:
-        result = dev.evaluate(write=True)
+        result = dev_results(write=True)
         job.write_eval_results(result)
     if job.chief and cfg.do_predict:
         job.weights_for_prediction(trainer)
         for t, task, (_, data, splits) in zip(task_cfgs, model.tasks, inputs):
-            predict_classifier(t, trainer.with_task(task), data, *splits["test"])
+            predict_classifier(t, trainer, data, *splits["test"], task=task)
     return result
 
 
@@ -193,39 +189,26 @@ def multitask_mean_metric(metrics: Sequence[str]) -> str:
 
 
 
-class _MultiTaskEvaluation:
-    """The dev sets of a multi-task run: each task's results (the trainer's evaluation of that
-    task, `FullEvaluation` included) as `<label>/<key>`, plus the mean over the tasks of their
-    --best_metric. Stands in for the trainer in `evaluation.PeriodicEvaluator` (everything but
-    `evaluate` is the trainer's)."""
+def evaluate_multitask(trainer, model: MultiTaskClassifier, task_cfgs, inputs,
+                       mean_metric: str, write: bool = False) -> dict:
+    """The dev sets of a multi-task run: each task's results (`evaluate_classifier` of that
+    task with the trainer's weights) as `<label>/<key>`, plus `mean_metric`, the mean over the
+    tasks of their --best_metric; with `write`, each task's also to
+    OUTPUT_DIR/<label>/eval_results.txt.
 
-    def __init__(self, trainer, model, task_cfgs, inputs, mean_metric: str):
-        self.trainer, self.task_cfgs, self.inputs = trainer, task_cfgs, inputs
-        self.labels = model.labels
-        self.views = [FullEvaluation(trainer.with_task(task)) for task in model.tasks]
-        self.mean_metric = mean_metric
-
-    def __getattr__(self, name):  # cfg, variables, global_step: the trainer's
-        return getattr(self.trainer, name)
-
-    def evaluate(self, dataset=None, write: bool = False) -> dict:
-        """Every task's dev results (`dataset` is unused: each task reads its own dev file);
-        with `write`, each also to OUTPUT_DIR/<label>/eval_results.txt.
-
-        Raises:
-          ValueError: a task's --best_metric is not among its results, naming both.
-        """
-        del dataset
-        result, best = {}, []
-        for label, t, view, (_, data, splits) in zip(self.labels, self.task_cfgs, self.views,
-                                                      self.inputs):
-            task_result = evaluate_classifier(t, view, data, *splits["dev"], write=write)
-            if t.best_metric not in task_result:
-                raise ValueError(f"--best_metric={t.best_metric} is not an evaluation result of "
-                                 f"task {label}; choose one of {', '.join(sorted(task_result))}")
-            best.append(float(task_result[t.best_metric]))
-            result.update({f"{label}/{k}": v for k, v in task_result.items()
-                           if k != "global_step"})
-        result[self.mean_metric] = float(np.mean(best))
-        result["global_step"] = int(self.trainer.global_step.numpy())
-        return result
+    Raises:
+      ValueError: a task's --best_metric is not among its results, naming both.
+    """
+    result, best = {}, []
+    for label, t, task, (_, data, splits) in zip(model.labels, task_cfgs, model.tasks, inputs):
+        task_result = evaluate_classifier(t, trainer, data, *splits["dev"], write=write,
+                                          task=task)
+        if t.best_metric not in task_result:
+            raise ValueError(f"--best_metric={t.best_metric} is not an evaluation result of "
+                             f"task {label}; choose one of {', '.join(sorted(task_result))}")
+        best.append(float(task_result[t.best_metric]))
+        result.update({f"{label}/{k}": v for k, v in task_result.items()
+                       if k != "global_step"})
+    result[mean_metric] = float(np.mean(best))
+    result["global_step"] = int(trainer.global_step.numpy())
+    return result

@@ -9,7 +9,6 @@ import tensorflow as tf
 from absl import logging
 
 from bert_mgpu.data import input_pipeline
-from bert_mgpu.engine import evaluation
 from bert_mgpu.engine.job import Job, start_job
 from bert_mgpu.model import heads, modeling
 from bert_mgpu.tasks.base import (
@@ -129,7 +128,8 @@ def run_ner(cfg) -> dict:
     trainer = fine_tuning_trainer(job, task, train_cfg)
     if cfg.do_train:
         trainer.train(job.training_input([splits["train"].path], data.shapes, train_cfg),
-                      on_step=_ner_periodic_evaluator(job, trainer, data, splits.get("dev")))
+                      on_step=job.periodic_evaluator(
+                          trainer, lambda: _evaluate_ner(trainer, data, splits["dev"])))
     else:
         trainer.restore_or_initialize()
     result = {}
@@ -137,7 +137,7 @@ def run_ner(cfg) -> dict:
         logging.info("***** Running evaluation: %d sentences, %d windows, batch size %d *****",
                      len(splits["dev"].sentences), splits["dev"].num_records,
                      cfg.eval_batch_size)
-        result = _NerEvaluation(trainer, data, splits["dev"]).evaluate()
+        result = _evaluate_ner(trainer, data, splits["dev"])
         job.write_eval_results(result)
     if job.chief and cfg.do_predict:
         _predict_ner(job, trainer, data, splits["test"])
@@ -145,49 +145,23 @@ def run_ner(cfg) -> dict:
 
 
 
-def _ner_periodic_evaluator(job: Job, trainer, data, dev):
-    """`--eval_every_n_steps`: the trainer's on_step callback (conlleval's scores), or None."""
-    cfg = job.cfg
-    if not cfg.eval_every_n_steps:
-        return None
-    dev_evaluation = _NerEvaluation(trainer, data, dev)
-    return evaluation.PeriodicEvaluator(
-        dev_evaluation, dev_evaluation.dataset, cfg.output_dir, cfg.eval_every_n_steps,
-        best_metric=cfg.best_metric, keep_best=cfg.keep_best_checkpoint,
-        patience=cfg.early_stopping_patience, is_chief=job.chief)
+def _evaluate_ner(trainer, data, dev) -> dict:
+    """The dev set's results (eval_results.txt, and each evaluation during training, so
+    --best_metric=eval_f1 works): the task's token metrics (`Trainer.evaluate`) plus
+    conlleval's entity precision/recall/F1 and accuracy over the words' predicted tags, in the
+    file's scheme."""
+    from bert_mgpu.metrics import ner as ner_metrics
 
-
-
-class _NerEvaluation:
-    """The dev set's evaluation: the task's token metrics (`Trainer.evaluate`) plus conlleval's
-    entity precision/recall/F1 and accuracy over the words' predicted tags, in the file's
-    scheme. Stands in for the trainer in `evaluation.PeriodicEvaluator` (everything but
-    `evaluate` is the trainer's), so --best_metric=eval_f1 works during training."""
-
-    def __init__(self, trainer, data, dev):
-        self.trainer, self.data, self.dev = trainer, data, dev
-
-    def __getattr__(self, name):  # cfg, variables, global_step: the trainer's
-        return getattr(self.trainer, name)
-
-    def dataset(self):
-        """The dev records, once, in order."""
-        return input_pipeline.record_dataset([self.dev.path], self.data.shapes,
-                                             self.data.cfg.eval_batch_size, is_training=False)
-
-    def evaluate(self, dataset=None) -> dict:
-        """The results of eval_results.txt (`dataset`: `self.dataset()` when None)."""
-        from bert_mgpu.metrics import ner as ner_metrics
-
-        dataset = self.dataset() if dataset is None else dataset
-        result = self.trainer.evaluate(dataset)
-        tags = _predicted_file_tags(self.trainer, self.data, self.dev, dataset)
-        scores = ner_metrics.evaluate([s.tags for s in self.dev.sentences], tags)
-        result.update(scores.as_metrics("eval_"))
-        result.update(eval_sentences=len(self.dev.sentences), eval_windows=self.dev.num_records,
-                      eval_tokens=scores.tokens)
-        logging.info("conlleval on the dev set:\n%s", scores.report())
-        return result
+    dataset = input_pipeline.record_dataset([dev.path], data.shapes, data.cfg.eval_batch_size,
+                                            is_training=False)
+    result = trainer.evaluate(dataset)
+    tags = _predicted_file_tags(trainer, data, dev, dataset)
+    scores = ner_metrics.evaluate([s.tags for s in dev.sentences], tags)
+    result.update(scores.as_metrics("eval_"))
+    result.update(eval_sentences=len(dev.sentences), eval_windows=dev.num_records,
+                  eval_tokens=scores.tokens)
+    logging.info("conlleval on the dev set:\n%s", scores.report())
+    return result
 
 
 

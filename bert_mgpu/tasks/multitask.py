@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_mgpu.configs import base as config
+from bert_mgpu.configs import classifier as classifier_config
 from bert_mgpu.data import features as features_lib
 from bert_mgpu.data import multitask as multitask_data
 from bert_mgpu.engine import evaluation
@@ -115,7 +115,7 @@ def run_multitask_classifier(cfg) -> dict:
     OUTPUT_DIR/eval_results.txt holds every task's results as `<label>/<key>`."""
     job = start_classifier_job(cfg)
     task_cfgs = cfg.task_configs()
-    labels = config.task_labels([t.task_name for t in task_cfgs])
+    labels = classifier_config.task_labels([t.task_name for t in task_cfgs])
     mean_metric = multitask_mean_metric([t.best_metric for t in task_cfgs])
     tokenizer = make_tokenizer(cfg.model)
     inputs = [classifier_inputs(t, tokenizer) for t in task_cfgs]  # (labels, data, splits)

@@ -27,7 +27,7 @@ import os
 import re
 import signal
 import time
-from typing import Dict, Mapping, Optional
+from typing import Dict, Mapping, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -414,6 +414,7 @@ class ResumeState:
     yields, workers, records skipped when the pipeline was built). A rerun with the same batch
     restores the iterator; a rerun with another global batch on one worker (e.g. a smaller
     --train_batch_size after running out of memory) continues at the next example instead.
+    `resume` is the one sequence that does it, for training and for evaluation alike.
     """
 
     def __init__(self, cfg: TrainConfig, update: UpdateStep, micro: MicroBatches,
@@ -434,21 +435,38 @@ class ResumeState:
         return self.base_examples + self.micro.between(self.base_step, step) * \
             self.micro_examples
 
-    def restore_or_initialize(self, input_checkpoint: Optional[tf.train.Checkpoint] = None,
-                              iterator=None) -> int:
-        """Resumes from the newest checkpoint in output_dir (weights, slots, step and, given
-        an iterator of the same batch, its position), else initialises.
+    def resume(self, dataset: Optional[tf.data.Dataset] = None
+               ) -> Tuple[int, Optional["InputPosition"]]:
+        """The resume sequence, the only one: restores the newest checkpoint in output_dir
+        (weights, slots, step, loss scale), else initialises; then, given the training input,
+        positions it where that step left it.
+
+        Args:
+          dataset: the training input (global batches), or None (evaluation or prediction
+            without training: only the weights are restored).
 
         Returns:
-          the step training continues from.
+          (the step training continues from, the input positioned there: None without
+          `dataset`).
         """
         step = self.restore_checkpoint()
-        if step and input_checkpoint is not None:
-            self.plan_input(step)
-            if not self.repositioned and not self.restore_input(step, input_checkpoint) \
-                    and iterator is not None:
-                self.skip_to(step, iterator)
-        return int(self.update.global_step.numpy())
+        if dataset is None:
+            return step, None
+        if self.cfg.batch_ramp_steps:
+            # The ramp takes a varying number of micro-batches per update: re-cut the global
+            # batches into micro-batches (the records' order is unchanged).
+            dataset = dataset.unbatch().batch(self.input_batch, drop_remainder=True)
+        skip = self.plan_input(step) if step else 0
+        if skip:
+            # The pipeline starts at record `skip` of the stream (a run that resumed with
+            # another global batch, and every rerun from its checkpoints).
+            dataset = dataset.unbatch().skip(skip).batch(self.input_batch, drop_remainder=True)
+        position = InputPosition(dataset)
+        if step and not self.repositioned and step < self.cfg.num_train_steps and \
+                not self.restore_input(step, position.checkpoint):
+            position = InputPosition(dataset)  # a failed restore leaves the iterator unusable
+            self.skip_to(step, position.iterator)
+        return int(self.update.global_step.numpy()), position
 
     def restore_checkpoint(self) -> int:
         """Restores the newest checkpoint, else initialises; returns its global step."""
@@ -585,6 +603,14 @@ class ResumeState:
         prune_input_states(directory, kept)
 
 
+class InputPosition:
+    """An iterator over the training input and the checkpoint of its position."""
+
+    def __init__(self, dataset: tf.data.Dataset):
+        self.iterator = iter(dataset)
+        self.checkpoint = tf.train.Checkpoint(input=self.iterator)
+
+
 class _Loop:
     """The bookkeeping of one `Trainer.train` call: steps, timing, what was saved."""
 
@@ -654,7 +680,7 @@ class Trainer:
     def restore_or_initialize(self) -> int:
         """Restores the newest checkpoint of output_dir, else initialises (--init_checkpoint);
         returns the global step. For a job that evaluates or predicts without training."""
-        return self.state.restore_or_initialize()
+        return self.state.resume()[0]
 
     def save(self, input_checkpoint: Optional[tf.train.Checkpoint] = None) -> Optional[str]:
         """Writes a checkpoint (chief) and this worker's input position: `ResumeState.save`."""
@@ -672,26 +698,9 @@ class Trainer:
             signal does (checkpoint, then return). E.g. a wall-clock budget.
         """
         cfg = self.cfg
-        if cfg.batch_ramp_steps:
-            # The ramp takes a varying number of micro-batches per update: re-cut the global
-            # batches into micro-batches (the records' order is unchanged).
-            dataset = dataset.unbatch().batch(cfg.train_batch_size * cfg.n_gpus,
-                                              drop_remainder=True)
-        start = self.state.restore_checkpoint()
-        skip = self.state.plan_input(start) if start else 0
-        if skip:
-            # The pipeline starts at record `skip` of the stream (a run that resumed with
-            # another global batch, and every rerun from its checkpoints).
-            dataset = dataset.unbatch().skip(skip).batch(self.state.input_batch,
-                                                          drop_remainder=True)
-        iterator = iter(dataset)
-        input_checkpoint = tf.train.Checkpoint(input=iterator)
-        if start and not self.state.repositioned and start < cfg.num_train_steps and \
-                not self.state.restore_input(start, input_checkpoint):
-            iterator = iter(dataset)
-            input_checkpoint = tf.train.Checkpoint(input=iterator)
-            self.state.skip_to(start, iterator)
-        loop = _Loop(int(self.global_step.numpy()))
+        start, position = self.state.resume(dataset)
+        iterator, input_checkpoint = position.iterator, position.checkpoint
+        loop = _Loop(start)
         if self.cluster is not None:
             # Same starting weights everywhere, whatever each worker initialised or restored.
             self.cluster.broadcast_from_chief(list(self.variables.values()))

@@ -27,7 +27,7 @@ import os
 import re
 import signal
 import time
-from typing import Dict, Mapping, Optional, Tuple
+from typing import Dict, Mapping, NamedTuple, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -133,6 +133,13 @@ class _StopSignals:
             signal.signal(sig, handler)
 
 
+class _TowersInput(NamedTuple):
+    """What every tower of a micro-batch receives (`towers.run_towers`' `shared`)."""
+    step: tf.Tensor  # int64 scalar: the global step of the update (dropout's counter)
+    context: Dict[str, tf.Tensor]  # the task's normalisers of the global batch
+    route: Optional[int]  # the route trained (`contract.Task.route`), None: the task's loss
+
+
 class UpdateStep:
     """The traced update: global batch -> towers -> sum -> (workers) -> clip -> apply.
 
@@ -190,18 +197,21 @@ class UpdateStep:
         `task.routes[route]` (see `__call__`)."""
         return self.task if route is None else self.task.routes[route]
 
-    def _tower_fn(self, shard, example_offset, step, context, route=None):
+    def _tower_fn(self, shard, example_offset, shared: "_TowersInput"):
+        """One tower's share of the loss; `example_offset`: int64 scalar, the position of its
+        first example in the global batch."""
         # Dropout masks keyed by (seed, step, global example position): the same whatever the
         # split over towers, micro-batches and workers, and again after a resume. With a
         # layout length (fine-tuning: the training file's longest example, rounded up), trimmed
         # (--pad_to_longest) and padded batches draw them in that layout: on the real tokens,
-        # the same masks whatever the cut (see modeling.DropoutStream).
-        laid_out = self.cfg.max_seq_length > 0 and "input_ids" in shard
+        # the same masks whatever the cut (see modeling.DropoutStream). The task says where
+        # a batch's sequence axis is.
+        length = self.task.sequence_length(shard) if self.cfg.max_seq_length > 0 else None
         with modeling.dropout_stream(
-                self.cfg.random_seed, step, example_offset, _batch_rows(shard),
-                seq_length=int(shard["input_ids"].shape[1]) if laid_out else None,
-                full_length=self.cfg.max_seq_length if laid_out else None):
-            return self._task_of(route).tower_loss(shard, context, training=True)
+                self.cfg.random_seed, shared.step, example_offset, _batch_rows(shard),
+                seq_length=length,
+                full_length=self.cfg.max_seq_length if length is not None else None):
+            return self._task_of(shared.route).tower_loss(shard, shared.context, training=True)
 
     def towers(self, features, context, offset=0, route=None):
         """Summed (still loss-scaled) gradients of the towers on one micro-batch, and their
@@ -217,11 +227,10 @@ class UpdateStep:
         shards = towers.split_batch(features, self.cfg.n_gpus)
         rows = _batch_rows(shards[0])
         offset = tf.cast(offset, tf.int64)
-        step = self.global_step.read_value()
-        tower_args = [(offset + i * rows, step) for i in range(len(shards))]
-        outputs, grads = towers.run_towers(self._grad_fn, shards, self.devices,
-                                           self.loss_scale, context, route,
-                                           tower_args=tower_args)
+        shared = _TowersInput(self.global_step.read_value(), context, route)
+        outputs, grads = towers.run_towers(self._grad_fn, shards, self.devices, self.loss_scale,
+                                           [offset + i * rows for i in range(len(shards))],
+                                           shared)
         return towers.sum_gradients(grads), _sum_dicts(o["sums"] for o in outputs)
 
     def _worker_offset(self, features):
@@ -838,19 +847,23 @@ class Trainer:
         (exp(-10000) is 0 in float32) and dropout draws the run's layout's masks. The rounding
         bounds the shapes, hence the traces (and XLA compilations) of each step function, to
         ceil(max_seq_length / multiple) per batch size."""
+        return self._trim(features, self.task)
+
+    def _trim(self, features, task: contract.Task):
         if not self.cfg.pad_to_multiple_of:
             return features
-        return input_pipeline.trim_padding(features, self.cfg.pad_to_multiple_of)
+        return task.trim_padding(features, self.cfg.pad_to_multiple_of)
 
-    def _batches(self, dataset, max_steps: Optional[int] = None):
-        """(trimmed features, example indexes or None) of each batch of an evaluation dataset;
-        the indexes are a `length_sorted_dataset`'s positions in the files."""
+    def _batches(self, dataset, task: contract.Task, max_steps: Optional[int] = None):
+        """(features trimmed by `task`, example indexes or None) of each batch of an
+        evaluation dataset; the indexes are a `length_sorted_dataset`'s positions in the
+        files."""
         for i, features in enumerate(dataset):
             if max_steps is not None and i >= max_steps:
                 break
             features = dict(features)
             index = features.pop(input_pipeline.EXAMPLE_INDEX, None)
-            yield self.trim(features), index
+            yield self._trim(features, task), index
 
     def evaluate(self, dataset: tf.data.Dataset, max_steps: Optional[int] = None,
                  task: Optional[contract.Task] = None) -> Dict:
@@ -862,7 +875,7 @@ class Trainer:
         task, eval_step, _ = self._traced_steps(task)
         totals: Dict[str, np.ndarray] = {}
         with tf.device(self.devices[0]):
-            for features, _ in self._batches(dataset, max_steps):
+            for features, _ in self._batches(dataset, task, max_steps):
                 for k, v in eval_step(features).items():
                     totals[k] = totals[k] + v.numpy() if k in totals else v.numpy()
         result = task.eval_metrics(totals) if totals else {}
@@ -874,11 +887,11 @@ class Trainer:
         """The task's `predict` over every batch of `dataset`, on the first tower's device:
         name -> array concatenated over the batches, in the files' order (a
         `length_sorted_dataset`'s outputs are put back in it). `task`: as `evaluate`'s."""
-        _, _, predict_step = self._traced_steps(task)
+        task, _, predict_step = self._traced_steps(task)
         outputs: Dict[str, list] = {}
         indexes = []
         with tf.device(self.devices[0]):
-            for features, index in self._batches(dataset):
+            for features, index in self._batches(dataset, task):
                 if index is not None:
                     indexes.append(index.numpy())
                 for name, value in predict_step(features).items():

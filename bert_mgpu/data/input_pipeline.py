@@ -318,12 +318,14 @@ def sequence_lengths(input_mask):
 
 
 def trimmed_length(input_mask, multiple: int) -> int:
-    """The length a batch is cut to: its longest example rounded up to `multiple`, at most the
-    padded length (so at most ceil(length / multiple) shapes)."""
+    """The length a batch is cut to: its longest sequence rounded up to `multiple`, at most the
+    padded length (so at most ceil(length / multiple) shapes). `input_mask`: [batch, ...,
+    length], the sequence axis last (e.g. [batch, choices, length])."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    longest = int(tf.reduce_max(sequence_lengths(input_mask)))
-    return min(int(input_mask.shape[1]), max(1, -(-longest // multiple)) * multiple)
+    padded = int(input_mask.shape[-1])
+    longest = int(tf.reduce_max(sequence_lengths(tf.reshape(input_mask, [-1, padded]))))
+    return min(padded, max(1, -(-longest // multiple)) * multiple)
 
 
 def dropout_layout_length(input_files: Sequence[str], max_seq_length: int,
@@ -347,13 +349,14 @@ def trim_padding(batch: Mapping, multiple: int) -> dict:
     sequence features (features.SEQUENCE_FEATURES); called eagerly on each batch.
 
     Args:
-      batch: dict of Tensors [batch, ...] with `input_mask` [batch, length].
+      batch: dict of Tensors [batch, ...] with `input_mask` [batch, length] (or [batch, ...,
+        length]: the sequence axis is the last one, which is cut in every sequence feature).
       multiple: Python int >= 1.
     """
     length = trimmed_length(batch["input_mask"], multiple)
-    if length == batch["input_mask"].shape[1]:
+    if length == batch["input_mask"].shape[-1]:
         return dict(batch)
-    return {name: t[:, :length] if name in features.SEQUENCE_FEATURES else t
+    return {name: t[..., :length] if name in features.SEQUENCE_FEATURES else t
             for name, t in batch.items()}
 
 

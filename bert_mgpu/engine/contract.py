@@ -1,9 +1,13 @@
 """What the engine needs of a task: every member the trainer calls, declared here.
 
+The engine knows no feature name: what a batch holds (its sequence axis, its padding) is the
+task's to say.
+
 The engine (training.py) imports nothing from `tasks/` (the layers point down), so the contract
 it trains by lives beside it. `tasks/base.py` builds on it: its `Task` adds what only jobs use
-and its `BertTask` gives the optional members their defaults (no route), so the engine calls
-every member unconditionally and never probes a task with `hasattr`/`getattr`.
+and its `BertTask` gives the optional members their defaults (no route; BERT's sequence axis
+and padding), so the engine calls every member unconditionally and never probes a task with
+`hasattr`/`getattr`.
 
 Every method may be traced several times in one graph (once per tower); none creates variables,
 sets devices or reads flags.
@@ -59,6 +63,14 @@ class Task(TrainingLoss, Protocol):
         """Which of `routes` trains a global batch (called eagerly: it selects the traced
         update, so the variables other routes own get no gradient), or None: the task's own
         loss does."""
+
+    def sequence_length(self, features: Mapping[str, tf.Tensor]) -> Optional[int]:
+        """The static length of a batch's sequence axis, which dropout lays its masks out
+        along (modeling.DropoutStream), or None when the batch has none."""
+
+    def trim_padding(self, features: Mapping[str, tf.Tensor], multiple: int) -> Tensors:
+        """The batch without the padding past its longest example, rounded up to `multiple`
+        (a Python int >= 1), cut along the sequence axis only; called eagerly."""
 
     def eval_sums(self, features: Mapping[str, tf.Tensor]) -> Tensors:
         """Additive statistics of one evaluation batch (no dropout)."""

@@ -125,11 +125,14 @@ def sum_gradients(tower_grads: Sequence[Sequence]) -> List:
 
 def make_tower_grad_fn(tower_fn: Callable, variables: Sequence[tf.Variable],
                        jit_compile: bool = False, substitute: Callable = None) -> Callable:
-    """Wraps `tower_fn` into `grad_fn(shard, loss_scale, *args) -> (outputs, grads)`.
+    """Wraps `tower_fn` into `grad_fn(shard, loss_scale, position, shared) -> (outputs, grads)`.
 
     Args:
-      tower_fn: function(shard, *args) -> dict with a scalar float `loss` (and other outputs).
-        It may be called several times in one trace and must create no variables.
+      tower_fn: function(shard, position, shared) -> dict with a scalar float `loss` (and other
+        outputs): `position` is what differs between the towers (e.g. where the tower's slice
+        starts in the batch), `shared` what every tower receives (a nest of Tensors and Python
+        values, e.g. the step and the batch's normalisers). It may be called several times in
+        one trace and must create no variables.
       variables: the variables to differentiate, in a fixed order.
       jit_compile: compile each tower's forward and backward pass with XLA. Compiling per tower
         (not the whole multi-device step) keeps every XLA cluster on one device. An XLA
@@ -141,16 +144,17 @@ def make_tower_grad_fn(tower_fn: Callable, variables: Sequence[tf.Variable],
         (`modeling.parameter_values`).
 
     Returns:
-      grad_fn(shard, loss_scale, *args): loss_scale is a float scalar the loss is multiplied by
-      before differentiation (1.0 without mixed precision); the returned gradients are *scaled*,
-      the caller unscales once after summing. Call it under the tower's device scope.
+      grad_fn(shard, loss_scale, position, shared): loss_scale is a float scalar the loss is
+      multiplied by before differentiation (1.0 without mixed precision); the returned
+      gradients are *scaled*, the caller unscales once after summing. Call it under the
+      tower's device scope.
     """
     variables = list(variables)
 
     if not jit_compile:
-        def grad_fn(shard, loss_scale, *args):
+        def grad_fn(shard, loss_scale, position, shared):
             with tf.GradientTape() as tape:
-                out = tower_fn(shard, *args)
+                out = tower_fn(shard, position, shared)
                 scaled = out["loss"] * tf.cast(loss_scale, out["loss"].dtype)
             return out, tape.gradient(scaled, variables)
         return grad_fn
@@ -159,39 +163,39 @@ def make_tower_grad_fn(tower_fn: Callable, variables: Sequence[tf.Variable],
         raise ValueError("jit_compile needs `substitute` to run the model on weight copies")
 
     @tf.function(jit_compile=True)
-    def compiled(shard, loss_scale, values, *args):
+    def compiled(shard, loss_scale, values, position, shared):
         with tf.GradientTape() as tape:
             tape.watch(values)
             with substitute(variables, values):
-                out = tower_fn(shard, *args)
+                out = tower_fn(shard, position, shared)
             scaled = out["loss"] * tf.cast(loss_scale, out["loss"].dtype)
         return out, tape.gradient(scaled, values)
 
-    def grad_fn(shard, loss_scale, *args):
+    def grad_fn(shard, loss_scale, position, shared):
         values = [tf.identity(v) for v in variables]  # on the caller's (the tower's) device
-        return compiled(shard, tf.convert_to_tensor(loss_scale), values, *args)
+        return compiled(shard, tf.convert_to_tensor(loss_scale), values, position, shared)
 
     return grad_fn
 
 
-def run_towers(grad_fn: Callable, shards: Sequence, devices: Sequence[str], loss_scale=1.0,
-               *args, tower_args: Sequence[tuple] = None):
-    """Runs `grad_fn(shard, loss_scale, *tower_args[i], *args)` (from `make_tower_grad_fn`) on
+def run_towers(grad_fn: Callable, shards: Sequence, devices: Sequence[str], loss_scale,
+               positions: Sequence, shared):
+    """Runs `grad_fn(shard, loss_scale, positions[i], shared)` (from `make_tower_grad_fn`) on
     each shard, each on its device.
 
     Args:
-      tower_args: optional, one tuple per tower of arguments that differ between towers (e.g.
-        the position of the tower's slice in the batch), passed before `args`.
+      positions: one per tower, what differs between the towers (e.g. the position of the
+        tower's slice in the batch).
+      shared: what every tower receives.
 
     Returns:
       (outputs, grads): outputs is the list of the towers' dicts; grads a list (one per tower) of
       lists of gradients in the variables' order.
     """
     outputs, grads = [], []
-    for i, (shard, device) in enumerate(zip(shards, devices)):
-        own = tuple(tower_args[i]) if tower_args is not None else ()
+    for shard, device, position in zip(shards, devices, positions):
         with tf.device(device):
-            out, g = grad_fn(shard, loss_scale, *own, *args)
+            out, g = grad_fn(shard, loss_scale, position, shared)
         outputs.append(out)
         grads.append(g)
     return outputs, grads

@@ -27,7 +27,7 @@ import os
 import re
 import signal
 import time
-from typing import Dict, Mapping, Optional
+from typing import Dict, Mapping, NamedTuple, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -133,6 +133,13 @@ class _StopSignals:
             signal.signal(sig, handler)
 
 
+class _TowersInput(NamedTuple):
+    """What every tower of a micro-batch receives (`towers.run_towers`' `shared`)."""
+    step: tf.Tensor  # int64 scalar: the global step of the update (dropout's counter)
+    context: Dict[str, tf.Tensor]  # the task's normalisers of the global batch
+    route: Optional[int]  # the route trained (`contract.Task.route`), None: the task's loss
+
+
 class UpdateStep:
     """The traced update: global batch -> towers -> sum -> (workers) -> clip -> apply.
 
@@ -190,18 +197,21 @@ class UpdateStep:
         `task.routes[route]` (see `__call__`)."""
         return self.task if route is None else self.task.routes[route]
 
-    def _tower_fn(self, shard, example_offset, step, context, route=None):
+    def _tower_fn(self, shard, example_offset, shared: "_TowersInput"):
+        """One tower's share of the loss; `example_offset`: int64 scalar, the position of its
+        first example in the global batch."""
         # Dropout masks keyed by (seed, step, global example position): the same whatever the
         # split over towers, micro-batches and workers, and again after a resume. With a
         # layout length (fine-tuning: the training file's longest example, rounded up), trimmed
         # (--pad_to_longest) and padded batches draw them in that layout: on the real tokens,
-        # the same masks whatever the cut (see modeling.DropoutStream).
-        laid_out = self.cfg.max_seq_length > 0 and "input_ids" in shard
+        # the same masks whatever the cut (see modeling.DropoutStream). The task says where
+        # a batch's sequence axis is.
+        length = self.task.sequence_length(shard) if self.cfg.max_seq_length > 0 else None
         with modeling.dropout_stream(
-                self.cfg.random_seed, step, example_offset, _batch_rows(shard),
-                seq_length=int(shard["input_ids"].shape[1]) if laid_out else None,
-                full_length=self.cfg.max_seq_length if laid_out else None):
-            return self._task_of(route).tower_loss(shard, context, training=True)
+                self.cfg.random_seed, shared.step, example_offset, _batch_rows(shard),
+                seq_length=length,
+                full_length=self.cfg.max_seq_length if length is not None else None):
+            return self._task_of(shared.route).tower_loss(shard, shared.context, training=True)
 
     def towers(self, features, context, offset=0, route=None):
         """Summed (still loss-scaled) gradients of the towers on one micro-batch, and their
@@ -217,11 +227,10 @@ class UpdateStep:
         shards = towers.split_batch(features, self.cfg.n_gpus)
         rows = _batch_rows(shards[0])
         offset = tf.cast(offset, tf.int64)
-        step = self.global_step.read_value()
-        tower_args = [(offset + i * rows, step) for i in range(len(shards))]
-        outputs, grads = towers.run_towers(self._grad_fn, shards, self.devices,
-                                           self.loss_scale, context, route,
-                                           tower_args=tower_args)
+        shared = _TowersInput(self.global_step.read_value(), context, route)
+        outputs, grads = towers.run_towers(self._grad_fn, shards, self.devices, self.loss_scale,
+                                           [offset + i * rows for i in range(len(shards))],
+                                           shared)
         return towers.sum_gradients(grads), _sum_dicts(o["sums"] for o in outputs)
 
     def _worker_offset(self, features):
@@ -414,6 +423,7 @@ class ResumeState:
     yields, workers, records skipped when the pipeline was built). A rerun with the same batch
     restores the iterator; a rerun with another global batch on one worker (e.g. a smaller
     --train_batch_size after running out of memory) continues at the next example instead.
+    `resume` is the one sequence that does it, for training and for evaluation alike.
     """
 
     def __init__(self, cfg: TrainConfig, update: UpdateStep, micro: MicroBatches,
@@ -434,21 +444,38 @@ class ResumeState:
         return self.base_examples + self.micro.between(self.base_step, step) * \
             self.micro_examples
 
-    def restore_or_initialize(self, input_checkpoint: Optional[tf.train.Checkpoint] = None,
-                              iterator=None) -> int:
-        """Resumes from the newest checkpoint in output_dir (weights, slots, step and, given
-        an iterator of the same batch, its position), else initialises.
+    def resume(self, dataset: Optional[tf.data.Dataset] = None
+               ) -> Tuple[int, Optional["InputPosition"]]:
+        """The resume sequence, the only one: restores the newest checkpoint in output_dir
+        (weights, slots, step, loss scale), else initialises; then, given the training input,
+        positions it where that step left it.
+
+        Args:
+          dataset: the training input (global batches), or None (evaluation or prediction
+            without training: only the weights are restored).
 
         Returns:
-          the step training continues from.
+          (the step training continues from, the input positioned there: None without
+          `dataset`).
         """
         step = self.restore_checkpoint()
-        if step and input_checkpoint is not None:
-            self.plan_input(step)
-            if not self.repositioned and not self.restore_input(step, input_checkpoint) \
-                    and iterator is not None:
-                self.skip_to(step, iterator)
-        return int(self.update.global_step.numpy())
+        if dataset is None:
+            return step, None
+        if self.cfg.batch_ramp_steps:
+            # The ramp takes a varying number of micro-batches per update: re-cut the global
+            # batches into micro-batches (the records' order is unchanged).
+            dataset = dataset.unbatch().batch(self.input_batch, drop_remainder=True)
+        skip = self.plan_input(step) if step else 0
+        if skip:
+            # The pipeline starts at record `skip` of the stream (a run that resumed with
+            # another global batch, and every rerun from its checkpoints).
+            dataset = dataset.unbatch().skip(skip).batch(self.input_batch, drop_remainder=True)
+        position = InputPosition(dataset)
+        if step and not self.repositioned and step < self.cfg.num_train_steps and \
+                not self.restore_input(step, position.checkpoint):
+            position = InputPosition(dataset)  # a failed restore leaves the iterator unusable
+            self.skip_to(step, position.iterator)
+        return int(self.update.global_step.numpy()), position
 
     def restore_checkpoint(self) -> int:
         """Restores the newest checkpoint, else initialises; returns its global step."""
@@ -585,6 +612,14 @@ class ResumeState:
         prune_input_states(directory, kept)
 
 
+class InputPosition:
+    """An iterator over the training input and the checkpoint of its position."""
+
+    def __init__(self, dataset: tf.data.Dataset):
+        self.iterator = iter(dataset)
+        self.checkpoint = tf.train.Checkpoint(input=self.iterator)
+
+
 class _Loop:
     """The bookkeeping of one `Trainer.train` call: steps, timing, what was saved."""
 
@@ -654,7 +689,7 @@ class Trainer:
     def restore_or_initialize(self) -> int:
         """Restores the newest checkpoint of output_dir, else initialises (--init_checkpoint);
         returns the global step. For a job that evaluates or predicts without training."""
-        return self.state.restore_or_initialize()
+        return self.state.resume()[0]
 
     def save(self, input_checkpoint: Optional[tf.train.Checkpoint] = None) -> Optional[str]:
         """Writes a checkpoint (chief) and this worker's input position: `ResumeState.save`."""
@@ -672,26 +707,9 @@ class Trainer:
             signal does (checkpoint, then return). E.g. a wall-clock budget.
         """
         cfg = self.cfg
-        if cfg.batch_ramp_steps:
-            # The ramp takes a varying number of micro-batches per update: re-cut the global
-            # batches into micro-batches (the records' order is unchanged).
-            dataset = dataset.unbatch().batch(cfg.train_batch_size * cfg.n_gpus,
-                                              drop_remainder=True)
-        start = self.state.restore_checkpoint()
-        skip = self.state.plan_input(start) if start else 0
-        if skip:
-            # The pipeline starts at record `skip` of the stream (a run that resumed with
-            # another global batch, and every rerun from its checkpoints).
-            dataset = dataset.unbatch().skip(skip).batch(self.state.input_batch,
-                                                          drop_remainder=True)
-        iterator = iter(dataset)
-        input_checkpoint = tf.train.Checkpoint(input=iterator)
-        if start and not self.state.repositioned and start < cfg.num_train_steps and \
-                not self.state.restore_input(start, input_checkpoint):
-            iterator = iter(dataset)
-            input_checkpoint = tf.train.Checkpoint(input=iterator)
-            self.state.skip_to(start, iterator)
-        loop = _Loop(int(self.global_step.numpy()))
+        start, position = self.state.resume(dataset)
+        iterator, input_checkpoint = position.iterator, position.checkpoint
+        loop = _Loop(start)
         if self.cluster is not None:
             # Same starting weights everywhere, whatever each worker initialised or restored.
             self.cluster.broadcast_from_chief(list(self.variables.values()))
@@ -829,19 +847,23 @@ class Trainer:
         (exp(-10000) is 0 in float32) and dropout draws the run's layout's masks. The rounding
         bounds the shapes, hence the traces (and XLA compilations) of each step function, to
         ceil(max_seq_length / multiple) per batch size."""
+        return self._trim(features, self.task)
+
+    def _trim(self, features, task: contract.Task):
         if not self.cfg.pad_to_multiple_of:
             return features
-        return input_pipeline.trim_padding(features, self.cfg.pad_to_multiple_of)
+        return task.trim_padding(features, self.cfg.pad_to_multiple_of)
 
-    def _batches(self, dataset, max_steps: Optional[int] = None):
-        """(trimmed features, example indexes or None) of each batch of an evaluation dataset;
-        the indexes are a `length_sorted_dataset`'s positions in the files."""
+    def _batches(self, dataset, task: contract.Task, max_steps: Optional[int] = None):
+        """(features trimmed by `task`, example indexes or None) of each batch of an
+        evaluation dataset; the indexes are a `length_sorted_dataset`'s positions in the
+        files."""
         for i, features in enumerate(dataset):
             if max_steps is not None and i >= max_steps:
                 break
             features = dict(features)
             index = features.pop(input_pipeline.EXAMPLE_INDEX, None)
-            yield self.trim(features), index
+            yield self._trim(features, task), index
 
     def evaluate(self, dataset: tf.data.Dataset, max_steps: Optional[int] = None,
                  task: Optional[contract.Task] = None) -> Dict:
@@ -853,7 +875,7 @@ class Trainer:
         task, eval_step, _ = self._traced_steps(task)
         totals: Dict[str, np.ndarray] = {}
         with tf.device(self.devices[0]):
-            for features, _ in self._batches(dataset, max_steps):
+            for features, _ in self._batches(dataset, task, max_steps):
                 for k, v in eval_step(features).items():
                     totals[k] = totals[k] + v.numpy() if k in totals else v.numpy()
         result = task.eval_metrics(totals) if totals else {}
@@ -865,11 +887,11 @@ class Trainer:
         """The task's `predict` over every batch of `dataset`, on the first tower's device:
         name -> array concatenated over the batches, in the files' order (a
         `length_sorted_dataset`'s outputs are put back in it). `task`: as `evaluate`'s."""
-        _, _, predict_step = self._traced_steps(task)
+        task, _, predict_step = self._traced_steps(task)
         outputs: Dict[str, list] = {}
         indexes = []
         with tf.device(self.devices[0]):
-            for features, index in self._batches(dataset):
+            for features, index in self._batches(dataset, task):
                 if index is not None:
                     indexes.append(index.numpy())
                 for name, value in predict_step(features).items():

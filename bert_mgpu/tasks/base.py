@@ -33,6 +33,7 @@ import tensorflow as tf
 
 from bert_mgpu import tokenization
 from bert_mgpu.configs.base import ModelFiles, TrainConfig
+from bert_mgpu.data import input_pipeline
 from bert_mgpu.data.features import FILE_BATCH_WEIGHT
 from bert_mgpu.engine import contract, training
 from bert_mgpu.engine.job import Job
@@ -59,8 +60,8 @@ class Task(contract.Task, Protocol):
 
 class BertTask:
     """The defaults of `Task`'s optional members, for tasks on BERT's features: one loss (no
-    routes) and no results from predictions. A task class derives from it (before
-    `tf.Module`) and overrides what it has."""
+    routes), no results from predictions, the sequence axis and padding of BERT's records
+    ([B, L]). A task class derives from it (before `tf.Module`) and overrides what differs."""
 
     routes: Sequence[contract.TrainingLoss] = ()
     needs_predictions: bool = False
@@ -73,6 +74,17 @@ class BertTask:
     def prediction_metrics(self, outputs: Mapping[str, np.ndarray]) -> Dict[str, float]:
         del outputs
         return {}
+
+    def sequence_length(self, features: Mapping[str, tf.Tensor]) -> Optional[int]:
+        """BERT's records: the length of `input_ids` [B, L] (None without it)."""
+        if "input_ids" not in features:
+            return None
+        return int(features["input_ids"].shape[1])
+
+    def trim_padding(self, features: Mapping[str, tf.Tensor], multiple: int) -> Tensors:
+        """BERT's records: `input_ids`, `input_mask`, `segment_ids` cut along their last axis
+        to the longest `input_mask` (input_pipeline.trim_padding)."""
+        return input_pipeline.trim_padding(features, multiple)
 
 
 

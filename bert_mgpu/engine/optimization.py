@@ -419,7 +419,8 @@ def clip_by_global_norm(grads: Union[Sequence[Gradient], Mapping[str, Gradient]]
                         ) -> Tuple[Union[List[Gradient], Dict[str, Gradient]], tf.Tensor]:
     """Scales all gradients by `clip_norm / max(global_norm, clip_norm)` (`tf.clip_by_global_norm`).
 
-    The caller applies it once, after the towers are summed (Google clipped at 1.0 before the update).
+    The caller applies it once, after summing the towers (Google clipped at 1.0 before the
+    update).
 
     Args:
       grads: list/tuple or name -> gradient mapping; entries are float Tensors,

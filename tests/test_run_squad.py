@@ -9,6 +9,7 @@ test_logits_and_predictions_equal_hugging_face below (oracle venv).
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from _launch import env_without_tensorflow
+from _launch import Launched, env_without_tensorflow, signal_at_checkpoint
 from _oracle import DATA, MATERIAL, REPO, require_material, run_json_request
 from _pretraining_data import TINY_CONFIG
 from _together import started, with_the_module
@@ -393,6 +394,26 @@ def squad_reference(out, dataset, subset="all", null_odds=False):
     request = {"dataset": str(dataset), "predictions": str(out / "predictions.json"),
                "subset": subset, "na_probs": str(out / "null_odds.json") if null_odds else None}
     return json.loads(run_json_request("squad_scores.py", request, out, timeout=120))
+
+
+def test_sigterm_checkpoints_and_exits_cleanly(squad_run, tmp_path):
+    """README: SIGTERM (as SIGHUP and SIGINT) finishes the current step, writes a checkpoint and
+    exits 0; run_squad.py as run_pretraining.py (whose test covers the three signals)."""
+    out = tmp_path / "out"
+    train = training_file(squad_run["v2"], tmp_path / "train_v2.json")
+    run = Launched([sys.executable, SCRIPT, *squad_run["common"], f"--output_dir={out}",
+                    "--do_train=true", f"--train_file={train}", "--version_2_with_negative=true",
+                    "--train_batch_size=4", "--num_train_epochs=20", "--learning_rate=1e-3",
+                    "--save_checkpoints_steps=2"])
+    signalled_at = signal_at_checkpoint([(run, str(out), 2, signal.SIGTERM, 0)])[0]
+    proc = run.finish(300)
+    assert signalled_at is not None, "the run ended before the signal"
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Received SIGTERM" in proc.stderr
+    stopped_at = int(proc.stderr.split("Stopped by SIGTERM at global_step ")[1].split(";")[0])
+    steps = int(proc.stderr.split("Num steps = ")[1].split()[0])
+    assert 2 <= stopped_at < steps  # stopped before its last step
+    assert tf.train.latest_checkpoint(str(out)).endswith(f"model.ckpt-{stopped_at}")
 
 
 def squad_windows(squad_run, tmp_path, n_examples):

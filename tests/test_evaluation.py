@@ -72,8 +72,18 @@ def test_best_checkpoint_history_and_early_stopping(tmp_path):
     assert best.endswith(os.path.join("best", "model.ckpt-10"))
     np.testing.assert_array_equal(tf.train.load_checkpoint(best).get_tensor("bert/w"), [10, 10])
     assert "eval_accuracy = 0.6" in (tmp_path / "best_eval_results.txt").read_text()
-    # TensorBoard scalars of the eval run beside the training ones.
-    assert tf.io.gfile.glob(str(tmp_path / "eval" / "events.out.tfevents.*"))
+    # TensorBoard scalars of the eval run beside the training ones: every metric of every
+    # evaluation, at its step.
+    events = tf.io.gfile.glob(str(tmp_path / "eval" / "events.out.tfevents.*"))
+    assert events
+    scalars = {}
+    for path in events:
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                scalars.setdefault(value.tag, {})[event.step] = \
+                    float(tf.make_ndarray(value.tensor))
+    for key in ("eval_accuracy", "eval_loss"):
+        assert scalars[key] == pytest.approx({r["step"]: r[key] for r in history}), key
 
 
 def test_a_lower_is_better_metric_and_no_stop_at_the_last_step(tmp_path):

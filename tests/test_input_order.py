@@ -76,6 +76,21 @@ def test_workers_together_read_one_process_global_batches(tmp_path, shuffle_buff
     assert [a + b for a, b in zip(*parts)] == one
 
 
+def test_workers_with_as_many_files_read_their_own_not_one_process_batches(tmp_path):
+    """Google's shuffle buffer (100) and at least as many files as workers: each worker reads
+    only its own files, so the workers' batches side by side are not the global batches of one
+    process, which mixes the files in its batches (README, Input order)."""
+    files = [write_numbered(tmp_path / f"f{k}", 100 * k, 40) for k in range(2)]
+    one = numbers(input_pipeline.record_dataset(files, SHAPES, 8, True, seed=2), 10)
+    parts = [numbers(input_pipeline.record_dataset(files, SHAPES, 4, True, seed=2,
+                                                   num_shards=2, shard_index=w), 10)
+             for w in range(2)]
+    for w, part in enumerate(parts):
+        assert {x // 100 for x in sum(part, [])} == {w}
+    assert any(len({x // 100 for x in batch}) == 2 for batch in one)
+    assert [a + b for a, b in zip(*parts)] != one
+
+
 def test_pretraining_input_interleaves_files_record_by_record(tmp_path):
     """Google's pretraining input: the file order is shuffled each epoch and up to 4 files are
     read round-robin, record by record (then the buffer shuffles neighbours). With 3 files of

@@ -8,6 +8,7 @@ as long as the training file's longest example rounded up); grouping by length i
 traces) are bounded by the rounding.
 """
 
+import contextlib
 import json
 import os
 
@@ -90,23 +91,66 @@ def max_diff(a, b):
 
 # -- evaluation and prediction --------------------------------------------------------------
 
+def randomize(named, seed=0):
+    """The same visible random value in every variable (LayerNorms and biases too): an
+    initialisation's small weights leave every probability near 0.5, where a wrong computation
+    of the encoder hides under the tolerance."""
+    rng = np.random.RandomState(seed)
+    for name in sorted(named):
+        shape = named[name].shape.as_list()
+        named[name].assign(rng.normal(0.0, 0.2, size=shape).astype(np.float32)
+                           + (1.0 if name.endswith("gamma") else 0.0))
+
+
+@contextlib.contextmanager
+def fully_padded(monkeypatch):
+    """Within it, `BertModel` ignores `drop_padding` and `first_token_only` (what eval and
+    predict ask for): every position of every layer is computed, Google's computation. Yields
+    the list of the calls' `drop_padding` requests (to check the path was asked for)."""
+    requested, call = [], modeling.BertModel.__call__
+
+    def padded_call(self, *args, drop_padding=False, first_token_only=False, **kwargs):
+        requested.append(drop_padding)
+        return call(self, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(modeling.BertModel, "__call__", padded_call)
+        yield requested
+
+
 @pytest.mark.parametrize("n_gpus", [1, 2])
-def test_trimmed_eval_and_predict_equal_the_padded_ones_in_file_order(records, tmp_path, n_gpus):
-    padded, trimmed = (trainer(records, tmp_path / name, n_gpus=n_gpus, multiple=m)
-                       for name, m in (("padded", 0), ("trimmed", MULTIPLE)))
-    for t in (padded, trimmed):
+def test_trimmed_eval_and_predict_equal_the_padded_ones_in_file_order(records, tmp_path, n_gpus,
+                                                                      monkeypatch):
+    """The reference keeps the padding end to end: batches of the records' length (32) in file
+    order, the model run on every position (`fully_padded`). Equal to it, to 1e-5: the same
+    file-order batches with the padding dropped inside the model (the default), and the
+    length-sorted batches cut to a multiple of 8 (--pad_to_longest). The file-order batches
+    mix real lengths (one of 3..8 with 9..32 ones)."""
+    reference, padded, trimmed = (trainer(records, tmp_path / name, n_gpus=n_gpus, multiple=m)
+                                  for name, m in (("reference", 0), ("padded", 0),
+                                                  ("trimmed", MULTIPLE)))
+    for t in (reference, padded, trimmed):
         t.restore_or_initialize()
+        randomize(t.task.named_variables())
     files = [records["path"]]
     plain = input_pipeline.record_dataset(files, SHAPES, 5, is_training=False)
+    spreads = [int(np.ptp(input_pipeline.sequence_lengths(b["input_mask"]).numpy()))
+               for b in plain]
+    assert max(spreads) >= 10  # batches of mixed real lengths
     by_length = input_pipeline.length_sorted_dataset(files, SHAPES, 5)
-    expected = padded.predict(plain)["probabilities"]
-    got = trimmed.predict(by_length)["probabilities"]
-    assert got.shape == (N, 2)  # every example, the partial last batch (126 = 25 x 5 + 1) too
-    np.testing.assert_allclose(got, expected, atol=1e-5)
-    want, have = padded.evaluate(plain), trimmed.evaluate(by_length)
-    assert sorted(want) == sorted(have)
-    for key in want:
-        assert have[key] == pytest.approx(want[key], abs=1e-5), key
+    with fully_padded(monkeypatch) as requested:
+        expected = reference.predict(plain)["probabilities"]
+        want = reference.evaluate(plain)
+    assert requested and all(requested)  # eval and predict asked to drop the padding
+    for t, batches in ((padded, plain), (trimmed, by_length)):
+        got = t.predict(batches)["probabilities"]
+        assert got.shape == (N, 2)  # every example, the partial last batch (126 = 25 x 5 + 1)
+        np.testing.assert_allclose(got, expected, atol=1e-5)
+        have = t.evaluate(batches)
+        assert sorted(want) == sorted(have)
+        for key in want:
+            assert have[key] == pytest.approx(want[key], abs=1e-5), key
+    assert np.ptp(expected[:, 1]) > 0.1  # the examples' probabilities differ
     # The sorted batches were cut to a few lengths (the padded run's one shape is 32).
     lengths = {int(input_pipeline.trim_padding(b, MULTIPLE)["input_ids"].shape[1])
                for b in by_length}
@@ -126,7 +170,9 @@ def test_length_sorted_dataset_order_and_indexes(records):
 
 def test_script_files_equal_the_padded_runs(records, tmp_path, monkeypatch):
     """run_classifier's eval_results.txt, test_results.tsv and predict.txt with
-    --pad_to_longest equal those without, to 1e-5, with two towers, after training with
+    --pad_to_longest equal those of a run without it whose model keeps the padding end to end
+    (`fully_padded`: no padding dropped in eval and predict), to 1e-5, with two towers, after
+    training with
     dropout on; --max_seq_length is about twice the longest sentence, so dropout's layout (48
     positions) is shorter than the padded batches (64) and longer than most trimmed ones."""
     data = tmp_path / "data"
@@ -139,6 +185,12 @@ def test_script_files_equal_the_padded_runs(records, tmp_path, monkeypatch):
         (data / f"{name}.tsv").write_text("sentence\tlabel\n" + "\n".join(rows) + "\n")
     config = tmp_path / "bert_config.json"
     config.write_text(json.dumps(dict(TINY_CONFIG, vocab_size=30522, **DROPOUT)))
+    # Visible random weights (encoder and head): the probabilities spread far from 0.5.
+    tf.random.set_seed(6)
+    init_model = BertClassifier(BertConfig.from_json_file(str(config)), 2)
+    randomize(init_model.named_variables())
+    init = checkpoint.write_bundle(str(tmp_path / "init" / "bert_model.ckpt"),
+                                   init_model.named_variables())
     layouts, layout_length = [], input_pipeline.dropout_layout_length
     monkeypatch.setattr(input_pipeline, "dropout_layout_length",
                         lambda *args: layouts.append(layout_length(*args)) or layouts[-1])
@@ -147,12 +199,18 @@ def test_script_files_equal_the_padded_runs(records, tmp_path, monkeypatch):
         out = tmp_path / f"out_{pad}"
         cfg = ClassifierConfig(
             model=ModelFiles(bert_config_file=str(config), max_seq_length=2 * SEQ,
+                             init_checkpoint=init,
                              vocab_file=os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")),
             train=TrainOptions(n_gpus=2, random_seed=4, train_batch_size=4,
                                learning_rate=1e-3), output_dir=str(out),
             data_dir=str(data), task_name="tsv", do_train=True, do_eval=True, do_predict=True,
             eval_batch_size=5, predict_batch_size=7, pad_to_longest=pad)
-        run_classifier(cfg)
+        if pad:
+            run_classifier(cfg)
+        else:
+            with fully_padded(monkeypatch) as requested:
+                run_classifier(cfg)
+            assert any(requested)  # eval and predict asked to drop the padding
         results = dict(line.split(" = ") for line in
                        (out / "eval_results.txt").read_text().splitlines())
         outputs[pad] = ({k: float(v) for k, v in results.items()},
@@ -161,6 +219,7 @@ def test_script_files_equal_the_padded_runs(records, tmp_path, monkeypatch):
         outputs[True], outputs[False]
     assert results == pytest.approx(padded_results, abs=1e-5)
     np.testing.assert_allclose(probabilities, padded_probabilities, atol=1e-5)
+    assert np.ptp(padded_probabilities[:, 1]) > 0.1
     assert predict == padded_predict and len(predict.split()) == 23
     assert layouts == [48, 48]
     assert float(padded_results["global_step"]) == 8  # int(23 / 8 * 3) updates were trained

@@ -3,7 +3,9 @@
 The numerics are checked against a direct numpy computation of the model written here from the
 papers' definitions (not from our code): `numpy_encoder` below. The same computation without any
 option equals our model, whose parity with Google's code tests/test_modeling.py holds, so the
-reference is itself anchored to Google's numerics.
+reference is itself anchored to Google's numerics. ALBERT's variable names and shapes, and its
+pretraining model's outputs on the same weights, come from Google's ALBERT code itself (PyPI
+albert-tensorflow in the oracle venv: tests/oracles/albert_modeling.py).
 """
 
 import json
@@ -13,7 +15,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from _oracle import REPO
+from _oracle import REPO, run_json_request
 
 from bert_mgpu.model import heads, modeling
 from bert_mgpu.model.bert_config import MODEL_OPTIONS, BertConfig, BertConfigError
@@ -217,59 +219,82 @@ def test_no_new_keys_and_explicit_defaults_give_googles_variables_and_numerics()
     np.testing.assert_array_equal(a, b)
 
 
-def albert_names(embedding_size, hidden, intermediate, vocab=100):
-    """The variables google-research/albert's modeling.py + run_pretraining.py create for one
-    shared group (`num_hidden_groups: 1`, `inner_group_num: 1`)."""
-    e, h, i = embedding_size, hidden, intermediate
-    g = "bert/encoder/transformer/group_0/inner_group_0"
-    names = {
-        "bert/embeddings/word_embeddings": [vocab, e],
-        "bert/embeddings/token_type_embeddings": [2, e],
-        "bert/embeddings/position_embeddings": [64, e],
-        "bert/embeddings/LayerNorm/beta": [e], "bert/embeddings/LayerNorm/gamma": [e],
-        "bert/encoder/embedding_hidden_mapping_in/kernel": [e, h],
-        "bert/encoder/embedding_hidden_mapping_in/bias": [h],
-        f"{g}/LayerNorm/beta": [h], f"{g}/LayerNorm/gamma": [h],
-        f"{g}/LayerNorm_1/beta": [h], f"{g}/LayerNorm_1/gamma": [h],
-        f"{g}/attention_1/output/dense/kernel": [h, h],
-        f"{g}/attention_1/output/dense/bias": [h],
-        f"{g}/ffn_1/intermediate/dense/kernel": [h, i],
-        f"{g}/ffn_1/intermediate/dense/bias": [i],
-        f"{g}/ffn_1/intermediate/output/dense/kernel": [i, h],
-        f"{g}/ffn_1/intermediate/output/dense/bias": [h],
-        "bert/pooler/dense/kernel": [h, h], "bert/pooler/dense/bias": [h],
-        "cls/predictions/transform/dense/kernel": [h, e],
-        "cls/predictions/transform/dense/bias": [e],
-        "cls/predictions/transform/LayerNorm/beta": [e],
-        "cls/predictions/transform/LayerNorm/gamma": [e],
-        "cls/predictions/output_bias": [vocab],
-        "cls/seq_relationship/output_weights": [2, h],
-        "cls/seq_relationship/output_bias": [2],
-    }
-    for kind in ("query", "key", "value"):
-        names[f"{g}/attention_1/self/{kind}/kernel"] = [h, h]
-        names[f"{g}/attention_1/self/{kind}/bias"] = [h]
-    return names
+# ALBERT's own albert_config.json keys for one shared group.
+ALBERT_JSON = dict(TINY, embedding_size=16, num_hidden_groups=1, inner_group_num=1,
+                   down_scale_factor=1, net_structure_type=0, gap_size=0, num_memory_blocks=0,
+                   layers_to_keep=[], hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+@pytest.fixture(scope="module")
+def albert_oracle(tmp_path_factory):
+    """Google's ALBERT code (oracle venv, PyPI albert-tensorflow: tests/oracles/albert_modeling.py)
+    on ALBERT_JSON, with our pretraining model's weights (randomized) loaded by name: its
+    variables ([[name, shape], ...]) and outputs; with our model, its inputs and weights."""
+    d = tmp_path_factory.mktemp("albert")
+    config = BertConfig.from_dict(ALBERT_JSON)
+    tf.random.set_seed(4)
+    task = BertPretrainer(config)
+    named = task.named_variables()
+    randomize(named, seed=2)
+    ids, mask, segments = inputs()
+    rng = np.random.RandomState(5)
+    data = {"input_ids": ids, "input_mask": mask, "segment_ids": segments,
+            "masked_lm_positions": np.array([[1, 3, 6], [2, 4, 7], [1, 2, 3]], np.int32),
+            "masked_lm_ids": rng.randint(1, 100, size=[3, 3]).astype(np.int32),
+            "masked_lm_weights": np.ones([3, 3], np.float32),
+            "sentence_order_labels": np.array([[0], [1], [0]], np.int32)}
+    np.savez(d / "in.npz", **data)
+    np.savez(d / "w.npz", **{k.replace("/", "|"): v.numpy() for k, v in named.items()})
+    run_json_request("albert_modeling.py", {
+        "config": ALBERT_JSON, "inputs": str(d / "in.npz"), "weights": str(d / "w.npz"),
+        "output": str(d / "out.npz"), "names": str(d / "names.json")}, d, timeout=300)
+    outputs = dict(np.load(d / "out.npz")) if (d / "out.npz").exists() else None
+    return {"names": json.loads((d / "names.json").read_text()), "outputs": outputs,
+            "task": task, "data": data}
+
+
+def albert_names(albert_oracle):
+    return {name: shape for name, shape in albert_oracle["names"]}
 
 
 @pytest.mark.parametrize("layers", [1, 2, 12])
-def test_albert_all_shared_has_albert_names_whatever_the_depth(layers):
+def test_albert_all_shared_has_albert_names_whatever_the_depth(albert_oracle, layers):
+    """The variables of our pretraining model with ALBERT's sharing are those Google's ALBERT
+    code creates (names and shapes), whatever the depth."""
     config = BertConfig.from_dict(dict(TINY, num_hidden_layers=layers, **ALBERT))
     task = BertPretrainer(config)
-    assert modeling.variable_shapes(task.named_variables()) == albert_names(16, 32, 36)
+    assert modeling.variable_shapes(task.named_variables()) == albert_names(albert_oracle)
 
 
-def test_albert_released_config_keys_mean_all_shared():
+def test_albert_released_config_keys_mean_all_shared(albert_oracle):
     """ALBERT's own albert_config.json (num_hidden_groups 1, inner_group_num 1) builds the
     shared model, and writes back unchanged."""
-    albert_json = dict(TINY, embedding_size=16, num_hidden_groups=1, inner_group_num=1,
-                       down_scale_factor=1, net_structure_type=0, gap_size=0,
-                       num_memory_blocks=0, layers_to_keep=[])
-    config = BertConfig.from_dict(albert_json)
+    config = BertConfig.from_dict(ALBERT_JSON)
     assert config.share_parameters == "all" and config.embedding_size == 16
-    assert json.loads(config.to_json_string()) == albert_json
+    assert json.loads(config.to_json_string()) == ALBERT_JSON
     task = BertPretrainer(config)
-    assert modeling.variable_shapes(task.named_variables()) == albert_names(16, 32, 36)
+    assert modeling.variable_shapes(task.named_variables()) == albert_names(albert_oracle)
+
+
+def test_albert_outputs_equal_googles_albert_code(albert_oracle):
+    """Same weights, same inputs: the encoder's layers, the pooled output, the masked LM's and
+    the sentence-order head's log-probabilities equal those of Google's ALBERT code."""
+    task, data, google = albert_oracle["task"], albert_oracle["data"], albert_oracle["outputs"]
+    assert google is not None, "our weights do not name every variable of ALBERT's code"
+    out = task.bert(data["input_ids"], data["input_mask"], data["segment_ids"], training=False)
+    real = data["input_mask"].astype(bool)
+    tol = dict(atol=1e-5, rtol=1e-5)
+    assert len(out.all_encoder_layers) == 2
+    for i, layer in enumerate(out.all_encoder_layers):
+        np.testing.assert_allclose(layer.numpy()[real], google[f"layer_{i}"][real], **tol)
+    np.testing.assert_allclose(out.pooled_output, google["pooled_output"], **tol)
+    mlm = task.masked_lm(out.sequence_output, out.embedding_table,
+                         data["masked_lm_positions"], data["masked_lm_ids"],
+                         data["masked_lm_weights"])
+    np.testing.assert_allclose(mlm["log_probs"], google["masked_lm_log_probs"], **tol)
+    sop = task.next_sentence(out.pooled_output, data["sentence_order_labels"])
+    np.testing.assert_allclose(sop["log_probs"], google["sentence_order_log_probs"], **tol)
+    assert np.ptp(google["masked_lm_log_probs"]) > 1.0  # the weights are not degenerate
 
 
 def parameter_count(config_dict):

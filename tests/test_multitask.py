@@ -17,7 +17,7 @@ from _together import started_in, with_the_module
 
 from bert_mgpu.configs.base import TrainConfig
 from bert_mgpu.data import features, multitask, tfrecord
-from bert_mgpu.engine import checkpoint, towers, training
+from bert_mgpu.engine import checkpoint, evaluation, towers, training
 from bert_mgpu.model import modeling
 from bert_mgpu.model.bert_config import BertConfig
 from bert_mgpu.tasks.classifier import BertClassifier, BertMultiLabelClassifier, BertRegressor
@@ -335,7 +335,13 @@ def test_script_multitask_outputs_per_task(multitask_run):
     columns = history[0].split("\t")
     assert {"mean_best_metric", "tsv_0/eval_accuracy", "tsv_1/eval_spearman"} <= set(columns)
     assert len(history) == 1 + 2  # steps 4 and 8
-    assert (out / "best_checkpoint.txt").exists()
+    # The best checkpoint is the one with the best mean of the tasks' --best_metric (README).
+    rows = evaluation.read_history(str(out))
+    for row in rows:
+        mean = (row["tsv_0/eval_accuracy"] + row["tsv_1/eval_pearson"]) / 2
+        assert row["mean_best_metric"] == pytest.approx(mean, abs=1e-6)
+    best_step = rows[int(np.argmax([r["mean_best_metric"] for r in rows]))]["step"]
+    assert evaluation.best_checkpoint(str(out)).endswith(f"model.ckpt-{best_step}")
     names = tf.train.load_checkpoint(str(out)).get_variable_to_shape_map()
     assert names["task_tsv_0/output_weights"] == [2, 32]
     assert names["task_tsv_1/output_weights"] == [1, 32]

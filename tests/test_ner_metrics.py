@@ -5,11 +5,15 @@ docstring of bert_mgpu/metrics/ner.py): which tokens start/end a chunk, which gu
 correct (same start, same end, same type throughout), P = correct/guessed, R = correct/gold,
 F1 = 2PR/(P+R), accuracy = tokens with the whole tag right / tokens (boundaries not counted).
 
+In the oracle venv, the PyPI package `conlleval` (an independent Python port of conlleval.pl,
+IOBES rules included) scores the BIO and BIOES cases and 5 seeded random corpora of each (300
+sentences, every tag transition): the same chunk and tag counts, overall and per type.
 With BERT_MGPU_CONLLEVAL_PL=/path/to/conlleval.pl (the CoNLL script itself, not shipped here)
-and perl installed, the BIO cases and 5 seeded random BIO corpora (300 sentences each, every tag
-transition) are also run through the Perl script and the report text must be identical.
+and perl installed, the BIO cases and random BIO corpora are also run through the Perl script
+and the report text must be identical.
 """
 
+import json
 import os
 import random
 import shutil
@@ -17,6 +21,7 @@ import subprocess
 import sys
 
 import pytest
+from _oracle import run_json_request
 
 from bert_mgpu.metrics import ner as ner_metrics
 from bert_mgpu.metrics.ner import ChunkScores, evaluate
@@ -217,6 +222,56 @@ def test_same_report_as_conlleval_pl(gold, pred):
     perl = subprocess.run(["perl", script], input=text, capture_output=True, text=True,
                           check=True).stdout
     assert evaluate(gold, pred).report() == perl
+
+
+BIOES_CASES = [
+    ([["S-PER", "O", "B-LOC", "I-LOC", "E-LOC", "S-ORG", "S-ORG"]],
+     [["S-PER", "O", "B-LOC", "E-LOC", "O", "S-ORG", "B-ORG"]]),
+    ([["B-X", "I-X", "E-X", "B-X", "E-X"]], [["B-X", "I-X", "E-X", "B-X", "E-X"]]),
+    ([["B-X", "E-X", "E-X", "I-X", "S-X", "I-X"]], [["S-X", "I-X", "E-X", "E-X", "B-X", "O"]]),
+    ([["O", "E-PER", "S-LOC", "E-LOC"]], [["O", "E-PER", "B-LOC", "E-LOC"]]),
+]
+
+
+def _random_bioes_corpus(seed, n_sentences=300):
+    """Random BIOES tags (any order: every transition, the ill-formed ones too)."""
+    rng = random.Random(seed)
+
+    def tag():
+        return "O" if rng.random() < 0.3 else \
+            f"{rng.choice('BIES')}-{rng.choice(['PER', 'LOC', 'ORG'])}"
+    sentences = [[(tag(), tag()) for _ in range(rng.randint(1, 12))] for _ in range(n_sentences)]
+    return ([[g for g, _ in s] for s in sentences], [[p for _, p in s] for s in sentences])
+
+
+PORT_CASES = (BIO_CASES + [_random_corpus(seed) for seed in range(5)] + BIOES_CASES
+              + [_random_bioes_corpus(seed) for seed in range(5)])
+
+
+@pytest.fixture(scope="module")
+def conlleval_port(tmp_path_factory):
+    """Every case of PORT_CASES scored by the PyPI `conlleval` port in the oracle venv
+    (tests/oracles/conlleval_port.py), in one process."""
+    request = {"cases": [_as_conll_lines(gold, pred) for gold, pred in PORT_CASES]}
+    return json.loads(run_json_request("conlleval_port.py", request,
+                                       tmp_path_factory.mktemp("conlleval"), timeout=120))
+
+
+@pytest.mark.parametrize("case", range(len(PORT_CASES)))
+def test_same_counts_as_the_conlleval_port(conlleval_port, case):
+    """BIO and BIOES (crafted cases and 5 random corpora of each, every tag transition): the
+    same chunks found, guessed and correct, overall and per type, and the same tag accuracy as
+    an independent Python port of conlleval.pl."""
+    gold, pred = PORT_CASES[case]
+    want = conlleval_port[case]
+    result = evaluate(gold, pred)
+    assert list(_scores(result)) == want["overall"]
+    ours = {name: list(_scores(result, name)) for name in result.per_type
+            if result.per_type[name].found_guessed or result.per_type[name].found_correct}
+    assert ours == want["per_type"]
+    assert (result.correct_tags, result.tokens) == (want["tags_correct"], want["tokens"])
+    if case >= len(PORT_CASES) - 5:  # a random corpus: every kind of chunk was scored
+        assert len(want["per_type"]) == 3 and want["overall"][0] > 50
 
 
 def test_command_line_prints_the_report_of_a_file_or_stdin(tmp_path):

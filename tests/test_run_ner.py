@@ -3,12 +3,13 @@ only first pieces reach the loss, the tagging head's variables."""
 
 import json
 import os
+import signal
 import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from _launch import error_line
+from _launch import Launched, error_line, signal_at_checkpoint
 from _oracle import REPO, run_json_request
 from _pretraining_data import TINY_CONFIG
 from _together import bad_input_jobs, run_command, started, with_the_module
@@ -341,6 +342,27 @@ def test_rerun_predicts_from_the_checkpoint(run):
     assert again.returncode == 0, again.stderr[-3000:]
     assert "Reusing test features" in again.stderr
     assert (out / "predictions.txt").read_text(encoding="utf-8") == before
+
+
+def test_sigterm_checkpoints_and_exits_cleanly(files, tmp_path):
+    """README: SIGTERM (as SIGHUP and SIGINT) finishes the current step, writes a checkpoint and
+    exits 0; run_ner.py as run_pretraining.py (whose test covers the three signals)."""
+    root, _ = files
+    out = tmp_path / "out"
+    run = Launched([sys.executable, SCRIPT, f"--data_dir={root / 'data'}",
+                    f"--vocab_file={root / 'vocab.txt'}",
+                    f"--bert_config_file={root / 'bert_config.json'}", f"--output_dir={out}",
+                    "--do_train=true", f"--max_seq_length={SEQ}", "--doc_stride=5",
+                    "--train_batch_size=4", "--num_train_epochs=100", "--learning_rate=1e-3",
+                    "--save_checkpoints_steps=5", "--log_every_n_steps=1000"])
+    signalled_at = signal_at_checkpoint([(run, str(out), 5, signal.SIGTERM, 0)])[0]
+    proc = run.finish(300)
+    assert signalled_at is not None, "the run ended before the signal"
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Received SIGTERM" in proc.stderr
+    stopped_at = int(proc.stderr.split("Stopped by SIGTERM at global_step ")[1].split(";")[0])
+    assert 5 <= stopped_at < 96 * 100 // 4  # before the last of the 2400 steps
+    assert tf.train.latest_checkpoint(str(out)).endswith(f"model.ckpt-{stopped_at}")
 
 
 @pytest.mark.parametrize("change,message", BAD_INPUT)

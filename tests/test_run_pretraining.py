@@ -193,6 +193,15 @@ def test_two_phase_128_then_512_style(side_runs, uninterrupted):
     diff = np.abs(phase2["bert/encoder/layer_0/output/dense/kernel"]
                   - phase1["bert/encoder/layer_0/output/dense/kernel"]).max()
     assert 0 < diff < 0.05
+    # A fresh optimizer (README): Adam's second moments start from 0, so after 3 updates they
+    # hold ~1 - 0.999^3 of a gradient's square, where phase 1's 60 updates hold ~1 - 0.999^60
+    # (20 times as much); continued slots would keep phase 1's sum (ratio ~1).
+    second_moments = [n for n in phase1 if n.endswith("/adam_v")]
+    assert second_moments and sorted(second_moments) == sorted(
+        n for n in phase2 if n.endswith("/adam_v"))
+    ratio = sum(float(phase2[n].sum()) for n in second_moments) / \
+        sum(float(phase1[n].sum()) for n in second_moments)
+    assert ratio < 0.3, ratio
 
 
 def test_cramming_trainer_flags_and_masked_lm_only(side_runs):

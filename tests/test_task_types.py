@@ -257,7 +257,9 @@ def test_classifier_inputs_shapes_values_and_pooled_unchanged():
             elif isinstance(task, BertMultiLabelClassifier):
                 np.testing.assert_allclose(first, 1 / (1 + np.exp(-head_logits)), atol=1e-6)
             else:
-                assert first.shape == (3, 3)
+                softmax = np.exp(head_logits - head_logits.max(-1, keepdims=True))
+                np.testing.assert_allclose(first, softmax / softmax.sum(-1, keepdims=True),
+                                           atol=1e-6)
 
 
 # -- towers == one device, dropout on -------------------------------------------------------

@@ -84,7 +84,8 @@ def train(data, tmp_path, name, n_gpus, batch, accum=1, steps=4, precision="fp32
     task.bert.gradient_checkpointing = cfg.gradient_checkpointing  # as tasks/base.trainer_for
     trainer = training.Trainer(task, cfg, towers.tower_devices(n_gpus))
     dataset = input_pipeline.record_dataset(data["files"], features.pretraining_shapes(SEQ, PREDS),
-                                            cfg.global_batch_size, True, seed=3)
+                                            cfg.global_batch_size, True, seed=3,
+                                            shuffle_buffer=cfg.shuffle_buffer_size)
     metrics = trainer.train(dataset)
     return trainer, metrics
 
@@ -544,16 +545,21 @@ def test_indexed_slices_norm_is_what_tf_clip_by_global_norm_sees(data, tmp_path,
     np.testing.assert_allclose(float(out["global_norm"]), float(want), rtol=1e-5)
 
 
-def test_resume_with_another_global_batch_continues_at_the_next_example(data, tmp_path):
+@pytest.mark.parametrize("shuffle_buffer", [100, 0])
+def test_resume_with_another_global_batch_continues_at_the_next_example(data, tmp_path,
+                                                                        shuffle_buffer):
     """5 updates of 8 examples, then the same output_dir with 4 per update (what a user does
     after running out of memory): the rerun starts at example 40 of the same record stream (no
-    example repeated or skipped) at global_step 40 / 4 = 10."""
+    example repeated or skipped) at global_step 40 / 4 = 10. Pretraining's record stream
+    (buffer 100) and fine-tuning's epoch permutations (buffer 0, run_classifier's default)."""
     out = "changed"
-    first, _ = train(data, tmp_path, out, n_gpus=2, batch=4, steps=5, config=DROPOUT_CONFIG)
+    first, _ = train(data, tmp_path, out, n_gpus=2, batch=4, steps=5, config=DROPOUT_CONFIG,
+                     shuffle_buffer_size=shuffle_buffer)
     assert int(first.global_step.numpy()) == 5
     cfg = TrainConfig(output_dir=str(tmp_path / out), train_batch_size=4, n_gpus=1,
                       num_train_steps=12, num_warmup_steps=1, learning_rate=1e-3,
-                      save_checkpoints_steps=100, log_every_n_steps=1, init_checkpoint=data["init"])
+                      save_checkpoints_steps=100, log_every_n_steps=1, init_checkpoint=data["init"],
+                      shuffle_buffer_size=shuffle_buffer)
     trainer = training.Trainer(BertPretrainer(BertConfig.from_dict(DROPOUT_CONFIG)), cfg,
                                towers.tower_devices(1))
     seen, step = [], trainer.step
@@ -564,8 +570,10 @@ def test_resume_with_another_global_batch_continues_at_the_next_example(data, tm
 
     trainer.step = recording_step
     shapes = features.pretraining_shapes(SEQ, PREDS)
-    trainer.train(input_pipeline.record_dataset(data["files"], shapes, 4, True, seed=3))
-    stream = iter(input_pipeline.record_dataset(data["files"], shapes, 4, True, seed=3))
+    trainer.train(input_pipeline.record_dataset(data["files"], shapes, 4, True, seed=3,
+                                                shuffle_buffer=shuffle_buffer))
+    stream = iter(input_pipeline.record_dataset(data["files"], shapes, 4, True, seed=3,
+                                                shuffle_buffer=shuffle_buffer))
     batches = [next(stream)["input_ids"].numpy() for _ in range(12)]
     assert [s for s, _ in seen] == [10, 11]
     np.testing.assert_array_equal(seen[0][1], batches[10])  # examples 40..43

@@ -33,6 +33,7 @@ HISTORY_FILE = "eval_history.tsv"
 BEST_DIR = "best"
 BEST_FILE = "best_checkpoint.txt"
 BEST_RESULTS_FILE = "best_eval_results.txt"
+LOSS_FILE = "train_loss.tsv"
 CURVE_FILE = "eval_curve.png"
 
 
@@ -190,29 +191,48 @@ class PeriodicEvaluator:
 class CollapseWatch:
     """Makes a collapsed fine-tuning run never silent (the signs: metrics/collapse.py).
 
-    It records the loss of every update this process makes (`on_step`, around the job's own
-    callback), adds `train_loss_change` to evaluation results once the loss can be judged
-    (>= 20 updates, past the warm-up) and logs a warning when results show a collapse (one
-    class, label set, tag or value for the whole dev set, or a flat loss), naming what to try
-    (`check`: what eval_results.txt and eval_history.tsv then get). `after_training` judges the
-    loss alone, so a run without --do_eval is not silent either. Each warning is logged once.
+    It records the loss of every update (`on_step`, around the job's own callback), the chief
+    also in OUTPUT_DIR/train_loss.tsv (lines `step<TAB>loss`); `check` adds `train_loss_change`
+    to evaluation results once the loss can be judged (>= 20 updates, past the warm-up) and
+    logs a warning when results show a collapse (one class, label set, tag or value for the
+    whole dev set, or a flat loss), naming what to try: what eval_results.txt and
+    eval_history.tsv then get. `after_training` judges the loss alone, so a run without
+    --do_eval is not silent either. Each warning is logged once.
+
+    Resume: the loss file is the state, as eval_history.tsv is PeriodicEvaluator's: a rerun from
+    checkpoint step S keeps its rows up to S and recomputes the rest (identically: training is
+    deterministic), so `train_loss_change` equals the uninterrupted run's; an evaluation without
+    training in this process (--do_eval alone) judges the file's record up to the evaluated
+    step.
     """
 
-    def __init__(self, cfg, global_step: tf.Variable):
+    def __init__(self, cfg, global_step: tf.Variable, is_chief: bool = True):
         """Args:
-          cfg: the run's `TrainConfig` (warm-up, optimizer, learning rate: for the advice).
+          cfg: the run's `TrainConfig` (output_dir; warm-up, optimizer and learning rate for
+            the advice).
           global_step: the trainer's step variable (read when judging and in the message).
+          is_chief: whether this worker keeps the loss file.
         """
-        self.cfg, self.global_step = cfg, global_step
+        self.cfg, self.global_step, self.is_chief = cfg, global_step, is_chief
         self._losses: List[float] = []
+        self._loaded = False
         self._logged: set = set()
 
     def on_step(self, inner: Optional[Callable] = None) -> Callable:
         """The `on_step` callback of `Trainer.train`: records the update's loss, then calls
         `inner(step, outputs)` (the job's, e.g. a PeriodicEvaluator, whose evaluation then
         judges the loss up to its own step) and returns what it returns."""
+        started = []
+
         def record(step, outputs):
-            self._losses.append(float(outputs["loss"]))
+            if not started:  # the first update of this process: it resumed at step - 1
+                started.append(step)
+                self._restore_losses(step - 1, cut_file=True)
+            loss = float(outputs["loss"])
+            self._losses.append(loss)
+            if self.is_chief:
+                with tf.io.gfile.GFile(self._loss_path(), "a") as f:
+                    f.write(f"{step}\t{loss!r}\n")
             return inner(step, outputs) if inner is not None else False
         return record
 
@@ -224,12 +244,42 @@ class CollapseWatch:
     def check(self, result: dict) -> dict:
         """`result` (evaluation results) with `train_loss_change` when judged; logs what shows
         a collapse."""
+        if not self._loaded:
+            self._restore_losses(self._step(), cut_file=False)
         result.update(self._loss_result())
         self._warn(collapse.findings(result, len(self._losses)), "in the evaluation")
         return result
 
     def _step(self) -> int:
         return int(self.global_step.numpy())
+
+    def _loss_path(self) -> str:
+        return os.path.join(self.cfg.output_dir, LOSS_FILE)
+
+    def _restore_losses(self, step: int, cut_file: bool) -> None:
+        """The losses of updates 1..`step` from the loss file (a rerun's earlier updates); with
+        `cut_file`, the file is cut to them (the chief's, before training on)."""
+        self._losses.clear()
+        self._loaded = True
+        path = self._loss_path()
+        if not self.is_chief or not tf.io.gfile.exists(path):
+            return
+        rows = {}
+        with tf.io.gfile.GFile(path) as f:
+            lines = f.read().split("\n")[:-1]  # the last, unless empty, was cut by a kill
+        for line in lines:
+            fields = line.split("\t")
+            if len(fields) == 2 and fields[0].isdigit() and int(fields[0]) <= step:
+                rows[int(fields[0])] = fields[1]
+        kept = [(s, rows[s]) for s in sorted(rows)]
+        self._losses.extend(float(loss) for _, loss in kept)
+        if not cut_file:
+            return
+        tmp = path + ".tmp"
+        with tf.io.gfile.GFile(tmp, "w") as f:
+            f.write("".join(f"{s}\t{loss}\n" for s, loss in kept))
+        tf.io.gfile.rename(tmp, path, overwrite=True)
+
 
     def _loss_result(self) -> dict:
         if self._step() <= self.cfg.num_warmup_steps:
@@ -249,13 +299,13 @@ class CollapseWatch:
 
 def collapse_advice(cfg) -> str:
     """What to try after a collapse, for a run with trainer config `cfg` (`TrainConfig`)."""
-    tries = []
     if cfg.optimizer == "adamw" and not cfg.adam_bias_correction:
-        tries.append("--adam_bias_correction=true (this run used Google's AdamWeightDecay, "
-                     "without bias correction: its first updates are several times larger)")
-    tries.append(f"a lower --learning_rate (this run: {cfg.learning_rate:g})")
-    tries.append("more --num_train_epochs")
-    return f"Try {', '.join(tries[:-1])} or {tries[-1]}."
+        return ("Try --adam_bias_correction=true (this run used Google's AdamWeightDecay, "
+                "without bias correction: its first updates are several times larger), a lower "
+                f"--learning_rate (this run: {cfg.learning_rate:g}) or more --num_train_epochs.")
+    # Bias-corrected steps start small: a short run may not have moved yet.
+    return (f"Try more --num_train_epochs or another --learning_rate (this run: "
+            f"{cfg.learning_rate:g}; lower if the loss jumped, higher if it never moved).")
 
 
 def best_checkpoint(output_dir: str) -> Optional[str]:

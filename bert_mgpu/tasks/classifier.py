@@ -353,7 +353,7 @@ def run_classifier(cfg) -> dict:
     task = classifier_task(cfg, job, labels)
     log_head_initialisation(cfg, task)
     trainer = fine_tuning_trainer(job, task, train_cfg)
-    watch = evaluation.CollapseWatch(trainer.cfg, trainer.global_step)
+    watch = evaluation.CollapseWatch(trainer.cfg, trainer.global_step, job.chief)
     if cfg.do_train:
         trainer.train(job.training_input([train_file], data.shapes, train_cfg),
                       on_step=watch.on_step(job.periodic_evaluator(trainer, lambda: watch.check(

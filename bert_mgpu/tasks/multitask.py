@@ -149,7 +149,7 @@ def run_multitask_classifier(cfg) -> dict:
         for label, t, (task_labels, _, _) in zip(labels, task_cfgs, inputs)})
     log_head_initialisation(cfg, model)
     trainer = fine_tuning_trainer(job, model, train_cfg)
-    watch = evaluation.CollapseWatch(trainer.cfg, trainer.global_step)
+    watch = evaluation.CollapseWatch(trainer.cfg, trainer.global_step, job.chief)
 
     def dev_results(write: bool = False) -> dict:
         return watch.check(

@@ -129,7 +129,7 @@ def run_ner(cfg) -> dict:
     task = TaggingTask(job.bert_config, len(data.labels),
                        compute_dtype=job.compute_dtype(), tag_names=data.labels)
     trainer = fine_tuning_trainer(job, task, train_cfg)
-    watch = evaluation.CollapseWatch(trainer.cfg, trainer.global_step)
+    watch = evaluation.CollapseWatch(trainer.cfg, trainer.global_step, job.chief)
     if cfg.do_train:
         trainer.train(job.training_input([splits["train"].path], data.shapes, train_cfg),
                       on_step=watch.on_step(job.periodic_evaluator(trainer, lambda: watch.check(

@@ -101,7 +101,7 @@ def run_squad(cfg) -> dict:
     job.save_effective_config()
     task = SquadTask(job.bert_config, compute_dtype=job.compute_dtype())
     trainer = trainer_for(job, task, train_cfg)
-    watch = evaluation.CollapseWatch(trainer.cfg, trainer.global_step)
+    watch = evaluation.CollapseWatch(trainer.cfg, trainer.global_step, job.chief)
     if cfg.do_train:
         trainer.train(job.training_input(
             [train.path], squad_data.squad_train_shapes(cfg.model.max_seq_length), train_cfg),

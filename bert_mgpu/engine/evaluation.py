@@ -33,6 +33,7 @@ HISTORY_FILE = "eval_history.tsv"
 BEST_DIR = "best"
 BEST_FILE = "best_checkpoint.txt"
 BEST_RESULTS_FILE = "best_eval_results.txt"
+LOSS_FILE = "train_loss.tsv"
 CURVE_FILE = "eval_curve.png"
 
 
@@ -186,25 +187,34 @@ class CollapseWatch:
     """A fine-tuning trainer whose collapse is never silent (metrics/collapse.py).
 
     Wraps the trainer (or a stand-in with its own `evaluate`, as the jobs' evaluations): its
-    `train` records the loss of every update this process makes (an `on_step` around the
-    caller's); its `evaluate` adds `train_loss_change` to the results once the loss can be
-    judged (>= 20 updates, past the warm-up) and logs a warning when the results show a
-    collapse (one class, label set, tag or value for the whole dev set, or a flat loss), naming
-    what to try. The results, with the keys that show it, are what eval_results.txt and
-    eval_history.tsv get. The end of training is checked too (the loss alone), so a run without
-    --do_eval is not silent either. Each warning is logged once. Everything else is the wrapped
-    trainer's.
+    `train` records the loss of every update (an `on_step` around the caller's), the chief also
+    in OUTPUT_DIR/train_loss.tsv (lines `step<TAB>loss`); its `evaluate` adds
+    `train_loss_change` to the results once the loss can be judged (>= 20 updates, past the
+    warm-up) and logs a warning when the results show a collapse (one class, label set, tag or
+    value for the whole dev set, or a flat loss), naming what to try. The results, with the
+    keys that show it, are what eval_results.txt and eval_history.tsv get. The end of training
+    is checked too (the loss alone), so a run without --do_eval is not silent either. Each
+    warning is logged once. Everything else is the wrapped trainer's. An evaluation without
+    training in this process (--do_eval alone) judges the loss file's record up to the
+    evaluated step.
+
+    Resume: the loss file is the state, as eval_history.tsv is PeriodicEvaluator's: a rerun from
+    checkpoint step S keeps its rows up to S and recomputes the rest (identically: training is
+    deterministic), so `train_loss_change` equals the uninterrupted run's.
     """
 
-    def __init__(self, trainer, losses: Optional[List[float]] = None):
+    def __init__(self, trainer, record: Optional["_LossRecord"] = None):
         """Args:
           trainer: a `training.Trainer`, or an object standing in for it (its attributes are
-            the trainer's: `cfg`, `is_chief`).
-          losses: the training losses to judge (shared with another watch: `watching`).
+            the trainer's: `cfg`, `is_chief`, `global_step`).
+          record: the training losses to judge (shared with another watch: `watching`).
         """
         self._trainer = trainer
-        self._losses: List[float] = [] if losses is None else losses
-        self._logged: set = set()
+        self._record = record if record is not None else _LossRecord()
+
+    @property
+    def _losses(self) -> List[float]:
+        return self._record.losses
 
     def __getattr__(self, name):
         return getattr(self._trainer, name)
@@ -212,8 +222,17 @@ class CollapseWatch:
     def train(self, dataset, on_step=None):
         """The wrapped `train`, recording each update's loss before `on_step` runs (so that an
         evaluation in `on_step` judges the loss up to its own step)."""
+        started = []
+
         def record(step, outputs):
-            self._losses.append(float(outputs["loss"]))
+            if not started:  # the first update of this process: it resumed at step - 1
+                started.append(step)
+                self._restore_losses(step - 1, cut_file=True)
+            loss = float(outputs["loss"])
+            self._losses.append(loss)
+            if self._trainer.is_chief:
+                with tf.io.gfile.GFile(self._loss_path(), "a") as f:
+                    f.write(f"{step}\t{loss!r}\n")
             return on_step(step, outputs) if on_step is not None else False
 
         metrics = self._trainer.train(dataset, on_step=record)
@@ -229,15 +248,44 @@ class CollapseWatch:
     def watching(self, evaluator) -> "CollapseWatch":
         """`evaluator` (a stand-in for the trainer with its own `evaluate`, e.g. a multi-task
         run's evaluation of every task) checked against this watch's training losses."""
-        view = CollapseWatch(evaluator, self._losses)
-        view._logged = self._logged
-        return view
+        return CollapseWatch(evaluator, self._record)
 
     def check(self, result: dict) -> dict:
-        """`result` with `train_loss_change` (when judged); logs what shows a collapse."""
+        """`result` with `train_loss_change` (when judged); logs what shows a collapse. Without
+        training in this process (--do_eval alone), the losses are the loss file's up to the
+        evaluated step."""
+        if not self._record.loaded:
+            self._restore_losses(int(self._trainer.global_step.numpy()), cut_file=False)
         result.update(self._loss_result())
         self._warn(collapse.findings(result, len(self._losses)), "in the evaluation")
         return result
+
+    def _loss_path(self) -> str:
+        return os.path.join(self._trainer.cfg.output_dir, LOSS_FILE)
+
+    def _restore_losses(self, step: int, cut_file: bool) -> None:
+        """The losses of updates 1..`step` from the loss file (a rerun's earlier updates); with
+        `cut_file`, the file is cut to them (the chief's, before training on)."""
+        self._losses.clear()
+        self._record.loaded = True
+        path = self._loss_path()
+        if not self._trainer.is_chief or not tf.io.gfile.exists(path):
+            return
+        rows = {}
+        with tf.io.gfile.GFile(path) as f:
+            lines = f.read().split("\n")[:-1]  # the last, unless empty, was cut by a kill
+        for line in lines:
+            fields = line.split("\t")
+            if len(fields) == 2 and fields[0].isdigit() and int(fields[0]) <= step:
+                rows[int(fields[0])] = fields[1]
+        kept = [(s, rows[s]) for s in sorted(rows)]
+        self._losses.extend(float(loss) for _, loss in kept)
+        if not cut_file:
+            return
+        tmp = path + ".tmp"
+        with tf.io.gfile.GFile(tmp, "w") as f:
+            f.write("".join(f"{s}\t{loss}\n" for s, loss in kept))
+        tf.io.gfile.rename(tmp, path, overwrite=True)
 
     def _loss_result(self) -> dict:
         cfg = self._trainer.cfg
@@ -252,20 +300,30 @@ class CollapseWatch:
         message = (f"Fine-tuning looks collapsed {where} at global_step "
                    f"{int(self._trainer.global_step.numpy())}: {'; '.join(findings)}. "
                    f"{collapse_advice(self._trainer.cfg)}")
-        if message not in self._logged:
-            self._logged.add(message)
+        if message not in self._record.logged:
+            self._record.logged.add(message)
             logging.warning("%s", message)
+
+
+class _LossRecord:
+    """What the watches of one run share: its training losses (update 1 on), whether they are
+    loaded (trained or read from the loss file), the warnings already logged."""
+
+    def __init__(self):
+        self.losses: List[float] = []
+        self.loaded = False
+        self.logged: set = set()
 
 
 def collapse_advice(cfg) -> str:
     """What to try after a collapse, for a run with trainer config `cfg` (`TrainConfig`)."""
-    tries = []
     if cfg.optimizer == "adamw" and not cfg.adam_bias_correction:
-        tries.append("--adam_bias_correction=true (this run used Google's AdamWeightDecay, "
-                     "without bias correction: its first updates are several times larger)")
-    tries.append(f"a lower --learning_rate (this run: {cfg.learning_rate:g})")
-    tries.append("more --num_train_epochs")
-    return f"Try {', '.join(tries[:-1])} or {tries[-1]}."
+        return ("Try --adam_bias_correction=true (this run used Google's AdamWeightDecay, "
+                "without bias correction: its first updates are several times larger), a lower "
+                f"--learning_rate (this run: {cfg.learning_rate:g}) or more --num_train_epochs.")
+    # Bias-corrected steps start small: a short run may not have moved yet.
+    return (f"Try more --num_train_epochs or another --learning_rate (this run: "
+            f"{cfg.learning_rate:g}; lower if the loss jumped, higher if it never moved).")
 
 
 def best_checkpoint(output_dir: str) -> Optional[str]:

@@ -58,6 +58,9 @@ class Watched:
     def predict(self, dataset):
         return self.trainer.predict(dataset)
 
+    def check(self, result):
+        return self.watch.check(result)
+
 
 def batches(values, batch_size=3):
     return tf.data.Dataset.from_tensor_slices(values).batch(batch_size)
@@ -127,15 +130,16 @@ def test_healthy_classifier_does_not_warn(tmp_path, warnings):
 
 
 def test_advice_leaves_out_what_the_run_already_did(tmp_path, warnings):
-    """With bias-corrected Adam (the fine-tuning default) the advice is the learning rate and
-    the epochs."""
+    """With bias-corrected Adam (the fine-tuning default, whose first steps are small) the
+    advice is more epochs or another learning rate, either way."""
     watch = Watched(
         trainer_for(ClassifierFromLogits(CONFIG, 2), tmp_path, adam_bias_correction=True,
                     learning_rate=2e-5))
     watch.evaluate(batches(classifier_data([[-3.0, 1.0]] * 5)))
     assert len(warnings) == 1 and "--adam_bias_correction" not in warnings[0]
-    assert warnings[0].endswith("Try a lower --learning_rate (this run: 2e-05) or more "
-                                "--num_train_epochs.")
+    assert warnings[0].endswith("Try more --num_train_epochs or another --learning_rate (this "
+                                "run: 2e-05; lower if the loss jumped, higher if it never "
+                                "moved).")
 
 
 def test_regression_constant_predictions(tmp_path, warnings):
@@ -264,3 +268,52 @@ def test_flat_training_loss_is_reported(tmp_path, warnings, learning_rate, flat)
     else:
         assert change < -0.1, change
         assert loss_warnings == [] and result[collapse.PREDICTED_CLASSES] == 2
+
+
+class LossOnlyTrainer:
+    """What a watched training uses of a Trainer: `train(dataset, on_step)` calling on_step
+    with each update's loss from the step after its checkpoint, `cfg`, `is_chief`,
+    `global_step`."""
+
+    def __init__(self, output_dir, losses, resume_at=0, stop_at=None):
+        self.cfg = TrainConfig(output_dir=str(output_dir), num_train_steps=len(losses),
+                               num_warmup_steps=2)
+        self.is_chief = True
+        self.global_step = tf.Variable(resume_at, dtype=tf.int64)
+        self.losses, self.stop_at = losses, stop_at
+
+    def train(self, dataset, on_step=None):
+        for step in range(int(self.global_step.numpy()) + 1, len(self.losses) + 1):
+            self.global_step.assign(step)
+            if on_step(step, {"loss": tf.constant(self.losses[step - 1])}) or \
+                    step == self.stop_at:
+                return {}
+        return {}
+
+
+def test_the_loss_record_resumes_exactly(tmp_path, warnings):
+    """Killed after update 17 (checkpoint at 12: the file has lines 13-17 and a line cut
+    mid-write), rerun from 12: the record keeps 1-12, recomputes 13-30, and judges the loss as
+    the uninterrupted run does (30 updates, not the rerun's 18); so does an evaluation alone."""
+    losses = [0.7 - 0.001 * i for i in range(30)]
+    (tmp_path / "whole").mkdir()
+    (tmp_path / "killed").mkdir()
+    whole = Watched(LossOnlyTrainer(tmp_path / "whole", losses))
+    whole.train(None)
+    want = whole.check({})[collapse.LOSS_CHANGE]
+    assert want == pytest.approx((np.mean(losses[-5:]) - np.mean(losses[:5]))
+                                 / np.mean(losses[:5]))
+    out = tmp_path / "killed"
+    Watched(LossOnlyTrainer(out, losses, stop_at=17)).train(None)
+    with open(out / evaluation.LOSS_FILE, "a") as f:
+        f.write("18\t0.6")  # cut by the kill
+    rerun = Watched(LossOnlyTrainer(out, losses, resume_at=12))
+    rerun.train(None)
+    assert rerun.check({})[collapse.LOSS_CHANGE] == want
+    lines = (out / evaluation.LOSS_FILE).read_text().splitlines()
+    assert [int(line.split("\t")[0]) for line in lines] == list(range(1, 31))
+    assert [w for w in warnings if "over 30 updates" in w] == [w for w in warnings
+                                                               if "updates" in w]
+    # --do_eval alone on the finished run (no training in that process): the file's record.
+    evaluate_only = Watched(LossOnlyTrainer(out, losses, resume_at=30))
+    assert evaluate_only.check({})[collapse.LOSS_CHANGE] == want

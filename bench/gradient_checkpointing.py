@@ -14,11 +14,12 @@ traced update with position-keyed dropout (the trainer's stream), with and witho
 `gradient_checkpointing_enable()`. Every arm runs in its own fresh process, arms alternate within
 each round (a burst of load from elsewhere hits all of them).
 
-Memory: Linux's peak resident set (VmHWM) is reset after the warm-up updates (writing 5 to
-/proc/self/clear_refs), so the peak of the timed updates is measured from there;
-"activations" = that peak minus the resident set just before the timed updates (weights,
-framework, tracing done). GPU memory would be measured the same way with the framework's peak
-allocator statistics (tf.config.experimental.get_memory_info(...)["peak"] after
+Memory: "activations" = the process's peak resident set (VmHWM) over all the updates minus its
+resident set just before the first one (framework, weights and inputs built): what the updates add
+(activations kept for the backward pass, gradients, the traced graph). Resetting the peak after
+warm-up would not do: the allocators keep freed activation memory, so the resident set after a
+warm-up update already holds them. GPU memory would be measured the same way with the framework's
+peak allocator statistics (tf.config.experimental.get_memory_info(...)["peak"] after
 reset_memory_stats; torch.cuda.max_memory_allocated after reset_peak_memory_stats): not measured
 here (no GPU). The results go to the "gradient-checkpointing" section of docs/benchmarks.md.
 """
@@ -55,11 +56,6 @@ def memory_kib(field):
     raise RuntimeError(field)
 
 
-def reset_peak():
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-
-
 def worker_ours(args):
     import numpy as np
     import tensorflow as tf
@@ -90,11 +86,11 @@ def worker_ours(args):
 
 
 def run_updates(update, args):
-    """Warm-up updates, then the timed ones with the peak memory reset in between."""
+    """Warm-up updates, then the timed ones; the resident set before the first update and the
+    peak over all of them."""
+    base = memory_kib("VmRSS")
     for i in range(args.warmup):
         update(i)
-    base = memory_kib("VmRSS")
-    reset_peak()
     times = []
     for i in range(args.warmup, args.warmup + args.timed):
         start = time.perf_counter()
@@ -134,8 +130,8 @@ def report(args, rounds, started, load):
         f"I={INTERMEDIATE}), dropout 0.1, fp32, seq {SEQ}, batch {args.batch_size}; loss on "
         f"the sequence output, SGD. Each arm a fresh process, {args.warmup} warm-up and "
         f"{args.timed} timed updates; medians over {args.rounds} alternating rounds. "
-        "Activations: the peak resident memory of the timed updates minus the resident "
-        "memory before them (bench/gradient_checkpointing.py's docstring).", "",
+        "Activations: the peak resident memory over the updates minus the resident memory "
+        "before the first (bench/gradient_checkpointing.py's docstring).", "",
         "| arm | update (s) | activations (MB) | peak RSS (MB) | activations vs without | "
         "time vs without |", "|---|---|---|---|---|---|"]
     for side, name in (("ours", "ours"), ("peer", "Hugging Face")):

@@ -435,9 +435,9 @@ def evaluate_classifier(cfg, trainer, data, eval_file, num_eval, write: bool = T
     logging.info("***** Running evaluation: %d examples, batch size %d *****", num_eval,
                  cfg.eval_batch_size)
     result = dev_results(cfg, trainer, data, eval_file, task)
-    result["eval_examples"] = num_eval
     if check is not None:
         result = check(result)
+    result["eval_examples"] = num_eval
     if write:
         tf.io.gfile.makedirs(cfg.output_dir)
         training.write_eval_results(os.path.join(cfg.output_dir, "eval_results.txt"), result)

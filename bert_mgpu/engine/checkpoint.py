@@ -538,7 +538,23 @@ def init_from_checkpoint(init_checkpoint: str, named_variables: Mapping[str, tf.
     """
     prefix = resolve_checkpoint_path(init_checkpoint)
     reader, shapes, dtypes = _open(prefix)
+    problems, to_assign, absent, skipped = _match_variables(named_variables, shapes, dtypes,
+                                                            required_prefixes)
+    if problems:
+        raise _mismatch_error(prefix, problems,
+                              "required from the checkpoint are missing or mis-shaped in")
+    for name in to_assign:
+        _assign(reader, prefix, name, named_variables[name])
+    _log_initialisation(logger, prefix, named_variables, shapes, to_assign, skipped)
+    used = set(named_variables)
+    ignored = sorted(n for n in shapes if n not in used)
+    return InitReport(checkpoint=prefix, initialized=to_assign, not_in_checkpoint=absent,
+                      shape_mismatch=skipped, ignored=ignored)
 
+
+def _match_variables(named_variables, shapes, dtypes, required_prefixes):
+    """`init_from_checkpoint`'s plan: (problems: lines naming what a required variable lacks,
+    names to assign, names absent from the checkpoint, names of another shape there)."""
     def required(name):
         return any(name.startswith(p) for p in required_prefixes)
 
@@ -560,13 +576,11 @@ def init_from_checkpoint(init_checkpoint: str, named_variables: Mapping[str, tf.
                             f"{var.dtype.name} in the model")
         else:
             to_assign.append(name)
-    if problems:
-        raise _mismatch_error(prefix, problems,
-                              "required from the checkpoint are missing or mis-shaped in")
+    return problems, to_assign, absent, skipped
 
-    for name in to_assign:
-        _assign(reader, prefix, name, named_variables[name])
 
+def _log_initialisation(logger, prefix, named_variables, shapes, to_assign, skipped) -> None:
+    """Google's `**** Trainable Variables ****` listing, after what was not initialised."""
     logger.info("Initialised %d of %d variables from %s", len(to_assign), len(named_variables),
                 prefix)
     for name in skipped:
@@ -578,7 +592,3 @@ def init_from_checkpoint(init_checkpoint: str, named_variables: Mapping[str, tf.
         # Google printed TF1 `var.name` (with the `:0` output suffix) and `var.shape`.
         tag = ", *INIT_FROM_CKPT*" if name in initialised else ""
         logger.info("  name = %s:0, shape = %s%s", name, tuple(var.shape.as_list()), tag)
-    used = set(named_variables)
-    ignored = sorted(n for n in shapes if n not in used)
-    return InitReport(checkpoint=prefix, initialized=to_assign, not_in_checkpoint=absent,
-                      shape_mismatch=skipped, ignored=ignored)

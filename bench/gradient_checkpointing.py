@@ -146,6 +146,10 @@ def report(args, rounds, started, load):
     time_ratio = med("ours", True, "update_s") / med("peer", True, "update_s")
     memory_ratio = med("ours", True, "activations_mb") / med("peer", True, "activations_mb")
     every = [{f"{side}{int(ckpt)}": r[(side, ckpt)] for side, ckpt in ARMS} for r in rounds]
+    if load > 2:
+        lines += ["", f"The load average was {load:.2f} at the start (other jobs on the 2 "
+                  "cores): the update times are not a measurement of the recomputation's cost; "
+                  "the memory figures are each process's own."]
     lines += ["", f"Ours vs the peer, both checkpointing: update time {time_ratio:.2f}x, "
               f"activations {memory_ratio:.2f}x. All rounds: {json.dumps(every)}"]
     return "\n".join(lines)

@@ -42,6 +42,7 @@ import io
 import json
 import os
 import random
+import shlex
 import resource
 import shutil
 import statistics
@@ -188,7 +189,10 @@ def run_one(args, s, name, seed, corrected, work):
         result = dict(line.strip().split(" = ", 1) for line in f if " = " in line)
     with open(log_path) as f:
         log = f.read()
-    return {"set": name, "arm": arm, "seed": seed,
+    finished = os.path.getmtime(log_path)
+    return {"finished": finished,
+            "started": finished - times["wall"] if times["wall"] is not None else None,
+            "set": name, "arm": arm, "seed": seed,
             "accuracy": float(result["eval_accuracy"]),
             "predicted_classes": int(result["eval_predicted_classes"]),
             "train_loss_change": float(result.get("train_loss_change", "nan")),
@@ -212,10 +216,12 @@ def build_report(args, sets, rows, started, finished):
     lines = [
         "## Fine-tuning stability: Google's AdamWeightDecay vs bias-corrected Adam (issue 34)",
         "",
-        f"Measured {started:%Y-%m-%d} ({started:%H:%M}-{finished:%H:%M}) with "
-        f"`{args.shown}` ({len(rows)} runs, {cpu}). Machine: {machine()}. **The machine "
-        "was shared** with other engineers' tests and benchmarks (its 2 cores, 4 users): the "
-        "run times are not figures; accuracies do not depend on load.",
+        f"Measured {started:%Y-%m-%d} (runs finished between {started:%H:%M} and "
+        f"{finished:%H:%M} UTC) with `{args.shown}` ({len(rows)} runs, {cpu}; run as a few "
+        f"processes at once, each over some of the seeds: the command runs them all). "
+        f"Machine: {machine()}. **The machine was shared** with other engineers' tests and "
+        "benchmarks (its 2 cores, 4 users): the run times are not figures; accuracies do not "
+        "depend on load.",
         "",
         f"Every run: `run_classifier_mgpu.py --task_name=tsv --do_train --do_eval "
         f"--max_seq_length={args.max_seq_length} --train_batch_size={args.batch_size} "
@@ -228,7 +234,9 @@ def build_report(args, sets, rows, started, finished):
         f"initialisation, dropout and the order of the training examples. **Collapsed** = "
         f"the model predicts one class for every dev example (`eval_predicted_classes = 1` in "
         f"eval_results.txt; its accuracy is then that class's share of the dev sample); "
-        f"*warned* = the run logged the collapse warning at its final evaluation.",
+        f"*warned* = the run logged the collapse warning at its final evaluation (one class, or "
+        f"a training loss within 1% of its start); *loss change* = `train_loss_change`, the "
+        f"training loss's relative change from its first 10% of updates to its last 10%.",
         "",
         "Sets (a seeded sample, the same for every run; training and dev rows disjoint):",
     ]
@@ -243,8 +251,8 @@ def build_report(args, sets, rows, started, finished):
         "`convert_hf_checkpoint.py --gelu=exact`.",
         "",
         "| set | optimizer | runs | collapsed (one class) | warned | dev accuracy mean | std | "
-        "min | max | updates |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "min | max | loss change, mean | updates |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name in sets:
         for arm, text in (("google", "Google's (`false`)"),
@@ -258,6 +266,7 @@ def build_report(args, sets, rows, started, finished):
                 f"| `{name}` | {text} | {len(runs)} | {collapsed}/{len(runs)} | "
                 f"{sum(r['warned'] for r in runs)}/{len(runs)} | {statistics.mean(acc):.3f} | "
                 f"{statistics.pstdev(acc):.3f} | {min(acc):.3f} | {max(acc):.3f} | "
+                f"{statistics.mean(r['train_loss_change'] for r in runs):+.3f} | "
                 f"{runs[0]['steps']} |")
     lines += ["", "Every run's dev accuracy (seed order as above; * = collapsed):", ""]
     for name in sets:
@@ -301,8 +310,8 @@ def main():
                         help="with --work_dir of earlier runs: report the runs done, run none")
     args = parser.parse_args()
     args.shown = "bench/finetune_stability.py " + " ".join(
-        a for a in sys.argv[1:] if not a.startswith(("--work_dir", "--no_write",
-                                                     "--report_only")))
+        shlex.quote(a) for a in sys.argv[1:] if not a.startswith(("--work_dir", "--no_write",
+                                                                  "--report_only")))
     args.seeds = [int(s) for s in args.seeds.split(",")]
     args.set_seeds = {name: [int(x) for x in seeds.split(",")] for name, seeds in
                       (item.split(":") for item in args.set_seeds.split(";") if item)}
@@ -335,7 +344,10 @@ def main():
                 rows.append(run_one(args, s, name, seed, corrected, work))
         with open(os.path.join(work, "results.json"), "w") as f:
             json.dump({"sets": sets, "rows": rows}, f, indent=1)
-    text = build_report(args, sets, rows, started, datetime.datetime.now())
+    if rows:
+        started = datetime.datetime.utcfromtimestamp(min(r["finished"] for r in rows))
+    text = build_report(args, sets, rows, started, datetime.datetime.utcfromtimestamp(
+        max(r["finished"] for r in rows)) if rows else datetime.datetime.now())
     print(text)
     if not args.no_write:
         write_section("finetune-stability", text)

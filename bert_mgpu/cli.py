@@ -129,9 +129,8 @@ _SPECS = {
                              "moments, as PyTorch's AdamW (Hugging Face's recipes); Google's "
                              "AdamWeightDecay has none, so its first updates are several times "
                              "larger (x6 at update 10, x3 at 100). Default true in the "
-                             "fine-tuning scripts (Google's optimizer collapses small "
-                             "fine-tuning runs: false gives it exactly), false in "
-                             "run_pretraining.py."),
+                             "fine-tuning scripts (false: Google's optimizer exactly), false "
+                             "in run_pretraining.py."),
     "clip_norm": ("float", 1.0, "Gradients are clipped to this global norm (Google: 1.0; "
                                 "Cramming: 0.5)."),
     "indexed_slices_norm": ("enum", "dense", "How the word-embedding gradient (an "

@@ -112,6 +112,17 @@ def run_classifier_job(cfg) -> dict:
     return run_classifier(cfg)
 
 
+def _sampling(cfg, labels: Sequence[str], num_train: Sequence[int], train_cfg) -> list:
+    """--task_sampling's probability of each task's batches, logged with the training plan."""
+    probabilities = multitask_data.sampling_probabilities(num_train, cfg.task_sampling)
+    logging.info("***** Running multi-task training: %d examples, %g epochs, %d steps, "
+                 "--task_sampling=%s *****", sum(num_train), cfg.num_train_epochs,
+                 train_cfg.num_train_steps, cfg.task_sampling)
+    for label, n, p in zip(labels, num_train, probabilities):
+        logging.info("  task %s: %d examples, drawn for %.1f%% of the batches", label, n, 100 * p)
+    return probabilities
+
+
 def run_multitask_classifier(cfg) -> dict:
     """Runs run_classifier_mgpu.py with a `ClassifierConfig` of several --task_name on one
     encoder: one head per task (`task_<label>/`), each global batch one task's, drawn by
@@ -128,15 +139,7 @@ def run_multitask_classifier(cfg) -> dict:
     train_cfg = with_dropout_layout(
         cfg, cfg.train_config(sum(num_train), job.num_workers),
         [splits["train"][0] for _, _, splits in inputs] if cfg.do_train else [])
-    probabilities = multitask_data.sampling_probabilities(num_train, cfg.task_sampling) \
-        if cfg.do_train else None
-    if cfg.do_train:
-        logging.info("***** Running multi-task training: %d examples, %g epochs, %d steps, "
-                     "--task_sampling=%s *****", sum(num_train), cfg.num_train_epochs,
-                     train_cfg.num_train_steps, cfg.task_sampling)
-        for label, n, p in zip(labels, num_train, probabilities):
-            logging.info("  task %s: %d examples, drawn for %.1f%% of the batches", label, n,
-                         100 * p)
+    probabilities = _sampling(cfg, labels, num_train, train_cfg) if cfg.do_train else None
     job.save_effective_config(tasks=[
         {"label": label, "task_name": t.task_name, "data_dir": t.data_dir,
          "task_type": t.task_type, "labels": task_labels, "best_metric": t.best_metric}

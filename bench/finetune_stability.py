@@ -42,8 +42,8 @@ import io
 import json
 import os
 import random
-import shlex
 import resource
+import shlex
 import shutil
 import statistics
 import subprocess

@@ -621,23 +621,26 @@ def _wait_while_running(proc, event, what, timeout=60):
 
 @pytest.mark.parametrize("workers", ["0", "2"])
 def test_ctrl_c_is_one_line_exit_130_and_removes_temporaries(tmp_path, workers):
-    """Ctrl-C while instances are being made, an event the run writes: in one process, a
-    progress line with instances counted; with workers (one shard: a gzip file is not split),
-    the shards' scratch directory, made once the workers are started. The temporaries then
-    exist, and are removed."""
+    """Ctrl-C while instances are being made: in one process, after an event the run writes (a
+    progress line with instances counted); with workers (one shard: a gzip file is not split),
+    half a second after the output's temporary appears. The temporaries are removed."""
     log = tmp_path / "stderr.txt"
     with open(log, "w") as stderr:
         proc = _long_cpd_run(tmp_path, stderr, f"--num_workers={workers}")
     tmp = tmp_path / "out" / f"a.tfrecord.tmp-{proc.pid}"
-    shards = tmp_path / "out" / f"a.tfrecord.shards.tmp-{proc.pid}"
     try:
         if workers == "0":
             _wait_while_running(
                 proc, lambda: re.search(r"; [1-9][\d,]* instances$", log.read_text(), re.M),
                 "a progress line with instances")
         else:
-            _wait_while_running(proc, shards.exists, str(shards))
-        assert tmp.exists() and shards.exists() == (workers != "0")
+            # The output's temporary, then half a second (as before issue 32): signalling when
+            # the shards' directory appeared found the run already finished in CI's full suite
+            # (it appears late, when the input is split); an event inside the workers' run is
+            # still to be found.
+            _wait_while_running(proc, tmp.exists, str(tmp))
+            time.sleep(0.5)
+        assert tmp.exists()
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
     finally:

@@ -45,7 +45,7 @@ def test_an_existing_runs_label_order_is_kept(tmp_path, caplog):
     old = tmp_path / "old"
     old.mkdir()
     (old / "run_config.json").write_text(json.dumps({"labels": LEXICOGRAPHIC}))
-    caplog.set_level("INFO")
+    caplog.set_level("INFO", logger="absl")  # absl's logger, whatever level a test left it at
     # Resuming in the old run's --output_dir, or predicting from its checkpoint elsewhere.
     assert classifier_data.run_labels(config(old), numeric) == LEXICOGRAPHIC
     assert classifier_data.run_labels(

@@ -23,7 +23,7 @@ def test_a_tutorials_id_text_label_file(tmp_path, caplog):
                                         r"text or label column \(columns: 'id', 'text', 'label';"
                                         r".*--text_columns=NAME\[,NAME\]"):
         tsv().get_train_examples(str(tmp_path))
-    caplog.set_level("INFO")
+    caplog.set_level("INFO", logger="absl")  # absl's logger, whatever level a test left it at
     assert tsv(text_columns=("text",)).get_train_examples(str(tmp_path)) == [
         InputExample("train-1", "the food was great", None, "1"),
         InputExample("train-2", "cold and late", None, "0")]

@@ -71,7 +71,7 @@ def test_squad_answers_without_a_usable_offset_are_located_or_skipped(tmp_path, 
         {"text": "London", "answer_start": 3},    # not in the context at all
         {"text": "Rome", "answer_start": None},
     ])
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger="absl"):
         examples = squad_data.read_squad_examples(path, is_training=True)
     assert [e.qas_id for e in examples] == ["q0", "q1", "q2", "q3", "q4"]
     # The word "Paris." (index 3): the first occurrence, where the right offset points too.

@@ -629,15 +629,15 @@ def _has_checkpoint(output_dir: str) -> bool:
         bool(glob.glob(os.path.join(glob.escape(output_dir), "model.ckpt-*.index")))
 
 
-def check_weights_to_evaluate(cfg) -> None:
+def check_weights_to_evaluate(cfg, do_predict: bool = False) -> None:
     """--do_eval/--do_predict without --do_train evaluate the checkpoint in --output_dir, else
     --init_checkpoint: with neither, the model would be random weights (a plausible-looking
     result of nothing). Refused in one line."""
     if cfg.do_train or cfg.model.init_checkpoint or cfg.allow_random_weights or \
             _has_checkpoint(cfg.output_dir):
         return
-    what = "/".join(f"--{name}" for name in ("do_eval", "do_predict")
-                    if getattr(cfg, name, False))
+    what = "/".join(f"--{name}" for name, on in (("do_eval", cfg.do_eval),
+                                                 ("do_predict", do_predict)) if on)
     raise FlagError(f"{what} without --do_train: no checkpoint in --output_dir={cfg.output_dir} "
                     f"and no --init_checkpoint, so the model would have random weights; train "
                     f"first (--do_train), give --init_checkpoint, or pass "
@@ -792,7 +792,7 @@ def classifier_config() -> ClassifierConfig:
         for task in cfg.task_configs():  # each task's --label_list
             user_processors.processor_for(task.task_name, task.label_list,
                                           processors_file=task.processors_file)
-    check_weights_to_evaluate(cfg)
+    check_weights_to_evaluate(cfg, cfg.do_predict)
     return cfg
 
 
@@ -967,11 +967,10 @@ def squad_config() -> SquadConfig:
     require("vocab_file", "bert_config_file", "output_dir")
     check_output_dir()
     cfg = _training_job_config(SquadConfig, answers=from_flags(SquadAnswerOptions))
-    check_weights_to_evaluate(cfg)
+    check_weights_to_evaluate(cfg, cfg.do_predict)
     # A mistyped SQuAD json path fails at start, before TensorFlow is loaded.
-    for flag, used in (("train_file", cfg.do_train),
-                       ("predict_file", cfg.do_predict or cfg.do_eval)):
-        path = getattr(cfg, flag)
+    for flag, path, used in (("train_file", cfg.train_file, cfg.do_train),
+                             ("predict_file", cfg.predict_file, cfg.do_predict or cfg.do_eval)):
         if used and not _is_remote(path) and not os.path.isfile(path):
             raise FlagError(f"--{flag}: {path} not found")
     return cfg
@@ -1050,7 +1049,7 @@ def ner_config() -> NerConfig:
         from bert_mgpu.data import ner_data
         ner_data.get_labels([], label_list)  # a malformed --label_list: at start
     cfg = _training_job_config(NerConfig, label_list=label_list)
-    check_weights_to_evaluate(cfg)
+    check_weights_to_evaluate(cfg, cfg.do_predict)
     if not _is_remote(cfg.data_dir):
         for split, wanted in (("train.txt", cfg.do_train), ("dev.txt", cfg.do_eval),
                               ("test.txt", cfg.do_predict)):

@@ -76,6 +76,24 @@ def test_workers_together_read_one_process_global_batches(tmp_path, shuffle_buff
     assert [a + b for a, b in zip(*parts)] == one
 
 
+@pytest.mark.parametrize("n_files,workers,shuffle_buffer", [(2, 3, 100), (3, 2, 0)])
+def test_workers_sharing_one_stream_of_several_files_read_one_process_batches(
+        tmp_path, n_files, workers, shuffle_buffer):
+    """README (Input order): with fewer files than workers (Google's buffer, 100), or with
+    --shuffle_buffer_size=0 (whatever the number of files), the workers read the same record
+    stream over all the files and take turns with its batches: side by side, exactly the global
+    batches of one process, which mix the files."""
+    files = [write_numbered(tmp_path / f"f{k}", 100 * k, 30) for k in range(n_files)]
+    one = numbers(input_pipeline.record_dataset(files, SHAPES, 4 * workers, True, seed=2,
+                                                shuffle_buffer=shuffle_buffer), 12)
+    assert any(len({x // 100 for x in batch}) > 1 for batch in one)
+    parts = [numbers(input_pipeline.record_dataset(files, SHAPES, 4, True, seed=2,
+                                                   shuffle_buffer=shuffle_buffer,
+                                                   num_shards=workers, shard_index=w), 12)
+             for w in range(workers)]
+    assert [sum(batches, []) for batches in zip(*parts)] == one
+
+
 def test_workers_with_as_many_files_read_their_own_not_one_process_batches(tmp_path):
     """Google's shuffle buffer (100) and at least as many files as workers: each worker reads
     only its own files, so the workers' batches side by side are not the global batches of one

@@ -445,6 +445,27 @@ def test_sigkill_then_rerun_on_another_split_ends_with_the_same_run(tsv_run, tmp
         os.path.basename(evaluation.best_checkpoint(whole)))
 
 
+def test_sigterm_checkpoints_and_exits_cleanly(scripts, tmp_path):
+    """README: SIGTERM (as SIGHUP and SIGINT) finishes the current step, writes a checkpoint and
+    exits 0; run_classifier_mgpu.py as run_pretraining.py (whose test covers the three
+    signals). The module's tiny run, training only, for 100 epochs (1,200 steps)."""
+    _, _, cmd = scripts
+    out = tmp_path / "out"
+    base = [c for c in cmd if not c.startswith(("--output_dir", "--do_eval", "--do_predict",
+                                                "--num_train_epochs"))]
+    run = Launched(base + [f"--output_dir={out}", "--num_train_epochs=100",
+                           "--save_checkpoints_steps=4", "--log_every_n_steps=1000"])
+    signalled_at = signal_at_checkpoint([(run, str(out), 4, signal.SIGTERM, 0)])[0]
+    proc = run.finish(300)
+    assert signalled_at is not None, "the run ended before the signal"
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "1200 steps" in proc.stderr  # int(96 / (4 * 2) * 100)
+    assert "Received SIGTERM" in proc.stderr
+    stopped_at = int(proc.stderr.split("Stopped by SIGTERM at global_step ")[1].split(";")[0])
+    assert 4 <= stopped_at < 1200  # stopped before its last step
+    assert tf.train.latest_checkpoint(str(out)).endswith(f"model.ckpt-{stopped_at}")
+
+
 @pytest.mark.parametrize("change,message", BAD_INPUT)
 def test_bad_input_is_one_line(scripts, change, message):
     proc = scripts[0][f"bad{BAD_INPUT.index((change, message))}"].result()

@@ -342,6 +342,20 @@ def test_script_multitask_outputs_per_task(multitask_run):
         assert row["mean_best_metric"] == pytest.approx(mean, abs=1e-6)
     best_step = rows[int(np.argmax([r["mean_best_metric"] for r in rows]))]["step"]
     assert evaluation.best_checkpoint(str(out)).endswith(f"model.ckpt-{best_step}")
+    # Not trivially the last model: this run's mean peaks at its first evaluation (step 4; the
+    # regression's Pearson falls by step 8). If a change to training moves the peak to the
+    # last evaluation, make another run here whose best is not its last.
+    assert best_step != rows[-1]["step"], [(r["step"], r["mean_best_metric"]) for r in rows]
+    best_results = read_results(out / "best_eval_results.txt")
+    assert best_results["global_step"] == str(best_step)
+    assert float(best_results["mean_best_metric"]) == pytest.approx(
+        max(r["mean_best_metric"] for r in rows), abs=1e-6)
+    # best/ keeps that step's weights, not the final ones under the best step's name.
+    kept, final = (tf.train.load_checkpoint(p) for p in (evaluation.best_checkpoint(str(out)),
+                                                         tf.train.latest_checkpoint(str(out))))
+    assert final.get_tensor("global_step") == rows[-1]["step"]
+    for name in ("bert/encoder/layer_0/output/dense/kernel", "bert/pooler/dense/kernel"):
+        assert np.abs(kept.get_tensor(name) - final.get_tensor(name)).max() > 1e-6, name
     names = tf.train.load_checkpoint(str(out)).get_variable_to_shape_map()
     assert names["task_tsv_0/output_weights"] == [2, 32]
     assert names["task_tsv_1/output_weights"] == [1, 32]

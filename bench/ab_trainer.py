@@ -11,7 +11,8 @@ Run by hand (about 10 minutes on 2 cores, idle machine):
 2. Dropout alone, in one process, alternating: `tf.nn.dropout` (TF's stateful generator, what
    the base used) vs `modeling.dropout` inside `modeling.dropout_stream` (Philox keyed by
    seed/step/position), forward and backward on the pretraining shapes of one layer.
-The results go to the "trainer-ab" section of docs/benchmarks.md.
+The results go to the "trainer-ab" section of docs/benchmarks.md, or to `--section` with
+`--title` (another comparison kept beside it); `--skip_dropout` leaves out part 2.
 """
 
 import argparse
@@ -97,6 +98,11 @@ def main():
     parser.add_argument("--max_load", type=float, default=0.5)
     parser.add_argument("--worker", choices=["dropout"], help=argparse.SUPPRESS)
     parser.add_argument("--no_write", action="store_true")
+    parser.add_argument("--section", default="trainer-ab",
+                        help="the docs/benchmarks.md section written")
+    parser.add_argument("--title", default="Trainer A/B: before and after the job skeleton and "
+                        "position-keyed dropout", help="the section's heading")
+    parser.add_argument("--skip_dropout", action="store_true", help="no dropout-alone timing")
     args = parser.parse_args()
     if args.worker == "dropout":
         return dropout_worker()
@@ -123,15 +129,17 @@ def main():
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", base_dir], cwd=REPO,
                            stdout=subprocess.DEVNULL)
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", "dropout"],
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO),
-                          stdout=subprocess.PIPE, check=True)
-    drop = json.loads(proc.stdout.decode().strip().splitlines()[-1])
+    drop = None
+    if not args.skip_dropout:
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", "dropout"],
+                              env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO),
+                              stdout=subprocess.PIPE, check=True)
+        drop = json.loads(proc.stdout.decode().strip().splitlines()[-1])
     end_load = os.getloadavg()[0]
     lines = [
-        "## Trainer A/B: before and after the job skeleton and position-keyed dropout",
+        f"## {args.title}",
         "",
-        f"Command: `.venv/bin/python bench/ab_trainer.py --base {args.base}` "
+        f"Command: `.venv/bin/python bench/ab_trainer.py {' '.join(sys.argv[1:])}` "
         f"(working tree at {head}; {started:%Y-%m-%d %H:%M}).",
         f"Machine: {machine()}. Load (1-min average): {start_load:.2f} at start, "
         f"{min(loads):.2f}-{max(loads):.2f} at run starts, {end_load:.2f} at the end.",
@@ -150,17 +158,20 @@ def main():
                      f"({', '.join(f'{x:.1f}' for x in base)}) | {statistics.median(new):.1f} "
                      f"({', '.join(f'{x:.1f}' for x in new)}) | "
                      f"{statistics.median(new) / statistics.median(base):.3f}x |")
-    stateful, stateless = statistics.median(drop["stateful"]), statistics.median(drop["stateless"])
-    lines += [
-        "",
-        "Dropout alone (one encoder layer's 4 dropouts at batch 32, forward + backward, median of "
-        f"10 alternating rounds): `tf.nn.dropout` {stateful:.2f} ms, position-keyed Philox "
-        f"(`modeling.dropout_stream`) {stateless:.2f} ms: {stateless / stateful:.2f}x the time.",
-    ]
+    if drop:
+        stateful = statistics.median(drop["stateful"])
+        stateless = statistics.median(drop["stateless"])
+        lines += [
+            "",
+            "Dropout alone (one encoder layer's 4 dropouts at batch 32, forward + backward, "
+            f"median of 10 alternating rounds): `tf.nn.dropout` {stateful:.2f} ms, position-keyed "
+            f"Philox (`modeling.dropout_stream`) {stateless:.2f} ms: "
+            f"{stateless / stateful:.2f}x the time.",
+        ]
     text = "\n".join(lines)
     print(text)
     if not args.no_write:
-        write_section("trainer-ab", text)
+        write_section(args.section, text)
 
 
 if __name__ == "__main__":

@@ -126,19 +126,15 @@ _SPECS = {
     "optimizer": ("enum", "adamw", "adamw = Google's AdamWeightDecay; lamb = layer-wise "
                                    "adaptive (large batches).", OPTIMIZERS),
     "adam_bias_correction": ("bool", False, "With --optimizer=adamw: bias-corrected Adam "
-                             "moments, as PyTorch's AdamW (Hugging Face's recipes); Google's "
-                             "AdamWeightDecay has none, so its first updates are several times "
-                             "larger (x6 at update 10, x3 at 100). Default true in the "
-                             "fine-tuning scripts (false: Google's optimizer exactly), false "
-                             "in run_pretraining.py."),
+                             "moments, as PyTorch's AdamW; false = Google's AdamWeightDecay "
+                             "exactly. Default true in the fine-tuning scripts, false in "
+                             "run_pretraining.py (README: deliberate differences)."),
     "clip_norm": ("float", 1.0, "Gradients are clipped to this global norm (Google: 1.0; "
                                 "Cramming: 0.5)."),
-    "indexed_slices_norm": ("enum", "dense", "How the word-embedding gradient (an "
-                            "IndexedSlices) counts in the global norm that --clip_norm clips: "
-                            "dense = the norm of the summed gradient (the same for any "
-                            "--n_gpus); values = Google's TF1 clipping, which counted a "
-                            "repeated token's rows apart (only while the gradient is still an "
-                            "IndexedSlices: one worker, no accumulation).", ("dense", "values")),
+    "indexed_slices_norm": ("enum", "dense", "The word-embedding gradient in the clipped "
+                            "global norm: dense = the summed gradient's norm (the same for any "
+                            "--n_gpus); values = Google's TF1 clipping (a repeated token's rows "
+                            "counted apart; one worker, no accumulation).", ("dense", "values")),
     "lr_schedule": ("enum", "linear", "linear = Google's warmup then linear decay; one_cycle = "
                                       "Cramming's triangle: 0 -> learning_rate at half of "
                                       "num_train_steps -> 0 (num_warmup_steps unused).",
@@ -215,12 +211,10 @@ _SPECS = {
                                          "the classifier the full rate. 1.0 = off."),
     # run_classifier_mgpu.py task types and head input (tasks.py).
     "task_type": ("string", "classification",
-                  "tsv task: classification (one label per row, softmax); regression (a number "
-                  "in the label column, one output, mean squared error; eval_pearson, "
-                  "eval_spearman, eval_mse); multilabel (comma-separated labels, possibly none; "
-                  "sigmoid + binary cross-entropy; eval_f1_micro, eval_f1_macro, "
-                  "eval_exact_match). --task_name=stsb is regression. Several tasks: one type "
-                  "per task, comma-separated, or one for all."),
+                  "tsv task: classification (one label per row, softmax), regression (a number, "
+                  "mean squared error) or multilabel (comma-separated labels, sigmoid). "
+                  "--task_name=stsb is regression. Several tasks: one type per task, "
+                  "comma-separated, or one for all."),
     "task_sampling": ("enum", "proportional",
                       "Several tasks: how the task of each global batch is drawn (a function "
                       "of --random_seed and the step): proportional to its training examples, "
@@ -235,11 +229,9 @@ _SPECS = {
                          CLASSIFIER_INPUTS),
     # Length-aware batching (run_classifier_mgpu.py).
     "pad_to_longest": ("bool", True, "Pad each batch only to its longest example (rounded up to "
-                                     "--pad_to_multiple_of) instead of --max_seq_length, as "
-                                     "Hugging Face's padding='longest'; evaluation and "
-                                     "prediction batches are also sorted by length (outputs "
-                                     "written in file order). Results equal the fully padded "
-                                     "run's up to float rounding (dropout masks included)."),
+                                     "--pad_to_multiple_of), not to --max_seq_length; "
+                                     "evaluation and prediction sorted by length, written in "
+                                     "file order. Results equal the fully padded run's."),
     "pad_to_multiple_of": ("integer", 16, "With --pad_to_longest: batch lengths are multiples "
                                           "of this (bounds the shapes, hence the traces and XLA "
                                           "compilations, to max_seq_length / N)."),

@@ -29,12 +29,10 @@ memo learns this on its misses). A text made only of solo characters has no lett
 no whitespace, every character of it is split off on its own (CJK padding, punctuation
 splitting), and each maps to itself whatever its neighbours, so its tokens are `list(text)`.
 
-tensorflow-text was considered (a compiled pipeline of its ops reached ~1.7M tokens/s on the KJV
-Bible) and not chosen: the memo pipeline is faster (on the project's idle 2-core machine, starting
-from an empty memo: about 4M tokens/s on the KJV, ~3.4x Hugging Face's Rust `tokenizers` using
-both cores and ~20x Google's code; `bench/tokenization.py` measures it, docs/benchmarks.md has
-the figures), it is exact by construction rather than by case-by-case normalisation fixes, and it
-needs neither an extra dependency nor a TensorFlow import (~5 s) to tokenize.
+tensorflow-text was considered and not chosen: the memo pipeline is faster (`bench/tokenization.py`
+measures it against Hugging Face's `tokenizers` and Google's code; docs/benchmarks.md has the
+figures), it is exact by construction rather than by case-by-case normalisation fixes, and it
+needs neither an extra dependency nor a TensorFlow import to tokenize.
 
 SentencePiece
 -------------

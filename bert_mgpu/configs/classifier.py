@@ -216,6 +216,6 @@ class ClassifierConfig:
         if self.classifier_input not in CLASSIFIER_INPUTS:
             raise ValueError(f"--classifier_input must be one of {', '.join(CLASSIFIER_INPUTS)}, "
                              f"got {self.classifier_input!r}")
-        if self.task_type == "regression" and self.label_list:
-            raise ValueError("--label_list does not apply to --task_type=regression (the label "
-                             "is a number)")
+        if not TASK_TYPES[self.task_type].has_label_names and self.label_list:
+            raise ValueError(f"--label_list does not apply to --task_type={self.task_type} (the "
+                             f"label is a number)")

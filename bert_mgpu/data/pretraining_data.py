@@ -485,7 +485,7 @@ class InstanceMaker:
     def _emit(self, tokens: list, len_a: int, len_b: int, label: int, emit) -> None:
         """Masks `tokens` ([CLS] A [SEP] (B [SEP])) and emits the serialized record."""
         o = self.o
-        if getattr(o, "dynamic_masking", False):
+        if o.dynamic_masking:
             self._emit_unmasked(tokens, len_a, len_b, label, emit)
             return
         num_to_predict = min(o.max_predictions_per_seq,
@@ -1122,7 +1122,7 @@ def _tfrecord_key(name: str) -> bytes:
 
 
 def _encoder(options, vocab: VocabInfo) -> tfrecord.PretrainingRecordEncoder:
-    if getattr(options, "dynamic_masking", False):
+    if options.dynamic_masking:
         return UnmaskedRecordEncoder(options.max_seq_length, vocab.size)
     return tfrecord.PretrainingRecordEncoder(
         options.max_seq_length, options.max_predictions_per_seq, vocab.size,
@@ -1184,7 +1184,7 @@ def create_pretraining_data(options) -> Stats:
             write_records(records, outputs.files)
             del records
         log_examples(first, vocab, names=features_lib.DYNAMIC_PRETRAINING_FEATURES
-                     if getattr(options, "dynamic_masking", False)
+                     if options.dynamic_masking
                      else features_lib.PRETRAINING_FEATURES)
         outputs.commit()
     except BaseException:

@@ -28,6 +28,8 @@ from typing import List, NamedTuple, Optional, Sequence
 
 from absl import logging
 
+from bert_mgpu.configs.classifier import TASK_TYPES, TaskType
+
 
 class InputExample(NamedTuple):
     """A single training/test example for simple sequence classification.
@@ -259,8 +261,8 @@ class TsvProcessor(DataProcessor):
                  column_names: Optional[Sequence[str]] = None, data_format: str = "tsv"):
         self.task_type = task_type
         self._labels = list(label_list) if label_list else None
-        if task_type == "regression":
-            self._labels = []  # one output, no label list
+        if not TASK_TYPES[task_type].has_label_names:
+            self._labels = []  # a score: one output, no label list
         self.text_columns = [c.strip() for c in text_columns or () if c.strip()]
         self.column_names = [c.strip() for c in column_names or () if c.strip()]
         self.data_format = data_format
@@ -374,11 +376,9 @@ class TsvProcessor(DataProcessor):
     def get_train_examples(self, data_dir):
         examples = self._read_split(data_dir, "train", self._labels)
         if self._labels is None:
-            if self.task_type == "multilabel":
-                self._labels = sort_labels({name for e in examples
-                                            for name in split_labels(e.label)})
-            else:
-                self._labels = sort_labels({e.label for e in examples})
+            kind = TASK_TYPES[self.task_type]
+            self._labels = sort_labels({name for e in examples
+                                        for name in label_names(e.label, kind)})
         return examples
 
     def get_dev_examples(self, data_dir):
@@ -428,14 +428,23 @@ def parse_score(text: str, path: str, line_number: int) -> float:
     return value
 
 
+def label_names(cell: str, kind: TaskType) -> List[str]:
+    """The label names a label cell holds for a task type: the cell itself (`index`), its
+    comma-separated names (`multi_hot`), none (`score`: a number, not a name)."""
+    if kind.label_encoding == "multi_hot":
+        return split_labels(cell)
+    return [cell] if kind.has_label_names else []
+
+
 def check_label(label: str, task_type: str, known, labels, path: str, line_number: int) -> None:
     """Raises DataError naming the line for a label the task type cannot use."""
-    if task_type == "regression":
+    kind = TASK_TYPES[task_type]
+    if not kind.has_label_names:
         parse_score(label, path, line_number)
         return
     if known is None:
         return
-    for name in (split_labels(label) if task_type == "multilabel" else [label]):
+    for name in label_names(label, kind):
         if name not in known:
             raise DataError(f"{path}:{line_number}: unknown label {name!r} (labels: "
                             f"{', '.join(labels)})")

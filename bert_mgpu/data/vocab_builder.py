@@ -82,8 +82,8 @@ MAX_WORD_CHARS = 200
 _BLOCK_BYTES = 1 << 18
 _WORKER_BLOCK_BYTES = 4 << 20
 # With --num_workers=0, below this much input (uncompressed estimate) words are counted in one
-# process: its counting is mostly C-level (measured on the KJV x10, 37 MB, on 2 shared cores:
-# 1.36 s CPU in one process, 1.75 s in 2 workers, which send word dicts back to be merged).
+# process: its counting is mostly C-level, and workers must send their word dicts back to be
+# merged, which costs more than they save on inputs this small (docs/benchmarks.md).
 _PARALLEL_MIN_BYTES = 256 << 20
 
 

@@ -169,9 +169,9 @@ class UpdateStep:
         # Clipping, the finiteness check and the update are one XLA-compiled function whatever
         # --use_xla says: the global norm is one fused reduction over the gradients, and every
         # variable's ~12 elementwise ops (clip scale, moments, weight decay, the step) fuse into
-        # one pass over the variable and its two slots. Same update up to float rounding; a
-        # measured ~5% of a CPU pretraining step for the update alone (docs/benchmarks.md), and
-        # on GPUs a few fused kernels instead of a dozen per variable.
+        # one pass over the variable and its two slots. Same update up to float rounding; faster
+        # on CPUs (docs/benchmarks.md), and on GPUs a few fused kernels instead of a dozen per
+        # variable.
         self._clip_and_apply = tf.function(self._clip_and_apply_impl, jit_compile=True)
         self.fp16 = cfg.precision == "fp16"
         self.loss_scale = tf.Variable(INITIAL_LOSS_SCALE if self.fp16 else 1.0,
@@ -283,7 +283,7 @@ class UpdateStep:
         clipped, global_norm = optimization.clip_by_global_norm(
             named_grads, self.cfg.clip_norm, indexed_slices_norm=self.cfg.indexed_slices_norm)
         # Any NaN or Inf in a gradient makes the global norm non-finite, so its finiteness is
-        # the check (a separate is_finite pass over every gradient cost ~3% of a CPU step).
+        # the check (a separate is_finite pass would read every gradient once more).
         # The norm also overflows once some |gradient| > ~1e19, which is taken as non-finite.
         finite = tf.math.is_finite(global_norm)
 

@@ -44,9 +44,8 @@ def vocabulary_cross_entropy(logits, label_ids):
     The loss is logsumexp(logits) - logits[label] and its gradient
     (softmax(logits) - one_hot(label)) * dloss; the forward keeps exp(logits - max) so the
     backward is one multiply, and the one-hot is subtracted at N entries only. The same values
-    as `tf.nn.sparse_softmax_cross_entropy_with_logits` to float32 rounding, in less time: that
-    op's CPU kernel was 74 ms of a ~870 ms pretraining update at 640 x 30522 (profiled), and an
-    in-process A/B of the update measured this one faster (docs/benchmarks.md, issue 16).
+    as `tf.nn.sparse_softmax_cross_entropy_with_logits` to float32 rounding, in less time on
+    CPUs at a vocabulary's width (docs/benchmarks.md has the measurement).
     """
     label_ids = tf.cast(label_ids, tf.int32)
 

@@ -19,6 +19,7 @@ from _oracle import REPO
 from _tiny_bert import WORDS, tiny_bert_dir
 from _together import run_command, started
 
+from bert_mgpu import tokenization
 from bert_mgpu.data import classifier_data, processors, user_processors
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "user_processors")
@@ -200,6 +201,95 @@ def test_labels_the_class_does_not_know_are_named(tmp_path):
         p.get_train_examples(str(tmp_path))
     assert user_processors.task_names("HighLevelProcessor") == [
         "highlevel", "high_level", "highlevelprocessor"]
+
+
+# A processors file modelled on Google's API (google-research/bert's run_classifier.py and
+# tokenization.py, as users' processors call them): files through tf.gfile.GFile, an optional
+# dev file probed with tf.gfile.Exists, text through tokenization.FullTokenizer and logged with
+# tokenization.printable_text, as Google's convert_single_example logs its tokens.
+TF1_PROCESSOR = """\
+import os
+
+import tensorflow as tf
+
+import tokenization
+from run_classifier import DataProcessor, InputExample
+
+
+class ReviewsProcessor(DataProcessor):
+
+  def __init__(self):
+    self.tokenizer = None
+
+  def _tokenize(self, data_dir, text):
+    if self.tokenizer is None:
+      self.tokenizer = tokenization.FullTokenizer(
+          vocab_file=os.path.join(data_dir, "vocab.txt"), do_lower_case=True)
+    tokens = self.tokenizer.tokenize(tokenization.convert_to_unicode(text))
+    tf.logging.info("tokens: %s" % " ".join([tokenization.printable_text(x) for x in tokens]))
+    tf.logging.info("ids: %s" % " ".join(
+        [str(x) for x in self.tokenizer.convert_tokens_to_ids(tokens)]))
+    return " ".join(tokens)
+
+  def _create_examples(self, data_dir, path, set_type):
+    examples = []
+    with tf.gfile.GFile(path, "r") as reader:
+      for (i, line) in enumerate(reader):
+        label, text = line.rstrip("\\n").split("\\t")
+        examples.append(InputExample(guid="%s-%d" % (set_type, i),
+                                     text_a=self._tokenize(data_dir, text), label=label))
+    return examples
+
+  def get_train_examples(self, data_dir):
+    return self._create_examples(data_dir, os.path.join(data_dir, "train.tsv"), "train")
+
+  def get_dev_examples(self, data_dir):
+    path = os.path.join(data_dir, "dev.tsv")
+    if not tf.gfile.Exists(path):
+      tf.logging.warning("no dev file %s" % path)
+      return []
+    return self._create_examples(data_dir, path, "dev")
+
+  def get_labels(self):
+    return ["neg", "pos"]
+"""
+TF1_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "movie", "##s", "good", "bad", "cafe",
+             ".", ","]
+
+
+def test_googles_tf1_names_and_tokenization_work_in_a_processors_file(tmp_path, caplog):
+    """tf.gfile.GFile/Exists, tokenization.FullTokenizer/printable_text/convert_to_unicode and
+    tf.logging in a user's file: the examples read, the tokens Google's WordPiece gives (our
+    FullTokenizer's), the files read recorded for the feature cache."""
+    path = tmp_path / "tf1_processors.py"
+    path.write_text(TF1_PROCESSOR, encoding="utf-8")
+    data = tmp_path / "data"
+    write(data / "vocab.txt", "\n".join(TF1_VOCAB) + "\n")
+    write(data / "train.tsv", "pos\tThe movies were GOOD, Café.\nneg\tbad movie\n")
+    caplog.set_level("INFO", logger="absl")  # absl's logger, whatever level a test left it at
+    p = user_processors.processor_for("reviews", processors_file=str(path))
+    assert p.get_labels() == ["neg", "pos"]
+    train = p.get_train_examples(str(data))
+    expected = ["the", "movie", "##s", "[UNK]", "good", ",", "cafe", "."]
+    assert tokenization.FullTokenizer(str(data / "vocab.txt")).tokenize(
+        "The movies were GOOD, Café.") == expected
+    assert train == [
+        processors.InputExample("train-0", " ".join(expected), None, "pos"),
+        processors.InputExample("train-1", "bad movie", None, "neg")]
+    assert isinstance(p.user.tokenizer, tokenization.FullTokenizer)
+    assert "tokens: the movie ##s [UNK] good , cafe ." in caplog.text
+    assert "ids: 4 5 6 1 7 11 9 10" in caplog.text
+    # tf.gfile.GFile's read is what the feature cache key covers (the vocabulary is
+    # --vocab_file's).
+    assert p.input_files(str(data), "train") == [str(data / "train.tsv")]
+    # tf.gfile.Exists: no dev file, no dev examples; with one, read.
+    assert p.get_dev_examples(str(data)) == []
+    assert f"no dev file {data / 'dev.tsv'}" in caplog.text
+    other = tmp_path / "other"
+    write(other / "vocab.txt", "\n".join(TF1_VOCAB) + "\n")
+    write(other / "dev.tsv", "neg\tthe bad cafe\n")
+    assert p.get_dev_examples(str(other)) == [
+        processors.InputExample("dev-0", "the bad cafe", None, "neg")]
 
 
 # ---------------------------------------------------------------------------------------------

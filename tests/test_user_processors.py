@@ -17,7 +17,7 @@ import pytest
 from _launch import script_env
 from _oracle import REPO
 from _tiny_bert import WORDS, tiny_bert_dir
-from _together import run_command, started
+from _together import changed_flags, run_command, started
 
 from bert_mgpu import tokenization
 from bert_mgpu.data import classifier_data, processors, user_processors
@@ -54,6 +54,13 @@ def high_level_rows(rng, n):
     """The fork's layout (from its code): id, category, label 0/1, title; no header."""
     return "".join(f"id{i}\t{rng.choice(['game', 'news'])}\t{i % 2}\t{text(rng).title()}\n"
                    for i in range(n))
+
+
+def jd_rows(rng, n):
+    """JDCOMMENTProcessor's jd_*.csv: a header, then label (1..5), text_a, text_b, quoted
+    where a field has a comma."""
+    return "label,a,b\n" + "".join(f'{1 + i % 5},"{text(rng)}, {text(rng)}",{text(rng)}\n'
+                                    for i in range(n))
 
 
 def lcqmc_rows(rng, n):
@@ -341,6 +348,14 @@ def runs(tmp_path_factory):
            "--train_batch_size=32", "--learning_rate=2e-5", "--num_train_epochs=3.0",
            f"--output_dir={lcqmc / 'out'}", f"--processors_file={LCQMC}"]
     jobs["lcqmc"] = lambda: (run_command(cmd), lcqmc, cmd)
+    # JDCOMMENTProcessor: labels "1".."5", none its own index (0..4), for the export's labels.
+    jd = root / "jdcomment"
+    for split, n in (("train", 16), ("test", 6)):
+        write(jd / "data" / f"jd_{split}.csv", jd_rows(rng, n))
+    jd_cmd = changed_flags(cmd, {"--task_name": "jdcomment", "--do_eval": "false",
+                                 "--data_dir": jd / "data", "--max_seq_length": "32",
+                                 "--train_batch_size": "8", "--num_train_epochs": "1"}, jd / "out")
+    jobs["jdcomment"] = lambda: (run_command(jd_cmd), jd)
     with started(jobs) as futures:
         yield futures
 
@@ -370,23 +385,28 @@ def test_sentence_pairs_train_evaluate_predict_and_reuse_features(runs):
 
 
 def test_the_savedmodel_export_serves_the_runs_labels(runs, tmp_path):
-    """export_saved_model.py on the LCQMC run: the pair signature's labels are get_labels()'s
-    (from run_config.json) and its probabilities the run's test_results.tsv."""
-    proc, lcqmc, _ = runs["lcqmc"].result()
+    """export_saved_model.py on the JDCOMMENT run: the pair signature's labels are
+    get_labels()'s ("1".."5", from run_config.json) at the predicted index (predict.txt's, which
+    no label equals), and its probabilities the run's test_results.tsv."""
+    proc, jd = runs["jdcomment"].result()
     assert proc.returncode == 0, proc.stderr[-3000:]
-    out = lcqmc / "out"
+    out = jd / "out"
     export = run_command([sys.executable, os.path.join(REPO, "export_saved_model.py"),
                           f"--output_dir={out}", f"--export_dir={tmp_path / 'export'}"])
     assert export.returncode == 0, export.stderr[-3000:]
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the in-graph tokenizer's ops)
 
-    pairs = [line.split("\t")[:2] for line in
-             (lcqmc / "data" / "test.txt").read_text(encoding="utf-8").splitlines()[1:]]
+    labels = user_processors.processor_for("jdcomment", processors_file=LCQMC).get_labels()
+    assert labels == ["1", "2", "3", "4", "5"]
+    assert json.loads((out / "run_config.json").read_text())["labels"] == labels
+    test = user_processors.processor_for("jdcomment", processors_file=LCQMC).get_test_examples(
+        str(jd / "data"))
+    assert len(test) == 6
     model = tf.saved_model.load(str(tmp_path / "export" / "1"))
-    served = model.signatures["serving_pair"](text_a=tf.constant([a for a, _ in pairs]),
-                                              text_b=tf.constant([b for _, b in pairs]))
-    predicted = [line.strip() for line in (out / "predict.txt").read_text().splitlines()]
-    assert [x.decode() for x in served["label"].numpy()] == predicted  # labels "0"/"1"
+    served = model.signatures["serving_pair"](text_a=tf.constant([e.text_a for e in test]),
+                                              text_b=tf.constant([e.text_b for e in test]))
+    indices = [int(line) for line in (out / "predict.txt").read_text().splitlines()]
+    assert [x.decode() for x in served["label"].numpy()] == [labels[i] for i in indices]
     np.testing.assert_allclose(served["probabilities"].numpy(),
                                np.loadtxt(out / "test_results.tsv"), atol=1e-5)

@@ -70,6 +70,8 @@ def test_headerless_files_with_column_names(tmp_path):
     assert len(examples) == 2  # the first line is an example, not a header
     with pytest.raises(DataError, match=r"--column_names: no column named 'label'"):
         tsv(column_names=("a", "b", "c")).get_train_examples(str(tmp_path))
+    with pytest.raises(DataError, match=r"train\.tsv:1: 3 columns, --column_names names 2$"):
+        tsv(column_names=("text", "label")).get_train_examples(str(tmp_path))
 
 
 def test_csv_files_as_pandas_writes_them(tmp_path):

@@ -377,8 +377,8 @@ class TsvProcessor(DataProcessor):
         examples = []
         for number, row in rows:
             if len(row) != len(header):
-                raise DataError(f"{path}:{number}: {len(row)} columns, the header has "
-                                f"{len(header)}")
+                names = "--column_names names" if self.column_names else "the header has"
+                raise DataError(f"{path}:{number}: {len(row)} columns, {names} {len(header)}")
             label = row[label_col] if label_col is not None else None
             if label is not None:
                 check_label(label, self.task_type, known, labels, path, number)

@@ -348,6 +348,26 @@ CASES = [
     ("run_pretraining", "remote-pattern-unreachable",
      lambda w: {"--input_file": "hdfs://namenode/data/part-*.tfrecord"},
      r"--input_file=hdfs://namenode/data/part-\*\.tfrecord: cannot be reached", "tf"),
+    # gs:// (a file system TensorFlow has) through a proxy that cannot be reached (CASE_ENV):
+    # the same line with a network or without.
+    ("run_classifier_mgpu", "remote-gs-unreachable",
+     lambda w: {"--output_dir": "gs://some_bucket/mrpc_output/"},
+     r"--output_dir=gs://some_bucket/mrpc_output/: cannot be reached: Error executing an HTTP "
+     r"request: .*Could not resolve proxy: proxy\.invalid", "tf"),
+    # A --label_list of integer labels (issue 30, item 4) that misses one of the data's (dev.tsv
+    # is read first, before training).
+    ("run_classifier", "label-list-misses-a-label", lambda w: {"--label_list": "1,2"},
+     r"dev\.tsv:2: unknown label '0' \(labels: 1, 2\)", "tf"),
+    # Files as users have them (issue 30, items 3 and 5): a headerless file whose rows have
+    # more columns than --column_names names; a CSV quote that does not close where its field
+    # ends (csv's lenient reading merged the next rows into it).
+    ("run_classifier", "column-names-count",
+     lambda w: {"--data_dir": w["tsv_headerless"], "--column_names": "text,label"},
+     r"train\.tsv:1: 3 columns, --column_names names 2", "tf"),
+    ("run_classifier_mgpu", "csv-broken-quote",
+     lambda w: {"--data_dir": w["csv_broken_quote"], "--data_format": "csv"},
+     r"train\.csv:3: ',' expected after '\"' \(a quoted field ends with '\"' before the next "
+     r"','", "tf"),
     ("run_classifier", "tsv-id-column", lambda w: {"--data_dir": w["tsv_id_column"]},
      r"train\.tsv:1: the column\(s\) 'id' are not named as a text or label column \(columns: "
      r"'id', 'text', 'label'.*--text_columns=NAME", "tf"),
@@ -374,6 +394,12 @@ CASES = [
     ("extract_features", "layers-range", lambda w: {"--layers": "-7"},
      r"--layers: index -7 is out of range for a model with 2 layers", "tf"),
 ]
+# The environment a case runs with beyond _env()'s.
+CASE_ENV = {
+    # libcurl's proxy (TensorFlow's GCS client honours it): a host that never resolves (RFC
+    # 6761), so gs:// cannot be reached at once, network or not, and without retries.
+    "run_classifier_mgpu:remote-gs-unreachable": {"https_proxy": "http://proxy.invalid:3128"},
+}
 # Cases checked further by their own tests (not one line, or not an error).
 IDS = [f"{script}:{name}" for script, name, *_ in CASES]
 MORE_FLAGS = {
@@ -405,6 +431,15 @@ def _prepare_variants(w):
     # A tutorial's layout: id, text, label with a header.
     w["tsv_id_column"] = tsv_variant(w, "id_column", train=[["id", "text", "label"]] + [
         [str(i), "the movie was good", str(i % 2)] for i in range(4)])
+    # LCQMC's layout (sentence 1, sentence 2, label), no header; dev.tsv as --column_names says.
+    w["tsv_headerless"] = tsv_variant(w, "headerless", train=[["good", "fun", "1"]],
+                                      dev=[["good", "1"]])
+    broken = root / "csv_broken_quote"
+    broken.mkdir()
+    (broken / "train.csv").write_text('label,text\n1,good\n0,"bad, really\n1,fine\n'
+                                      '0,"dull"\n', encoding="utf-8")
+    (broken / "dev.csv").write_text("label,text\n1,good\n0,bad\n", encoding="utf-8")
+    w["csv_broken_quote"] = str(broken)
     w["high_level_py"] = os.path.join(REPO, "tests", "user_processors", "high_level.py")
     (root / "import_error.py").write_text("import tensorflow as tf\nimport tokenization\n"
                                           "import pandaz\n")
@@ -430,9 +465,10 @@ def _run_case(w, key, script, changes_fn, before_tensorflow=False):
         # An existing output file of a previous good run: a failed run must leave it alone.
         with open(out, "w") as f:
             f.write(USER_TEXT)
+    env = env_without_tensorflow(w["root"], _env()) if before_tensorflow else _env()
+    env.update(CASE_ENV.get(key, {}))
     start = time.monotonic()
-    proc = run_script(script, args,
-                      env=env_without_tensorflow(w["root"], _env()) if before_tensorflow else None)
+    proc = run_script(script, args, env=env)
     return {"proc": proc, "case_dir": case_dir, "out": out, "user_file": user_file,
             "seconds": time.monotonic() - start}
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from _oracle import REPO
 from _tiny_bert import WORDS, tiny_bert_dir
-from _together import run_command
+from _together import run_command, started
 
 # Google's README (google-research/bert, "Sentence (and sentence-pair) classification tasks"),
 # verbatim: fine-tuning on MRPC, then predicting with the fine-tuned classifier.
@@ -77,12 +77,20 @@ def google_runs(tmp_path_factory):
     train = run_command(shell_command(GOOGLE_TRAIN, variables, out))
     variables["TRAINED_CLASSIFIER"] = os.path.join(out, "model.ckpt-3")
     predict_dir = str(root / "predict_output") + "/"
-    predict = run_command(shell_command(GOOGLE_PREDICT, variables, predict_dir))
-    return train, out, predict, predict_dir
+    # Also predicting in the training run's own --output_dir with the pretrained
+    # --init_checkpoint: the fine-tuned checkpoint there is what predicts.
+    in_out = dict(variables, TRAINED_CLASSIFIER=os.path.join(variables["BERT_BASE_DIR"],
+                                                             "bert_model.ckpt"))
+    with started({"predict": lambda: run_command(shell_command(GOOGLE_PREDICT, variables,
+                                                               predict_dir)),
+                  "predict_in_output_dir": lambda: run_command(shell_command(
+                      GOOGLE_PREDICT, in_out, out))}) as runs:
+        return train, out, runs["predict"].result(), predict_dir, \
+            runs["predict_in_output_dir"].result()
 
 
 def test_googles_readme_commands_run_unchanged(google_runs):
-    train, out, predict, predict_dir = google_runs
+    train, out, predict, predict_dir, _ = google_runs
     assert train.returncode == 0, train.stderr[-3000:]
     assert "Towers (--n_gpus) = 1" in train.stderr
     assert "Global batch = 32 (train_batch_size 32 x n_gpus 1" in train.stderr
@@ -96,3 +104,20 @@ def test_googles_readme_commands_run_unchanged(google_runs):
            f"global_step 3)" in predict.stderr
     rows = open(os.path.join(predict_dir, "test_results.tsv")).read().splitlines()
     assert len(rows) == 6 and all(len(r.split("\t")) == 2 for r in rows)
+
+
+def test_predicting_from_the_output_dirs_checkpoint_names_it_and_its_step(google_runs):
+    """Google's predict command in the fine-tuning run's --output_dir, --init_checkpoint the
+    pretrained model's: the log names the checkpoint of --output_dir and its step (not "the
+    weights at global_step 0", nor --init_checkpoint), and those weights predict (the same
+    probabilities as with --init_checkpoint=model.ckpt-3)."""
+    train, out, _, predict_dir, predict = google_runs
+    assert train.returncode == 0, train.stderr[-3000:]
+    assert predict.returncode == 0, predict.stderr[-3000:]
+    assert f"Predicting with the weights of {os.path.join(out, 'model.ckpt-3')} " \
+           f"(global_step 3)" in predict.stderr
+    assert "--init_checkpoint" not in "".join(
+        line for line in predict.stderr.splitlines() if "Predicting with" in line)
+    np.testing.assert_allclose(np.loadtxt(os.path.join(out, "test_results.tsv")),
+                               np.loadtxt(os.path.join(predict_dir, "test_results.tsv")),
+                               atol=1e-6)

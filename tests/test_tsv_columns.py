@@ -70,6 +70,8 @@ def test_headerless_files_with_column_names(tmp_path):
     assert len(examples) == 2  # the first line is an example, not a header
     with pytest.raises(DataError, match=r"--column_names: no column named 'label'"):
         tsv(column_names=("a", "b", "c")).get_train_examples(str(tmp_path))
+    with pytest.raises(DataError, match=r"train\.tsv:1: 3 columns, --column_names names 2$"):
+        tsv(column_names=("text", "label")).get_train_examples(str(tmp_path))
 
 
 def test_csv_files_as_pandas_writes_them(tmp_path):
@@ -88,6 +90,27 @@ def test_csv_files_as_pandas_writes_them(tmp_path):
     (tmp_path / "dev.csv").write_text('label,x_train\nneutral,"a\nb"\npositive\n')
     with pytest.raises(DataError, match=r"dev\.csv:4: 1 columns, the header has 2"):
         tsv(data_format="csv", text_columns=("x_train",)).get_dev_examples(str(tmp_path))
+
+
+def test_a_broken_csv_quote_names_its_line(tmp_path):
+    """csv's lenient reading merged the rows after a quote that does not close where its field
+    ends into that field, up to the next '"' or the end of the file, without a word (here: two
+    examples of four): it is an error naming the line the row starts on."""
+    (tmp_path / "train.csv").write_text('label,text\n1,good\n0,"bad, really\n1,fine\n'
+                                        '0,"dull"\n', encoding="utf-8")
+    (tmp_path / "dev.csv").write_text('label,text\n1,good\n0,"bad, really\n1,fine\n',
+                                      encoding="utf-8")
+    (tmp_path / "test.csv").write_text('label,text\n1,"good" movie\n0,bad\n', encoding="utf-8")
+    p = processors.get_processor("tsv", ["0", "1"], tsv_options={"data_format": "csv"})
+    with pytest.raises(DataError, match=r"^.*train\.csv:3: ',' expected after '\"' \(a quoted "
+                                        r"field ends with '\"' before the next ',' or the line's "
+                                        r"end; a '\"' inside it is written '\"\"'\)$"):
+        p.get_train_examples(str(tmp_path))
+    with pytest.raises(DataError, match=r"dev\.csv:3: a quoted field of this row is never "
+                                        r"closed \(the rest of the file would be one field\)$"):
+        p.get_dev_examples(str(tmp_path))
+    with pytest.raises(DataError, match=r"test\.csv:2: ',' expected after '\"'"):
+        p.get_test_examples(str(tmp_path))
 
 
 def test_tsv_options_apply_to_the_tsv_task_only():

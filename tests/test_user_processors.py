@@ -17,8 +17,9 @@ import pytest
 from _launch import script_env
 from _oracle import REPO
 from _tiny_bert import WORDS, tiny_bert_dir
-from _together import run_command, started
+from _together import changed_flags, run_command, started
 
+from bert_mgpu import tokenization
 from bert_mgpu.data import classifier_data, processors, user_processors
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "user_processors")
@@ -53,6 +54,13 @@ def high_level_rows(rng, n):
     """The fork's layout (from its code): id, category, label 0/1, title; no header."""
     return "".join(f"id{i}\t{rng.choice(['game', 'news'])}\t{i % 2}\t{text(rng).title()}\n"
                    for i in range(n))
+
+
+def jd_rows(rng, n):
+    """JDCOMMENTProcessor's jd_*.csv: a header, then label (1..5), text_a, text_b, quoted
+    where a field has a comma."""
+    return "label,a,b\n" + "".join(f'{1 + i % 5},"{text(rng)}, {text(rng)}",{text(rng)}\n'
+                                    for i in range(n))
 
 
 def lcqmc_rows(rng, n):
@@ -202,6 +210,95 @@ def test_labels_the_class_does_not_know_are_named(tmp_path):
         "highlevel", "high_level", "highlevelprocessor"]
 
 
+# A processors file modelled on Google's API (google-research/bert's run_classifier.py and
+# tokenization.py, as users' processors call them): files through tf.gfile.GFile, an optional
+# dev file probed with tf.gfile.Exists, text through tokenization.FullTokenizer and logged with
+# tokenization.printable_text, as Google's convert_single_example logs its tokens.
+TF1_PROCESSOR = """\
+import os
+
+import tensorflow as tf
+
+import tokenization
+from run_classifier import DataProcessor, InputExample
+
+
+class ReviewsProcessor(DataProcessor):
+
+  def __init__(self):
+    self.tokenizer = None
+
+  def _tokenize(self, data_dir, text):
+    if self.tokenizer is None:
+      self.tokenizer = tokenization.FullTokenizer(
+          vocab_file=os.path.join(data_dir, "vocab.txt"), do_lower_case=True)
+    tokens = self.tokenizer.tokenize(tokenization.convert_to_unicode(text))
+    tf.logging.info("tokens: %s" % " ".join([tokenization.printable_text(x) for x in tokens]))
+    tf.logging.info("ids: %s" % " ".join(
+        [str(x) for x in self.tokenizer.convert_tokens_to_ids(tokens)]))
+    return " ".join(tokens)
+
+  def _create_examples(self, data_dir, path, set_type):
+    examples = []
+    with tf.gfile.GFile(path, "r") as reader:
+      for (i, line) in enumerate(reader):
+        label, text = line.rstrip("\\n").split("\\t")
+        examples.append(InputExample(guid="%s-%d" % (set_type, i),
+                                     text_a=self._tokenize(data_dir, text), label=label))
+    return examples
+
+  def get_train_examples(self, data_dir):
+    return self._create_examples(data_dir, os.path.join(data_dir, "train.tsv"), "train")
+
+  def get_dev_examples(self, data_dir):
+    path = os.path.join(data_dir, "dev.tsv")
+    if not tf.gfile.Exists(path):
+      tf.logging.warning("no dev file %s" % path)
+      return []
+    return self._create_examples(data_dir, path, "dev")
+
+  def get_labels(self):
+    return ["neg", "pos"]
+"""
+TF1_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "movie", "##s", "good", "bad", "cafe",
+             ".", ","]
+
+
+def test_googles_tf1_names_and_tokenization_work_in_a_processors_file(tmp_path, caplog):
+    """tf.gfile.GFile/Exists, tokenization.FullTokenizer/printable_text/convert_to_unicode and
+    tf.logging in a user's file: the examples read, the tokens Google's WordPiece gives (our
+    FullTokenizer's), the files read recorded for the feature cache."""
+    path = tmp_path / "tf1_processors.py"
+    path.write_text(TF1_PROCESSOR, encoding="utf-8")
+    data = tmp_path / "data"
+    write(data / "vocab.txt", "\n".join(TF1_VOCAB) + "\n")
+    write(data / "train.tsv", "pos\tThe movies were GOOD, Café.\nneg\tbad movie\n")
+    caplog.set_level("INFO", logger="absl")  # absl's logger, whatever level a test left it at
+    p = user_processors.processor_for("reviews", processors_file=str(path))
+    assert p.get_labels() == ["neg", "pos"]
+    train = p.get_train_examples(str(data))
+    expected = ["the", "movie", "##s", "[UNK]", "good", ",", "cafe", "."]
+    assert tokenization.FullTokenizer(str(data / "vocab.txt")).tokenize(
+        "The movies were GOOD, Café.") == expected
+    assert train == [
+        processors.InputExample("train-0", " ".join(expected), None, "pos"),
+        processors.InputExample("train-1", "bad movie", None, "neg")]
+    assert isinstance(p.user.tokenizer, tokenization.FullTokenizer)
+    assert "tokens: the movie ##s [UNK] good , cafe ." in caplog.text
+    assert "ids: 4 5 6 1 7 11 9 10" in caplog.text
+    # tf.gfile.GFile's read is what the feature cache key covers (the vocabulary is
+    # --vocab_file's).
+    assert p.input_files(str(data), "train") == [str(data / "train.tsv")]
+    # tf.gfile.Exists: no dev file, no dev examples; with one, read.
+    assert p.get_dev_examples(str(data)) == []
+    assert f"no dev file {data / 'dev.tsv'}" in caplog.text
+    other = tmp_path / "other"
+    write(other / "vocab.txt", "\n".join(TF1_VOCAB) + "\n")
+    write(other / "dev.tsv", "neg\tthe bad cafe\n")
+    assert p.get_dev_examples(str(other)) == [
+        processors.InputExample("dev-0", "the bad cafe", None, "neg")]
+
+
 # ---------------------------------------------------------------------------------------------
 # The scripts: the fork's command, and a sentence-pair task through train, eval and predict
 
@@ -251,6 +348,14 @@ def runs(tmp_path_factory):
            "--train_batch_size=32", "--learning_rate=2e-5", "--num_train_epochs=3.0",
            f"--output_dir={lcqmc / 'out'}", f"--processors_file={LCQMC}"]
     jobs["lcqmc"] = lambda: (run_command(cmd), lcqmc, cmd)
+    # JDCOMMENTProcessor: labels "1".."5", none its own index (0..4), for the export's labels.
+    jd = root / "jdcomment"
+    for split, n in (("train", 16), ("test", 6)):
+        write(jd / "data" / f"jd_{split}.csv", jd_rows(rng, n))
+    jd_cmd = changed_flags(cmd, {"--task_name": "jdcomment", "--do_eval": "false",
+                                 "--data_dir": jd / "data", "--max_seq_length": "32",
+                                 "--train_batch_size": "8", "--num_train_epochs": "1"}, jd / "out")
+    jobs["jdcomment"] = lambda: (run_command(jd_cmd), jd)
     with started(jobs) as futures:
         yield futures
 
@@ -280,23 +385,28 @@ def test_sentence_pairs_train_evaluate_predict_and_reuse_features(runs):
 
 
 def test_the_savedmodel_export_serves_the_runs_labels(runs, tmp_path):
-    """export_saved_model.py on the LCQMC run: the pair signature's labels are get_labels()'s
-    (from run_config.json) and its probabilities the run's test_results.tsv."""
-    proc, lcqmc, _ = runs["lcqmc"].result()
+    """export_saved_model.py on the JDCOMMENT run: the pair signature's labels are
+    get_labels()'s ("1".."5", from run_config.json) at the predicted index (predict.txt's, which
+    no label equals), and its probabilities the run's test_results.tsv."""
+    proc, jd = runs["jdcomment"].result()
     assert proc.returncode == 0, proc.stderr[-3000:]
-    out = lcqmc / "out"
+    out = jd / "out"
     export = run_command([sys.executable, os.path.join(REPO, "export_saved_model.py"),
                           f"--output_dir={out}", f"--export_dir={tmp_path / 'export'}"])
     assert export.returncode == 0, export.stderr[-3000:]
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the in-graph tokenizer's ops)
 
-    pairs = [line.split("\t")[:2] for line in
-             (lcqmc / "data" / "test.txt").read_text(encoding="utf-8").splitlines()[1:]]
+    labels = user_processors.processor_for("jdcomment", processors_file=LCQMC).get_labels()
+    assert labels == ["1", "2", "3", "4", "5"]
+    assert json.loads((out / "run_config.json").read_text())["labels"] == labels
+    test = user_processors.processor_for("jdcomment", processors_file=LCQMC).get_test_examples(
+        str(jd / "data"))
+    assert len(test) == 6
     model = tf.saved_model.load(str(tmp_path / "export" / "1"))
-    served = model.signatures["serving_pair"](text_a=tf.constant([a for a, _ in pairs]),
-                                              text_b=tf.constant([b for _, b in pairs]))
-    predicted = [line.strip() for line in (out / "predict.txt").read_text().splitlines()]
-    assert [x.decode() for x in served["label"].numpy()] == predicted  # labels "0"/"1"
+    served = model.signatures["serving_pair"](text_a=tf.constant([e.text_a for e in test]),
+                                              text_b=tf.constant([e.text_b for e in test]))
+    indices = [int(line) for line in (out / "predict.txt").read_text().splitlines()]
+    assert [x.decode() for x in served["label"].numpy()] == [labels[i] for i in indices]
     np.testing.assert_allclose(served["probabilities"].numpy(),
                                np.loadtxt(out / "test_results.tsv"), atol=1e-5)

@@ -11,8 +11,8 @@ an error listing the columns (a tutorial's `id` column once became the text sile
 `--text_columns` is given (the others are then ignored); a file with one column besides the label
 needs no name. The mapping is logged. The label list is the sorted set of training labels (in
 numeric order when every label is an integer) unless `--label_list=a,b,c` is given. A row with
-the wrong number of columns or an unknown label is an error naming the file and line, never
-skipped silently.
+the wrong number of columns or an unknown label, or a broken CSV quote, is an error naming the
+file and line, never skipped or merged with the next rows silently.
 
 With `--task_type=regression` the `label` column holds a number (the label list is empty); with
 `--task_type=multilabel` it holds comma-separated labels, possibly none, and the label list is
@@ -66,6 +66,32 @@ def _tsv_rows(text: str) -> List[List[str]]:
     csv.field_size_limit(min(sys.maxsize, 2 ** 31 - 1))
     return list(csv.reader(io.StringIO(text, newline=""), delimiter="\t",
                            quoting=csv.QUOTE_NONE))
+
+
+def _numbered_rows(text: str, path: str, **options) -> List[tuple]:
+    """[(line number, row)] of `text` read by `csv.reader(**options)` (a row may span lines:
+    the line it starts on).
+
+    Raises:
+      DataError: `path:LINE: ...` for a row csv cannot read, LINE the line it starts on. With
+        `strict=True` (CSV files), a quoted field that does not end where a field ends: csv's
+        lenient reading would silently merge the rows up to the next '"' into it.
+    """
+    csv.field_size_limit(min(sys.maxsize, 2 ** 31 - 1))
+    reader = csv.reader(io.StringIO(text, newline=""), **options)
+    rows, start = [], 1
+    try:
+        for row in reader:
+            rows.append((start, row))
+            start = reader.line_num + 1
+    except csv.Error as e:
+        if str(e) == "unexpected end of data":
+            raise DataError(f"{path}:{start}: a quoted field of this row is never closed (the "
+                            f"rest of the file would be one field)") from None
+        hint = (" (a quoted field ends with '\"' before the next ',' or the line's end; a '\"' "
+                "inside it is written '\"\"')" if options.get("strict") else "")
+        raise DataError(f"{path}:{start}: {e}{hint}") from None
+    return rows
 
 
 def read_tsv(input_file: str) -> List[List[str]]:
@@ -290,20 +316,9 @@ class TsvProcessor(DataProcessor):
                 raise DataError(f"{path}: not found")
             with tf.io.gfile.GFile(path, "rb") as f:
                 text = _decode(f.read(), path)
-        csv.field_size_limit(min(sys.maxsize, 2 ** 31 - 1))
         if self.data_format == "csv":
-            reader = csv.reader(io.StringIO(text, newline=""))
-        else:
-            reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t",
-                                quoting=csv.QUOTE_NONE)
-        rows, start = [], 1
-        try:
-            for row in reader:
-                rows.append((start, row))
-                start = reader.line_num + 1
-        except csv.Error as e:
-            raise DataError(f"{path}:{start}: {e}") from None
-        return rows
+            return _numbered_rows(text, path, strict=True)  # a broken quote is an error
+        return _numbered_rows(text, path, delimiter="\t", quoting=csv.QUOTE_NONE)
 
     def _columns(self, header, path, split):
         """(label column or None, text_a column, text_b column or None) of a file's header."""
@@ -364,8 +379,8 @@ class TsvProcessor(DataProcessor):
         examples = []
         for number, row in rows:
             if len(row) != len(header):
-                raise DataError(f"{path}:{number}: {len(row)} columns, the header has "
-                                f"{len(header)}")
+                names = "--column_names names" if self.column_names else "the header has"
+                raise DataError(f"{path}:{number}: {len(row)} columns, {names} {len(header)}")
             label = row[label_col] if label_col is not None else None
             if label is not None:
                 check_label(label, self.task_type, known, labels, path, number)

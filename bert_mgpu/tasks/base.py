@@ -35,7 +35,7 @@ from bert_mgpu import tokenization
 from bert_mgpu.configs.base import ModelFiles, TrainConfig
 from bert_mgpu.data import input_pipeline
 from bert_mgpu.data.features import FILE_BATCH_WEIGHT
-from bert_mgpu.engine import contract, training
+from bert_mgpu.engine import contract, evaluation, training
 from bert_mgpu.engine.job import Job
 from bert_mgpu.model import modeling
 
@@ -186,3 +186,31 @@ def fine_tuning_trainer(job: Job, task, train_cfg: TrainConfig) -> training.Trai
             task.named_variables(), job.bert_config.num_hidden_layers,
             job.cfg.layerwise_lr_decay)
     return trainer_for(job, task, train_cfg, multipliers)
+
+
+def train_watched(job: Job, trainer: training.Trainer,
+                  training_input: Callable[[], Any],
+                  evaluate: Optional[Callable[[], dict]] = None,
+                  best_metric: Optional[str] = None) -> evaluation.CollapseWatch:
+    """What every fine-tuning job does before its final evaluation and prediction.
+
+    With --do_train: trains on `training_input()` (called only then), the collapse watch
+    recording each update's loss and, with --eval_every_n_steps, checking `evaluate()` (the
+    job's dev-set evaluation; None: none during training) every N updates, the best checkpoint
+    kept by `best_metric` (default --best_metric); the chief then judges the training loss.
+    Without --do_train: restores the weights that evaluation and prediction use.
+
+    Returns:
+      The run's `CollapseWatch`, for the job's final evaluation (`watch.check`).
+    """
+    watch = evaluation.CollapseWatch(trainer.cfg, trainer.global_step, job.chief)
+    if not job.cfg.do_train:
+        trainer.restore_or_initialize()
+        return watch
+    periodic = None
+    if evaluate is not None:
+        periodic = job.periodic_evaluator(trainer, lambda: watch.check(evaluate()), best_metric)
+    trainer.train(training_input(), on_step=watch.on_step(periodic))
+    if job.chief:
+        watch.after_training()
+    return watch

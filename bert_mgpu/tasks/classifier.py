@@ -12,7 +12,7 @@ from absl import logging
 
 from bert_mgpu.configs.classifier import TASK_TYPES
 from bert_mgpu.data import classifier_data, input_pipeline, processors, user_processors
-from bert_mgpu.engine import checkpoint, evaluation, training
+from bert_mgpu.engine import checkpoint, training
 from bert_mgpu.engine.job import Job, start_job
 from bert_mgpu.metrics import classification as metrics_lib
 from bert_mgpu.metrics import collapse
@@ -28,6 +28,7 @@ from bert_mgpu.tasks.base import (
     make_tokenizer,
     ratio,
     read_splits,
+    train_watched,
 )
 
 
@@ -353,15 +354,9 @@ def run_classifier(cfg) -> dict:
     task = classifier_task(cfg, job, labels)
     log_head_initialisation(cfg, task)
     trainer = fine_tuning_trainer(job, task, train_cfg)
-    watch = evaluation.CollapseWatch(trainer.cfg, trainer.global_step, job.chief)
-    if cfg.do_train:
-        trainer.train(job.training_input([train_file], data.shapes, train_cfg),
-                      on_step=watch.on_step(job.periodic_evaluator(trainer, lambda: watch.check(
-                          dev_results(cfg, trainer, data, splits["dev"][0])))))
-        if job.chief:
-            watch.after_training()
-    else:
-        trainer.restore_or_initialize()
+    watch = train_watched(job, trainer,
+                          lambda: job.training_input([train_file], data.shapes, train_cfg),
+                          lambda: dev_results(cfg, trainer, data, splits["dev"][0]))
     result = {}
     if job.chief and cfg.do_eval:  # evaluation, prediction and their files are the chief's
         result = evaluate_classifier(cfg, trainer, data, *splits["dev"], check=watch.check)

@@ -13,7 +13,13 @@ from bert_mgpu.data import multitask as multitask_data
 from bert_mgpu.engine import evaluation
 from bert_mgpu.model import modeling
 from bert_mgpu.model.head_spec import head_scope
-from bert_mgpu.tasks.base import BertTask, Tensors, fine_tuning_trainer, make_tokenizer
+from bert_mgpu.tasks.base import (
+    BertTask,
+    Tensors,
+    fine_tuning_trainer,
+    make_tokenizer,
+    train_watched,
+)
 from bert_mgpu.tasks.classifier import (
     classifier_inputs,
     classifier_task,
@@ -152,27 +158,18 @@ def run_multitask_classifier(cfg) -> dict:
         for label, t, (task_labels, _, _) in zip(labels, task_cfgs, inputs)})
     log_head_initialisation(cfg, model)
     trainer = fine_tuning_trainer(job, model, train_cfg)
-    watch = evaluation.CollapseWatch(trainer.cfg, trainer.global_step, job.chief)
-
-    def dev_results(write: bool = False) -> dict:
-        return watch.check(
-            evaluate_multitask(trainer, model, task_cfgs, inputs, mean_metric, write))
-
-    if cfg.do_train:
-        on_step = job.periodic_evaluator(trainer, dev_results, best_metric=mean_metric)
-        trainer.train(multitask_data.training_dataset(
+    watch = train_watched(
+        job, trainer, lambda: multitask_data.training_dataset(
             [(splits["train"][0], data.shapes) for _, data, splits in inputs],
             train_cfg.global_batch_size, train_cfg.random_seed, probabilities,
             num_shards=job.num_workers,
             shard_index=job.cluster.task_index if job.cluster is not None else 0),
-            on_step=watch.on_step(on_step))
-        if job.chief:
-            watch.after_training()
-    else:
-        trainer.restore_or_initialize()
+        lambda: evaluate_multitask(trainer, model, task_cfgs, inputs, mean_metric, False),
+        best_metric=mean_metric)
     result = {}
     if job.chief and cfg.do_eval:
-        result = dev_results(write=True)
+        result = watch.check(
+            evaluate_multitask(trainer, model, task_cfgs, inputs, mean_metric, True))
         job.write_eval_results(result)
     if job.chief and cfg.do_predict:
         job.weights_for_prediction(trainer, job.cfg.keep_best_checkpoint)

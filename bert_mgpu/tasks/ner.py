@@ -9,7 +9,6 @@ import tensorflow as tf
 from absl import logging
 
 from bert_mgpu.data import input_pipeline, ner_data
-from bert_mgpu.engine import evaluation
 from bert_mgpu.engine.job import Job, start_job
 from bert_mgpu.metrics import collapse
 from bert_mgpu.metrics import ner as ner_metrics
@@ -22,6 +21,7 @@ from bert_mgpu.tasks.base import (
     make_tokenizer,
     ratio,
     read_splits,
+    train_watched,
 )
 
 
@@ -129,15 +129,9 @@ def run_ner(cfg) -> dict:
     task = TaggingTask(job.bert_config, len(data.labels),
                        compute_dtype=job.compute_dtype(), tag_names=data.labels)
     trainer = fine_tuning_trainer(job, task, train_cfg)
-    watch = evaluation.CollapseWatch(trainer.cfg, trainer.global_step, job.chief)
-    if cfg.do_train:
-        trainer.train(job.training_input([splits["train"].path], data.shapes, train_cfg),
-                      on_step=watch.on_step(job.periodic_evaluator(trainer, lambda: watch.check(
-                          _evaluate_ner(trainer, data, splits["dev"])))))
-        if job.chief:
-            watch.after_training()
-    else:
-        trainer.restore_or_initialize()
+    watch = train_watched(
+        job, trainer, lambda: job.training_input([splits["train"].path], data.shapes, train_cfg),
+        lambda: _evaluate_ner(trainer, data, splits["dev"]))
     result = {}
     if job.chief and cfg.do_eval:  # evaluation, prediction and their files are the chief's
         logging.info("***** Running evaluation: %d sentences, %d windows, batch size %d *****",

@@ -13,7 +13,14 @@ from bert_mgpu.engine import evaluation
 from bert_mgpu.engine.job import Job, start_job
 from bert_mgpu.metrics import squad as squad_metrics
 from bert_mgpu.model import heads, modeling
-from bert_mgpu.tasks.base import MeanOverExamples, Tensors, make_tokenizer, ratio, trainer_for
+from bert_mgpu.tasks.base import (
+    MeanOverExamples,
+    Tensors,
+    make_tokenizer,
+    ratio,
+    train_watched,
+    trainer_for,
+)
 
 
 class SquadTask(MeanOverExamples, tf.Module):
@@ -101,15 +108,8 @@ def run_squad(cfg) -> dict:
     job.save_effective_config()
     task = SquadTask(job.bert_config, compute_dtype=job.compute_dtype())
     trainer = trainer_for(job, task, train_cfg)
-    watch = evaluation.CollapseWatch(trainer.cfg, trainer.global_step, job.chief)
-    if cfg.do_train:
-        trainer.train(job.training_input(
-            [train.path], squad_data.squad_train_shapes(cfg.model.max_seq_length), train_cfg),
-            on_step=watch.on_step())
-        if job.chief:
-            watch.after_training()
-    else:
-        trainer.restore_or_initialize()
+    watch = train_watched(job, trainer, lambda: job.training_input(
+        [train.path], squad_data.squad_train_shapes(cfg.model.max_seq_length), train_cfg))
     result = {}
     if job.chief and (cfg.do_predict or cfg.do_eval):
         predictions, null_odds = _predict_squad(job, trainer, tokenizer)

@@ -261,7 +261,7 @@ def runs(data_root, tmp_path_factory):
 
     with started_in(d, {
         "mean": lambda out: run_command(command(data_root, out, "--do_train", "--do_eval",
-                                                "--do_predict")),
+                                                "--do_predict", "--eval_every_n_steps=4")),
         "max": predict_with_max,
     }) as futures:
         trained.set_result(futures["mean"])
@@ -325,4 +325,8 @@ def test_eval_metrics_per_document(runs):
     assert float(result["eval_loss"]) == pytest.approx(loss, abs=1e-5)
     assert float(result["loss"]) == pytest.approx(loss, abs=1e-5)
     assert "windows of 24 documents" in proc.stderr
+    # Evaluations during training are the documents' too (the last one is the final model's).
+    history = (out / "eval_history.tsv").read_text().splitlines()
+    last = dict(zip(history[0].split("\t"), history[-1].split("\t")))
+    assert len(history) >= 3 and float(last["eval_accuracy"]) == float(result["eval_accuracy"])
     assert json.load(open(out / "run_config.json"))["doc_stride"] == STRIDE

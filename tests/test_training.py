@@ -186,7 +186,12 @@ def test_gradient_checkpointing_gives_the_same_weights(data, tmp_path, one_devic
     else:
         reference, _ = train(data, tmp_path, "plain", n_gpus, batch, accum, precision=precision,
                              xla=xla, config=DROPOUT_CONFIG)
-    assert max_diff(weights(checkpointed), weights(reference)) <= 1e-5
+    # fp16's gradients carry 11-bit mantissas: the recomputed graph's rounding moves a weight by
+    # up to 1.1e-5 here (deterministically; two runs without checkpointing are bit-identical,
+    # bf16 is exact, fp32 2.6e-8), while masks other than the forward pass's move them by far
+    # more than 1e-4 (test_with_dropout_on_towers_and_accumulation_equal_one_device).
+    tolerance = 5e-5 if precision == "fp16" else 1e-5
+    assert max_diff(weights(checkpointed), weights(reference)) <= tolerance
 
 
 def test_gradient_checkpointing_recomputes_the_layers():

@@ -33,6 +33,7 @@ from bert_mgpu.configs.classifier import (
     TASK_SAMPLINGS,
     TASK_TYPE_OF,
     TASK_TYPES,
+    WINDOW_POOLINGS,
     ClassifierConfig,
 )
 from bert_mgpu.configs.features import ExtractFeaturesConfig
@@ -745,17 +746,35 @@ def warn_warmup_longer_than_training(cfg: PretrainingConfig) -> None:
                         train.num_train_steps, train.learning_rate, peak)
 
 
+# Long documents in run_classifier_mgpu.py: `doc_stride` is run_squad.py's flag (defined once,
+# above) with the classifier's default 0 and meaning; `window_pooling` is the classifier's own.
+_SPECS.setdefault("window_pooling", (
+    "enum", "mean", "With --doc_stride: how a document's windows are pooled into its "
+                    "prediction in eval and predict: the mean or the max of the windows' "
+                    "probabilities (regression: scores; multilabel: sigmoid probabilities). "
+                    "Default mean.", WINDOW_POOLINGS))
+CLASSIFIER_WINDOW_FLAGS = ("doc_stride", "window_pooling")
+CLASSIFIER_WINDOW_HELPS = {
+    "doc_stride": "0 (default): a text longer than max_seq_length is truncated (Google). N > 0: "
+                  "it becomes windows of max_seq_length - 2 pieces starting N pieces apart "
+                  "(the last one ending at the text's end; with a text_b, windows over text_a "
+                  "with text_b in each); training sees every window with the document's label, "
+                  "each document weighted once; eval and predict pool each document's windows "
+                  "(--window_pooling), one output line per document."}
+
+
 def define_classifier_flags():
     define_flags(MODEL_FLAGS, TRAINING_SCRIPT_FLAGS,
                  ("do_predict", "predict_batch_size", "num_train_epochs", "warmup_proportion",
                   "data_dir", "task_name", "processors_file", "label_list", "text_columns",
                   "column_names", "data_format", "truncation", "head_tokens",
-                  "layerwise_lr_decay"), EVAL_DURING_TRAINING_FLAGS,
+                  "layerwise_lr_decay"), EVAL_DURING_TRAINING_FLAGS, CLASSIFIER_WINDOW_FLAGS,
                  ("task_type", "multilabel_threshold", "classifier_input", "task_sampling"),
                  LENGTH_BATCHING_FLAGS,
                  # Fine-tuning shuffles the whole training set every epoch (Google's buffer of
                  # 100 learns nothing from a file sorted by label).
-                 defaults={"shuffle_buffer_size": 0, **FINE_TUNING_DEFAULTS})
+                 defaults={"shuffle_buffer_size": 0, "doc_stride": 0, **FINE_TUNING_DEFAULTS},
+                 helps=CLASSIFIER_WINDOW_HELPS)
 
 
 def classifier_config() -> ClassifierConfig:

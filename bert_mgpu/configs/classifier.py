@@ -67,6 +67,10 @@ CLASSIFIER_INPUTS = ("pooled", "cls", "mean", "cls_last4")
 TASK_TYPE_OF = {"stsb": "regression"}
 
 
+# --window_pooling: how a long document's windows (--doc_stride) are pooled into its prediction.
+WINDOW_POOLINGS = ("mean", "max")
+
+
 # Multi-task fine-tuning: how the task of each global batch is drawn (data/multitask.py).
 TASK_SAMPLINGS = ("proportional", "sqrt", "uniform")
 
@@ -102,6 +106,10 @@ class ClassifierConfig:
     data_format: str = "tsv"  # tsv: "tsv" or "csv" files
     truncation: str = "head"
     head_tokens: int = 128
+    # Long documents (data/classifier_data.py): 0 = Google's truncation; N > 0 = windows N
+    # pieces apart, each document's windows pooled in eval and predict by `window_pooling`.
+    doc_stride: int = 0
+    window_pooling: str = "mean"
     layerwise_lr_decay: float = 1.0
     allow_random_weights: bool = False
     eval_every_n_steps: int = 0
@@ -177,6 +185,7 @@ class ClassifierConfig:
             raise ValueError(f"--truncation must be one of {', '.join(TRUNCATIONS)}, got "
                              f"{self.truncation!r}")
         check_at_least(self, 0, "head_tokens")
+        self._validate_windows()
         check_eval_during_training(self, "dev.tsv")
         for task in self.task_configs():
             task._validate_task_type()
@@ -188,6 +197,25 @@ class ClassifierConfig:
             raise ValueError("--group_by_length needs --pad_to_longest (grouped batches are "
                              "only faster when trimmed)")
         check_group_by_length(self.group_by_length, self.train.shuffle_buffer_size)
+
+    def _validate_windows(self) -> None:
+        """--doc_stride and --window_pooling."""
+        check_at_least(self, 0, "doc_stride")
+        if self.window_pooling not in WINDOW_POOLINGS:
+            raise ValueError(f"--window_pooling must be one of {', '.join(WINDOW_POOLINGS)}, "
+                             f"got {self.window_pooling!r}")
+        if not self.doc_stride:
+            return
+        if self.truncation == "head_tail":
+            raise ValueError(f"--doc_stride={self.doc_stride} keeps every piece of a long text "
+                             f"in windows; --truncation=head_tail cuts it: choose one")
+        budget = self.model.max_seq_length - 2
+        if self.doc_stride > budget:
+            raise ValueError(f"--doc_stride={self.doc_stride} must be <= --max_seq_length - 2 "
+                             f"= {budget} (a window's text budget), or pieces would be skipped")
+        if self.num_tasks > 1:
+            raise ValueError("--doc_stride cannot be used with several --task_name yet "
+                             "(windows are per task: train each task on its own)")
 
     def _validate_multitask(self) -> None:
         if self.task_sampling not in TASK_SAMPLINGS:

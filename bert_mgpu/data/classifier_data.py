@@ -28,7 +28,7 @@ from absl import logging
 from bert_mgpu.configs.classifier import TASK_TYPES
 from bert_mgpu.data import features, file_io, tfrecord
 from bert_mgpu.data.processors import DataError, InputExample, split_labels
-from bert_mgpu.data.sequence import pack_tokens
+from bert_mgpu.data.sequence import pack_tokens, window_spans
 from bert_mgpu.progress import Progress
 
 # Bumped whenever the feature layout written here changes, so old caches are not reused.
@@ -98,12 +98,66 @@ def convert_single_example(example: InputExample, label_map: Dict[str, int],
     return out
 
 
+def document_windows(num_a: int, num_b: Optional[int], max_seq_length: int, doc_stride: int):
+    """The windows of one document (see the module's docstring).
+
+    Args:
+      num_a: pieces of text_a.
+      num_b: pieces of text_b (None or 0: no second text, as Google's `if tokens_b:`).
+      max_seq_length: the record length.
+      doc_stride: pieces between window starts (>= 1).
+
+    Returns:
+      ((start, length) of each window over text_a, pieces of text_b kept in every window).
+    """
+    if not num_b:
+        return window_spans(num_a, max(1, max_seq_length - 2), doc_stride), 0
+    room = max_seq_length - 3  # [CLS] a [SEP] b [SEP]
+    kept_b = min(num_b, max(room // 2, room - num_a))
+    return window_spans(num_a, max(1, room - kept_b), doc_stride), kept_b
+
+
+def convert_document(example: InputExample, label_map: Dict[str, int], max_seq_length: int,
+                     tokenizer, doc_stride: int, doc_index: int, tokens_a=None, tokens_b=None,
+                     task_type: str = "classification") -> List[Dict]:
+    """One example -> the feature dicts of its windows (`convert_single_example`'s, each with
+    `doc_index` [doc_index] and `window_weight` [1 / number of windows]).
+
+    Args:
+      example, label_map, max_seq_length, tokenizer, tokens_a, tokens_b, task_type: as
+        `convert_single_example`'s.
+      doc_stride: pieces between window starts (>= 1).
+      doc_index: the example's index in its split.
+    """
+    if tokens_a is None:
+        tokens_a = tokenizer.tokenize(example.text_a)
+    if tokens_b is None and example.text_b is not None:
+        tokens_b = tokenizer.tokenize(example.text_b)
+    spans, kept_b = document_windows(len(tokens_a), len(tokens_b or ()), max_seq_length,
+                                     doc_stride)
+    # A list (possibly empty: no second text) so that convert_single_example does not
+    # tokenize text_b again.
+    tokens_b = list(tokens_b[:kept_b]) if tokens_b is not None else None
+    weight = 1.0 / len(spans)
+    out = []
+    for start, length in spans:
+        values = convert_single_example(example, label_map, max_seq_length, tokenizer,
+                                        tokens_a=tokens_a[start:start + length],
+                                        tokens_b=tokens_b, task_type=task_type)
+        values[features.DOC_INDEX] = [doc_index]
+        values[features.WINDOW_WEIGHT] = [weight]
+        out.append(values)
+    return out
+
+
 def cache_key(task_name: str, split: str, input_files: Sequence[str], vocab_file: Optional[str],
               spm_model_file: Optional[str], do_lower_case: bool, max_seq_length: int,
               label_list: Sequence[str], truncation: str, head_tokens: int,
-              task_type: str = "classification", processor: Optional[dict] = None) -> str:
+              task_type: str = "classification", processor: Optional[dict] = None,
+              doc_stride: int = 0) -> str:
     """A short hash of everything the features of a split depend on (`processor`: what else
-    the processor says keys them, e.g. a --processors_file's content)."""
+    the processor says keys them, e.g. a --processors_file's content; `doc_stride` only when
+    windows are on, so the keys of earlier caches stay)."""
     parts = {
         "version": CACHE_FORMAT_VERSION, "task": task_name, "split": split,
         "inputs": [file_io.file_stats(p) for p in input_files],
@@ -116,16 +170,27 @@ def cache_key(task_name: str, split: str, input_files: Sequence[str], vocab_file
         parts["task_type"] = task_type
     if processor:
         parts["processor"] = processor
+    if doc_stride > 0:
+        parts["doc_stride"] = doc_stride
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def write_features(examples: Sequence[InputExample], label_list: Sequence[str],
                    max_seq_length: int, tokenizer, output_file: str, truncation: str = "head",
-                   head_tokens: int = 128, task_type: str = "classification") -> int:
-    """Writes Google's classifier records for `examples` (atomically); returns the count."""
+                   head_tokens: int = 128, task_type: str = "classification",
+                   doc_stride: int = 0) -> int:
+    """Writes Google's classifier records for `examples` (atomically; with `doc_stride` > 0,
+    one windowed record per window: `convert_document`); returns the number of records."""
+    return _write_records(examples, label_list, max_seq_length, tokenizer, output_file,
+                          truncation, head_tokens, task_type, doc_stride)
+
+
+def _write_records(examples, label_list, max_seq_length, tokenizer, output_file, truncation,
+                   head_tokens, task_type, doc_stride) -> int:
     label_map = {label: i for i, label in enumerate(label_list)}
     progress = Progress("examples", total=len(examples))
     batch = 1024
+    count = 0
     # The temporary name is unique per process: several workers may write one cache file.
     with tfrecord.RecordFileWriter(output_file) as writer:
         for start in range(0, len(examples), batch):
@@ -135,18 +200,27 @@ def write_features(examples: Sequence[InputExample], label_list: Sequence[str],
             tokens_b = dict(zip(pairs, tokenizer.tokenize_batch([chunk[i].text_b
                                                                  for i in pairs])))
             for i, example in enumerate(chunk):
-                values = convert_single_example(example, label_map, max_seq_length, tokenizer,
-                                                truncation, head_tokens, tokens_a[i],
-                                                tokens_b.get(i), task_type)
-                writer.write(tfrecord.encode_example(values))
+                if doc_stride > 0:
+                    records = convert_document(example, label_map, max_seq_length, tokenizer,
+                                               doc_stride, start + i, tokens_a[i],
+                                               tokens_b.get(i), task_type)
+                else:
+                    records = [convert_single_example(
+                        example, label_map, max_seq_length, tokenizer, truncation, head_tokens,
+                        tokens_a[i], tokens_b.get(i), task_type)]
+                for values in records:
+                    writer.write(tfrecord.encode_example(values))
+                count += len(records)
             progress.update(len(chunk))
-    return len(examples)
+    return count
 
 
 def cached_features(examples_fn, split: str, output_dir: str, key: str, label_list,
                     max_seq_length: int, tokenizer, truncation: str, head_tokens: int,
-                    task_type: str = "classification"):
-    """Returns (path, number of examples) of the split's features, writing them if needed.
+                    task_type: str = "classification", doc_stride: int = 0):
+    """Returns (path, number of records) of the split's features, writing them if needed;
+    the `.json` beside them holds `num_examples` (records: windows with `doc_stride` > 0) and,
+    with windows, `num_documents` (`feature_meta`).
 
     Args:
       examples_fn: () -> list of `InputExample` (only called when the cache misses).
@@ -156,20 +230,33 @@ def cached_features(examples_fn, split: str, output_dir: str, key: str, label_li
     path = os.path.join(output_dir, f"{split}.{key}.tf_record")
     meta_path = path + ".json"
     if tf.io.gfile.exists(path) and tf.io.gfile.exists(meta_path):
-        with tf.io.gfile.GFile(meta_path) as f:
-            meta = json.load(f)
+        meta = feature_meta(path)
         logging.info("Reusing %s features (%d examples): %s", split, meta["num_examples"], path)
         return path, meta["num_examples"]
     examples = examples_fn()
     tf.io.gfile.makedirs(output_dir)
     n = write_features(examples, label_list, max_seq_length, tokenizer, path, truncation,
-                       head_tokens, task_type)
+                       head_tokens, task_type, doc_stride)
+    meta = {"num_examples": n, "key": key}
+    if doc_stride > 0:
+        meta["num_documents"] = len(examples)
     tmp = f"{meta_path}.tmp-{os.getpid()}"
     with tf.io.gfile.GFile(tmp, "w") as f:
-        json.dump({"num_examples": n, "key": key}, f)
+        json.dump(meta, f)
     tf.io.gfile.rename(tmp, meta_path, overwrite=True)
-    logging.info("Wrote %s features (%d examples): %s", split, n, path)
+    if doc_stride > 0:
+        logging.info("Wrote %s features (%d windows of %d documents): %s", split, n,
+                     len(examples), path)
+    else:
+        logging.info("Wrote %s features (%d examples): %s", split, n, path)
     return path, n
+
+
+def feature_meta(path: str) -> dict:
+    """The `.json` beside a feature file `path`: `num_examples`, `key` (and `num_documents`
+    for windowed records)."""
+    with tf.io.gfile.GFile(path + ".json") as f:
+        return json.load(f)
 
 
 class FeatureFiles:
@@ -197,6 +284,8 @@ class FeatureFiles:
         else:
             self.shapes = features.label_values_shapes(
                 cfg.model.max_seq_length, kind.label_width(len(self.label_list)))
+        if cfg.doc_stride > 0:
+            self.shapes = features.with_windows(self.shapes)
         self._examples: Dict[str, List[InputExample]] = {}
         for split, needed in (("dev", cfg.do_eval), ("test", cfg.do_predict)):
             if needed and not self._cached(split):
@@ -207,7 +296,7 @@ class FeatureFiles:
         return cache_key(cfg.task_name, split, self.processor.input_files(cfg.data_dir, split),
                          model.vocab_file, model.spm_model_file, model.do_lower_case,
                          model.max_seq_length, self.label_list, cfg.truncation, cfg.head_tokens,
-                         self.task_type, self.processor.cache_parts())
+                         self.task_type, self.processor.cache_parts(), cfg.doc_stride)
 
     def _path(self, split: str) -> str:
         return os.path.join(self.cfg.output_dir,
@@ -236,7 +325,56 @@ class FeatureFiles:
         cfg, model = self.cfg, self.cfg.model
         return cached_features(lambda: self._read(split), self._STEMS[split], cfg.output_dir,
                                self._key(split), self.label_list, model.max_seq_length,
-                               self.tokenizer, cfg.truncation, cfg.head_tokens, self.task_type)
+                               self.tokenizer, cfg.truncation, cfg.head_tokens, self.task_type,
+                               cfg.doc_stride)
+
+    def num_documents(self, split: str) -> int:
+        """The documents of `split`'s windowed records (--doc_stride; after `get(split)`)."""
+        return int(feature_meta(self._path(split))["num_documents"])
+
+
+def pool_windows(values, doc_index, num_documents: int, pooling: str):
+    """Each document's pooled value over its windows (host side, eval and predict).
+
+    Args:
+      values: float array [num_windows, ...] (a window's probabilities or score).
+      doc_index: int array [num_windows], each window's document (0 .. num_documents - 1).
+      num_documents: documents of the split; each must have a window.
+      pooling: "mean" or "max" (elementwise over the document's windows).
+
+    Returns:
+      float64 array [num_documents, ...].
+
+    Raises:
+      RuntimeError: a document without a window (the records are not the split's).
+    """
+    import numpy as np
+
+    values = np.asarray(values, np.float64)
+    docs = np.asarray(doc_index, np.int64).reshape(-1)
+    counts = np.bincount(docs, minlength=num_documents)
+    if len(counts) != num_documents or not counts.all():
+        raise RuntimeError(f"windows of {np.count_nonzero(counts)} documents, expected "
+                           f"{num_documents} (documents 0..{num_documents - 1})")
+    shape = (num_documents,) + values.shape[1:]
+    if pooling == "max":
+        out = np.full(shape, -np.inf)
+        np.maximum.at(out, docs, values)
+        return out
+    out = np.zeros(shape)
+    np.add.at(out, docs, values)
+    return out / counts.reshape((-1,) + (1,) * (values.ndim - 1))
+
+
+def document_values(values, doc_index, num_documents: int):
+    """Each document's value of a feature its windows share (e.g. the label): array
+    [num_documents, ...] from `values` [num_windows, ...]."""
+    import numpy as np
+
+    values = np.asarray(values)
+    out = np.zeros((num_documents,) + values.shape[1:], values.dtype)
+    out[np.asarray(doc_index, np.int64).reshape(-1)] = values
+    return out
 
 
 def _write_lines_atomically(path: str, lines) -> None:

@@ -16,6 +16,10 @@ Classifier records (Google's `run_classifier.py` `file_based_convert_examples_to
 Regression / multi-label classifier records (run_classifier_mgpu.py --task_type; no Google
 counterpart): as the classifier's, with `label_ids` replaced by
   label_values                              float [1] (the score) / [num_labels] (multi-hot)
+Windowed classifier records (run_classifier_mgpu.py --doc_stride > 0; no Google counterpart): one
+record per window of a long text, as the classifier's (any task type) plus
+  doc_index                                 int64 [1] the example's index in its split
+  window_weight                             float [1] 1 / its document's number of windows
 
 TFRecords store int64; `parse_example` casts to int32 after parsing, as Google's `_decode_record`
 does (int32 is what the model and the GPU kernels want).
@@ -44,7 +48,11 @@ DYNAMIC_PRETRAINING_FEATURES = ("input_ids", "input_mask", "segment_ids", "next_
 # Every float feature of every record kind (a feature name means one thing in every format):
 # the pretraining masked-LM weights, the token-tagging (NER) label weights, the regression /
 # multi-label classifier targets.
-FLOAT_FEATURES = frozenset({"masked_lm_weights", "label_weights", "label_values"})
+FLOAT_FEATURES = frozenset({"masked_lm_weights", "label_weights", "label_values",
+                            "window_weight"})
+# Windowed classifier records (--doc_stride): the document a window belongs to and its weight.
+DOC_INDEX = "doc_index"
+WINDOW_WEIGHT = "window_weight"
 # Multi-task training batches (data/multitask.py; not a record feature): int32 [batch], the index
 # of the task every example of the batch belongs to.
 TASK_ID = "task_id"
@@ -80,6 +88,11 @@ def label_values_shapes(max_seq_length: int, num_values: int) -> Dict[str, int]:
     return collections.OrderedDict([
         ("input_ids", max_seq_length), ("input_mask", max_seq_length),
         ("segment_ids", max_seq_length), ("label_values", num_values), ("is_real_example", 1)])
+
+
+def with_windows(shapes: Mapping[str, int]) -> Dict[str, int]:
+    """Classifier record `shapes` plus the windowed records' `doc_index` and `window_weight`."""
+    return collections.OrderedDict([*shapes.items(), (DOC_INDEX, 1), (WINDOW_WEIGHT, 1)])
 
 
 def feature_spec(shapes: Mapping[str, int]):

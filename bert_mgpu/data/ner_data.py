@@ -37,6 +37,7 @@ from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from bert_mgpu.data import features, file_io, tfrecord
 from bert_mgpu.data.processors import DataError
+from bert_mgpu.data.sequence import window_spans
 
 # Bumped whenever the feature layout written here changes, so old caches are not reused.
 CACHE_FORMAT_VERSION = 1
@@ -250,14 +251,7 @@ class WindowFeature(NamedTuple):
 
 def _windows(num_pieces: int, max_tokens: int, doc_stride: int) -> List[Tuple[int, int]]:
     """(start, length) of the windows over `num_pieces` pieces (Google's document spans)."""
-    spans = []
-    start = 0
-    while True:
-        length = min(num_pieces - start, max_tokens)
-        spans.append((start, length))
-        if start + length >= num_pieces:
-            return spans
-        start += min(length, doc_stride)
+    return window_spans(num_pieces, max_tokens, doc_stride)
 
 
 def _best_window(spans: Sequence[Tuple[int, int]], position: int) -> int:

@@ -4,10 +4,30 @@
     segment_ids: 0     0  0    0    0     0       0 0     1  1  1  1   1 1
 
 Shared by extract_features.py and the classifier data so both truncate and lay out exactly as
-Google's `extract_features.py` / `run_classifier.py`.
+Google's `extract_features.py` / `run_classifier.py`; `window_spans` is the sliding-window rule
+of Google's `run_squad.py` that the SQuAD, NER and windowed classifier data share.
 """
 
-from typing import List, NamedTuple, Optional, Sequence
+from typing import List, NamedTuple, Optional, Sequence, Tuple
+
+
+def window_spans(num_tokens: int, max_tokens: int, stride: int) -> List[Tuple[int, int]]:
+    """(start, length) of Google's `run_squad.py` document spans over `num_tokens` tokens: up
+    to `max_tokens` tokens each, starts `min(length, stride)` apart, the last window ending at
+    the last token. At least one window ((0, 0) for no token).
+
+    Args:
+      num_tokens: int >= 0.
+      max_tokens, stride: int >= 1.
+    """
+    spans = []
+    start = 0
+    while True:
+        length = min(num_tokens - start, max_tokens)
+        spans.append((start, length))
+        if start + length >= num_tokens:
+            return spans
+        start += min(length, stride)
 
 
 class PackedInput(NamedTuple):

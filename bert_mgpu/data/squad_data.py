@@ -34,6 +34,7 @@ from absl import logging
 from bert_mgpu import tokenization
 from bert_mgpu.data import file_io, tfrecord
 from bert_mgpu.data.processors import DataError
+from bert_mgpu.data.sequence import window_spans
 from bert_mgpu.progress import Progress
 
 # Google numbers features from here on (`convert_examples_to_features`).
@@ -331,16 +332,11 @@ def improve_answer_span(doc_tokens: Sequence[str], input_start: int, input_end: 
 
 def doc_spans_of(num_tokens: int, max_tokens_for_doc: int, doc_stride: int) -> List[DocSpan]:
     """Google's sliding windows: up to `max_tokens_for_doc` tokens, starts `doc_stride` apart,
-    the last window ending at the last token."""
-    spans = []
-    start_offset = 0
-    while start_offset < num_tokens:
-        length = min(num_tokens - start_offset, max_tokens_for_doc)
-        spans.append(DocSpan(start=start_offset, length=length))
-        if start_offset + length == num_tokens:
-            break
-        start_offset += min(length, doc_stride)
-    return spans
+    the last window ending at the last token (none for a context without tokens)."""
+    if not num_tokens:
+        return []
+    return [DocSpan(start=start, length=length)
+            for start, length in window_spans(num_tokens, max_tokens_for_doc, doc_stride)]
 
 
 def max_context_span_indexes(doc_spans: Sequence[DocSpan], num_tokens: int) -> List[int]:

@@ -34,7 +34,7 @@ import tensorflow as tf
 from bert_mgpu import tokenization
 from bert_mgpu.configs.base import ModelFiles, TrainConfig
 from bert_mgpu.data import input_pipeline
-from bert_mgpu.data.features import FILE_BATCH_WEIGHT
+from bert_mgpu.data.features import FILE_BATCH_WEIGHT, WINDOW_WEIGHT
 from bert_mgpu.engine import contract, evaluation, training
 from bert_mgpu.engine.job import Job
 from bert_mgpu.model import modeling
@@ -91,19 +91,35 @@ class BertTask:
 class MeanOverExamples(BertTask):
     """For tasks whose loss is the mean over the global batch's examples of a per-example loss
     (`per_example_loss(features, training)`, float32 [B]): each slice returns its sum divided
-    by the global example count."""
+    by the global example count.
+
+    Windowed records (--doc_stride: a batch with `window_weight` float32 [B, 1], 1 / the
+    number of windows of the window's document) weight each example's loss by it and divide by
+    the global sum of the weights, so a document counts once whatever its length; without
+    that feature the loss is exactly the plain mean."""
 
     @staticmethod
     def context(features) -> Tensors:
+        if WINDOW_WEIGHT in features:
+            return {"window_weight_sum": tf.reduce_sum(features[WINDOW_WEIGHT])}
         return {"num_examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)}
 
-    def tower_loss(self, features, context, training=True) -> Dict:
-        loss_sum = tf.reduce_sum(self.per_example_loss(features, training))
-        return {"loss": loss_sum / context["num_examples"], "sums": {"loss_sum": loss_sum}}
-
     @staticmethod
-    def metrics(sums, context) -> Tensors:
-        return {"loss": sums["loss_sum"] / context["num_examples"]}
+    def _normaliser(context) -> tf.Tensor:
+        if "window_weight_sum" in context:
+            return context["window_weight_sum"]
+        return context["num_examples"]
+
+    def tower_loss(self, features, context, training=True) -> Dict:
+        per_example_loss = self.per_example_loss(features, training)
+        if WINDOW_WEIGHT in features:
+            per_example_loss = tf.reshape(features[WINDOW_WEIGHT], [-1]) * per_example_loss
+        loss_sum = tf.reduce_sum(per_example_loss)
+        return {"loss": loss_sum / self._normaliser(context), "sums": {"loss_sum": loss_sum}}
+
+    @classmethod
+    def metrics(cls, sums, context) -> Tensors:
+        return {"loss": sums["loss_sum"] / cls._normaliser(context)}
 
 
 def ratio(a, b) -> float:

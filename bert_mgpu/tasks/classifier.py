@@ -10,8 +10,9 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_mgpu.configs.classifier import TASK_TYPES
+from bert_mgpu.configs.classifier import TASK_TYPES, TaskType
 from bert_mgpu.data import classifier_data, input_pipeline, processors, user_processors
+from bert_mgpu.data.features import DOC_INDEX
 from bert_mgpu.engine import checkpoint, training
 from bert_mgpu.engine.job import Job, start_job
 from bert_mgpu.metrics import classification as metrics_lib
@@ -31,8 +32,54 @@ from bert_mgpu.tasks.base import (
     train_watched,
 )
 
+# A windowed record's label in `predict`'s outputs (--doc_stride), for the documents' metrics.
+DOCUMENT_LABEL = "document_label"
+# -log of a pooled probability is taken at least at this (a probability of exactly 0).
+_TINY = np.finfo(np.float32).tiny
 
-class BertClassifier(MeanOverExamples, tf.Module):
+
+def _document_loss_sums(loss) -> Dict[str, float]:
+    """`eval_sums`' loss statistics over documents (float64 [num_documents]): Google's `loss`
+    (a mean of batch means) is then the mean over the documents, as `eval_loss`."""
+    n = float(len(loss))
+    return {"loss_sum": float(np.sum(loss)), "num_examples": n,
+            "batch_loss_sum": float(np.mean(loss)) if n else 0.0, "num_batches": 1.0}
+
+
+class _ClassifierTask(MeanOverExamples):
+    """What the classifier tasks share for long documents (--doc_stride): their `predict`
+    passes windowed records' `doc_index` and label through, and a document's prediction is its
+    windows' `pooled_output` pooled on the host (`pool_documents`); its metrics are the task's
+    `eval_metrics` over documents (`document_sums`: `eval_sums`' statistics from the pooled
+    predictions, numpy)."""
+
+    task_type: TaskType
+    pooled_output: str = "probabilities"  # the `predict` output pooled over windows
+
+    def _with_documents(self, out: Tensors, features) -> Tensors:
+        if DOC_INDEX in features:
+            out[DOC_INDEX] = features[DOC_INDEX][:, 0]
+            out[DOCUMENT_LABEL] = features[self.task_type.label_feature]
+        return out
+
+    def pool_documents(self, outputs: Mapping[str, np.ndarray], num_documents: int,
+                       pooling: str):
+        """(pooled `pooled_output` [num_documents, ...], labels [num_documents, width]) from
+        `predict`'s outputs over windowed records (any order)."""
+        docs = outputs[DOC_INDEX]
+        return (classifier_data.pool_windows(outputs[self.pooled_output], docs, num_documents,
+                                             pooling),
+                classifier_data.document_values(outputs[DOCUMENT_LABEL], docs, num_documents))
+
+    def document_sums(self, pooled: np.ndarray, labels: np.ndarray) -> Dict:
+        raise NotImplementedError()
+
+    def document_metrics(self, pooled: np.ndarray, labels: np.ndarray) -> Dict[str, float]:
+        """The evaluation results of documents from their pooled predictions."""
+        return self.eval_metrics(self.document_sums(pooled, labels))
+
+
+class BertClassifier(_ClassifierTask, tf.Module):
     """Google's `run_classifier` model: `BertModel` + `ClassifierHead`; the loss of a global
     batch is the mean cross-entropy over its examples. `classifier_input` chooses what the head
     reads (heads.classifier_features; "pooled" is Google's). `encoder` and `scope` make one task
@@ -105,8 +152,26 @@ class BertClassifier(MeanOverExamples, tf.Module):
         return result
 
     def predict(self, features) -> Tensors:
-        """`probabilities` float32 [B, num_labels] (no dropout)."""
-        return {"probabilities": self._forward(features, training=False)["probabilities"]}
+        """`probabilities` float32 [B, num_labels] (no dropout); windowed records: also
+        `doc_index` [B] and `document_label` [B, 1]."""
+        return self._with_documents(
+            {"probabilities": self._forward(features, training=False)["probabilities"]},
+            features)
+
+    def pool_documents(self, outputs, num_documents: int, pooling: str):
+        """As `_ClassifierTask`'s, the pooled rows renormalised to sum to 1 (a max over
+        windows does not): the argmax is unchanged, the rows stay probabilities."""
+        pooled, labels = super().pool_documents(outputs, num_documents, pooling)
+        return pooled / pooled.sum(axis=-1, keepdims=True), labels
+
+    def document_sums(self, pooled, labels) -> Dict:
+        """`eval_sums` of documents: the cross-entropy of the pooled probabilities and the
+        confusion matrix of their argmax."""
+        labels = np.asarray(labels).reshape(-1).astype(np.int64)
+        truth = pooled[np.arange(len(labels)), labels]
+        confusion = np.zeros([self.num_labels, self.num_labels])
+        np.add.at(confusion, (labels, np.argmax(pooled, axis=-1)), 1.0)
+        return dict(_document_loss_sums(-np.log(np.maximum(truth, _TINY))), confusion=confusion)
 
     task_type = TASK_TYPES["classification"]
     label_width = 1
@@ -123,7 +188,7 @@ class BertClassifier(MeanOverExamples, tf.Module):
         classifier_data.write_predictions(output_dir, outputs["probabilities"], self.label_names)
 
 
-class _LinearHeadTask(MeanOverExamples, tf.Module):
+class _LinearHeadTask(_ClassifierTask, tf.Module):
     """`BertModel` + the classifier's output layer (Google's `output_weights` [num_outputs, W],
     `output_bias`) without the softmax; the loss of a global batch is the mean over its
     examples of a per-example loss (`_per_example_loss`)."""
@@ -227,10 +292,25 @@ class BertRegressor(_LinearHeadTask):
         out = {"predictions": self._logits(features, training=False)[:, 0]}
         if "label_values" in features:
             out["label_values"] = tf.cast(features["label_values"][:, 0], tf.float32)
-        return out
+        return self._with_documents(out, features)
 
     task_type = TASK_TYPES["regression"]
     label_width = 1
+    pooled_output = "predictions"
+
+    def document_sums(self, pooled, labels) -> Dict:
+        """`eval_sums` of documents: squared errors and moments of the pooled scores."""
+        x = np.asarray(pooled, np.float64)
+        y = np.asarray(labels, np.float64).reshape(-1)
+        return dict(_document_loss_sums((x - y) ** 2), sum_x=x.sum(), sum_y=y.sum(),
+                    sum_xx=(x * x).sum(), sum_yy=(y * y).sum(), sum_xy=(x * y).sum())
+
+    def document_metrics(self, pooled, labels) -> Dict[str, float]:
+        """`eval_metrics` and `prediction_metrics` (Spearman) of the documents' scores."""
+        result = super().document_metrics(pooled, labels)
+        result.update(self.prediction_metrics(
+            {"predictions": pooled, "label_values": np.asarray(labels).reshape(-1)}))
+        return result
 
     @classmethod
     def for_run(cls, cfg, config, labels: Sequence[str], **shared) -> "BertRegressor":
@@ -298,9 +378,23 @@ class BertMultiLabelClassifier(_LinearHeadTask):
 
     def predict(self, features) -> Tensors:
         """`probabilities` float32 [B, num_labels] (the sigmoids)."""
-        return {"probabilities": tf.sigmoid(self._logits(features, training=False))}
+        return self._with_documents(
+            {"probabilities": tf.sigmoid(self._logits(features, training=False))}, features)
 
     task_type = TASK_TYPES["multilabel"]
+
+    def document_sums(self, pooled, labels) -> Dict:
+        """`eval_sums` of documents: the binary cross-entropy of the pooled probabilities
+        (averaged over the labels) and the counts of their labels above the threshold."""
+        truth = np.asarray(labels) > 0.5
+        predicted = pooled > self.threshold
+        loss = -np.where(truth, np.log(np.maximum(pooled, _TINY)),
+                         np.log(np.maximum(1.0 - pooled, _TINY))).mean(axis=-1)
+        return dict(_document_loss_sums(loss),
+                    true_positives=(predicted & truth).sum(0).astype(np.float64),
+                    false_positives=(predicted & ~truth).sum(0).astype(np.float64),
+                    false_negatives=(~predicted & truth).sum(0).astype(np.float64),
+                    exact_matches=float((predicted == truth).all(-1).sum()))
 
     @property
     def label_width(self) -> int:
@@ -346,8 +440,9 @@ def run_classifier(cfg) -> dict:
     train_cfg = with_dropout_layout(cfg, cfg.train_config(num_train, job.num_workers),
                                      [train_file] if cfg.do_train else [])
     if cfg.do_train:
-        logging.info("***** Running training: %d examples, %g epochs, %d steps *****",
-                     num_train, cfg.num_train_epochs, train_cfg.num_train_steps)
+        logging.info("***** Running training: %d %s, %g epochs, %d steps *****", num_train,
+                     f"windows of {data.num_documents('train')} documents" if cfg.doc_stride
+                     else "examples", cfg.num_train_epochs, train_cfg.num_train_steps)
     # The effective task type and --best_metric (stsb and the task types set their defaults).
     job.save_effective_config(labels=labels, task_type=cfg.task_type,
                               best_metric=cfg.best_metric)
@@ -416,9 +511,24 @@ def eval_input(cfg, input_files: Sequence[str], shapes, batch_size: int):
 def dev_results(cfg, trainer, data, eval_file, task=None) -> dict:
     """The results of a classifier task (`cfg`: its config; `task`: one task of a multi-task
     model, else the trained one) on its dev records, the metrics of its predictions included
-    (FullEvaluation)."""
-    return FullEvaluation(trainer, task).evaluate(
-        eval_input(cfg, [eval_file], data.shapes, cfg.eval_batch_size))
+    (FullEvaluation); with --doc_stride, of its documents (`document_results`)."""
+    dataset = eval_input(cfg, [eval_file], data.shapes, cfg.eval_batch_size)
+    if cfg.doc_stride:
+        return document_results(trainer, trainer.task if task is None else task, dataset,
+                                data.num_documents("dev"), cfg.window_pooling)
+    return FullEvaluation(trainer, task).evaluate(dataset)
+
+
+def document_results(trainer, task, dataset, num_documents: int, pooling: str) -> dict:
+    """The evaluation results of windowed dev records (--doc_stride) per document: every
+    window predicted, each document's windows pooled (`pooling`), the task's metrics of the
+    documents' pooled predictions (`eval_loss`, and `loss`: the mean over documents of the
+    pooled prediction's loss, e.g. the cross-entropy of the pooled probabilities)."""
+    pooled, labels = task.pool_documents(trainer.predict(dataset, task=task), num_documents,
+                                         pooling)
+    result = task.document_metrics(pooled, labels)
+    result["global_step"] = int(trainer.global_step.numpy())
+    return result
 
 
 
@@ -433,6 +543,8 @@ def evaluate_classifier(cfg, trainer, data, eval_file, num_eval, write: bool = T
     if check is not None:
         result = check(result)
     result["eval_examples"] = num_eval
+    if cfg.doc_stride:
+        result.update(eval_examples=data.num_documents("dev"), eval_windows=num_eval)
     if write:
         tf.io.gfile.makedirs(cfg.output_dir)
         training.write_eval_results(os.path.join(cfg.output_dir, "eval_results.txt"), result)
@@ -449,6 +561,10 @@ def predict_classifier(cfg, trainer, data, predict_file, num_predict, task) -> N
     predicted = len(next(iter(outputs.values()))) if outputs else 0
     if predicted != num_predict:
         raise RuntimeError(f"predicted {predicted} of {num_predict} examples")
+    if cfg.doc_stride:  # one line per document: its windows pooled
+        num_predict = data.num_documents("test")
+        pooled, _ = task.pool_documents(outputs, num_predict, cfg.window_pooling)
+        outputs = {task.pooled_output: pooled}
     tf.io.gfile.makedirs(cfg.output_dir)
     task.write_predictions(cfg.output_dir, outputs)
     logging.info("Wrote %d predictions to %s (test_results.tsv, predict.txt)", num_predict,

@@ -1,0 +1,332 @@
+"""run_classifier_mgpu.py --doc_stride: whole-document classification over windows (issue 31).
+
+The windows cover every piece of a long text (the text is rebuilt from them), start
+--doc_stride pieces apart, keep text_b in each; off by default nothing changes (records and
+cache keys). Training weights each window by 1 / its document's windows, with towers equal to
+one device (dropout on). A script run (2 towers) writes one line per document, whose pooled
+probabilities (mean, and max in a second run) equal a hand computation from the per-window
+probabilities of the run's checkpoint, as do its per-document eval metrics.
+"""
+
+import concurrent.futures
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from _oracle import DATA, REPO
+from _pretraining_data import TINY_CONFIG
+from _together import run_command, started_in, with_the_module
+
+from bert_mgpu import tokenization
+from bert_mgpu.configs.base import TrainConfig
+from bert_mgpu.data import classifier_data, features, input_pipeline
+from bert_mgpu.data.processors import InputExample
+from bert_mgpu.engine import checkpoint, towers, training
+from bert_mgpu.model.bert_config import BertConfig
+from bert_mgpu.tasks.classifier import BertClassifier, BertMultiLabelClassifier, BertRegressor
+
+VOCAB = os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")
+SCRIPT = os.path.join(REPO, "run_classifier_mgpu.py")
+WORDS = ("the movie was good bad great terrible fine boring fun long short and but not very "
+         "really quite story actors plot music ending").split()
+SEQ, STRIDE = 16, 5
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return tokenization.FullTokenizer(VOCAB, do_lower_case=True)
+
+
+def text(rng, n):
+    return " ".join(rng.choice(WORDS, size=n))
+
+
+def pieces_of(record, tokenizer):
+    """The record's tokens of segment 0 and 1, without [CLS]/[SEP] and padding."""
+    n = sum(record["input_mask"])
+    tokens = tokenizer.convert_ids_to_tokens(record["input_ids"][:n])
+    segments = record["segment_ids"][:n]
+    a = [t for t, s in zip(tokens, segments) if s == 0][1:-1]
+    b = [t for t, s in zip(tokens, segments) if s == 1][:-1]
+    return a, b
+
+
+# -- windows ---------------------------------------------------------------------------------
+
+def test_windows_cover_every_piece_and_start_doc_stride_apart(tokenizer):
+    rng = np.random.RandomState(0)
+    for n in (1, 14, 15, 23, 40):
+        example = InputExample("x", text(rng, n), None, "1")
+        want = tokenizer.tokenize(example.text_a)
+        records = classifier_data.convert_document(example, {"0": 0, "1": 1}, SEQ, tokenizer,
+                                                   STRIDE, 7)
+        budget = SEQ - 2
+        expected = 1 if len(want) <= budget else -(-(len(want) - budget) // STRIDE) + 1
+        assert len(records) == expected, n
+        rebuilt = []
+        for i, record in enumerate(records):
+            a, b = pieces_of(record, tokenizer)
+            assert not b
+            start = i * STRIDE
+            assert a == want[start:start + budget]  # starts doc_stride apart, full windows
+            rebuilt[start:] = a  # overlapping pieces are the same pieces
+            assert record["doc_index"] == [7] and record["label_ids"] == [1]
+            assert record["window_weight"] == [1.0 / len(records)]
+        assert rebuilt == want  # every piece, the last window ending at the text's end
+
+
+def test_text_b_in_every_window(tokenizer):
+    rng = np.random.RandomState(1)
+    b_text = text(rng, 20)
+    example = InputExample("x", text(rng, 30), b_text, "0")
+    want_a, want_b = tokenizer.tokenize(example.text_a), tokenizer.tokenize(b_text)
+    records = classifier_data.convert_document(example, {"0": 0}, SEQ, tokenizer, 3, 0)
+    kept_b = (SEQ - 3) // 2
+    budget = SEQ - 3 - kept_b
+    rebuilt = []
+    for i, record in enumerate(records):
+        a, b = pieces_of(record, tokenizer)
+        assert b == want_b[:kept_b]
+        assert a == want_a[i * 3:i * 3 + budget]
+        rebuilt[i * 3:] = a
+    assert rebuilt == want_a
+    # A pair that fits is Google's one record, whatever the lengths of its two texts.
+    short = InputExample("y", "the movie", text(rng, 9), "0")
+    (record,) = classifier_data.convert_document(short, {"0": 0}, SEQ, tokenizer, 3, 4)
+    google = classifier_data.convert_single_example(short, {"0": 0}, SEQ, tokenizer)
+    assert {k: v for k, v in record.items() if k not in ("doc_index", "window_weight")} == google
+
+
+def test_off_by_default_records_and_cache_keys_unchanged(tokenizer, tmp_path):
+    rng = np.random.RandomState(2)
+    examples = [InputExample(str(i), text(rng, 5 + 6 * i), None, str(i % 2)) for i in range(5)]
+    path = str(tmp_path / "off.tf_record")
+    assert classifier_data.write_features(examples, ["0", "1"], SEQ, tokenizer, path) == 5
+    records = [tf.train.Example.FromString(r.numpy()) for r in tf.data.TFRecordDataset(path)]
+    for example, record in zip(examples, records):
+        google = classifier_data.convert_single_example(example, {"0": 0, "1": 1}, SEQ,
+                                                        tokenizer)
+        assert set(record.features.feature) == set(features.CLASSIFIER_FEATURES)
+        assert {k: list(record.features.feature[k].int64_list.value) for k in google} == google
+    args = dict(task_name="tsv", split="train", input_files=[], vocab_file=VOCAB,
+                spm_model_file=None, do_lower_case=True, max_seq_length=SEQ,
+                label_list=["0", "1"], truncation="head", head_tokens=128)
+    key = classifier_data.cache_key(**args)
+    assert classifier_data.cache_key(**args, doc_stride=0) == key
+    assert classifier_data.cache_key(**args, doc_stride=STRIDE) != key
+    # Windows on: more records, the meta counts documents beside them.
+    path, n = classifier_data.cached_features(lambda: examples, "train", str(tmp_path), "k",
+                                              ["0", "1"], SEQ, tokenizer, "head", 128,
+                                              doc_stride=STRIDE)
+    meta = classifier_data.feature_meta(path)
+    assert n == meta["num_examples"] > 5 and meta["num_documents"] == 5
+
+
+def test_pooling_by_hand():
+    values = np.array([[0.2, 0.8], [0.6, 0.4], [0.9, 0.1], [0.3, 0.7], [0.5, 0.5]])
+    docs = np.array([0, 0, 1, 2, 2])
+    mean = classifier_data.pool_windows(values, docs, 3, "mean")
+    np.testing.assert_allclose(mean, [[0.4, 0.6], [0.9, 0.1], [0.4, 0.6]])
+    high = classifier_data.pool_windows(values, docs, 3, "max")
+    np.testing.assert_allclose(high, [[0.6, 0.8], [0.9, 0.1], [0.5, 0.7]])
+    with pytest.raises(RuntimeError, match="windows of 3 documents, expected 4"):
+        classifier_data.pool_windows(values, docs, 4, "mean")
+
+
+def test_regression_and_multilabel_documents_by_hand():
+    config = BertConfig.from_dict(dict(TINY_CONFIG, vocab_size=30522, num_hidden_layers=1))
+    docs = np.array([0, 0, 1, 2, 2, 2])
+    regressor = BertRegressor(config)
+    pooled, labels = regressor.pool_documents(
+        {"predictions": np.array([1.0, 3.0, 0.5, 4.0, 5.0, 6.0]), "doc_index": docs,
+         "document_label": np.array([[2.0], [2.0], [1.0], [4.0], [4.0], [4.0]])}, 3, "mean")
+    np.testing.assert_allclose(pooled, [2.0, 0.5, 5.0])
+    result = regressor.document_metrics(pooled, labels)
+    assert result["eval_mse"] == pytest.approx((0 + 0.25 + 1) / 3)
+    assert result["eval_spearman"] == pytest.approx(1.0)
+    tagger = BertMultiLabelClassifier(config, 2, threshold=0.5)
+    pooled, labels = tagger.pool_documents(
+        {"probabilities": np.array([[0.9, 0.2], [0.7, 0.6], [0.1, 0.3], [0.4, 0.8],
+                                    [0.2, 0.9], [0.3, 0.1]]), "doc_index": docs,
+         "document_label": np.array([[1.0, 1.0]] * 2 + [[0.0, 0.0]] + [[0.0, 1.0]] * 3)},
+        3, "max")
+    np.testing.assert_allclose(pooled, [[0.9, 0.6], [0.1, 0.3], [0.4, 0.9]])
+    result = tagger.document_metrics(pooled, labels)
+    assert result["eval_exact_match"] == pytest.approx(1.0)
+    loss = -np.mean([(np.log(0.9) + np.log(0.6)) / 2, (np.log(0.9) + np.log(0.7)) / 2,
+                     (np.log(0.6) + np.log(0.9)) / 2])
+    assert result["eval_loss"] == pytest.approx(loss)
+
+
+# -- training: each document once, towers == one device ------------------------------------
+
+def windowed_file(tmp_path, tokenizer):
+    rng = np.random.RandomState(3)
+    examples = [InputExample(str(i), text(rng, rng.randint(3, 40)), None, str(i % 2))
+                for i in range(12)]
+    path = str(tmp_path / "train.tf_record")
+    n = classifier_data.write_features(examples, ["0", "1"], SEQ, tokenizer, path,
+                                       doc_stride=STRIDE)
+    shapes = features.with_windows(features.classifier_shapes(SEQ))
+    return path, n, shapes
+
+
+def test_loss_weights_each_document_once(tmp_path, tokenizer):
+    path, n, shapes = windowed_file(tmp_path, tokenizer)
+    task = BertClassifier(BertConfig.from_dict(dict(TINY_CONFIG, vocab_size=30522)), 2)
+    batch = next(iter(input_pipeline.record_dataset([path], shapes, n, is_training=False)))
+    per_window = task.per_example_loss(batch, training=False).numpy()
+    weights = batch["window_weight"].numpy()[:, 0]
+    assert weights.sum() == pytest.approx(12, abs=1e-4)  # one per document
+    loss = task.tower_loss(batch, task.context(batch), training=False)["loss"].numpy()
+    assert loss == pytest.approx((weights * per_window).sum() / weights.sum(), rel=1e-5)
+    plain = {k: v for k, v in batch.items() if k not in ("window_weight", "doc_index")}
+    assert task.context(plain).keys() == {"num_examples"}  # the path without windows
+    assert task.tower_loss(plain, task.context(plain), training=False)["loss"].numpy() == \
+        pytest.approx(per_window.mean(), rel=1e-5)
+
+
+def test_windowed_towers_equal_one_device_with_dropout(tmp_path, tokenizer):
+    path, _, shapes = windowed_file(tmp_path, tokenizer)
+    config = BertConfig.from_dict(dict(TINY_CONFIG, vocab_size=30522, num_hidden_layers=1,
+                                       hidden_dropout_prob=0.1,
+                                       attention_probs_dropout_prob=0.1))
+    tf.random.set_seed(5)
+    init = checkpoint.write_bundle(str(tmp_path / "init"),
+                                   BertClassifier(config, 2).named_variables())
+    results, losses = [], []
+    for n_gpus, batch in ((1, 8), (2, 4)):
+        task = BertClassifier(config, 2)
+        cfg = TrainConfig(output_dir=str(tmp_path / f"out{n_gpus}"), train_batch_size=batch,
+                          n_gpus=n_gpus, num_train_steps=2, num_warmup_steps=0,
+                          learning_rate=1e-3, init_checkpoint=init)
+        trainer = training.Trainer(task, cfg, towers.tower_devices(n_gpus))
+        metrics = trainer.train(input_pipeline.record_dataset([path], shapes, 8, True, seed=1,
+                                                              shuffle_buffer=0))
+        losses.append(metrics["loss"])
+        results.append({k: v.numpy() for k, v in task.named_variables().items()})
+    assert losses[0] == pytest.approx(losses[1], abs=1e-5)
+    for k in results[0]:
+        np.testing.assert_allclose(results[0][k], results[1][k], atol=1e-5, err_msg=k)
+
+
+# -- the script: one line per document, pooling and metrics by hand ------------------------
+
+def write_tsv(path, rows):
+    path.write_text("".join("\t".join(r) + "\n" for r in rows))
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory):
+    rng = np.random.RandomState(4)
+    root = tmp_path_factory.mktemp("long_documents")
+    for split, n in (("train", 24), ("dev", 9), ("test", 7)):
+        rows = [["text", "label"] if split != "test" else ["text"]]
+        for i in range(n):
+            body = text(rng, rng.randint(4, 45)) + (" good" if i % 2 else " bad")
+            rows.append([body, str(i % 2)] if split != "test" else [body])
+        write_tsv(root / f"{split}.tsv", rows)
+    (root / "bert_config.json").write_text(json.dumps(dict(TINY_CONFIG, vocab_size=30522)))
+    return root
+
+
+def command(root, out, *extra):
+    return [sys.executable, SCRIPT, "--task_name=tsv", f"--data_dir={root}",
+            f"--vocab_file={VOCAB}", f"--bert_config_file={root / 'bert_config.json'}",
+            f"--output_dir={out}", f"--max_seq_length={SEQ}", f"--doc_stride={STRIDE}",
+            "--train_batch_size=4", "--n_gpus=2", "--num_train_epochs=1",
+            "--learning_rate=1e-3", "--eval_batch_size=5", "--predict_batch_size=3", *extra]
+
+
+_runs_with_the_module = with_the_module("runs")
+
+
+@pytest.fixture(scope="module")
+def runs(data_root, tmp_path_factory):
+    """The trained run (mean pooling), then a prediction with its checkpoint and max: started
+    with the module (they go on while the in-process tests run).
+
+    Yields: {"mean" | "max": Future of (CompletedProcess, --output_dir)}.
+    """
+    d = tmp_path_factory.mktemp("runs")
+    trained = concurrent.futures.Future()  # the "mean" run's future, once started
+
+    def predict_with_max(out):
+        _, trained_out = trained.result().result()
+        return run_command(command(data_root, out, "--do_predict", "--window_pooling=max",
+                                   f"--init_checkpoint={trained_out}"))
+
+    with started_in(d, {
+        "mean": lambda out: run_command(command(data_root, out, "--do_train", "--do_eval",
+                                                "--do_predict", "--eval_every_n_steps=4")),
+        "max": predict_with_max,
+    }) as futures:
+        trained.set_result(futures["mean"])
+        yield futures
+
+
+def window_probabilities(out, stem):
+    """Each window's probabilities (in file order) and document index, by the run's model."""
+    (path,) = [os.path.join(out, n) for n in os.listdir(out)
+               if n.startswith(stem + ".") and n.endswith(".tf_record")]
+    task = BertClassifier(BertConfig.from_dict(json.load(open(out / "bert_config.json"))), 2)
+    checkpoint.init_from_checkpoint(str(out), task.named_variables())
+    shapes = features.with_windows(features.classifier_shapes(SEQ))
+    probabilities, docs, labels = [], [], []
+    for batch in input_pipeline.record_dataset([path], shapes, 16, is_training=False):
+        probabilities.append(task.predict(batch)["probabilities"].numpy())
+        docs.append(batch["doc_index"].numpy()[:, 0])
+        labels.append(batch["label_ids"].numpy()[:, 0])
+    return np.concatenate(probabilities), np.concatenate(docs), np.concatenate(labels)
+
+
+def by_hand(probabilities, docs, pooling):
+    rows = []
+    for d in range(docs.max() + 1):
+        windows = probabilities[docs == d]
+        row = windows.mean(0) if pooling == "mean" else windows.max(0)
+        rows.append(row / row.sum())
+    return np.array(rows)
+
+
+def read_rows(path):
+    return np.array([[float(x) for x in line.split("\t")]
+                     for line in path.read_text().splitlines()])
+
+
+@pytest.mark.parametrize("pooling", ["mean", "max"])
+def test_one_line_per_document_pooled_by_hand(runs, pooling):
+    proc, out = runs[pooling].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    probabilities, docs, _ = window_probabilities(runs["mean"].result()[1], "predict")
+    assert len(docs) > 7 and sorted(set(docs)) == list(range(7))  # long documents: windows
+    rows = read_rows(out / "test_results.tsv")
+    assert rows.shape == (7, 2)
+    np.testing.assert_allclose(rows, by_hand(probabilities, docs, pooling), atol=1e-5)
+    predicted = [int(x) for x in (out / "predict.txt").read_text().split()]
+    assert predicted == list(np.argmax(rows, axis=1))
+
+
+def test_eval_metrics_per_document(runs):
+    proc, out = runs["mean"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text()
+                  .splitlines())
+    probabilities, docs, labels = window_probabilities(out, "eval")
+    pooled = by_hand(probabilities, docs, "mean")
+    truth = np.array([labels[docs == d][0] for d in range(9)])
+    assert int(result["eval_examples"]) == 9 and int(result["eval_windows"]) == len(docs) > 9
+    assert float(result["eval_accuracy"]) == pytest.approx(
+        np.mean(np.argmax(pooled, 1) == truth), abs=1e-6)
+    loss = -np.mean(np.log(pooled[np.arange(9), truth]))
+    assert float(result["eval_loss"]) == pytest.approx(loss, abs=1e-5)
+    assert float(result["loss"]) == pytest.approx(loss, abs=1e-5)
+    assert "windows of 24 documents" in proc.stderr
+    # Evaluations during training are the documents' too (the last one is the final model's).
+    history = (out / "eval_history.tsv").read_text().splitlines()
+    last = dict(zip(history[0].split("\t"), history[-1].split("\t")))
+    assert len(history) >= 3 and float(last["eval_accuracy"]) == float(result["eval_accuracy"])
+    assert json.load(open(out / "run_config.json"))["doc_stride"] == STRIDE

@@ -103,9 +103,11 @@ def main():
     parser.add_argument("--title", default="Trainer A/B: before and after the job skeleton and "
                         "position-keyed dropout", help="the section's heading")
     parser.add_argument("--skip_dropout", action="store_true", help="no dropout-alone timing")
+    parser.add_argument("--n_gpus", default="1,2", help="the tower counts compared")
     args = parser.parse_args()
     if args.worker == "dropout":
         return dropout_worker()
+    tower_counts = [int(n) for n in args.n_gpus.split(",")]
     start_load = wait_for_quiet(args.max_load, 1800, "ab_trainer")
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
                           stdout=subprocess.PIPE, text=True).stdout.strip()
@@ -119,7 +121,7 @@ def main():
             records, _ = pretraining_bench.write_data(workdir)
             repos = [("base", base_dir), ("new", REPO)]
             for r in range(args.rounds):
-                for n_gpus in (1, 2):
+                for n_gpus in tower_counts:
                     for name, repo in (repos if r % 2 == 0 else repos[::-1]):
                         loads.append(os.getloadavg()[0])
                         rate = train_rate(repo, n_gpus, records, workdir)
@@ -152,7 +154,7 @@ def main():
         "| n_gpus | base examples/s (runs) | new examples/s (runs) | new / base (medians) |",
         "|---|---|---|---|",
     ]
-    for n_gpus in (1, 2):
+    for n_gpus in tower_counts:
         base, new = rates[("base", n_gpus)], rates[("new", n_gpus)]
         lines.append(f"| {n_gpus} | {statistics.median(base):.1f} "
                      f"({', '.join(f'{x:.1f}' for x in base)}) | {statistics.median(new):.1f} "

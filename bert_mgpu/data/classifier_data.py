@@ -181,12 +181,6 @@ def write_features(examples: Sequence[InputExample], label_list: Sequence[str],
                    doc_stride: int = 0) -> int:
     """Writes Google's classifier records for `examples` (atomically; with `doc_stride` > 0,
     one windowed record per window: `convert_document`); returns the number of records."""
-    return _write_records(examples, label_list, max_seq_length, tokenizer, output_file,
-                          truncation, head_tokens, task_type, doc_stride)
-
-
-def _write_records(examples, label_list, max_seq_length, tokenizer, output_file, truncation,
-                   head_tokens, task_type, doc_stride) -> int:
     label_map = {label: i for i, label in enumerate(label_list)}
     progress = Progress("examples", total=len(examples))
     batch = 1024

@@ -260,10 +260,10 @@ def length_runs(files, tmp_path_factory):
     randomize(init_model.named_variables(), seed=3)
     init = checkpoint.write_bundle(str(d / "init" / "bert_model.ckpt"),
                                    init_model.named_variables())
-    runs = {}
+    runs, trimmed_length = {}, input_pipeline.trimmed_length
     for pad in (False, True):
         out = d / f"pad_{pad}"
-        run_ner(NerConfig(
+        cfg = NerConfig(
             model=ModelFiles(bert_config_file=str(root / "bert_config.json"),
                              vocab_file=str(root / "vocab.txt"), init_checkpoint=init,
                              max_seq_length=LENGTH_SEQ),
@@ -272,7 +272,17 @@ def length_runs(files, tmp_path_factory):
                                save_checkpoints_steps=1000, log_every_n_steps=100),
             output_dir=str(out), data_dir=str(root / "data"), do_train=True, do_eval=True,
             do_predict=True, num_train_epochs=0.5, eval_batch_size=5, predict_batch_size=3,
-            pad_to_longest=pad, pad_to_multiple_of=8))
+            pad_to_longest=pad, pad_to_multiple_of=8)
+        lengths = []
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(input_pipeline, "trimmed_length", lambda *args: lengths.append(
+                trimmed_length(*args)) or lengths[-1])
+            run_ner(cfg)
+        # Only the trimmed run cuts batches (training, evaluation, prediction), most to < 32.
+        if pad:
+            assert {8, 16} <= set(lengths) <= {8, 16, 24, 32}, sorted(set(lengths))
+        else:
+            assert not lengths
         reader = tf.train.load_checkpoint(str(out))
         runs[pad] = (out, {name: reader.get_tensor(name)
                            for name in reader.get_variable_to_shape_map()})

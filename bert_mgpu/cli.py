@@ -228,7 +228,7 @@ _SPECS = {
                                            "last layer), cls_last4 (the [CLS] vectors of the "
                                            "last 4 layers concatenated: width 4H).",
                          CLASSIFIER_INPUTS),
-    # Length-aware batching (run_classifier_mgpu.py).
+    # Length-aware batching (run_classifier_mgpu.py, run_ner.py, run_squad.py).
     "pad_to_longest": ("bool", True, "Pad each batch only to its longest example (rounded up to "
                                      "--pad_to_multiple_of), not to --max_seq_length; "
                                      "evaluation and prediction sorted by length, written in "
@@ -955,13 +955,25 @@ def convert_to_hf_config() -> ConvertToHfConfig:
                       label_list=tuple(FLAGS.label_list) if FLAGS.label_list else None)
 
 
+# run_squad.py's --pad_to_longest is off by default: trimmed batches have no padding for
+# Google's span softmax and n-best ranking to run over (configs/squad.py).
+SQUAD_LENGTH_BATCHING_HELPS = {
+    "pad_to_longest": "Pad each batch only to its longest window (rounded up to "
+                      "--pad_to_multiple_of), not to --max_seq_length, in training and "
+                      "prediction (sorted by length, written in file order). The span softmax "
+                      "and the n-best ranking then leave the padding out (Google's run over "
+                      "every position, padding included: off by default); the results equal "
+                      "those of the same run with every batch padded."}
+
+
 def define_squad_flags():
     define_flags(MODEL_FLAGS, tuple(n for n in TRAINING_SCRIPT_FLAGS if n != "eval_batch_size"),
                  ("do_predict", "predict_batch_size", "num_train_epochs", "warmup_proportion",
                   "train_file", "predict_file", "doc_stride", "max_query_length", "n_best_size",
                   "max_answer_length", "verbose_logging", "version_2_with_negative",
-                  "null_score_diff_threshold"),
-                 helps={"do_predict": "Whether to run predictions on --predict_file (writes "
+                  "null_score_diff_threshold"), LENGTH_BATCHING_FLAGS,
+                 helps={**SQUAD_LENGTH_BATCHING_HELPS,
+                        "do_predict": "Whether to run predictions on --predict_file (writes "
                                       "predictions.json, nbest_predictions.json and, with "
                                       "--version_2_with_negative, null_odds.json).",
                         "do_eval": "Predict on --predict_file (which holds the answers) and "
@@ -971,7 +983,7 @@ def define_squad_flags():
                  # Google's run_squad.py length; fine-tuning shuffles the whole training set
                  # every epoch, as run_classifier_mgpu.py.
                  defaults={"max_seq_length": 384, "shuffle_buffer_size": 0,
-                           **FINE_TUNING_DEFAULTS})
+                           "pad_to_longest": False, **FINE_TUNING_DEFAULTS})
 
 
 def squad_config() -> SquadConfig:
@@ -1031,6 +1043,7 @@ NER_FLAGS = ("do_predict", "predict_batch_size", "num_train_epochs", "warmup_pro
 
 def define_ner_flags():
     define_flags(MODEL_FLAGS, TRAINING_SCRIPT_FLAGS, NER_FLAGS, EVAL_DURING_TRAINING_FLAGS,
+                 LENGTH_BATCHING_FLAGS,
                  defaults={"shuffle_buffer_size": 0, "best_metric": "eval_f1",
                            "doc_stride": None, **FINE_TUNING_DEFAULTS},
                  helps={
@@ -1047,7 +1060,12 @@ def define_ner_flags():
                                    "context (default: half a window).",
                      "best_metric": "The eval_results key that decides the best checkpoint "
                                     "and early stopping (eval_f1: conlleval's entity F1; "
-                                    "losses: lower is better; others: higher)."})
+                                    "losses: lower is better; others: higher).",
+                     "pad_to_longest": "Pad each batch only to its longest window (rounded up "
+                                       "to --pad_to_multiple_of), not to --max_seq_length; "
+                                       "evaluation and prediction batches in file order, each "
+                                       "cut to its longest. Results equal the fully padded "
+                                       "run's."})
 
 
 def ner_config() -> NerConfig:

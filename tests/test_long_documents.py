@@ -5,7 +5,9 @@ The windows cover every piece of a long text (the text is rebuilt from them), st
 cache keys). Training weights each window by 1 / its document's windows, with towers equal to
 one device (dropout on). A script run (2 towers) writes one line per document, whose pooled
 probabilities (mean, and max in a second run) equal a hand computation from the per-window
-probabilities of the run's checkpoint, as do its per-document eval metrics.
+probabilities of the run's checkpoint, as do its per-document eval metrics. Its SavedModel
+export cuts raw texts into the same windows in the graph (tokenize = the script's records) and
+pools them as the script (serving_default = test_results.tsv, mean and max).
 """
 
 import concurrent.futures

@@ -18,6 +18,14 @@ UTF-8 strings):
 - `serve_ids`: `input_ids`, `input_mask`, `segment_ids` int32 [batch, seq_length] -> the outputs
   (for servers that tokenize elsewhere).
 
+A classifier run with `--doc_stride` (`ResolvedExport.doc_stride` > 0) reads long texts as
+its script does (serving/windows.py): the raw-text signatures cut every text into the
+script's windows, run the encoder on all windows of the batch and pool each text's windows by
+`window_pooling` (`ServedClassifier.pool`), so their outputs still have one row per text;
+`tokenize` / `tokenize_pair` give the windows (`input_ids`, `input_mask`, `segment_ids` int32
+[windows, max_seq_length]) and `example_index` int32 [windows] (the text of each); `serve_ids`
+classifies each row as one window.
+
 The SQuAD export (`--task=squad`, a run_squad.py model) has its own (see `squad_export`):
 
 - `serving_default`: `question`, `context` string [batch] -> `answer` string [batch] (the

@@ -907,7 +907,7 @@ _SPECS.update({
 
 EXPORT_FLAGS = ("export_dir", "export_version", "task", "precision", "jit_compile",
                 "length_chunks", "task_label", "truncation", "head_tokens", "label_list",
-                "output_dir", "doc_stride", "max_query_length", "n_best_size",
+                "output_dir", "doc_stride", "window_pooling", "max_query_length", "n_best_size",
                 "max_answer_length", "version_2_with_negative", "null_score_diff_threshold")
 
 
@@ -924,7 +924,15 @@ def define_export_flags():
                         "init_checkpoint": "The checkpoint to export (default: the latest of "
                                            "--output_dir).",
                         "label_list": "Label names in id order (default: the run's labels, "
-                                      "else 0..N-1)."})
+                                      "else 0..N-1).",
+                        "doc_stride": "--task=classifier: a text longer than max_seq_length - "
+                                      "2 pieces is read in windows starting this many pieces "
+                                      "apart, as run_classifier_mgpu.py --doc_stride (default: "
+                                      "the run's; 0 = the first window only). --task=squad: "
+                                      "run_squad.py's flag (default: the run's, else 128).",
+                        "window_pooling": "--task=classifier with windows: how a text's "
+                                          "windows are pooled, mean or max (default: the "
+                                          "run's)."})
 
 
 def export_config() -> ExportConfig:
@@ -933,7 +941,9 @@ def export_config() -> ExportConfig:
     given = frozenset(name for name in EXPORT_FLAGS + MODEL_FLAGS if FLAGS[name].present)
     return validated(from_flags(
         ExportConfig, model=model_files(), flags_given=given,
-        squad=from_flags(SquadAnswerOptions),
+        # run_squad.py's flags are --task=squad's; --doc_stride is also the classifier's.
+        squad=from_flags(SquadAnswerOptions) if FLAGS.task == "squad" else None,
+        doc_stride=FLAGS.doc_stride if "doc_stride" in given else None,
         label_list=tuple(FLAGS.label_list) if FLAGS.label_list else None))
 
 

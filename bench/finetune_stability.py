@@ -159,15 +159,28 @@ def command(args, s, out_dir, seed, corrected):
             f"--output_dir={out_dir}"]
 
 
+def planned_steps(args, s):
+    """The run's updates, as run_classifier_mgpu.py counts them (Google's num_train_steps)."""
+    return int(s["train"] / args.batch_size * args.num_train_epochs)
+
+
+def finished_steps(results):
+    with open(results) as f:
+        return int(dict(line.strip().split(" = ", 1) for line in f
+                        if " = " in line).get("global_step", -1))
+
+
 def run_one(args, s, name, seed, corrected, work):
     arm = "bias_corrected" if corrected else "google"
     out_dir = os.path.join(work, "runs", f"{name}_{arm}_seed{seed}")
     results = os.path.join(out_dir, "eval_results.txt")
     log_path = out_dir + ".log"
     times_path = out_dir + ".times.json"
-    if os.path.exists(results) and not os.path.exists(times_path):
+    if os.path.exists(results) and not os.path.exists(times_path) and \
+            finished_steps(results) == planned_steps(args, s):
         times = {"wall": None, "cpu": None}  # finished by a bench that did not meter it
     elif not os.path.exists(times_path):  # a rerun of the bench continues where it stopped
+        # (an eval_results.txt of an earlier evaluation of a run cut short is not its end)
         os.makedirs(os.path.dirname(out_dir), exist_ok=True)
         shutil.rmtree(out_dir, ignore_errors=True)  # a run cut short: again from the start
         t0, cpu0 = time.monotonic(), children_cpu_seconds()

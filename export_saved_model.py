@@ -8,12 +8,13 @@ Usage:
   python export_saved_model.py --output_dir=path/to/squad_run --task=squad --export_dir=...
 
 From --output_dir of a run it reads the latest checkpoint, bert_config.json and run_config.json
-(vocabulary, casing, max_seq_length, truncation, the label names and run_squad.py's window and
-answer flags); explicit flags win. Writes EXPORT_DIR/<version>/{saved_model.pb, variables/,
-assets/vocab.txt} with the signatures serving_default (text_a), serving_pair (text_a, text_b),
-tokenize, tokenize_pair and serve_ids; --task=squad: serving_default (question, context ->
-answer), tokenize and serve_ids (see bert_mgpu/serving/export.py). Loading it needs tensorflow and
-tensorflow-text only:
+(vocabulary, casing, max_seq_length, truncation, the label names, a classifier's --doc_stride
+and --window_pooling, and run_squad.py's window and answer flags); explicit flags win. Writes
+EXPORT_DIR/<version>/{saved_model.pb, variables/, assets/vocab.txt} with the signatures
+serving_default (text_a), serving_pair (text_a, text_b), tokenize, tokenize_pair and serve_ids
+(a --doc_stride run: each text read in windows, pooled per text); --task=squad:
+serving_default (question, context -> answer), tokenize and serve_ids (see
+bert_mgpu/serving/export.py). Loading it needs tensorflow and tensorflow-text only:
 
   import tensorflow as tf, tensorflow_text  # tensorflow_text registers the tokenizer's ops
   model = tf.saved_model.load("path/to/export/1")

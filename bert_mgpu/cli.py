@@ -228,7 +228,7 @@ _SPECS = {
                                            "last layer), cls_last4 (the [CLS] vectors of the "
                                            "last 4 layers concatenated: width 4H).",
                          CLASSIFIER_INPUTS),
-    # Length-aware batching (run_classifier_mgpu.py).
+    # Length-aware batching (run_classifier_mgpu.py, run_ner.py, run_squad.py).
     "pad_to_longest": ("bool", True, "Pad each batch only to its longest example (rounded up to "
                                      "--pad_to_multiple_of), not to --max_seq_length; "
                                      "evaluation and prediction sorted by length, written in "
@@ -907,7 +907,7 @@ _SPECS.update({
 
 EXPORT_FLAGS = ("export_dir", "export_version", "task", "precision", "jit_compile",
                 "length_chunks", "task_label", "truncation", "head_tokens", "label_list",
-                "output_dir", "doc_stride", "max_query_length", "n_best_size",
+                "output_dir", "doc_stride", "window_pooling", "max_query_length", "n_best_size",
                 "max_answer_length", "version_2_with_negative", "null_score_diff_threshold")
 
 
@@ -924,7 +924,15 @@ def define_export_flags():
                         "init_checkpoint": "The checkpoint to export (default: the latest of "
                                            "--output_dir).",
                         "label_list": "Label names in id order (default: the run's labels, "
-                                      "else 0..N-1)."})
+                                      "else 0..N-1).",
+                        "doc_stride": "--task=classifier: a text longer than max_seq_length - "
+                                      "2 pieces is read in windows starting this many pieces "
+                                      "apart, as run_classifier_mgpu.py --doc_stride (default: "
+                                      "the run's; 0 = the first window only). --task=squad: "
+                                      "run_squad.py's flag (default: the run's, else 128).",
+                        "window_pooling": "--task=classifier with windows: how a text's "
+                                          "windows are pooled, mean or max (default: the "
+                                          "run's)."})
 
 
 def export_config() -> ExportConfig:
@@ -933,7 +941,9 @@ def export_config() -> ExportConfig:
     given = frozenset(name for name in EXPORT_FLAGS + MODEL_FLAGS if FLAGS[name].present)
     return validated(from_flags(
         ExportConfig, model=model_files(), flags_given=given,
-        squad=from_flags(SquadAnswerOptions),
+        # run_squad.py's flags are --task=squad's; --doc_stride is also the classifier's.
+        squad=from_flags(SquadAnswerOptions) if FLAGS.task == "squad" else None,
+        doc_stride=FLAGS.doc_stride if "doc_stride" in given else None,
         label_list=tuple(FLAGS.label_list) if FLAGS.label_list else None))
 
 
@@ -955,13 +965,25 @@ def convert_to_hf_config() -> ConvertToHfConfig:
                       label_list=tuple(FLAGS.label_list) if FLAGS.label_list else None)
 
 
+# run_squad.py's --pad_to_longest is off by default: trimmed batches have no padding for
+# Google's span softmax and n-best ranking to run over (configs/squad.py).
+SQUAD_LENGTH_BATCHING_HELPS = {
+    "pad_to_longest": "Pad each batch only to its longest window (rounded up to "
+                      "--pad_to_multiple_of), not to --max_seq_length, in training and "
+                      "prediction (sorted by length, written in file order). The span softmax "
+                      "and the n-best ranking then leave the padding out (Google's run over "
+                      "every position, padding included: off by default); the results equal "
+                      "those of the same run with every batch padded."}
+
+
 def define_squad_flags():
     define_flags(MODEL_FLAGS, tuple(n for n in TRAINING_SCRIPT_FLAGS if n != "eval_batch_size"),
                  ("do_predict", "predict_batch_size", "num_train_epochs", "warmup_proportion",
                   "train_file", "predict_file", "doc_stride", "max_query_length", "n_best_size",
                   "max_answer_length", "verbose_logging", "version_2_with_negative",
-                  "null_score_diff_threshold"),
-                 helps={"do_predict": "Whether to run predictions on --predict_file (writes "
+                  "null_score_diff_threshold"), LENGTH_BATCHING_FLAGS,
+                 helps={**SQUAD_LENGTH_BATCHING_HELPS,
+                        "do_predict": "Whether to run predictions on --predict_file (writes "
                                       "predictions.json, nbest_predictions.json and, with "
                                       "--version_2_with_negative, null_odds.json).",
                         "do_eval": "Predict on --predict_file (which holds the answers) and "
@@ -971,7 +993,7 @@ def define_squad_flags():
                  # Google's run_squad.py length; fine-tuning shuffles the whole training set
                  # every epoch, as run_classifier_mgpu.py.
                  defaults={"max_seq_length": 384, "shuffle_buffer_size": 0,
-                           **FINE_TUNING_DEFAULTS})
+                           "pad_to_longest": False, **FINE_TUNING_DEFAULTS})
 
 
 def squad_config() -> SquadConfig:
@@ -1031,6 +1053,7 @@ NER_FLAGS = ("do_predict", "predict_batch_size", "num_train_epochs", "warmup_pro
 
 def define_ner_flags():
     define_flags(MODEL_FLAGS, TRAINING_SCRIPT_FLAGS, NER_FLAGS, EVAL_DURING_TRAINING_FLAGS,
+                 LENGTH_BATCHING_FLAGS,
                  defaults={"shuffle_buffer_size": 0, "best_metric": "eval_f1",
                            "doc_stride": None, **FINE_TUNING_DEFAULTS},
                  helps={
@@ -1047,7 +1070,12 @@ def define_ner_flags():
                                    "context (default: half a window).",
                      "best_metric": "The eval_results key that decides the best checkpoint "
                                     "and early stopping (eval_f1: conlleval's entity F1; "
-                                    "losses: lower is better; others: higher)."})
+                                    "losses: lower is better; others: higher).",
+                     "pad_to_longest": "Pad each batch only to its longest window (rounded up "
+                                       "to --pad_to_multiple_of), not to --max_seq_length; "
+                                       "evaluation and prediction batches in file order, each "
+                                       "cut to its longest. Results equal the fully padded "
+                                       "run's."})
 
 
 def ner_config() -> NerConfig:

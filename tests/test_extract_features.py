@@ -60,21 +60,63 @@ def run_script(args, timeout=300):
                           capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.mark.parametrize("gelu,key", [("tanh", "seq_gelu_new"), ("exact", "seq_gelu")])
-def test_minilm_parity_through_the_script(converted, reference, tmp_path, gelu, key):
-    paths = converted[gelu]
-    tokenizer = tokenization.FullTokenizer(paths["vocab"], do_lower_case=True)
-    lines = reference_lines(reference, tokenizer)
-    input_file = tmp_path / "input.txt"
-    input_file.write_text("\n".join(lines) + "\n")
-    output_file = tmp_path / "output.jsonl"
-    proc = run_script([f"--input_file={input_file}", f"--output_file={output_file}",
+# Lines of Google's layout test (test_google_json_layout_and_every_line): a plain line, an
+# empty one, a pair, one longer than --max_seq_length and a last line without a newline.
+LAYOUT_TEXT = ("Hello world\n\nA pair ||| of texts\n" + "word " * 200 +
+               "\nlast line without newline")
+
+
+@pytest.fixture(scope="module")
+def tanh_run(converted, tmp_path_factory):
+    """One extract_features.py run on the tanh checkpoint, Google's defaults (--layers
+    -1,-2,-3,-4, lower case) at --max_seq_length=32, --batch_size=3: the fixture's 3 reference
+    pairs (when the material is there; the tanh parity test) followed by LAYOUT_TEXT's 5 lines
+    (the layout test). Outputs do not depend on their neighbours in a batch (no dropout).
+
+    Returns: (CompletedProcess, its directory, the output's raw lines, the number of reference
+        lines first in it).
+    """
+    paths = converted["tanh"]
+    try:
+        lines = reference_lines(
+            dict(np.load(require_material("fixtures", "minilm_reference", "hf_reference.npz"))),
+            tokenization.FullTokenizer(paths["vocab"], do_lower_case=True))
+    except pytest.skip.Exception:
+        lines = []
+    d = tmp_path_factory.mktemp("tanh_run")
+    (d / "in.txt").write_text("".join(line + "\n" for line in lines) + LAYOUT_TEXT)
+    proc = run_script([f"--input_file={d / 'in.txt'}", f"--output_file={d / 'out.jsonl'}",
                        f"--vocab_file={paths['vocab']}",
                        f"--bert_config_file={paths['bert_config']}",
-                       f"--init_checkpoint={paths['checkpoint']}", "--layers=-1,-2",
-                       "--max_seq_length=32", "--batch_size=2", "--do_lower_case=true"])
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    outputs = [json.loads(line) for line in output_file.read_text().splitlines()]
+                       f"--init_checkpoint={paths['checkpoint']}", "--max_seq_length=32",
+                       "--batch_size=3"])
+    raw = (d / "out.jsonl").read_text().splitlines() if proc.returncode == 0 else []
+    return proc, d, raw, len(lines)
+
+
+@pytest.mark.parametrize("gelu,key", [("tanh", "seq_gelu_new"), ("exact", "seq_gelu")])
+def test_minilm_parity_through_the_script(converted, reference, tmp_path, tanh_run, gelu, key):
+    """The reference lines through the script: the tanh GELU in `tanh_run` (with Google's
+    default flags), the exact one in a run of its own (--layers and --do_lower_case given)."""
+    paths = converted[gelu]
+    if gelu == "tanh":
+        proc, _, raw, n_reference = tanh_run
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert n_reference == 3
+        outputs = [json.loads(line) for line in raw[:n_reference]]
+    else:
+        tokenizer = tokenization.FullTokenizer(paths["vocab"], do_lower_case=True)
+        lines = reference_lines(reference, tokenizer)
+        input_file = tmp_path / "input.txt"
+        input_file.write_text("\n".join(lines) + "\n")
+        output_file = tmp_path / "output.jsonl"
+        proc = run_script([f"--input_file={input_file}", f"--output_file={output_file}",
+                           f"--vocab_file={paths['vocab']}",
+                           f"--bert_config_file={paths['bert_config']}",
+                           f"--init_checkpoint={paths['checkpoint']}", "--layers=-1,-2",
+                           "--max_seq_length=32", "--batch_size=2", "--do_lower_case=true"])
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        outputs = [json.loads(line) for line in output_file.read_text().splitlines()]
     assert [o["linex_index"] for o in outputs] == [0, 1, 2]
     worst = 0.0
     for row, out in enumerate(outputs):
@@ -96,36 +138,31 @@ def test_pooled_output_parity(converted, reference):
     np.testing.assert_allclose(out.pooled_output, reference["pool_gelu_new"], atol=1e-5, rtol=0)
 
 
-def test_google_json_layout_and_every_line(converted, tmp_path):
-    paths = converted["tanh"]
-    text = "Hello world\n\nA pair ||| of texts\n" + "word " * 200 + "\nlast line without newline"
-    input_file = tmp_path / "in.txt"
-    input_file.write_text(text)
-    output_file = tmp_path / "out.jsonl"
-    proc = run_script([f"--input_file={input_file}", f"--output_file={output_file}",
-                       f"--vocab_file={paths['vocab']}",
-                       f"--bert_config_file={paths['bert_config']}",
-                       f"--init_checkpoint={paths['checkpoint']}", "--max_seq_length=16",
-                       "--batch_size=3"])
+def test_google_json_layout_and_every_line(tanh_run):
+    """LAYOUT_TEXT's lines, after the `n` reference lines of the same run (`tanh_run`)."""
+    proc, d, raw, n = tanh_run
     assert proc.returncode == 0, proc.stderr[-3000:]
-    raw = output_file.read_text().splitlines()
-    assert len(raw) == 5
+    assert len(raw) == n + 5
     # Key order and spacing are json.dumps of Google's OrderedDicts.
-    assert raw[0].startswith('{"linex_index": 0, "features": [{"token": "[CLS]", "layers": '
-                             '[{"index": -1, "values": [')
-    outputs = [json.loads(line) for line in raw]
+    assert raw[n].startswith(f'{{"linex_index": {n}, "features": [{{"token": "[CLS]", '
+                             '"layers": [{"index": -1, "values": [')
+    outputs = [json.loads(line) for line in raw[n:]]
+    assert [o["linex_index"] for o in outputs] == list(range(n, n + 5))
     assert [f["token"] for f in outputs[0]["features"]] == ["[CLS]", "hello", "world", "[SEP]"]
     assert [f["token"] for f in outputs[1]["features"]] == ["[CLS]", "[SEP]"]
     assert [f["token"] for f in outputs[2]["features"]] == [
         "[CLS]", "a", "pair", "[SEP]", "of", "texts", "[SEP]"]
-    assert len(outputs[3]["features"]) == 16  # truncated to max_seq_length, with a warning
-    assert "1 of 5 input line(s) of" in proc.stderr and "(the first: line 4)" in proc.stderr
+    assert len(outputs[3]["features"]) == 32  # truncated to max_seq_length, with a warning
+    assert f"1 of {n + 5} input line(s) of" in proc.stderr and \
+        f"(the first: line {n + 4})" in proc.stderr
+    assert [f["token"] for f in outputs[4]["features"]] == [
+        "[CLS]", "last", "line", "without", "new", "##line", "[SEP]"]  # the last line, whole
     layers = outputs[0]["features"][0]["layers"]
     assert [layer["index"] for layer in layers] == [-1, -2, -3, -4]
     assert len(layers[0]["values"]) == 384
     for value in layers[0]["values"]:
         assert value == round(value, 6)
-    assert sorted(os.listdir(tmp_path)) == ["in.txt", "out.jsonl"]  # no temporary left
+    assert sorted(os.listdir(d)) == ["in.txt", "out.jsonl"]  # no temporary left
 
 
 def test_bad_input_is_one_line_naming_the_flag(converted, tmp_path):

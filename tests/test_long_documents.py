@@ -5,10 +5,13 @@ The windows cover every piece of a long text (the text is rebuilt from them), st
 cache keys). Training weights each window by 1 / its document's windows, with towers equal to
 one device (dropout on). A script run (2 towers) writes one line per document, whose pooled
 probabilities (mean, and max in a second run) equal a hand computation from the per-window
-probabilities of the run's checkpoint, as do its per-document eval metrics.
+probabilities of the run's checkpoint, as do its per-document eval metrics. Its SavedModel
+export cuts raw texts into the same windows in the graph (tokenize = the script's records) and
+pools them as the script (serving_default = test_results.tsv, mean and max).
 """
 
 import concurrent.futures
+import dataclasses
 import json
 import os
 import sys
@@ -21,7 +24,8 @@ from _pretraining_data import TINY_CONFIG
 from _together import run_command, started_in, with_the_module
 
 from bert_mgpu import tokenization
-from bert_mgpu.configs.base import TrainConfig
+from bert_mgpu.configs.base import ModelFiles, TrainConfig
+from bert_mgpu.configs.serving import ExportConfig
 from bert_mgpu.data import classifier_data, features, input_pipeline
 from bert_mgpu.data.processors import InputExample
 from bert_mgpu.engine import checkpoint, towers, training
@@ -330,3 +334,156 @@ def test_eval_metrics_per_document(runs):
     last = dict(zip(history[0].split("\t"), history[-1].split("\t")))
     assert len(history) >= 3 and float(last["eval_accuracy"]) == float(result["eval_accuracy"])
     assert json.load(open(out / "run_config.json"))["doc_stride"] == STRIDE
+
+
+# -- the SavedModel export: windows and pooling in the graph -------------------------------
+
+def served_texts():
+    """Texts of 0 to ~8 windows (SEQ, STRIDE), with pairs: text_b long, short, empty (no
+    second text), and one without tokens (no second text either, as Google's)."""
+    rng = np.random.RandomState(5)
+    texts_a = ["", "good", text(rng, 13), text(rng, 14), text(rng, 30), text(rng, 47),
+               text(rng, 3), text(rng, 25)]
+    texts_b = [text(rng, 4), "", text(rng, 20), "\u200b", text(rng, 2), text(rng, 9), "",
+               text(rng, 40)]
+    return texts_a, texts_b
+
+
+def script_windows(texts_a, texts_b, tokenizer):
+    """The records run_classifier_mgpu.py --doc_stride writes for the texts (doc_index =
+    the text's index in the batch)."""
+    records = []
+    for i, (a, b) in enumerate(zip(texts_a, texts_b or [None] * len(texts_a))):
+        records += classifier_data.convert_document(InputExample(str(i), a, b, None), {}, SEQ,
+                                                    tokenizer, STRIDE, i)
+    return {"input_ids": [r["input_ids"] for r in records],
+            "input_mask": [r["input_mask"] for r in records],
+            "segment_ids": [r["segment_ids"] for r in records],
+            "example_index": [r["doc_index"][0] for r in records]}
+
+
+def test_graph_windows_equal_the_scripts_records(tokenizer):
+    pytest.importorskip("tensorflow_text")
+    from bert_mgpu.serving.tokenizer import ServingTokenizer
+    from bert_mgpu.serving.windows import document_windows
+
+    graph = ServingTokenizer(VOCAB, do_lower_case=True, max_seq_length=SEQ)
+    texts_a, texts_b = served_texts()
+    for b in (None, texts_b):
+        want = script_windows(texts_a, b, tokenizer)
+        got = document_windows(graph, tf.constant(texts_a),
+                               None if b is None else tf.constant(b), STRIDE, SEQ)
+        assert {k: got[k].numpy().tolist() for k in want} == want
+        counts = np.bincount(want["example_index"])
+        assert counts.min() == 1 and counts.max() >= 6  # one window to many, in one batch
+
+
+@pytest.mark.parametrize("task_type", ["classification", "regression", "multilabel"])
+@pytest.mark.parametrize("pooling", ["mean", "max"])
+def test_served_pooling_equals_the_scripts(task_type, pooling):
+    """The export's pooling of windows' outputs (in the graph) is the script's
+    (`pool_documents`), the label ids and predicted labels read off the pooled values."""
+    from bert_mgpu.model.head_spec import ClassifierHeadSpec
+    from bert_mgpu.serving.export import ServedClassifier
+    from bert_mgpu.tasks.classifier import TASK_CLASSES
+
+    config = BertConfig.from_dict(dict(TINY_CONFIG, vocab_size=30522, num_hidden_layers=1))
+    num_labels = 1 if task_type == "regression" else 3
+    head = ServedClassifier(config, num_labels, ClassifierHeadSpec(task_type=task_type,
+                                                                   multilabel_threshold=0.4))
+    docs = np.array([0, 1, 1, 1, 2, 2, 3])
+    pooled_output = tf.random.stateless_normal([len(docs), config.hidden_size], [1, 2])
+    windows = head(pooled_output)
+    served = head.pool(windows, tf.constant(docs, tf.int32), 4, pooling)
+    kind = TASK_CLASSES[task_type]
+    task = kind.for_run(ClassifierConfigStub, config, [str(i) for i in range(num_labels)])
+    name = task.pooled_output
+    outputs = {name: windows[name].numpy(), "doc_index": docs,
+               "document_label": np.zeros([len(docs), 1])}
+    want, _ = task.pool_documents(outputs, 4, pooling)
+    np.testing.assert_allclose(served[name].numpy(), want, atol=1e-6)
+    if task_type == "classification":
+        assert served["label_id"].numpy().tolist() == np.argmax(want, axis=1).tolist()
+    if task_type == "multilabel":
+        assert (served["predicted"].numpy() == (want > 0.4)).all()
+
+
+class ClassifierConfigStub:
+    """What `for_run` reads of a run's config."""
+    multilabel_threshold = 0.4
+
+
+def run_test_texts(data_root):
+    return [line.split("\t")[0] for line in
+            (data_root / "test.tsv").read_text().splitlines()[1:]]
+
+
+@pytest.fixture(scope="module")
+def served(runs, tmp_path_factory):
+    """The --doc_stride run exported from its --output_dir alone and loaded back."""
+    tf_text = pytest.importorskip("tensorflow_text")
+    del tf_text  # registers the tokenizer's ops for the loaded graph
+    from bert_mgpu.serving import export
+
+    proc, out = runs["mean"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    path = export.export_saved_model(ExportConfig(
+        model=ModelFiles(), output_dir=str(out),
+        export_dir=str(tmp_path_factory.mktemp("export") / "export")))
+    return tf.saved_model.load(path)
+
+
+def test_export_reads_the_runs_windows_and_pools_them(runs, data_root, served):
+    """serving_default on the run's test texts gives its test_results.tsv (one row per text,
+    texts of one to many windows in one call); tokenize gives its predict records."""
+    texts = tf.constant(run_test_texts(data_root))
+    _, out = runs["mean"].result()
+    got = served.signatures["serving_default"](text_a=texts)
+    want = read_rows(out / "test_results.tsv")
+    np.testing.assert_allclose(got["probabilities"].numpy(), want, atol=1e-5)
+    predicted = [int(x) for x in (out / "predict.txt").read_text().split()]
+    assert got["label_id"].numpy().tolist() == predicted
+    assert got["label"].numpy().astype(str).tolist() == [str(i) for i in predicted]
+
+    windows = served.signatures["tokenize"](text_a=texts)
+    (path,) = [os.path.join(out, n) for n in os.listdir(out)
+               if n.startswith("predict.") and n.endswith(".tf_record")]
+    shapes = features.with_windows(features.classifier_shapes(SEQ))
+    (records,) = input_pipeline.record_dataset([path], shapes, 1000, is_training=False)
+    for name in ("input_ids", "input_mask", "segment_ids"):
+        np.testing.assert_array_equal(windows[name].numpy(), records[name].numpy(), name)
+    np.testing.assert_array_equal(windows["example_index"].numpy(),
+                                  records["doc_index"].numpy()[:, 0])
+    assert np.bincount(windows["example_index"].numpy()).max() > 1
+
+    # A pair whose text_b is empty is the text alone; each text alone is its row.
+    pair = served.signatures["serving_pair"](text_a=texts, text_b=tf.fill(texts.shape, ""))
+    np.testing.assert_allclose(pair["probabilities"].numpy(), want, atol=1e-5)
+    for i in (0, 3):
+        alone = served.signatures["serving_default"](text_a=texts[i:i + 1])
+        np.testing.assert_allclose(alone["probabilities"].numpy(), want[i:i + 1], atol=1e-5)
+
+
+def test_export_window_pooling_flag_gives_the_max_run(runs, data_root):
+    """--window_pooling=max given to the export (the run's was mean) gives the max run's
+    test_results.tsv."""
+    pytest.importorskip("tensorflow_text")
+    from bert_mgpu.serving import export
+
+    _, trained = runs["mean"].result()
+    proc, out = runs["max"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    spec = export.resolve(ExportConfig(model=ModelFiles(), output_dir=str(trained),
+                                       export_dir="unused", window_pooling="max",
+                                       flags_given=frozenset({"window_pooling"})))
+    assert (spec.doc_stride, spec.window_pooling) == (STRIDE, "max")
+    model = export.build_serving_model(spec, "classifier")
+    got = model.serve_text(tf.constant(run_test_texts(data_root)))
+    np.testing.assert_allclose(got["probabilities"].numpy(), read_rows(out / "test_results.tsv"),
+                               atol=1e-5)
+    # --doc_stride=0 exports the first window only (Google's truncation), as before.
+    spec = export.resolve(ExportConfig(model=ModelFiles(), output_dir=str(trained),
+                                       export_dir="unused", doc_stride=0))
+    assert spec.doc_stride == 0
+    with pytest.raises(export.ExportError, match="--doc_stride=15 must be in"):
+        export.build_serving_model(dataclasses.replace(spec, doc_stride=SEQ - 1), "classifier")

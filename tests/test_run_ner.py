@@ -13,13 +13,15 @@ from _launch import Launched, error_line, signal_at_checkpoint
 from _oracle import REPO, run_json_request
 from _pretraining_data import TINY_CONFIG
 from _together import bad_input_jobs, run_command, started, with_the_module
+from test_length_batching import randomize
 
-from bert_mgpu.configs.base import TrainConfig
+from bert_mgpu.configs.base import ModelFiles, TrainConfig, TrainOptions
+from bert_mgpu.configs.ner import NerConfig
 from bert_mgpu.data import input_pipeline, ner_data
 from bert_mgpu.engine import checkpoint, towers, training
 from bert_mgpu.metrics import ner as ner_metrics
 from bert_mgpu.model.bert_config import BertConfig
-from bert_mgpu.tasks.ner import TaggingTask
+from bert_mgpu.tasks.ner import TaggingTask, run_ner
 from bert_mgpu.tokenization import FullTokenizer
 
 SCRIPT = os.path.join(REPO, "run_ner.py")
@@ -238,6 +240,98 @@ BAD_INPUT = [
     ({"--tag_scheme": "iob"}, "--tag_scheme"),
     ({"--doc_stride": "15"}, "--doc_stride must be in [1, max_seq_length - 2 = 14]"),
 ]
+
+
+# -- length-aware batching (--pad_to_longest) ---------------------------------------------------
+
+LENGTH_SEQ = 32  # windows of 5..24 pieces: trimmed batches of 8, 16 or 24 positions
+
+
+@pytest.fixture(scope="module")
+def length_runs(files, tmp_path_factory):
+    """run_ner (in process) on `files` with --max_seq_length=32, 2 towers, dropout on, from
+    visible random weights: padded (--pad_to_longest=false) and trimmed to multiples of 8.
+    Returns {pad_to_longest: (output_dir, final weights)}."""
+    root, _ = files
+    d = tmp_path_factory.mktemp("ner_lengths")
+    config = BertConfig.from_json_file(str(root / "bert_config.json"))
+    tf.random.set_seed(7)
+    init_model = TaggingTask(config, 4)  # O, B-LOC, B-PER, I-PER
+    randomize(init_model.named_variables(), seed=3)
+    init = checkpoint.write_bundle(str(d / "init" / "bert_model.ckpt"),
+                                   init_model.named_variables())
+    runs, trimmed_length = {}, input_pipeline.trimmed_length
+    for pad in (False, True):
+        out = d / f"pad_{pad}"
+        cfg = NerConfig(
+            model=ModelFiles(bert_config_file=str(root / "bert_config.json"),
+                             vocab_file=str(root / "vocab.txt"), init_checkpoint=init,
+                             max_seq_length=LENGTH_SEQ),
+            train=TrainOptions(n_gpus=2, train_batch_size=4, learning_rate=3e-3,
+                               random_seed=5, shuffle_buffer_size=0,
+                               save_checkpoints_steps=1000, log_every_n_steps=100),
+            output_dir=str(out), data_dir=str(root / "data"), do_train=True, do_eval=True,
+            do_predict=True, num_train_epochs=0.5, eval_batch_size=5, predict_batch_size=3,
+            pad_to_longest=pad, pad_to_multiple_of=8)
+        lengths = []
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(input_pipeline, "trimmed_length", lambda *args: lengths.append(
+                trimmed_length(*args)) or lengths[-1])
+            run_ner(cfg)
+        # Only the trimmed run cuts batches (training, evaluation, prediction), most to < 32.
+        if pad:
+            assert {8, 16} <= set(lengths) <= {8, 16, 24, 32}, sorted(set(lengths))
+        else:
+            assert not lengths
+        reader = tf.train.load_checkpoint(str(out))
+        runs[pad] = (out, {name: reader.get_tensor(name)
+                           for name in reader.get_variable_to_shape_map()})
+    return runs
+
+
+def test_trimmed_run_equals_the_padded_run(length_runs):
+    """Training (dropout on), eval_results.txt and predictions.txt with --pad_to_longest: the
+    padded run's, to 1e-5 (the file exactly)."""
+    (padded_out, padded), (trimmed_out, trimmed) = length_runs[False], length_runs[True]
+    assert int(padded["global_step"]) == 6 == int(trimmed["global_step"])  # 96 / 8 * 0.5
+    assert sorted(padded) == sorted(trimmed)
+    for name in padded:
+        np.testing.assert_allclose(trimmed[name], padded[name], atol=1e-5, err_msg=name)
+    init = tf.train.load_checkpoint(str(padded_out.parent / "init" / "bert_model.ckpt"))
+    assert np.abs(padded["cls/ner/output_weights"]
+                  - init.get_tensor("cls/ner/output_weights")).max() > 1e-4  # it trained
+
+    def results(out):
+        return {k: float(v) for k, v in (line.split(" = ") for line in
+                                         (out / "eval_results.txt").read_text().splitlines())}
+
+    assert results(trimmed_out) == pytest.approx(results(padded_out), abs=1e-5)
+    predictions = (padded_out / "predictions.txt").read_text(encoding="utf-8")
+    assert (trimmed_out / "predictions.txt").read_text(encoding="utf-8") == predictions
+    # The random weights tag the words differently: an equality of all-"O" files proves little.
+    predicted = [line.split(" ")[-1] for line in predictions.splitlines() if line]
+    assert len(set(predicted)) >= 2 and predicted.count("O") < len(predicted) - 5
+
+
+def test_trimmed_batches_cut_labels_with_the_inputs(records):
+    """A tagging batch cut to its longest window keeps every label weight, each with its
+    label; grouped by length (--group_by_length), an epoch still covers every window."""
+    task = TaggingTask(records["config"], len(records["labels"]))
+    shapes = ner_data.ner_shapes(SEQ)
+    for batch in input_pipeline.record_dataset([records["path"]], shapes, 8, False):
+        cut = task.trim_padding(batch, 4)
+        length = int(cut["input_ids"].shape[1])
+        assert {k: v.shape[1] for k, v in cut.items()} == dict.fromkeys(shapes, length)
+        assert float(tf.reduce_sum(cut["label_weights"])) == float(
+            tf.reduce_sum(batch["label_weights"]))
+        np.testing.assert_array_equal(cut["label_ids"], batch["label_ids"][:, :length])
+    n = len(records["windows"])
+    grouped = input_pipeline.record_dataset([records["path"]], shapes, 4, True, seed=1,
+                                            shuffle_buffer=0, group_by_length=True)
+    stream = np.concatenate([b["input_ids"].numpy() for b in grouped.take(n)])  # 4 epochs
+    every = sorted(w.values["input_ids"] for w in records["windows"])
+    for e in range(4):
+        assert sorted(stream[e * n:(e + 1) * n].tolist()) == every
 
 
 _scripts_with_the_module = with_the_module("scripts")

@@ -9,6 +9,7 @@ test_logits_and_predictions_equal_hugging_face below (oracle venv).
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,14 +21,16 @@ from _launch import Launched, env_without_tensorflow, signal_at_checkpoint
 from _oracle import DATA, MATERIAL, REPO, require_material, run_json_request
 from _pretraining_data import TINY_CONFIG
 from _together import started, with_the_module
+from test_length_batching import randomize
 
-from bert_mgpu.configs.base import TrainConfig
+from bert_mgpu.configs.base import ModelFiles, TrainConfig, TrainOptions
+from bert_mgpu.configs.squad import SquadAnswerOptions, SquadConfig
 from bert_mgpu.data import input_pipeline, squad_data, tfrecord
 from bert_mgpu.engine import checkpoint, towers, training
 from bert_mgpu.model import heads
 from bert_mgpu.model.bert_config import BertConfig
 from bert_mgpu.tasks.base import Task
-from bert_mgpu.tasks.squad import SquadTask
+from bert_mgpu.tasks.squad import SquadTask, run_squad
 
 VOCAB = os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")
 SCRIPT = os.path.join(REPO, "run_squad.py")
@@ -104,6 +107,139 @@ def test_squad_task_shares_add_up_to_googles_loss():
     sums = task.eval_sums(features)
     assert task.eval_metrics({k: v.numpy() for k, v in sums.items()})["loss"] == \
         pytest.approx(whole, rel=1e-5)
+
+
+def test_span_head_without_padding_equals_it_on_a_trimmed_batch():
+    """With `input_mask` the padding is out of the span softmax and ranks last: the logits of
+    the real tokens, and the loss, are those of the batch cut after its longest window."""
+    head = heads.SpanHead(BertConfig.from_dict(TINY_CONFIG))
+    rng = np.random.RandomState(1)
+    hidden = tf.constant(rng.normal(size=[2, 8, 32]).astype(np.float32))
+    mask = tf.constant([[1] * 5 + [0] * 3, [1] * 3 + [0] * 5])
+    start, end = tf.constant([[4], [0]]), tf.constant([[4], [2]])
+    padded = head(hidden, start, end, input_mask=mask)
+    cut = head(hidden[:, :6], start, end, input_mask=mask[:, :6])
+    assert float(cut["loss"]) == pytest.approx(float(padded["loss"]), abs=1e-6)
+    np.testing.assert_allclose(cut["start_logits"], padded["start_logits"][:, :6], atol=1e-6)
+    assert (padded["end_logits"].numpy()[mask.numpy() == 0] == heads.PADDING_SPAN_LOGIT).all()
+    # Google's (no mask) softmax runs over the padding too: another loss.
+    assert abs(float(head(hidden, start, end)["loss"]) - float(padded["loss"])) > 1e-3
+
+
+WORDS = ("the river city king army church castle north south war year people land sea "
+         "island bishop duke son french english norman viking roman old new great").split()
+
+
+def squad_json(seed=0):
+    """A v2.0 file of paragraphs of 6..60 words, three questions each (one without answer):
+    windows of very different lengths, the longest split by --doc_stride."""
+    rng = np.random.RandomState(seed)
+    paragraphs = []
+    for p in range(8):
+        words = [str(w) for w in rng.choice(WORDS, size=6 + 8 * p if p < 7 else 60)]
+        context = " ".join(words)
+        qas = []
+        for q in range(3):
+            first = int(rng.randint(0, len(words) - 2))
+            answer = " ".join(words[first:first + 2])
+            start = len(" ".join(words[:first])) + (1 if first else 0)
+            impossible = q == 2
+            question = " ".join(str(w) for w in rng.choice(WORDS, size=3)) + " ?"
+            qas.append({"id": f"p{p}q{q}", "question": question, "is_impossible": impossible,
+                        "answers": [] if impossible else [{"text": answer,
+                                                           "answer_start": start}]})
+        paragraphs.append({"context": context, "qas": qas})
+    return {"version": "v2.0", "data": [{"title": "t", "paragraphs": paragraphs}]}
+
+
+@pytest.fixture(scope="module")
+def length_runs(tmp_path_factory):
+    """run_squad (in process; v2.0, 2 towers, dropout on, from visible random weights) with
+    --pad_to_longest: batches cut to multiples of 8, and the same run with every batch kept at
+    --max_seq_length=64 (`trimmed_length` patched to the records' length); then, trimmed, a
+    prediction alone from the padded run's weights (in a copy of its output_dir). Returns
+    {"trimmed" | "padded" | "predicted": (output_dir, final weights)}."""
+    d = tmp_path_factory.mktemp("squad_lengths")
+    data = d / "squad.json"
+    data.write_text(json.dumps(squad_json()))
+    config = d / "bert_config.json"
+    config.write_text(json.dumps(dict(DROPOUT_CONFIG, vocab_size=30522)))
+    tf.random.set_seed(8)
+    init_model = SquadTask(BertConfig.from_json_file(str(config)))
+    randomize(init_model.named_variables(), seed=4)
+    init = checkpoint.write_bundle(str(d / "init" / "bert_model.ckpt"),
+                                   init_model.named_variables())
+    runs = {}
+    for name in ("trimmed", "padded", "predicted"):
+        out = d / name
+        if name == "predicted":
+            shutil.copytree(d / "padded", out)
+        cfg = SquadConfig(
+            model=ModelFiles(bert_config_file=str(config), vocab_file=VOCAB,
+                             init_checkpoint=init, max_seq_length=64),
+            train=TrainOptions(n_gpus=2, train_batch_size=2, learning_rate=1e-3,
+                               random_seed=6, shuffle_buffer_size=0,
+                               save_checkpoints_steps=1000, log_every_n_steps=100),
+            output_dir=str(out), train_file=str(data), predict_file=str(data),
+            do_train=name != "predicted", do_predict=True, do_eval=True, predict_batch_size=5,
+            num_train_epochs=1.0, pad_to_longest=True, pad_to_multiple_of=8,
+            answers=SquadAnswerOptions(doc_stride=24, max_query_length=12, n_best_size=5,
+                                       version_2_with_negative=True))
+        lengths, trimmed_length = [], input_pipeline.trimmed_length
+        with pytest.MonkeyPatch.context() as patch:
+            if name == "padded":
+                patch.setattr(input_pipeline, "trimmed_length",
+                              lambda input_mask, multiple: int(input_mask.shape[-1]))
+            else:
+                patch.setattr(input_pipeline, "trimmed_length", lambda *args: lengths.append(
+                    trimmed_length(*args)) or lengths[-1])
+            run_squad(cfg)
+        # Training and prediction batches were cut to several lengths, most shorter than 64.
+        assert name == "padded" or (len(set(lengths)) >= 3 and min(lengths) < 64
+                                    and {n % 8 for n in lengths} == {0}), sorted(set(lengths))
+        reader = tf.train.load_checkpoint(str(out))
+        runs[name] = (out, {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()})
+    return runs
+
+
+def test_trimmed_run_equals_the_padded_run(length_runs):
+    """--pad_to_longest: the trained weights (dropout on) and answers are those of the run
+    whose batches keep the padding; predicted from the same weights, predictions.json,
+    nbest_predictions.json, null_odds.json and eval_results.txt are the padded run's: the texts
+    exactly, the numbers to 1e-5."""
+    (padded_out, padded), (trimmed_out, trimmed) = length_runs["padded"], length_runs["trimmed"]
+    assert int(padded["global_step"]) == 6 == int(trimmed["global_step"])  # 24 / (2 x 2)
+    assert sorted(padded) == sorted(trimmed)
+    for name in padded:
+        np.testing.assert_allclose(trimmed[name], padded[name], atol=1e-5, err_msg=name)
+    assert (trimmed_out / "predictions.json").read_text() == \
+        (padded_out / "predictions.json").read_text()
+    trimmed_out = length_runs["predicted"][0]  # predicted trimmed from the padded run's weights
+
+    def same(a, b, where):
+        if isinstance(a, dict):
+            assert sorted(a) == sorted(b), where
+            for key in a:
+                same(a[key], b[key], f"{where}/{key}")
+        elif isinstance(a, list):
+            assert len(a) == len(b), where
+            for i, (x, y) in enumerate(zip(a, b)):
+                same(x, y, f"{where}[{i}]")
+        elif isinstance(a, float):
+            assert a == pytest.approx(b, abs=1e-5), where
+        else:
+            assert a == b, where
+
+    for name in ("predictions.json", "nbest_predictions.json", "null_odds.json"):
+        same(json.loads((trimmed_out / name).read_text()),
+             json.loads((padded_out / name).read_text()), name)
+    predictions = json.loads((padded_out / "predictions.json").read_text())
+    assert len(predictions) == 24 and len(set(predictions.values())) > 5  # spread answers
+    results = [dict(line.split(" = ") for line in
+                    (out / "eval_results.txt").read_text().splitlines())
+               for out in (trimmed_out, padded_out)]
+    assert {k: float(v) for k, v in results[0].items()} == pytest.approx(
+        {k: float(v) for k, v in results[1].items()}, abs=1e-5)
 
 
 def test_flags_defaults_and_steps_are_googles(tmp_path):

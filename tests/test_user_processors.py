@@ -325,15 +325,13 @@ def fork_command(script, processors_file):
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("user_processors")
     jobs = {}
-    for script in ("run_classifier_mgpu.py", "run_classifier.py"):
-        directory = root / script.replace(".py", "")
-        directory.mkdir()
-        processors_file = fork_world(directory)
-
-        # Run in that directory: the command's relative paths are the fork's.
-        jobs[script] = lambda d=directory, s=script, p=processors_file: (subprocess.run(
-            fork_command(s, p), capture_output=True, text=True, timeout=300, cwd=d,
-            env=script_env(PYTHONPATH=REPO)), d)
+    directory = root / "run_classifier_mgpu"
+    directory.mkdir()
+    processors_file = fork_world(directory)
+    # Run in that directory: the command's relative paths are the fork's.
+    jobs["fork"] = lambda: (subprocess.run(
+        fork_command("run_classifier_mgpu.py", processors_file), capture_output=True, text=True,
+        timeout=300, cwd=directory, env=script_env(PYTHONPATH=REPO)), directory)
     lcqmc = root / "lcqmc"
     rng = np.random.RandomState(4)
     for split, n in (("train", 41), ("dev", 8), ("test", 6)):
@@ -360,9 +358,20 @@ def runs(tmp_path_factory):
         yield futures
 
 
-@pytest.mark.parametrize("script", ["run_classifier_mgpu.py", "run_classifier.py"])
-def test_the_forks_command_runs_with_its_processor_pasted(runs, script):
-    proc, directory = runs[script].result()
+def script_code(name):
+    """A top-level script's code: its source after the module docstring."""
+    source = open(os.path.join(REPO, name), encoding="utf-8").read()
+    return source[source.index('"""', source.index('"""') + 3) + 3:]
+
+
+def test_the_forks_command_runs_with_its_processor_pasted(runs):
+    """The fork's command, through run_classifier_mgpu.py. Google's name, run_classifier.py,
+    is the same program under another docstring (asserted here), so the command runs the same
+    through it; a run of its own would repeat this one (run_classifier.py with a processors
+    file runs in test_sentence_pairs_train_evaluate_predict_and_reuse_features)."""
+    assert script_code("run_classifier.py") == script_code("run_classifier_mgpu.py")
+    assert "run_classifier_job(cfg)" in script_code("run_classifier.py")
+    proc, directory = runs["fork"].result()
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Towers (--n_gpus) = 2" in proc.stderr
     out = directory / "model" / "highlevel" / "model_mgpu_test"
@@ -385,15 +394,21 @@ def test_sentence_pairs_train_evaluate_predict_and_reuse_features(runs):
 
 
 def test_the_savedmodel_export_serves_the_runs_labels(runs, tmp_path):
-    """export_saved_model.py on the JDCOMMENT run: the pair signature's labels are
-    get_labels()'s ("1".."5", from run_config.json) at the predicted index (predict.txt's, which
-    no label equals), and its probabilities the run's test_results.tsv."""
+    """The export of the JDCOMMENT run (export_saved_model.py --output_dir --export_dir, in
+    process: the script is that config and this one call, run as a script in test_export): the
+    pair signature's labels are get_labels()'s ("1".."5", from run_config.json) at the
+    predicted index (predict.txt's, which no label equals), and its probabilities the run's
+    test_results.tsv."""
     proc, jd = runs["jdcomment"].result()
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = jd / "out"
-    export = run_command([sys.executable, os.path.join(REPO, "export_saved_model.py"),
-                          f"--output_dir={out}", f"--export_dir={tmp_path / 'export'}"])
-    assert export.returncode == 0, export.stderr[-3000:]
+    from bert_mgpu.configs.base import ModelFiles
+    from bert_mgpu.configs.serving import ExportConfig
+    from bert_mgpu.serving import export
+
+    assert export.export_saved_model(ExportConfig(
+        model=ModelFiles(), output_dir=str(out), export_dir=str(tmp_path / "export"))) == \
+        str(tmp_path / "export" / "1")
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the in-graph tokenizer's ops)
 

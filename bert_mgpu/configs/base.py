@@ -259,6 +259,34 @@ def check_group_by_length(group_by_length: bool, shuffle_buffer_size: int) -> No
                          "set, in memory, grouped every epoch)")
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LengthBatching:
+    """The length-aware batching flags of the fine-tuning jobs (run_classifier_mgpu.py,
+    run_ner.py, run_squad.py), one definition for all: with `pad_to_longest` every batch,
+    training, evaluation and prediction, is cut to its longest example rounded up to
+    `pad_to_multiple_of` (TrainConfig.pad_to_multiple_of); `group_by_length` also groups the
+    training batches by length. A job's config derives from it (a job may change a default)."""
+    pad_to_longest: bool = True
+    pad_to_multiple_of: int = 16
+    group_by_length: bool = False
+
+    def length_batching(self, max_seq_length: int) -> Dict[str, Any]:
+        """The TrainConfig fields of these flags (`epochs_train_config`'s `length_batching`),
+        for records of `max_seq_length`; none without --pad_to_longest."""
+        if not self.pad_to_longest:
+            return {}
+        return dict(pad_to_multiple_of=self.pad_to_multiple_of,
+                    group_by_length=self.group_by_length, max_seq_length=max_seq_length)
+
+    def validate_length_batching(self, shuffle_buffer_size: int) -> None:
+        """Raises ValueError naming the flag (one line)."""
+        check_at_least(self, 1, "pad_to_multiple_of")
+        if self.group_by_length and not self.pad_to_longest:
+            raise ValueError("--group_by_length needs --pad_to_longest (grouped batches are "
+                             "only faster when trimmed)")
+        check_group_by_length(self.group_by_length, shuffle_buffer_size)
+
+
 def check_epochs(cfg) -> None:
     if not cfg.num_train_epochs > 0:
         raise ValueError(f"--num_train_epochs must be > 0, got {cfg.num_train_epochs}")

@@ -7,13 +7,13 @@ from typing import Any, Dict, Optional
 from bert_mgpu.configs.base import (
     TRUNCATIONS,
     ClusterConfig,
+    LengthBatching,
     ModelFiles,
     TrainConfig,
     TrainOptions,
     check_at_least,
     check_eval_during_training,
     check_fine_tuning,
-    check_group_by_length,
     epochs_train_config,
     per_task,
     split_tasks,
@@ -84,8 +84,10 @@ def task_labels(task_names) -> list:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ClassifierConfig:
-    """run_classifier_mgpu.py (Google's flags, the fork's, and the trainer's)."""
+class ClassifierConfig(LengthBatching):
+    """run_classifier_mgpu.py (Google's flags, the fork's, and the trainer's; the length-aware
+    batching flags of `LengthBatching`: on for every batch by default, the results are the
+    padded run's up to float rounding, grouping changes the order of training examples)."""
     model: ModelFiles
     train: TrainOptions
     cluster: Optional[ClusterConfig] = None
@@ -120,11 +122,6 @@ class ClassifierConfig:
     multilabel_threshold: float = 0.5
     classifier_input: str = "pooled"
     task_sampling: str = "proportional"
-    # Length-aware batching (see TrainConfig): on for every batch by default (the results are
-    # the padded run's up to float rounding); grouping changes the order of training examples.
-    pad_to_longest: bool = True
-    pad_to_multiple_of: int = 16
-    group_by_length: bool = False
     flags: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
@@ -172,12 +169,8 @@ class ClassifierConfig:
         Raises:
           ValueError: the training set makes no step.
         """
-        lengths = {}
-        if self.pad_to_longest:
-            lengths = dict(pad_to_multiple_of=self.pad_to_multiple_of,
-                           group_by_length=self.group_by_length,
-                           max_seq_length=self.model.max_seq_length)
-        return epochs_train_config(self, num_train_examples, num_workers, **lengths)
+        return epochs_train_config(self, num_train_examples, num_workers,
+                                   **self.length_batching(self.model.max_seq_length))
 
     def validate(self) -> None:
         check_fine_tuning(self)
@@ -192,11 +185,7 @@ class ClassifierConfig:
         if self.num_tasks > 1:
             self._validate_multitask()
         self.train.validate()
-        check_at_least(self, 1, "pad_to_multiple_of")
-        if self.group_by_length and not self.pad_to_longest:
-            raise ValueError("--group_by_length needs --pad_to_longest (grouped batches are "
-                             "only faster when trimmed)")
-        check_group_by_length(self.group_by_length, self.train.shuffle_buffer_size)
+        self.validate_length_batching(self.train.shuffle_buffer_size)
 
     def _validate_windows(self) -> None:
         """--doc_stride and --window_pooling."""

@@ -5,6 +5,7 @@ from typing import Any, Dict, Optional
 
 from bert_mgpu.configs.base import (
     ClusterConfig,
+    LengthBatching,
     ModelFiles,
     TrainConfig,
     TrainOptions,
@@ -17,9 +18,10 @@ TAG_SCHEMES = ("bio", "bioes")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class NerConfig:
+class NerConfig(LengthBatching):
     """run_ner.py: token classification on CoNLL files (Google's fine-tuning flags, the
-    trainer's, evaluation during training, and the tagging ones).
+    trainer's, evaluation during training, the tagging ones, and the length-aware batching of
+    `LengthBatching`: on by default, every window's tags and scores are the padded run's).
 
     `tag_scheme`: "bio" trains on the tags as written in the files; "bioes" converts them to
     BIOES first (single-word entities S-, last words E-) and writes predictions back in the
@@ -65,7 +67,8 @@ class NerConfig:
         Raises:
           ValueError: the training set makes no step.
         """
-        return epochs_train_config(self, num_train_windows, num_workers, items="windows")
+        return epochs_train_config(self, num_train_windows, num_workers, items="windows",
+                                   **self.length_batching(self.model.max_seq_length))
 
     def validate(self) -> None:
         check_fine_tuning(self)
@@ -79,3 +82,4 @@ class NerConfig:
                              f"{self.doc_stride}")
         check_eval_during_training(self, "dev.txt")
         self.train.validate()
+        self.validate_length_batching(self.train.shuffle_buffer_size)

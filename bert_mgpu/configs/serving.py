@@ -4,6 +4,7 @@ import dataclasses
 from typing import Optional
 
 from bert_mgpu.configs.base import TRUNCATIONS, ModelFiles, check_at_least
+from bert_mgpu.configs.classifier import WINDOW_POOLINGS
 from bert_mgpu.configs.squad import SquadAnswerOptions
 
 # export_saved_model.py --length_chunks (see export.py).
@@ -40,6 +41,11 @@ class ExportConfig:
     task_label: Optional[str] = None
     # The classifier's batches are sorted by length and run in up to this many chunks.
     length_chunks: int = DEFAULT_LENGTH_CHUNKS
+    # --task=classifier of a run_classifier_mgpu.py --doc_stride run: a text read in windows
+    # `doc_stride` pieces apart (None: the run's, 0 for none), pooled by `window_pooling`
+    # (the run's unless given).
+    doc_stride: Optional[int] = None
+    window_pooling: str = "mean"
     # --task=squad: run_squad.py's flags (read from the run's run_config.json unless given).
     squad: Optional[SquadAnswerOptions] = None
     flags_given: frozenset = frozenset()
@@ -56,6 +62,11 @@ class ExportConfig:
                              f"none")
         if self.squad is not None:
             self.squad.validate()
+        if self.doc_stride is not None:
+            check_at_least(self, 0, "doc_stride")
+        if self.window_pooling not in WINDOW_POOLINGS:
+            raise ValueError(f"--window_pooling must be one of {', '.join(WINDOW_POOLINGS)}, "
+                             f"got {self.window_pooling!r}")
         if self.truncation not in TRUNCATIONS:
             raise ValueError(f"--truncation must be one of {', '.join(TRUNCATIONS)}, got "
                              f"{self.truncation!r}")

@@ -5,6 +5,7 @@ from typing import Any, Dict, Optional
 
 from bert_mgpu.configs.base import (
     ClusterConfig,
+    LengthBatching,
     ModelFiles,
     TrainConfig,
     TrainOptions,
@@ -34,10 +35,16 @@ class SquadAnswerOptions:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SquadConfig:
+class SquadConfig(LengthBatching):
     """run_squad.py: Google's flags (same names, defaults and meaning), plus `do_eval` and the
     trainer's; the windows' and answers' flags are the `answers` subtree (what a SQuAD export
-    reads back from the run)."""
+    reads back from the run).
+
+    Length-aware batching (`LengthBatching`) is off by default here: Google's span softmax and
+    n-best ranking run over every position, padding included, which no trimmed batch has. With
+    `pad_to_longest` the span head leaves the padding out of both (tasks/squad.py), so trimmed
+    and padded batches give the same weights and predictions, and neither is Google's exactly.
+    """
     model: ModelFiles
     train: TrainOptions
     cluster: Optional[ClusterConfig] = None
@@ -53,6 +60,7 @@ class SquadConfig:
     answers: SquadAnswerOptions = SquadAnswerOptions()
     verbose_logging: bool = False
     allow_random_weights: bool = False
+    pad_to_longest: bool = False
     flags: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def train_config(self, num_train_examples: int = 0, num_workers: int = 1) -> TrainConfig:
@@ -64,7 +72,8 @@ class SquadConfig:
           ValueError: the training set makes no step.
         """
         return epochs_train_config(self, num_train_examples, num_workers,
-                                    source=f" in {self.train_file}")
+                                   source=f" in {self.train_file}",
+                                   **self.length_batching(self.model.max_seq_length))
 
     def validate(self) -> None:
         """Google's `validate_flags_or_throw` (but the model's length, checked with the model
@@ -85,3 +94,4 @@ class SquadConfig:
                              f"than max_query_length ({self.answers.max_query_length}) + 3")
         check_epochs(self)
         self.train.validate()
+        self.validate_length_batching(self.train.shuffle_buffer_size)

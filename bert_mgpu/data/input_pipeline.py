@@ -9,7 +9,7 @@ checkpoint (tf.data iterator state), so a resumed run neither repeats nor skips 
 import dataclasses
 import glob
 import os
-from typing import List, Mapping, Optional, Sequence
+from typing import AbstractSet, List, Mapping, Optional, Sequence
 
 from bert_mgpu.data import features, file_io
 
@@ -344,19 +344,22 @@ def dropout_layout_length(input_files: Sequence[str], max_seq_length: int,
     return min(max_seq_length, max(1, -(-longest // max(1, multiple))) * max(1, multiple))
 
 
-def trim_padding(batch: Mapping, multiple: int) -> dict:
+def trim_padding(batch: Mapping, multiple: int,
+                 sequence_features: AbstractSet[str] = features.SEQUENCE_FEATURES) -> dict:
     """A batch cut to `trimmed_length`: the padding past its longest example dropped from the
-    sequence features (features.SEQUENCE_FEATURES); called eagerly on each batch.
+    sequence features; called eagerly on each batch.
 
     Args:
       batch: dict of Tensors [batch, ...] with `input_mask` [batch, length] (or [batch, ...,
         length]: the sequence axis is the last one, which is cut in every sequence feature).
       multiple: Python int >= 1.
+      sequence_features: the names of the features with that sequence axis (default: those of
+        the classifier records; a tagging record's per-token labels too, ner_data).
     """
     length = trimmed_length(batch["input_mask"], multiple)
     if length == batch["input_mask"].shape[-1]:
         return dict(batch)
-    return {name: t[..., :length] if name in features.SEQUENCE_FEATURES else t
+    return {name: t[..., :length] if name in sequence_features else t
             for name, t in batch.items()}
 
 

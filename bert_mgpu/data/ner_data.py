@@ -43,6 +43,9 @@ from bert_mgpu.data.sequence import window_spans
 CACHE_FORMAT_VERSION = 1
 
 NER_FEATURES = ("input_ids", "input_mask", "segment_ids", "label_ids", "label_weights")
+# The features with a sequence axis, which a batch trimmed to its longest window cuts
+# (input_pipeline.trim_padding): BERT's inputs and the per-piece labels and weights.
+SEQUENCE_FEATURES = features.SEQUENCE_FEATURES | {"label_ids", "label_weights"}
 DOCSTART = "-DOCSTART-"
 OUTSIDE = "O"
 PREFIXES = ("B", "I", "E", "S")

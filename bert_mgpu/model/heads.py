@@ -222,6 +222,11 @@ def _softmax_classifier(features, output_weights, output_bias, labels):
 # ---------------------------------------------------------------------------------------------
 # SQuAD
 
+# SpanHead's logit of a padding position when the padding is left out (as BERT's attention
+# mask adder: exp of it underflows to 0 in float32 next to any real logit).
+PADDING_SPAN_LOGIT = -10000.0
+
+
 class SpanHead(tf.Module):
     """Google's `run_squad.create_model` head: one linear layer from every position's hidden
     state to a start and an end logit. Variables `cls/squad/output_weights` [2, H] (truncated
@@ -240,12 +245,16 @@ class SpanHead(tf.Module):
     def named_variables(self):
         return self._store.as_dict()
 
-    def __call__(self, sequence_output, start_positions=None, end_positions=None
-                 ) -> Dict[str, tf.Tensor]:
+    def __call__(self, sequence_output, start_positions=None, end_positions=None,
+                 input_mask=None) -> Dict[str, tf.Tensor]:
         """Args:
           sequence_output: float Tensor [B, S, H] (the encoder's last layer).
           start_positions, end_positions: optional int32 Tensors [B] or [B, 1], the answer's
             first and last token (0, the [CLS] position, when the window has no answer).
+          input_mask: optional int Tensor [B, S]: given, the logits of the padding (mask 0) are
+            PADDING_SPAN_LOGIT, so the softmax runs over the real tokens only (exp underflows
+            to 0) and they rank last; a batch cut after its longest window then gives the
+            logits and loss of the padded one. None: Google's, over every position.
 
         Returns:
           dict with `start_logits`, `end_logits` (float32 [B, S]) and, given positions,
@@ -257,6 +266,8 @@ class SpanHead(tf.Module):
                            tf.cast(weights, sequence_output.dtype))  # [B, S, 2]
         logits = tf.nn.bias_add(logits, tf.cast(modeling.param(self.output_bias), logits.dtype))
         logits = tf.cast(logits, tf.float32)
+        if input_mask is not None:
+            logits = tf.where(tf.equal(input_mask, 0)[:, :, None], PADDING_SPAN_LOGIT, logits)
         result = {"start_logits": logits[:, :, 0], "end_logits": logits[:, :, 1]}
         if start_positions is None:
             return result

@@ -18,6 +18,14 @@ UTF-8 strings):
 - `serve_ids`: `input_ids`, `input_mask`, `segment_ids` int32 [batch, seq_length] -> the outputs
   (for servers that tokenize elsewhere).
 
+A classifier run with `--doc_stride` (`ResolvedExport.doc_stride` > 0) reads long texts as
+its script does (serving/windows.py): the raw-text signatures cut every text into the
+script's windows, run the encoder on all windows of the batch and pool each text's windows by
+`window_pooling` (`ServedClassifier.pool`), so their outputs still have one row per text;
+`tokenize` / `tokenize_pair` give the windows (`input_ids`, `input_mask`, `segment_ids` int32
+[windows, max_seq_length]) and `example_index` int32 [windows] (the text of each); `serve_ids`
+classifies each row as one window.
+
 The SQuAD export (`--task=squad`, a run_squad.py model) has its own (see `squad_export`):
 
 - `serving_default`: `question`, `context` string [batch] -> `answer` string [batch] (the
@@ -88,13 +96,14 @@ from typing import Callable, Dict, List, Optional, Sequence
 import tensorflow as tf
 from absl import logging
 
-from bert_mgpu.configs.classifier import TASK_TYPES
+from bert_mgpu.configs.classifier import TASK_TYPES, WINDOW_POOLINGS
 from bert_mgpu.configs.serving import DEFAULT_LENGTH_CHUNKS
 from bert_mgpu.configs.squad import SquadAnswerOptions
 from bert_mgpu.engine import checkpoint
 from bert_mgpu.model import heads, modeling
 from bert_mgpu.model.bert_config import BertConfig
 from bert_mgpu.model.head_spec import ClassifierHeadSpec, classifier_head_of_run
+from bert_mgpu.serving import windows as serving_windows
 from bert_mgpu.serving.squad import SquadServing
 
 _COMPUTE_DTYPES = {"fp32": tf.float32, "bf16": tf.bfloat16, "fp16": tf.float16}
@@ -148,22 +157,35 @@ class ServedClassifier(tf.Module):
     def __call__(self, pooled_output):
         """pooled_output float [B, H] -> dict of outputs [B, ...] (module docstring)."""
         logits = self.classifier.logits(tf.cast(pooled_output, tf.float32))  # [B, labels]
-        return self._OUTPUTS[TASK_TYPES[self.task_type].label_encoding](self, logits)
+        return self._from_value(self._VALUES[self._encoding](logits))
 
-    def _score(self, logits):
-        return {"predictions": logits[:, 0]}
+    @property
+    def _encoding(self):
+        return TASK_TYPES[self.task_type].label_encoding
 
-    def _multi_hot(self, logits):
-        probabilities = tf.sigmoid(logits)
-        return {"probabilities": probabilities, "predicted": probabilities > self.threshold}
+    def pool(self, outputs, example_index, num_texts, pooling: str):
+        """The outputs of texts from those of their windows (`__call__`'s [W, ...]), as the
+        classifier's eval and predict pool a --doc_stride run's windows: the `pooling` of the
+        probabilities (a row renormalised to sum to 1) / scores / sigmoid probabilities, the
+        label ids and predicted labels taken from the pooled values."""
+        name = "predictions" if self._encoding == "score" else "probabilities"
+        pooled = serving_windows.pool(outputs[name], example_index, num_texts, pooling)
+        if self._encoding == "index":
+            pooled = pooled / tf.reduce_sum(pooled, axis=-1, keepdims=True)
+        return self._from_value(pooled)
 
-    def _index(self, logits):
-        probabilities = tf.nn.softmax(logits, axis=-1)
-        return {"probabilities": probabilities,
-                "label_id": tf.argmax(probabilities, axis=-1, output_type=tf.int32)}
+    def _from_value(self, value):
+        """The outputs of the head's value [B, ...] (probabilities, score or sigmoids)."""
+        if self._encoding == "score":
+            return {"predictions": value}
+        if self._encoding == "multi_hot":
+            return {"probabilities": value, "predicted": value > self.threshold}
+        return {"probabilities": value,
+                "label_id": tf.argmax(value, axis=-1, output_type=tf.int32)}
 
-    # TaskType.label_encoding -> the outputs of a head of that type.
-    _OUTPUTS = {"score": _score, "multi_hot": _multi_hot, "index": _index}
+    # TaskType.label_encoding -> logits [B, labels] -> the head's value.
+    _VALUES = {"score": lambda logits: logits[:, 0], "multi_hot": tf.sigmoid,
+               "index": lambda logits: tf.nn.softmax(logits, axis=-1)}
 
 
 def _build_classifier(bert_config, shapes, spec):
@@ -236,9 +258,13 @@ class ServingModel(tf.Module):
     def __init__(self, bert_config: BertConfig, tokenizer, task: str, head_module,
                  labels: Optional[Sequence[str]] = None, compute_dtype=tf.float32,
                  jit_compile: bool = False, squad: Optional[SquadAnswerOptions] = None,
-                 length_chunks: int = DEFAULT_LENGTH_CHUNKS):
+                 length_chunks: int = DEFAULT_LENGTH_CHUNKS, doc_stride: int = 0,
+                 window_pooling: str = "mean"):
         super().__init__(name=None)
         self.tokenizer = tokenizer
+        # A --doc_stride classifier: each text is read in windows, pooled by window_pooling.
+        self.doc_stride = doc_stride
+        self.window_pooling = window_pooling
         self.task = task
         self._task = _TASKS[task]
         self.squad = SquadServing(tokenizer, squad) if squad is not None else None
@@ -353,10 +379,22 @@ class ServingModel(tf.Module):
         return self._finish(self._encode_cut(input_ids, input_mask, segment_ids))
 
     def serve_text(self, text_a, text_b=None):
+        if self.doc_stride:
+            return self._serve_windows(text_a, text_b)
         features = self.tokenize(text_a, text_b)
         # Cut the padding to the longest text of the batch (at least 1 position).
         return self._finish(self._encode_cut(
             features["input_ids"], features["input_mask"], features["segment_ids"]))
+
+    def _serve_windows(self, text_a, text_b):
+        """A --doc_stride classifier: every window of every text through the encoder (cut and
+        chunked by length as texts are), then each text's windows pooled."""
+        windows = serving_windows.document_windows(self.tokenizer, text_a, text_b,
+                                                   self.doc_stride)
+        outputs = self._encode_cut(windows["input_ids"], windows["input_mask"],
+                                   windows["segment_ids"])
+        return self._finish(self.head.pool(outputs, windows["example_index"],
+                                           tf.shape(text_a)[0], self.window_pooling))
 
     def tokenize_squad(self, question, context):
         """The windows of (question, context) as run_squad.py builds them (padded to
@@ -380,6 +418,10 @@ class ServingModel(tf.Module):
                                   logits["end_logits"])
 
     def tokenize(self, text_a, text_b=None):
+        if self.doc_stride:  # the windows, padded to max_seq_length, and their texts
+            return serving_windows.document_windows(self.tokenizer, text_a, text_b,
+                                                    self.doc_stride,
+                                                    self.tokenizer.max_seq_length)
         # The ServingTokenizer follows Google's convert_single_example: a second text that is
         # empty or has no tokens leaves the row a single text (its budget and head_tail too).
         return self.tokenizer.tokenize(text_a, text_b)
@@ -432,6 +474,10 @@ class ResolvedExport:
     squad: SquadAnswerOptions = SquadAnswerOptions()
     # --task=classifier: the run's head (a multi-task run's --task_label) and its task type.
     head: ClassifierHeadSpec = ClassifierHeadSpec()
+    # --task=classifier: the run's --doc_stride (0: one window, Google's truncation) and
+    # --window_pooling.
+    doc_stride: int = 0
+    window_pooling: str = "mean"
 
 
 def read_run_config(run_dir: str) -> dict:
@@ -499,6 +545,13 @@ def resolve(cfg) -> ResolvedExport:
         except ValueError as e:
             raise ExportError(str(e)) from None
     labels = list(cfg.label_list) if cfg.label_list else head.labels
+    doc_stride, window_pooling = 0, "mean"
+    if cfg.task == "classifier":
+        # The classifier's --doc_stride defaults to 0 (run_squad.py's flag of the same name,
+        # which the export shares, to 128): the run's unless given.
+        doc_stride = int(cfg.doc_stride if cfg.doc_stride is not None
+                         else run.get("doc_stride") or 0)
+        window_pooling = option("window_pooling", cfg.window_pooling)
     given_squad = cfg.squad or SquadAnswerOptions()
     squad = SquadAnswerOptions(**{f.name: type(f.default)(option(f.name, getattr(given_squad,
                                                                                  f.name)))
@@ -510,6 +563,7 @@ def resolve(cfg) -> ResolvedExport:
         max_seq_length=int(option("max_seq_length", model.max_seq_length)), squad=squad,
         truncation=option("truncation", cfg.truncation),
         head_tokens=int(option("head_tokens", cfg.head_tokens)), head=head,
+        doc_stride=doc_stride, window_pooling=window_pooling,
         labels=[str(x) for x in labels] if labels is not None else None)
 
 
@@ -563,12 +617,32 @@ def build_serving_model(spec: ResolvedExport, task: str, precision: str = "fp32"
         except ValueError as e:
             raise ExportError(str(e)) from None
         squad = spec.squad
+    if spec.doc_stride:
+        _check_windows(spec, task)
     model = ServingModel(bert_config, tokenizer, task, head, labels,
                          compute_dtype=_COMPUTE_DTYPES[precision], jit_compile=jit_compile,
-                         squad=squad, length_chunks=length_chunks)
+                         squad=squad, length_chunks=length_chunks, doc_stride=spec.doc_stride,
+                         window_pooling=spec.window_pooling)
     # Every variable of the served model must come from the checkpoint.
     checkpoint.restore_checkpoint(prefix, model.named_variables(), strict=True)
     return model
+
+
+def _check_windows(spec: ResolvedExport, task: str) -> None:
+    """Raises ExportError for a --doc_stride export the classifier's run would refuse."""
+    if task != "classifier":
+        raise ExportError(f"--doc_stride={spec.doc_stride}: windows of long texts are "
+                          f"exported for --task=classifier only")
+    budget = spec.max_seq_length - 2
+    if not 0 < spec.doc_stride <= budget:
+        raise ExportError(f"--doc_stride={spec.doc_stride} must be in [0, --max_seq_length - 2 "
+                          f"= {budget}]")
+    if spec.truncation == "head_tail":
+        raise ExportError(f"--doc_stride={spec.doc_stride} keeps every piece of a long text "
+                          f"in windows; --truncation=head_tail cuts it: choose one")
+    if spec.window_pooling not in WINDOW_POOLINGS:
+        raise ExportError(f"--window_pooling must be one of {', '.join(WINDOW_POOLINGS)}, got "
+                          f"{spec.window_pooling!r}")
 
 
 def export_saved_model(cfg) -> str:

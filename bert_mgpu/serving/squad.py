@@ -41,6 +41,8 @@ WordPiece vocabularies only.
 import tensorflow as tf
 
 from bert_mgpu.configs.squad import SquadAnswerOptions
+from bert_mgpu.serving.tokenizer import pack_rows, token_column
+from bert_mgpu.serving.windows import slice_windows, window_spans
 
 _NEG_INF = float("-inf")
 
@@ -82,60 +84,45 @@ class SquadServing(tf.Module):
         query = self.tokenizer.tokenize_ids(question)[:, :opt.max_query_length]
         doc_ids, char_start, char_end = self.tokenizer.tokenize_with_offsets(context)
         query_len = query.row_lengths()                      # [B]
-        num_doc = doc_ids.row_lengths()                      # [B]
         # Google: max_tokens_for_doc, and windows `min(length, doc_stride)` apart.
         max_doc = self.tokenizer.max_seq_length - query_len - 3         # [B], >= 1 (validate)
-        step = tf.minimum(max_doc, opt.doc_stride)
-        over = tf.maximum(num_doc - max_doc, 0)
-        num_windows = 1 + (over + step - 1) // step           # [B]; one for an empty context
-        example = tf.repeat(tf.range(tf.size(num_windows, out_type=tf.int64)), num_windows)
-        k = tf.ragged.range(num_windows).values               # [W] window index in its example
-        w_max_doc = tf.gather(max_doc, example)
-        doc_start = k * tf.gather(step, example)
-        doc_length = tf.minimum(tf.gather(num_doc, example) - doc_start, w_max_doc)
-        w_query_len = tf.gather(query_len, example)
-        doc_offset = w_query_len + 2
+        example, doc_start, doc_length = window_spans(doc_ids.row_lengths(), max_doc,
+                                                      opt.doc_stride)
+        w_query = tf.gather(query, example)
+        doc_offset = tf.gather(query_len, example) + 2
         length = doc_offset + doc_length + 1
+        doc, token = slice_windows(doc_ids, example, doc_start, doc_length)  # [W, (doc)]
 
         # Google's `_check_is_max_context`: score min(left, right) + 0.01 * window length,
         # float64 as Python; the first window with the highest score wins.
-        doc_positions = tf.ragged.range(doc_start, doc_start + doc_length)   # [W, (doc)]
-        window_of = doc_positions.value_rowids()
-        token = (tf.gather(doc_ids.row_splits[:-1], tf.gather(example, window_of))
-                 + doc_positions.values)                      # index into doc_ids.values
-        left = doc_positions.values - tf.gather(doc_start, window_of)
+        window_of = token.value_rowids()
+        left = tf.ragged.range(doc_length).values
         right = tf.gather(doc_length, window_of) - 1 - left
         score = (tf.cast(tf.minimum(left, right), tf.float64)
                  + 0.01 * tf.cast(tf.gather(doc_length, window_of), tf.float64))
         num_tokens = tf.size(doc_ids.values, out_type=tf.int64)
-        best = tf.math.unsorted_segment_max(score, token, num_tokens)
+        best = tf.math.unsorted_segment_max(score, token.values, num_tokens)
         first = tf.math.unsorted_segment_min(
-            tf.where(tf.equal(score, tf.gather(best, token)), window_of,
-                     tf.int64.max), token, num_tokens)
-        is_max = tf.equal(tf.gather(first, token), window_of)
+            tf.where(tf.equal(score, tf.gather(best, token.values)), window_of,
+                     tf.int64.max), token.values, num_tokens)
+        is_max = tf.equal(tf.gather(first, token.values), window_of)
 
-        ones = tf.ones_like(doc_start, tf.int32)[:, None]
-        cls = tf.RaggedTensor.from_tensor(ones * cls_id)
-        sep = tf.RaggedTensor.from_tensor(ones * sep_id)
-        doc = doc_positions.with_values(tf.gather(doc_ids.values, token))
-        ids = tf.concat([cls, tf.gather(query, example), sep, doc, sep], axis=1)
-        segments = tf.concat([tf.zeros_like(cls), tf.zeros_like(tf.gather(query, example)),
-                              tf.zeros_like(sep), tf.ones_like(doc), tf.ones_like(sep)], axis=1)
-        false = tf.zeros_like(cls, tf.bool)
-        max_context = tf.concat([false, tf.zeros_like(tf.gather(query, example), tf.bool),
-                                 false, doc_positions.with_values(is_max), false], axis=1)
+        rows = tf.size(example, out_type=tf.int64)
+        cls = token_column(rows, cls_id)
+        sep = token_column(rows, sep_id)
         if padded_length is None:
             padded_length = tf.reduce_max(tf.concat([length, [1]], 0))
-        shape = tf.stack([tf.size(length, out_type=tf.int64),
-                          tf.cast(padded_length, tf.int64)])
-        return {"input_ids": ids.to_tensor(0, shape=shape),
-                "input_mask": tf.ones_like(ids).to_tensor(0, shape=shape),
-                "segment_ids": segments.to_tensor(0, shape=shape),
-                "example_index": tf.cast(example, tf.int32),
-                "length": length, "doc_offset": doc_offset, "doc_length": doc_length,
-                "doc_start": doc_start,
-                "max_context": max_context.to_tensor(False, shape=shape),
-                "doc_tokens": (doc_ids, char_start, char_end)}
+        packed = pack_rows([(cls, 0), (w_query, 0), (sep, 0), (doc, 1), (sep, 1)],
+                           padded_length)
+        false = tf.zeros_like(cls, tf.bool)
+        max_context = tf.concat([false, tf.zeros_like(w_query, tf.bool), false,
+                                 token.with_values(is_max), false], axis=1)
+        shape = tf.stack([rows, tf.cast(padded_length, tf.int64)])
+        return dict(packed, example_index=tf.cast(example, tf.int32),
+                    length=length, doc_offset=doc_offset, doc_length=doc_length,
+                    doc_start=doc_start,
+                    max_context=max_context.to_tensor(False, shape=shape),
+                    doc_tokens=(doc_ids, char_start, char_end))
 
     def answers(self, context, windows, start_logits, end_logits):
         """Google's best span per question over its windows (see the module docstring).

@@ -727,20 +727,57 @@ class ServingTokenizer(tf.Module):
             pair = tf.ragged.range(len_a) < keep_a[:, None]
             a = tf.ragged.boolean_mask(a, (no_b & single) | (~no_b & pair))
             b = self._keep_first(b, keep_b)
-        ones = tf.ones_like(a.row_lengths(), tf.int32)[:, None]
-        cls = tf.RaggedTensor.from_tensor(ones * self.cls_id)
-        sep = tf.RaggedTensor.from_tensor(ones * self.sep_id)
-        parts = [cls, a, sep]
-        segments = [0, 0, 0]
+        return self.pack(a, b, seq_length)
+
+    def pack(self, a, b, padded_length=None):
+        """`[CLS] a [SEP]` (segment 0), then `b [SEP]` (segment 1) for the rows whose `b` has
+        tokens (a row with an empty `b` is a single text, as Google's `if tokens_b:`).
+
+        Args:
+            a: int32 RaggedTensor [rows, (tokens)], the first part (already cut).
+            b: int32 RaggedTensor [rows, (tokens)] (already cut), or None.
+            padded_length: as `pack_rows`.
+
+        Returns:
+            `pack_rows`' dict.
+        """
+        parts = [(token_column(a.nrows(), self.cls_id), 0), (a, 0),
+                 (token_column(a.nrows(), self.sep_id), 0)]
         if b is not None:
-            sep_b = tf.RaggedTensor.from_row_lengths(
-                tf.fill([tf.reduce_sum(tf.cast(b.row_lengths() > 0, tf.int32))], self.sep_id),
-                tf.cast(b.row_lengths() > 0, tf.int64))
-            parts += [b, sep_b]
-            segments += [1, 1]
-        ids = tf.concat(parts, axis=1)
-        segment_ids = tf.concat([tf.ones_like(p) * s for p, s in zip(parts, segments)], axis=1)
-        shape = [None, seq_length]
-        return {"input_ids": ids.to_tensor(0, shape=shape),
-                "input_mask": tf.ones_like(ids).to_tensor(0, shape=shape),
-                "segment_ids": segment_ids.to_tensor(0, shape=shape)}
+            parts += [(b, 1), (token_column(a.nrows(), self.sep_id, b.row_lengths() > 0), 1)]
+        return pack_rows(parts, padded_length)
+
+
+def token_column(rows, token_id, present=None):
+    """int32 RaggedTensor [rows, (1 or 0)]: `token_id` in every row (or in the rows where the
+    bool Tensor `present` [rows] is True; the others are empty)."""
+    if present is None:
+        present = tf.ones([rows], tf.bool)
+    lengths = tf.cast(present, tf.int64)
+    return tf.RaggedTensor.from_row_lengths(
+        tf.fill([tf.reduce_sum(lengths)], tf.constant(token_id, tf.int32)), lengths)
+
+
+def pack_rows(parts, padded_length=None):
+    """Rows of BERT inputs: each row the concatenation of `parts`' rows, zero-padded.
+
+    Args:
+        parts: list of (int32 RaggedTensor [rows, (tokens)], segment id int), in order.
+        padded_length: a Python int (the outputs' static length), a scalar int Tensor, or None
+            (the longest row, at least 1).
+
+    Returns:
+        dict of int32 Tensors [rows, padded_length]: input_ids, input_mask (1 on the real
+        tokens), segment_ids.
+    """
+    ids = tf.concat([p for p, _ in parts], axis=1)
+    segments = tf.concat([tf.ones_like(p) * s for p, s in parts], axis=1)
+    if isinstance(padded_length, int):
+        shape = [None, padded_length]
+    else:
+        if padded_length is None:
+            padded_length = tf.reduce_max(tf.concat([ids.row_lengths(), [1]], 0))
+        shape = tf.stack([ids.nrows(), tf.cast(padded_length, tf.int64)])
+    return {"input_ids": ids.to_tensor(0, shape=shape),
+            "input_mask": tf.ones_like(ids).to_tensor(0, shape=shape),
+            "segment_ids": segments.to_tensor(0, shape=shape)}

@@ -16,6 +16,7 @@ Each job has its own module beside this one (pretraining, classifier, multitask,
 features): its Task classes and its job function side by side.
 """
 
+import dataclasses
 from typing import (
     Any,
     Callable,
@@ -30,6 +31,7 @@ from typing import (
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 from bert_mgpu import tokenization
 from bert_mgpu.configs.base import ModelFiles, TrainConfig
@@ -230,3 +232,27 @@ def train_watched(job: Job, trainer: training.Trainer,
     if job.chief:
         watch.after_training()
     return watch
+
+
+def eval_input(cfg, input_files: Sequence[str], shapes, batch_size: int):
+    """Evaluation/prediction batches of a fine-tuning task (`cfg`: its config, with the
+    `LengthBatching` flags): every record once; sorted by length with --pad_to_longest (the
+    trainer cuts each batch to its longest and puts the predictions back in file order)."""
+    if cfg.pad_to_longest:
+        return input_pipeline.length_sorted_dataset(input_files, shapes, batch_size)
+    return input_pipeline.record_dataset(input_files, shapes, batch_size, is_training=False)
+
+
+def with_dropout_layout(cfg, train_cfg, train_files):
+    """`train_cfg` of a fine-tuning job (`cfg`: its config, with the `LengthBatching` flags)
+    with dropout's layout length: the training files' longest example rounded up to
+    --pad_to_multiple_of (input_pipeline.dropout_layout_length), padded or trimmed batches
+    alike; unchanged without training files."""
+    if not train_files:
+        return train_cfg
+    length = input_pipeline.dropout_layout_length(train_files, cfg.model.max_seq_length,
+                                                  cfg.pad_to_multiple_of)
+    logging.info("Dropout masks laid out over %d positions (the training set's longest example "
+                 "rounded up to --pad_to_multiple_of=%d; --max_seq_length=%d)", length,
+                 cfg.pad_to_multiple_of, cfg.model.max_seq_length)
+    return dataclasses.replace(train_cfg, max_seq_length=length)

@@ -2,7 +2,6 @@
 regression and multi-label heads, and the job that fine-tunes, evaluates and predicts with them
 (files in data/classifier_data.py; several --task_name: multitask.py)."""
 
-import dataclasses
 import os
 from typing import Callable, Dict, Mapping, Optional, Sequence
 
@@ -11,7 +10,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_mgpu.configs.classifier import TASK_TYPES, TaskType
-from bert_mgpu.data import classifier_data, input_pipeline, processors, user_processors
+from bert_mgpu.data import classifier_data, processors, user_processors
 from bert_mgpu.data.features import DOC_INDEX
 from bert_mgpu.engine import checkpoint, training
 from bert_mgpu.engine.job import Job, start_job
@@ -24,12 +23,14 @@ from bert_mgpu.tasks.base import (
     Tensors,
     class_names,
     estimator_loss_sums,
+    eval_input,
     fine_tuning_trainer,
     inference_options,
     make_tokenizer,
     ratio,
     read_splits,
     train_watched,
+    with_dropout_layout,
 )
 
 # A windowed record's label in `predict`'s outputs (--doc_stride), for the documents' metrics.
@@ -498,16 +499,6 @@ def log_head_initialisation(cfg, task) -> None:
                      prefix, ", ".join(heads), ", ".join(own))
 
 
-def eval_input(cfg, input_files: Sequence[str], shapes, batch_size: int):
-    """Evaluation/prediction batches of a classifier task (`cfg`: its config): every record
-    once; sorted by length with --pad_to_longest (the trainer puts the predictions back in
-    file order)."""
-    if cfg.pad_to_longest:
-        return input_pipeline.length_sorted_dataset(input_files, shapes, batch_size)
-    return input_pipeline.record_dataset(input_files, shapes, batch_size, is_training=False)
-
-
-
 def dev_results(cfg, trainer, data, eval_file, task=None) -> dict:
     """The results of a classifier task (`cfg`: its config; `task`: one task of a multi-task
     model, else the trained one) on its dev records, the metrics of its predictions included
@@ -577,20 +568,6 @@ def classifier_task(cfg, job: Job, labels: Sequence[str], encoder=None, scope: s
     return TASK_CLASSES[cfg.task_type].for_run(
         cfg, job.bert_config, labels, compute_dtype=job.compute_dtype(),
         classifier_input=cfg.classifier_input, encoder=encoder, scope=scope)
-
-
-def with_dropout_layout(cfg, train_cfg, train_files):
-    """`train_cfg` with dropout's layout length: the training files' longest example rounded
-    up to --pad_to_multiple_of (input_pipeline.dropout_layout_length), padded or trimmed
-    batches alike; unchanged without training files."""
-    if not train_files:
-        return train_cfg
-    length = input_pipeline.dropout_layout_length(train_files, cfg.model.max_seq_length,
-                                                  cfg.pad_to_multiple_of)
-    logging.info("Dropout masks laid out over %d positions (the training set's longest example "
-                 "rounded up to --pad_to_multiple_of=%d; --max_seq_length=%d)", length,
-                 cfg.pad_to_multiple_of, cfg.model.max_seq_length)
-    return dataclasses.replace(train_cfg, max_seq_length=length)
 
 
 class FullEvaluation:

@@ -19,6 +19,7 @@ from bert_mgpu.tasks.base import (
     fine_tuning_trainer,
     make_tokenizer,
     train_watched,
+    with_dropout_layout,
 )
 from bert_mgpu.tasks.classifier import (
     classifier_inputs,
@@ -28,7 +29,6 @@ from bert_mgpu.tasks.classifier import (
     predict_classifier,
     run_classifier,
     start_classifier_job,
-    with_dropout_layout,
 )
 
 

@@ -22,6 +22,7 @@ from bert_mgpu.tasks.base import (
     ratio,
     read_splits,
     train_watched,
+    with_dropout_layout,
 )
 
 
@@ -34,13 +35,20 @@ class TaggingTask(BertTask, tf.Module):
     words of the whole batch), so N towers equal one device; the labels of unweighted positions
     never reach the loss. A global batch without a labelled word has loss 0 (the sum is taken
     as at least 1: weights are 0/1, so this is exact whenever a word is labelled).
+
+    Batches trimmed to their longest window (--pad_to_longest) cut the labels and weights with
+    the inputs (`ner_data.SEQUENCE_FEATURES`); the padding carries no weight, so the loss and
+    the scores are the padded batch's. `padded_length`: the records' length, which `predict`
+    pads its outputs back to (so batches of any cut concatenate); None: left at the batch's.
     """
 
     def __init__(self, config, num_tags, compute_dtype=tf.float32,
-                 tag_names: Optional[Sequence[str]] = None, dropout_prob=None):
+                 tag_names: Optional[Sequence[str]] = None, dropout_prob=None,
+                 padded_length: Optional[int] = None):
         super().__init__(name=None)
         self.config = config
         self.num_tags = num_tags
+        self.padded_length = padded_length
         self.tag_names = class_names(tag_names, num_tags, "tag")
         self.bert = modeling.BertModel(config, compute_dtype=compute_dtype)
         self.tagger = heads.TokenTaggingHead(config, num_tags, dropout_prob=dropout_prob)
@@ -53,6 +61,11 @@ class TaggingTask(BertTask, tf.Module):
                         training=training)
         return self.tagger(out.sequence_output, features.get("label_ids"),
                            features.get("label_weights"), training=training)
+
+    def trim_padding(self, features, multiple: int) -> Tensors:
+        """The inputs, labels and label weights cut to the longest window (rounded up to
+        `multiple`)."""
+        return input_pipeline.trim_padding(features, multiple, ner_data.SEQUENCE_FEATURES)
 
     @staticmethod
     def context(features) -> Tensors:
@@ -103,9 +116,13 @@ class TaggingTask(BertTask, tf.Module):
 
     def predict(self, features) -> Tensors:
         """`tag_ids` int32 [B, S]: the most likely tag at every position (no dropout); only a
-        word's labelled position is read back (ner_data.predicted_tags)."""
+        word's labelled position is read back (ner_data.predicted_tags). With `padded_length`,
+        S is that length: the positions a trimmed batch has not are tag 0, never read."""
         logits = self._forward(features, training=False)["logits"]
-        return {"tag_ids": tf.argmax(logits, axis=-1, output_type=tf.int32)}
+        tag_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        if self.padded_length is not None:
+            tag_ids = tf.pad(tag_ids, [[0, 0], [0, self.padded_length - tf.shape(tag_ids)[1]]])
+        return {"tag_ids": tag_ids}
 
 
 def run_ner(cfg) -> dict:
@@ -114,20 +131,24 @@ def run_ner(cfg) -> dict:
     CoNLL files -> windowed records with labels on each word's first piece (data/ner_data.py),
     `TaggingTask` on the shared trainer; evaluation adds conlleval's entity scores
     (ner_metrics.py) to the task's token metrics; prediction writes predictions.txt with every
-    test token.
+    test token. With --pad_to_longest every batch (training, evaluation, prediction) is cut to
+    its longest window; evaluation and prediction batches stay in file order (the Estimator's
+    `loss`, a mean of the file's batch means, is then the padded run's).
     """
     job = start_job(cfg)
     data = ner_data.FeatureFiles(cfg, make_tokenizer(cfg.model))
     # Every input file is read and checked (and its features cached) before training starts.
     splits = read_splits(cfg, data.get)
     num_train = splits["train"].num_records if cfg.do_train else 0
-    train_cfg = cfg.train_config(num_train, job.num_workers)
+    train_cfg = with_dropout_layout(cfg, cfg.train_config(num_train, job.num_workers),
+                                    [splits["train"].path] if cfg.do_train else [])
     if cfg.do_train:
         logging.info("***** Running training: %d windows, %g epochs, %d steps *****",
                      num_train, cfg.num_train_epochs, train_cfg.num_train_steps)
     job.save_effective_config(labels=data.labels, doc_stride=data.doc_stride)
     task = TaggingTask(job.bert_config, len(data.labels),
-                       compute_dtype=job.compute_dtype(), tag_names=data.labels)
+                       compute_dtype=job.compute_dtype(), tag_names=data.labels,
+                       padded_length=cfg.model.max_seq_length)
     trainer = fine_tuning_trainer(job, task, train_cfg)
     watch = train_watched(
         job, trainer, lambda: job.training_input([splits["train"].path], data.shapes, train_cfg),

@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_mgpu.data import input_pipeline, squad_data
+from bert_mgpu.data import squad_data
 from bert_mgpu.engine import evaluation
 from bert_mgpu.engine.job import Job, start_job
 from bert_mgpu.metrics import squad as squad_metrics
@@ -16,10 +16,12 @@ from bert_mgpu.model import heads, modeling
 from bert_mgpu.tasks.base import (
     MeanOverExamples,
     Tensors,
+    eval_input,
     make_tokenizer,
     ratio,
     train_watched,
     trainer_for,
+    with_dropout_layout,
 )
 
 
@@ -31,11 +33,18 @@ class SquadTask(MeanOverExamples, tf.Module):
     by the global number of features. `predict` gives what Google's `model_fn` predicts, and
     what post-processing (squad_metrics.write_predictions) and a serving signature need:
     `unique_ids`, `start_logits`, `end_logits`.
+
+    `padded_length` (--pad_to_longest: the records' length): the padding is left out of the
+    span softmax and ranks last (`SpanHead`'s `input_mask`), so batches cut after their
+    longest window train and predict as padded ones; `predict` pads its logits back to that
+    length with `heads.PADDING_SPAN_LOGIT`. None: Google's model, whose softmax and n-best
+    ranking include the padding positions.
     """
 
-    def __init__(self, config, compute_dtype=tf.float32):
+    def __init__(self, config, compute_dtype=tf.float32, padded_length=None):
         super().__init__(name=None)
         self.config = config
+        self.padded_length = padded_length
         self.bert = modeling.BertModel(config, compute_dtype=compute_dtype)
         self.span = heads.SpanHead(config)
 
@@ -45,10 +54,11 @@ class SquadTask(MeanOverExamples, tf.Module):
     def _forward(self, features, training, with_positions=True):
         out = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
                         training=training)
+        mask = features["input_mask"] if self.padded_length is not None else None
         if not with_positions:
-            return self.span(out.sequence_output)
+            return self.span(out.sequence_output, input_mask=mask)
         return self.span(out.sequence_output, features["start_positions"],
-                         features["end_positions"])
+                         features["end_positions"], input_mask=mask)
 
     def per_example_loss(self, features, training) -> tf.Tensor:
         return self._forward(features, training)["per_example_loss"]
@@ -80,8 +90,12 @@ class SquadTask(MeanOverExamples, tf.Module):
         A serving signature (question + context as text) would run this on the tokenized
         window and post-process with squad_metrics."""
         out = self._forward(features, training=False, with_positions=False)
-        return {"unique_ids": tf.reshape(features["unique_ids"], [-1]),
-                "start_logits": out["start_logits"], "end_logits": out["end_logits"]}
+        logits = {name: out[name] for name in ("start_logits", "end_logits")}
+        if self.padded_length is not None:  # a trimmed batch: back to the records' length
+            cut = [[0, 0], [0, self.padded_length - tf.shape(out["start_logits"])[1]]]
+            logits = {name: tf.pad(value, cut, constant_values=heads.PADDING_SPAN_LOGIT)
+                      for name, value in logits.items()}
+        return {"unique_ids": tf.reshape(features["unique_ids"], [-1]), **logits}
 
 
 def run_squad(cfg) -> dict:
@@ -98,6 +112,8 @@ def run_squad(cfg) -> dict:
     tokenizer = make_tokenizer(cfg.model)
     train = _squad_train_records(cfg, tokenizer) if cfg.do_train else None
     train_cfg = cfg.train_config(train.num_examples if train else 0, job.num_workers)
+    if cfg.pad_to_longest:  # Google's runs (the default) draw dropout in the padded layout
+        train_cfg = with_dropout_layout(cfg, train_cfg, [train.path] if train else [])
     if cfg.do_train:
         logging.info("***** Running training *****")
         logging.info("  Num orig examples = %d", train.num_examples)
@@ -106,7 +122,8 @@ def run_squad(cfg) -> dict:
                      train_cfg.global_batch_size * job.num_workers)
         logging.info("  Num steps = %d", train_cfg.num_train_steps)
     job.save_effective_config()
-    task = SquadTask(job.bert_config, compute_dtype=job.compute_dtype())
+    task = SquadTask(job.bert_config, compute_dtype=job.compute_dtype(),
+                     padded_length=cfg.model.max_seq_length if cfg.pad_to_longest else None)
     trainer = trainer_for(job, task, train_cfg)
     watch = train_watched(job, trainer, lambda: job.training_input(
         [train.path], squad_data.squad_train_shapes(cfg.model.max_seq_length), train_cfg))
@@ -154,9 +171,9 @@ def _predict_squad(job: Job, trainer, tokenizer):
     logging.info("  Num orig examples = %d", len(examples))
     logging.info("  Num split examples = %d", len(eval_features))
     logging.info("  Batch size = %d", cfg.predict_batch_size)
-    out = trainer.predict(input_pipeline.record_dataset(
-        [records.path], squad_data.squad_eval_shapes(model.max_seq_length),
-        cfg.predict_batch_size, is_training=False))
+    out = trainer.predict(eval_input(cfg, [records.path],
+                                     squad_data.squad_eval_shapes(model.max_seq_length),
+                                     cfg.predict_batch_size))
     unique_ids = out.get("unique_ids", np.zeros([0], np.int32))
     expected = [f.unique_id for f in eval_features]
     if unique_ids.tolist() != expected:

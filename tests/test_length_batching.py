@@ -20,6 +20,8 @@ from _pretraining_data import DROPOUT, TINY_CONFIG
 
 from bert_mgpu.configs.base import ModelFiles, TrainConfig, TrainOptions
 from bert_mgpu.configs.classifier import ClassifierConfig
+from bert_mgpu.configs.ner import NerConfig
+from bert_mgpu.configs.squad import SquadConfig
 from bert_mgpu.data import features, input_pipeline, tfrecord
 from bert_mgpu.engine import checkpoint, towers, training
 from bert_mgpu.model import modeling
@@ -373,9 +375,17 @@ def test_traces_are_bounded_by_the_rounding(records, tmp_path):
      "--group_by_length needs --shuffle_buffer_size=0"),
     (dict(pad_to_multiple_of=0), "--pad_to_multiple_of must be >= 1"),
 ])
-def test_bad_length_flags_are_one_line(changes, message):
+@pytest.mark.parametrize("job", ["classifier", "ner", "squad"])
+def test_bad_length_flags_are_one_line(changes, message, job):
+    """The same flags and errors for the three fine-tuning jobs (configs/base.LengthBatching);
+    run_squad.py's --pad_to_longest is off by default, so its cases turn it on."""
     base = dict(model=ModelFiles(bert_config_file="c", vocab_file="v"),
-                train=TrainOptions(shuffle_buffer_size=0), output_dir="o", data_dir="d",
-                task_name="tsv", do_train=True)
-    with pytest.raises(ValueError, match=message):
-        ClassifierConfig(**dict(base, **changes)).validate()
+                train=TrainOptions(shuffle_buffer_size=0), output_dir="o", do_train=True)
+    config = {"classifier": lambda **kw: ClassifierConfig(data_dir="d", task_name="tsv", **kw),
+              "ner": lambda **kw: NerConfig(data_dir="d", **kw),
+              "squad": lambda **kw: SquadConfig(train_file="t", **kw)}[job]
+    if job == "squad":
+        base["pad_to_longest"] = True
+    with pytest.raises(ValueError, match=message) as raised:
+        config(**dict(base, **changes)).validate()
+    assert "\n" not in str(raised.value)

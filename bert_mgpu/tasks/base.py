@@ -256,3 +256,10 @@ def with_dropout_layout(cfg, train_cfg, train_files):
                  "rounded up to --pad_to_multiple_of=%d; --max_seq_length=%d)", length,
                  cfg.pad_to_multiple_of, cfg.model.max_seq_length)
     return dataclasses.replace(train_cfg, max_seq_length=length)
+
+
+def pad_positions(values: tf.Tensor, length: int, value=0) -> tf.Tensor:
+    """`values` [B, S'] of a batch cut to S' <= `length` positions (--pad_to_longest), padded
+    back with `value` to the records' `length`, so the predictions of batches of any cut
+    concatenate."""
+    return tf.pad(values, [[0, 0], [0, length - tf.shape(values)[1]]], constant_values=value)

@@ -19,6 +19,7 @@ from bert_mgpu.tasks.base import (
     class_names,
     fine_tuning_trainer,
     make_tokenizer,
+    pad_positions,
     ratio,
     read_splits,
     train_watched,
@@ -121,7 +122,7 @@ class TaggingTask(BertTask, tf.Module):
         logits = self._forward(features, training=False)["logits"]
         tag_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
         if self.padded_length is not None:
-            tag_ids = tf.pad(tag_ids, [[0, 0], [0, self.padded_length - tf.shape(tag_ids)[1]]])
+            tag_ids = pad_positions(tag_ids, self.padded_length)
         return {"tag_ids": tag_ids}
 
 

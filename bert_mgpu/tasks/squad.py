@@ -18,6 +18,7 @@ from bert_mgpu.tasks.base import (
     Tensors,
     eval_input,
     make_tokenizer,
+    pad_positions,
     ratio,
     train_watched,
     trainer_for,
@@ -92,8 +93,7 @@ class SquadTask(MeanOverExamples, tf.Module):
         out = self._forward(features, training=False, with_positions=False)
         logits = {name: out[name] for name in ("start_logits", "end_logits")}
         if self.padded_length is not None:  # a trimmed batch: back to the records' length
-            cut = [[0, 0], [0, self.padded_length - tf.shape(out["start_logits"])[1]]]
-            logits = {name: tf.pad(value, cut, constant_values=heads.PADDING_SPAN_LOGIT)
+            logits = {name: pad_positions(value, self.padded_length, heads.PADDING_SPAN_LOGIT)
                       for name, value in logits.items()}
         return {"unique_ids": tf.reshape(features["unique_ids"], [-1]), **logits}
 

@@ -110,3 +110,26 @@ def test_flag_checking_modules_load_no_tensorflow(module):
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False", module
+
+
+def test_every_traced_function_skips_autograph():
+    """Every `tf.function` of the package passes `autograph=False`: its code branches and loops
+    over tensors with tf.cond / tf.while_loop itself, and AutoGraph's conversion of every
+    function a trace calls (parsing and rewriting its source) was a third of a fine-tuning
+    run's start on this CPU (README, Speed). A Python `if` on a tensor then fails at the trace,
+    loudly."""
+    missing = []
+    for module, path in sorted(_modules().items()):
+        tree = ast.parse(open(path, encoding="utf-8").read())
+        for node in ast.walk(tree):
+            call = node if isinstance(node, ast.Call) else None
+            if call is None or ast.unparse(call.func) != "tf.function":
+                continue
+            if not any(k.arg == "autograph" and isinstance(k.value, ast.Constant)
+                       and k.value.value is False for k in call.keywords):
+                missing.append(f"{module}:{call.lineno}")
+        for node in ast.walk(tree):  # a bare `@tf.function` decorator
+            for deco in getattr(node, "decorator_list", []):
+                if ast.unparse(deco) == "tf.function":
+                    missing.append(f"{module}:{deco.lineno}")
+    assert not missing, "tf.function without autograph=False: " + ", ".join(missing)

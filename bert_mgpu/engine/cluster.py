@@ -107,7 +107,7 @@ class Cluster:
         """Makes every worker's `variables` equal to the chief's (eager, once at start)."""
         variables = list(variables)
 
-        @tf.function
+        @tf.function(autograph=False)
         def broadcast():
             values = [v if self.is_chief else tf.zeros_like(v) for v in variables]
             for var, value in zip(variables, self.sum(values)):

@@ -162,7 +162,7 @@ def make_tower_grad_fn(tower_fn: Callable, variables: Sequence[tf.Variable],
     if substitute is None:
         raise ValueError("jit_compile needs `substitute` to run the model on weight copies")
 
-    @tf.function(jit_compile=True)
+    @tf.function(jit_compile=True, autograph=False)
     def compiled(shard, loss_scale, values, position, shared):
         with tf.GradientTape() as tape:
             tape.watch(values)

@@ -172,7 +172,8 @@ class UpdateStep:
         # one pass over the variable and its two slots. Same update up to float rounding; faster
         # on CPUs (docs/benchmarks.md), and on GPUs a few fused kernels instead of a dozen per
         # variable.
-        self._clip_and_apply = tf.function(self._clip_and_apply_impl, jit_compile=True)
+        self._clip_and_apply = tf.function(self._clip_and_apply_impl, jit_compile=True,
+                                           autograph=False)
         self.fp16 = cfg.precision == "fp16"
         self.loss_scale = tf.Variable(INITIAL_LOSS_SCALE if self.fp16 else 1.0,
                                       dtype=tf.float32, trainable=False, name="loss_scale")
@@ -187,10 +188,11 @@ class UpdateStep:
             # Accumulation always completes within one update, so these are never saved.
             self.accumulators = [tf.Variable(tf.zeros_like(v), trainable=False)
                                  for v in self.variables.values()]
-        self._train_step = tf.function(self._train_step_impl)
-        self.global_context = tf.function(self._global_context_impl)
-        self._accumulate = tf.function(self._accumulate_impl)
-        self._apply_accumulated = tf.function(self._apply_accumulated_impl)
+        self._train_step = tf.function(self._train_step_impl, autograph=False)
+        self.global_context = tf.function(self._global_context_impl, autograph=False)
+        self._accumulate = tf.function(self._accumulate_impl, autograph=False)
+        self._apply_accumulated = tf.function(self._apply_accumulated_impl,
+                                               autograph=False)
 
     def _task_of(self, route) -> contract.TrainingLoss:
         """The task whose loss a batch trains: the task, or for a routed (multi-task) batch
@@ -655,8 +657,8 @@ class Trainer:
         self.update = UpdateStep(task, cfg, devices, cluster, lr_multipliers)
         self.micro = MicroBatches(cfg)
         self.state = ResumeState(cfg, self.update, self.micro, cluster)
-        self._eval_step = tf.function(task.eval_sums)
-        self._predict_step = tf.function(task.predict)
+        self._eval_step = tf.function(task.eval_sums, autograph=False)
+        self._predict_step = tf.function(task.predict, autograph=False)
         # task -> (task, its traced eval_sums, its traced predict): the trained task's, and
         # those of the tasks a multi-task model is evaluated by (`evaluate(..., task=)`).
         self._traced: Dict[int, tuple] = {id(task): (task, self._eval_step, self._predict_step)}
@@ -836,8 +838,8 @@ class Trainer:
         """(task, traced eval_sums, traced predict) of `task`, by default the trained one."""
         task = self.task if task is None else task
         if id(task) not in self._traced:
-            self._traced[id(task)] = (task, tf.function(task.eval_sums),
-                                      tf.function(task.predict))
+            self._traced[id(task)] = (task, tf.function(task.eval_sums, autograph=False),
+                                      tf.function(task.predict, autograph=False))
         return self._traced[id(task)]
 
     def trim(self, features):

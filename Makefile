@@ -23,7 +23,7 @@ $(ORACLE)/.installed: tests/oracles/requirements.txt tests/oracles/requirements-
 
 test: install oracle
 	$(VENV)/bin/ruff check .
-	BERT_MGPU_ORACLE_PYTHON=$(CURDIR)/$(ORACLE)/bin/python $(VENV)/bin/python -m pytest -q
+	BERT_MGPU_ORACLE_PYTHON=$(CURDIR)/$(ORACLE)/bin/python $(VENV)/bin/python -m pytest -q -n 2 --dist loadfile
 
 demo: install
 	$(VENV)/bin/python examples/demo.py

@@ -115,9 +115,9 @@ def test_flag_checking_modules_load_no_tensorflow(module):
 def test_every_traced_function_skips_autograph():
     """Every `tf.function` of the package passes `autograph=False`: its code branches and loops
     over tensors with tf.cond / tf.while_loop itself, and AutoGraph's conversion of every
-    function a trace calls (parsing and rewriting its source) was a third of a fine-tuning
-    run's start on this CPU (README, Speed). A Python `if` on a tensor then fails at the trace,
-    loudly."""
+    function a trace calls (parsing and rewriting its source) was a third of a small
+    fine-tuning run's CPU (README, Architecture). A Python `if` on a tensor then fails at the
+    trace, loudly."""
     missing = []
     for module, path in sorted(_modules().items()):
         tree = ast.parse(open(path, encoding="utf-8").read())

@@ -27,7 +27,6 @@ over `--rounds` rounds, the arms interleaved within each round.
 """
 
 import argparse
-import csv
 import datetime
 import json
 import os
@@ -69,10 +68,9 @@ def subset(src, dst, train_examples, eval_examples):
     for split, n in (("train", train_examples), ("dev", eval_examples), ("test", eval_examples)):
         with open(os.path.join(src, "dev.tsv" if split == "test" else f"{split}.tsv"),
                   encoding="utf-8", newline="") as f:
-            rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+            lines = f.read().splitlines(keepends=True)
         with open(os.path.join(dst, f"{split}.tsv"), "w", encoding="utf-8", newline="") as f:
-            csv.writer(f, delimiter="\t", quoting=csv.QUOTE_NONE,
-                       lineterminator="\n").writerows(rows[:n + 1])
+            f.writelines(lines[:n + 1])
 
 
 def first_step_unix(log_path, started_unix):
@@ -164,8 +162,8 @@ def main():
     results = {arm: [] for arm in arms}
     for r in range(args.rounds):
         wait_for_quiet(0.5, args.max_wait, "startup")
-        for arm, make in arms.items():
-            out = os.path.join(work, f"{arm.split(',')[0]}_{len(results[arm])}_{r}")
+        for a, (arm, make) in enumerate(arms.items()):
+            out = os.path.join(work, f"arm{a}_round{r}")
             cmd, arm_env = make(out)
             log = out + ".log"
             t0, cpu, wall = run(cmd, log, arm_env)

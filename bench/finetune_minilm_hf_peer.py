@@ -188,7 +188,7 @@ def main():
 
     step_ends, losses = [], []
     train = splits["train"]
-    start = time.perf_counter()
+    start, start_unix = time.perf_counter(), time.time()
     for step in range(steps):
         batch = make_batch(train, torch.from_numpy(order[step]), args.padding)
         with autocast():
@@ -220,6 +220,7 @@ def main():
         "examples_per_sec": timed_steps * args.batch_size / timed_seconds,
         "total_train_seconds": step_ends[-1] - start,
         "step_ends": [t - start for t in step_ends], "losses": losses,
+        "first_update_end_unix": start_unix + step_ends[0] - start,
         "final_loss": float(np.mean(losses[-10:])),
         "dev_accuracy": dev_acc, "dev_loss": dev_loss,
         "dev_examples": int(splits["dev"]["labels"].shape[0]),

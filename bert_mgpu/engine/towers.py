@@ -123,6 +123,28 @@ def sum_gradients(tower_grads: Sequence[Sequence]) -> List:
     return combined
 
 
+def _traced_grad_fn(tower_fn: Callable, variables: List[tf.Variable]) -> Callable:
+    """`make_tower_grad_fn` without XLA: one trace called on every tower's device."""
+    # One trace serves every tower: the towers' calls differ only in their tensors (the
+    # shard, the position) and their device, and a traced function's ops without a device
+    # of their own run where its call is placed. The model's forward and backward pass is
+    # traced once instead of once per tower (4 towers of a 2-layer model: 13% less CPU in
+    # tests/test_training.py's tower tests; 2 towers: no change). The runtime inlines the
+    # calls: the same ops, results equal to float rounding (towers vs one device: 1e-5).
+    @tf.function(autograph=False)
+    def traced(shard, loss_scale, position, shared):
+        with tf.GradientTape() as tape:
+            out = tower_fn(shard, position, shared)
+            scaled = out["loss"] * tf.cast(loss_scale, out["loss"].dtype)
+        return out, tape.gradient(scaled, variables)
+
+    def grad_fn(shard, loss_scale, position, shared):
+        out, grads = traced(shard, tf.convert_to_tensor(loss_scale),
+                            tf.convert_to_tensor(position), shared)
+        return out, [_static_dense_shape(g, v) for g, v in zip(grads, variables)]
+    return grad_fn
+
+
 def make_tower_grad_fn(tower_fn: Callable, variables: Sequence[tf.Variable],
                        jit_compile: bool = False, substitute: Callable = None) -> Callable:
     """Wraps `tower_fn` into `grad_fn(shard, loss_scale, position, shared) -> (outputs, grads)`.
@@ -152,24 +174,7 @@ def make_tower_grad_fn(tower_fn: Callable, variables: Sequence[tf.Variable],
     variables = list(variables)
 
     if not jit_compile:
-        # One trace serves every tower: the towers' calls differ only in their tensors (the
-        # shard, the position) and their device, and a traced function's ops without a device
-        # of their own run where its call is placed. The model's forward and backward pass is
-        # traced once instead of once per tower (4 towers of a 2-layer model: 13% less CPU in
-        # tests/test_training.py's tower tests; 2 towers: no change). The runtime inlines the
-        # calls: the same ops, results equal to float rounding (towers vs one device: 1e-5).
-        @tf.function(autograph=False)
-        def traced(shard, loss_scale, position, shared):
-            with tf.GradientTape() as tape:
-                out = tower_fn(shard, position, shared)
-                scaled = out["loss"] * tf.cast(loss_scale, out["loss"].dtype)
-            return out, tape.gradient(scaled, variables)
-
-        def grad_fn(shard, loss_scale, position, shared):
-            out, grads = traced(shard, tf.convert_to_tensor(loss_scale),
-                                tf.convert_to_tensor(position), shared)
-            return out, [_static_dense_shape(g, v) for g, v in zip(grads, variables)]
-        return grad_fn
+        return _traced_grad_fn(tower_fn, variables)
 
     if substitute is None:
         raise ValueError("jit_compile needs `substitute` to run the model on weight copies")

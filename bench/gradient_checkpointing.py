@@ -120,7 +120,8 @@ def report(args, rounds, started, load):
         return statistics.median(r[(side, ckpt)][key] for r in rounds)
 
     lines = [
-        "## Gradient checkpointing at seq 512 (--gradient_checkpointing, issue 31)", "",
+        f"## Gradient checkpointing at seq 512, {args.layers} layers "
+        "(--gradient_checkpointing, issue 31)", "",
         f"Command: `.venv/bin/python bench/gradient_checkpointing.py --layers {args.layers} "
         f"--batch_size {args.batch_size} --warmup {args.warmup} --timed {args.timed} "
         f"--rounds {args.rounds}`; "
@@ -167,6 +168,9 @@ def main():
     parser.add_argument("--max_load", type=float, default=1.5,
                         help="wait (up to 10 minutes) for the load average to fall below this")
     parser.add_argument("--no_write", action="store_true")
+    parser.add_argument("--section", default=None,
+                        help="docs/benchmarks.md section to write (default: gradient-checkpointing "
+                             "for 4 layers, gradient-checkpointing-<layers>L otherwise)")
     args = parser.parse_args()
     if args.worker == "ours":
         print(json.dumps(worker_ours(args)))
@@ -185,7 +189,8 @@ def main():
     text = report(args, rounds, started, load)
     print(text)
     if not args.no_write:
-        write_section("gradient-checkpointing", text)
+        write_section(args.section or ("gradient-checkpointing" if args.layers == 4
+                                       else f"gradient-checkpointing-{args.layers}L"), text)
 
 
 if __name__ == "__main__":

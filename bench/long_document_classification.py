@@ -15,7 +15,8 @@ Arms, one process at a time, each after waiting for a quiet machine, same recipe
 (`--max_seq_length`, global batch, learning rate, epochs, warm-up, seed, bias-corrected AdamW,
 dropout 0.1, fp32, each batch padded to its longest):
   - `truncate`: run_classifier_mgpu.py as Google's (the first max_seq_length - 2 pieces);
-  - `head_tail`: `--truncation=head_tail` (Sun et al. 2019: the first and last pieces);
+  - `head_tail`: `--truncation=head_tail --head_tokens=<a quarter of max_seq_length - 2>` (Sun
+    et al. 2019's proportion, 128 of 510: the first quarter and the last three quarters);
   - `windows`: `--doc_stride` windows over the whole review, every window trained with its
     review's label (weighted so each review counts once), eval/predict pooled with
     `--window_pooling=mean`;
@@ -171,7 +172,7 @@ def prepare(args, work):
 
 
 ARMS = ("truncate", "head_tail", "windows", "windows_max", "peer")
-ARM_NAMES = {"truncate": "ours, truncation (Google's)", "head_tail": "ours, head+tail",
+ARM_NAMES = {"truncate": "ours, truncation (Google's)", "head_tail": "ours, head+tail (1/4 + 3/4)",
              "windows": "ours, windows, mean pooling", "windows_max": "ours, windows, max pooling",
              "peer": "Hugging Face, truncation"}
 
@@ -189,7 +190,9 @@ def run_all(args, work, model_dir, converted):
         if arm in results:
             continue
         out_dir, log = os.path.join(work, arm), os.path.join(work, f"{arm}.log")
-        extra = {"truncate": [], "head_tail": ["--truncation=head_tail"],
+        extra = {"truncate": [], "head_tail": [
+                     "--truncation=head_tail",
+                     f"--head_tokens={round((args.max_seq_length - 2) / 4)}"],
                  "windows": [f"--doc_stride={args.doc_stride}", "--window_pooling=mean"]}
         if arm == "peer":
             cmd, env = peer_command(args, model_dir), peer_env

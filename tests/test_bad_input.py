@@ -217,6 +217,10 @@ CASES = [
     ("run_classifier_mgpu", "flag-enum", lambda w: {"--truncation": "middle"},
      r"flag --truncation=middle"),
     ("run_pretraining", "n-gpus-0", lambda w: {"--n_gpus": "0"}, r"--n_gpus must be >= 1"),
+    # head_tail's default --head_tokens=128 (Sun et al.'s, at length 512) at length 16: no tail
+    ("run_classifier_mgpu", "head-tail-no-tail", lambda w: {"--truncation": "head_tail"},
+     r"--truncation=head_tail keeps --head_tokens=128 pieces from the start and the rest of "
+     r"--max_seq_length - 2 = 14 from the end: that leaves no tail .* --head_tokens=4 "),
     # --- long documents (--doc_stride, issue 31)
     ("run_classifier_mgpu", "doc-stride-negative", lambda w: {"--doc_stride": "-1"},
      r"--doc_stride must be >= 0, got -1"),

@@ -330,6 +330,11 @@ def test_errors_name_the_cause(run, tmp_path):
     with pytest.raises(export.ExportError, match="no checkpoint"):
         export.resolve(ExportConfig(model=ModelFiles(), output_dir=str(tmp_path),
                                     export_dir="unused"))
+    with pytest.raises(export.ExportError, match=f"--head_tokens={SEQ} pieces .* leaves no "
+                                                 f"tail .* e.g. --head_tokens="):
+        export.resolve(ExportConfig(model=ModelFiles(), output_dir=str(run["out"]),
+                                    export_dir="unused", head_tokens=SEQ,
+                                    flags_given=frozenset({"head_tokens"})))
     with pytest.raises(ValueError, match="--output_dir .* or --bert_config_file"):
         ExportConfig(model=ModelFiles(), export_dir="x").validate()
     (tmp_path / "7").mkdir()

@@ -22,6 +22,23 @@ LR_SCHEDULES = ("linear", "one_cycle")
 TRUNCATIONS = ("head", "head_tail")
 
 
+def check_truncation(truncation: str, head_tokens: int, max_seq_length: int) -> None:
+    """--truncation and --head_tokens: head_tail must keep a tail at this --max_seq_length (with
+    --head_tokens at or over the text's budget it would keep exactly what 'head' keeps)."""
+    if truncation not in TRUNCATIONS:
+        raise ValueError(f"--truncation must be one of {', '.join(TRUNCATIONS)}, got "
+                         f"{truncation!r}")
+    if head_tokens < 0:
+        raise ValueError(f"--head_tokens must be >= 0, got {head_tokens}")
+    budget = max_seq_length - 2
+    if truncation == "head_tail" and head_tokens >= budget:
+        raise ValueError(
+            f"--truncation=head_tail keeps --head_tokens={head_tokens} pieces from the start "
+            f"and the rest of --max_seq_length - 2 = {budget} from the end: that leaves no "
+            f"tail (the same as --truncation=head); give fewer, e.g. --head_tokens="
+            f"{round(budget / 4)} (a quarter, as Sun et al. 2019's 128 of 510)")
+
+
 def split_tasks(value: Optional[str]) -> list:
     """A comma-separated per-task flag value -> its entries, stripped ('' -> [''])."""
     return [v.strip() for v in (value or "").split(",")]

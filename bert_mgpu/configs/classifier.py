@@ -5,7 +5,6 @@ import os
 from typing import Any, Dict, Optional
 
 from bert_mgpu.configs.base import (
-    TRUNCATIONS,
     ClusterConfig,
     LengthBatching,
     ModelFiles,
@@ -14,6 +13,7 @@ from bert_mgpu.configs.base import (
     check_at_least,
     check_eval_during_training,
     check_fine_tuning,
+    check_truncation,
     epochs_train_config,
     per_task,
     split_tasks,
@@ -174,11 +174,8 @@ class ClassifierConfig(LengthBatching):
 
     def validate(self) -> None:
         check_fine_tuning(self)
-        if self.truncation not in TRUNCATIONS:
-            raise ValueError(f"--truncation must be one of {', '.join(TRUNCATIONS)}, got "
-                             f"{self.truncation!r}")
-        check_at_least(self, 0, "head_tokens")
         self._validate_windows()
+        check_truncation(self.truncation, self.head_tokens, self.model.max_seq_length)
         check_eval_during_training(self, "dev.tsv")
         for task in self.task_configs():
             task._validate_task_type()

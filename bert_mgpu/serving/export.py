@@ -96,6 +96,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 import tensorflow as tf
 from absl import logging
 
+from bert_mgpu.configs.base import check_truncation
 from bert_mgpu.configs.classifier import TASK_TYPES, WINDOW_POOLINGS
 from bert_mgpu.configs.serving import DEFAULT_LENGTH_CHUNKS
 from bert_mgpu.configs.squad import SquadAnswerOptions
@@ -559,13 +560,19 @@ def resolve(cfg) -> ResolvedExport:
     squad = SquadAnswerOptions(**{f.name: type(f.default)(option(f.name, getattr(given_squad,
                                                                                  f.name)))
                                   for f in dataclasses.fields(SquadAnswerOptions)})
+    max_seq_length = int(option("max_seq_length", model.max_seq_length))
+    truncation, head_tokens = option("truncation", cfg.truncation), int(option("head_tokens",
+                                                                               cfg.head_tokens))
+    try:
+        check_truncation(truncation, head_tokens, max_seq_length)
+    except ValueError as e:
+        raise ExportError(str(e)) from None
     return ResolvedExport(
         bert_config_file=bert_config_file, init_checkpoint=init_checkpoint,
         vocab_file=vocab_file, spm_model_file=spm_model_file,
         do_lower_case=bool(option("do_lower_case", model.do_lower_case)),
-        max_seq_length=int(option("max_seq_length", model.max_seq_length)), squad=squad,
-        truncation=option("truncation", cfg.truncation),
-        head_tokens=int(option("head_tokens", cfg.head_tokens)), head=head,
+        max_seq_length=max_seq_length, squad=squad, truncation=truncation,
+        head_tokens=head_tokens, head=head,
         doc_stride=doc_stride, window_pooling=window_pooling,
         labels=[str(x) for x in labels] if labels is not None else None)
 

@@ -120,15 +120,15 @@ def fully_padded(monkeypatch):
         yield requested
 
 
-@pytest.mark.parametrize("n_gpus", [1, 2])
-def test_trimmed_eval_and_predict_equal_the_padded_ones_in_file_order(records, tmp_path, n_gpus,
+def test_trimmed_eval_and_predict_equal_the_padded_ones_in_file_order(records, tmp_path,
                                                                       monkeypatch):
-    """The reference keeps the padding end to end: batches of the records' length (32) in file
-    order, the model run on every position (`fully_padded`). Equal to it, to 1e-5: the same
-    file-order batches with the padding dropped inside the model (the default), and the
-    length-sorted batches cut to a multiple of 8 (--pad_to_longest). The file-order batches
-    mix real lengths (one of 3..8 with 9..32 ones)."""
-    reference, padded, trimmed = (trainer(records, tmp_path / name, n_gpus=n_gpus, multiple=m)
+    """On 2 towers (a tower's share of a trimmed batch is trimmed too). The reference keeps
+    the padding end to end: batches of the records' length (32) in file order, the model run
+    on every position (`fully_padded`). Equal to it, to 1e-5: the same file-order batches
+    with the padding dropped inside the model (the default), and the length-sorted batches cut
+    to a multiple of 8 (--pad_to_longest). The file-order batches mix real lengths (one of
+    3..8 with 9..32 ones)."""
+    reference, padded, trimmed = (trainer(records, tmp_path / name, n_gpus=2, multiple=m)
                                   for name, m in (("reference", 0), ("padded", 0),
                                                   ("trimmed", MULTIPLE)))
     for t in (reference, padded, trimmed):
@@ -281,12 +281,10 @@ def test_dropout_layout_is_the_training_files_longest_rounded_up(tmp_path):
     assert input_pipeline.dropout_layout_length([path], SEQ, 1) == 20
 
 
-@pytest.mark.parametrize("n_gpus", [1, 2])
-def test_short_file_trimmed_training_equals_padded_training_in_its_layout(tmp_path, records,
-                                                                          n_gpus):
+def test_short_file_trimmed_training_equals_padded_training_in_its_layout(tmp_path, records):
     """Sentences of at most 20 tokens in records of 32: masks laid out over 24 positions;
-    batches padded to 32 and batches trimmed to 8, 16 or 24 train the same weights, with
-    dropout on."""
+    batches padded to 32 on one device and batches trimmed to 8, 16 or 24 on 2 towers train
+    the same weights, with dropout on."""
     short = dict(records, path=write_records(
         tmp_path / "short.tf_record",
         [(3 + i % 6, 0) for i in range(36)] + [(9 + i % 12, 1) for i in range(12)]))
@@ -294,7 +292,7 @@ def test_short_file_trimmed_training_equals_padded_training_in_its_layout(tmp_pa
     assert layout == 24
     kwargs = dict(steps=4, group_by_length=True)
     padded = train(short, tmp_path / "padded", max_seq_length=layout, **kwargs)
-    trimmed = train(short, tmp_path / "trimmed", n_gpus=n_gpus, multiple=MULTIPLE,
+    trimmed = train(short, tmp_path / "trimmed", n_gpus=2, multiple=MULTIPLE,
                     max_seq_length=layout, **kwargs)
     assert trimmed.update._train_step.experimental_get_tracing_count() >= 2
     assert max_diff(trimmed, padded) <= 1e-5
@@ -307,12 +305,10 @@ def padded_run(records, tmp_path_factory):
     return train(records, tmp_path_factory.mktemp("padded"), steps=4, group_by_length=True)
 
 
-@pytest.mark.parametrize("n_gpus", [1, 2])
-def test_trimmed_training_equals_padded_training_with_dropout(records, tmp_path, padded_run,
-                                                              n_gpus):
-    """The same grouped batches, padded to 32 or trimmed to their longest (16 or 32): the
-    same weights and optimizer slots."""
-    trimmed = train(records, tmp_path / "trimmed", n_gpus=n_gpus, multiple=16, steps=4,
+def test_trimmed_training_equals_padded_training_with_dropout(records, tmp_path, padded_run):
+    """The same grouped batches, padded to 32 on one device or trimmed to their longest (16 or
+    32) on 2 towers: the same weights and optimizer slots."""
+    trimmed = train(records, tmp_path / "trimmed", n_gpus=2, multiple=16, steps=4,
                     group_by_length=True)
     assert trimmed.update._train_step.experimental_get_tracing_count() >= 2  # 2+ lengths
     assert max_diff(trimmed, padded_run) <= 1e-5

@@ -190,6 +190,29 @@ def final_loss(losses, last, window=10, count=10):
                            if s in losses)
 
 
+def read_eval_results(out_dir):
+    """eval_results.txt of a run: {key: float}."""
+    results = {}
+    with open(os.path.join(out_dir, "eval_results.txt")) as f:
+        for line in f:
+            k, _, v = line.partition(" = ")
+            results[k.strip()] = float(v)
+    return results
+
+
+def predicted_accuracy(out_dir, data_dir):
+    """Accuracy of a run's predict.txt against the labels of data_dir/test.tsv."""
+    with open(os.path.join(out_dir, "run_config.json")) as f:
+        labels = json.load(f)["labels"]
+    truth = read_labels(os.path.join(data_dir, "test.tsv"))
+    with open(os.path.join(out_dir, "predict.txt")) as f:
+        predicted = [labels[int(x)] for x in f.read().split()]
+    if len(predicted) != len(truth):
+        raise RuntimeError(f"{out_dir}/predict.txt has {len(predicted)} lines for "
+                           f"{len(truth)} examples")
+    return sum(p == t for p, t in zip(predicted, truth)) / len(truth)
+
+
 def ours_result(out_dir, log_path, data_dir, global_batch, skip_steps):
     lines = parse_step_lines(log_path)
     by_step = {s: t for s, t, _ in lines}
@@ -198,18 +221,7 @@ def ours_result(out_dir, log_path, data_dir, global_batch, skip_steps):
         raise RuntimeError(f"no log line for update {skip_steps} in {log_path}")
     timed = last - skip_steps
     seconds = by_step[last] - by_step[skip_steps]
-    eval_results = {}
-    with open(os.path.join(out_dir, "eval_results.txt")) as f:
-        for line in f:
-            k, _, v = line.partition(" = ")
-            eval_results[k.strip()] = float(v)
-    with open(os.path.join(out_dir, "run_config.json")) as f:
-        labels = json.load(f)["labels"]
-    truth = read_labels(os.path.join(data_dir, "test.tsv"))
-    with open(os.path.join(out_dir, "predict.txt")) as f:
-        predicted = [labels[int(x)] for x in f.read().split()]
-    if len(predicted) != len(truth):
-        raise RuntimeError(f"predict.txt has {len(predicted)} lines for {len(truth)} examples")
+    eval_results = read_eval_results(out_dir)
     losses = {}
     for step, _, msg in lines:
         m = re.search(r"\bloss = ([0-9.eE+-]+)", msg)
@@ -223,8 +235,8 @@ def ours_result(out_dir, log_path, data_dir, global_batch, skip_steps):
         "final_loss": final_loss(losses, last),
         "dev_accuracy": eval_results["eval_accuracy"],
         "dev_examples": int(eval_results.get("eval_examples", 0)),
-        "test_accuracy": sum(p == t for p, t in zip(predicted, truth)) / len(truth),
-        "test_examples": len(truth),
+        "test_accuracy": predicted_accuracy(out_dir, data_dir),
+        "test_examples": len(read_labels(os.path.join(data_dir, "test.tsv"))),
     }
 
 

@@ -47,7 +47,8 @@ from finetune_minilm import (  # noqa: E402
     ORACLE_PYTHON,
     PEER_SCRIPT,
     parse_step_lines,
-    read_labels,
+    predicted_accuracy,
+    read_eval_results,
     run_arm,
     wait_until_quiet,
 )
@@ -75,31 +76,11 @@ def predict_seconds(log_path):
     return (end - start) % 86400
 
 
-def read_eval(out_dir):
-    results = {}
-    with open(os.path.join(out_dir, "eval_results.txt")) as f:
-        for line in f:
-            k, _, v = line.partition(" = ")
-            results[k.strip()] = float(v)
-    return results
-
-
-def test_accuracy(out_dir, data_dir):
-    with open(os.path.join(out_dir, "run_config.json")) as f:
-        labels = json.load(f)["labels"]
-    truth = read_labels(os.path.join(data_dir, "test.tsv"))
-    with open(os.path.join(out_dir, "predict.txt")) as f:
-        predicted = [labels[int(x)] for x in f.read().split()]
-    if len(predicted) != len(truth):
-        raise RuntimeError(f"{out_dir}/predict.txt: {len(predicted)} lines, {len(truth)} reviews")
-    return sum(p == t for p, t in zip(predicted, truth)) / len(truth)
-
-
 def ours_figures(args, out_dir, log_path, train_reviews, test_reviews, trained=True):
-    ev = read_eval(out_dir)
+    ev = read_eval_results(out_dir)
     row = {"dev_accuracy": ev["eval_accuracy"], "dev_reviews": int(ev["eval_examples"]),
            "dev_windows": int(ev.get("eval_windows", ev["eval_examples"])),
-           "test_accuracy": test_accuracy(out_dir, args.data),
+           "test_accuracy": predicted_accuracy(out_dir, args.data),
            "predict_reviews_per_sec": test_reviews / predict_seconds(log_path)}
     if trained:
         lines = parse_step_lines(log_path)

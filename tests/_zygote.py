@@ -161,10 +161,11 @@ def client(path, argv):
         else:
             pending.append(sig)
 
+    # Every signal is passed on, also those this process started with ignored: the child
+    # starts with them ignored, as a fresh interpreter would, until the script sets a handler.
     ignored = [sig for sig in _FORWARDED if signal.getsignal(sig) == signal.SIG_IGN]
     for sig in _FORWARDED:
-        if sig not in ignored:
-            signal.signal(sig, forward)
+        signal.signal(sig, forward)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(path)
     body = json.dumps({"argv": argv, "env": dict(os.environ), "cwd": os.getcwd(),

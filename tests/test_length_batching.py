@@ -75,7 +75,16 @@ def trainer(records, out, n_gpus=1, batch=8, multiple=0, steps=6, **kwargs):
 
 
 def train(records, out, on_step=None, **kwargs):
+    """A trainer trained on the records; `t.lengths`: the length each batch was cut to."""
     t = trainer(records, out, **kwargs)
+    t.lengths, trim = [], t.trim
+
+    def recording_trim(features):
+        cut = trim(features)
+        t.lengths.append(int(cut["input_ids"].shape[1]))
+        return cut
+
+    t.trim = recording_trim
     t.train(input_pipeline.record_dataset(
         [records["path"]], SHAPES, t.cfg.global_batch_size, True, seed=3, shuffle_buffer=0,
         group_by_length=t.cfg.group_by_length), on_step=on_step)
@@ -283,7 +292,7 @@ def test_dropout_layout_is_the_training_files_longest_rounded_up(tmp_path):
 
 def test_short_file_trimmed_training_equals_padded_training_in_its_layout(tmp_path, records):
     """Sentences of at most 20 tokens in records of 32: masks laid out over 24 positions;
-    batches padded to 32 on one device and batches trimmed to 8, 16 or 24 on 2 towers train
+    batches padded to 32 on one device and batches trimmed to 16 or 24 on 2 towers train
     the same weights, with dropout on."""
     short = dict(records, path=write_records(
         tmp_path / "short.tf_record",
@@ -294,7 +303,7 @@ def test_short_file_trimmed_training_equals_padded_training_in_its_layout(tmp_pa
     padded = train(short, tmp_path / "padded", max_seq_length=layout, **kwargs)
     trimmed = train(short, tmp_path / "trimmed", n_gpus=2, multiple=MULTIPLE,
                     max_seq_length=layout, **kwargs)
-    assert trimmed.update._train_step.experimental_get_tracing_count() >= 2
+    assert set(trimmed.lengths) == {16, 24}, trimmed.lengths
     assert max_diff(trimmed, padded) <= 1e-5
     # The layout shapes the masks: laid out over the records' 32 positions, other weights.
     assert max_diff(trimmed, train(short, tmp_path / "records_layout", **kwargs)) > 1e-4
@@ -310,7 +319,7 @@ def test_trimmed_training_equals_padded_training_with_dropout(records, tmp_path,
     32) on 2 towers: the same weights and optimizer slots."""
     trimmed = train(records, tmp_path / "trimmed", n_gpus=2, multiple=16, steps=4,
                     group_by_length=True)
-    assert trimmed.update._train_step.experimental_get_tracing_count() >= 2  # 2+ lengths
+    assert len(set(trimmed.lengths)) >= 2, trimmed.lengths
     assert max_diff(trimmed, padded_run) <= 1e-5
 
 
@@ -319,7 +328,9 @@ def test_trimmed_training_equals_padded_training_with_xla(records, tmp_path):
     kwargs = dict(steps=2, group_by_length=True, use_xla=True)
     padded = train(records, tmp_path / "padded", **kwargs)
     trimmed = train(records, tmp_path / "trimmed", multiple=16, **kwargs)
-    assert trimmed.update._train_step.experimental_get_tracing_count() == 2  # lengths 16, 32
+    assert set(trimmed.lengths) == {16, 32}, trimmed.lengths
+    # One trace for both lengths; XLA compiles each tower's pass once per length.
+    assert trimmed.update._train_step.experimental_get_tracing_count() == 1
     assert max_diff(trimmed, padded) <= 1e-5
 
 
@@ -356,13 +367,25 @@ def test_group_by_length_resumes_exactly_and_ignores_the_towers(records, tmp_pat
 
 
 def test_traces_are_bounded_by_the_rounding(records, tmp_path):
+    """Batches cut to several lengths share one trace of each step function, and the update
+    (clipping and the optimizer, XLA-compiled) is traced once: the word embeddings'
+    IndexedSlices gradient is padded to the uncut batch's rows."""
     t = trainer(records, tmp_path / "traces", multiple=MULTIPLE, steps=10, group_by_length=True)
-    t.train(input_pipeline.record_dataset([records["path"]], SHAPES, 8, True, seed=3,
-                                          shuffle_buffer=0, group_by_length=True))
-    assert t.update._train_step.experimental_get_tracing_count() <= SEQ // MULTIPLE
-    t.predict(input_pipeline.length_sorted_dataset([records["path"]], SHAPES, 5))
-    # Full batches and the last partial one, each at most SEQ / MULTIPLE lengths.
-    assert t._predict_step.experimental_get_tracing_count() <= 2 * SEQ // MULTIPLE
+    dataset = input_pipeline.record_dataset([records["path"]], SHAPES, 8, True, seed=3,
+                                            shuffle_buffer=0, group_by_length=True)
+    lengths = [int(input_pipeline.trim_padding(f, MULTIPLE)["input_ids"].shape[1])
+               for f in dataset.take(10)]
+    assert len(set(lengths)) >= 2, lengths
+    t.train(dataset)
+    assert t.update._train_step.experimental_get_tracing_count() == 1
+    assert t.update._clip_and_apply.experimental_get_tracing_count() == 1
+    sorted_batches = input_pipeline.length_sorted_dataset([records["path"]], SHAPES, 5)
+    shapes = {tuple(input_pipeline.trim_padding(dict(f), MULTIPLE)["input_ids"].shape)
+              for f in sorted_batches}
+    assert len(shapes) >= 3, shapes
+    t.predict(sorted_batches)
+    # Every length and the last partial batch: one trace.
+    assert t._predict_step.experimental_get_tracing_count() == 1
 
 
 @pytest.mark.parametrize("changes,message", [

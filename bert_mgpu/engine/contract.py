@@ -64,9 +64,11 @@ class Task(TrainingLoss, Protocol):
         update, so the variables other routes own get no gradient), or None: the task's own
         loss does."""
 
-    def sequence_length(self, features: Mapping[str, tf.Tensor]) -> Optional[int]:
-        """The static length of a batch's sequence axis, which dropout lays its masks out
-        along (modeling.DropoutStream), or None when the batch has none."""
+    def sequence_length(self, features: Mapping[str, tf.Tensor]):
+        """The length of a batch's sequence axis, which dropout lays its masks out along
+        (modeling.DropoutStream): a Python int when the shape is static, an int32 scalar Tensor
+        when the trace leaves it unknown (batches cut to different lengths share one trace),
+        or None when the batch has none."""
 
     def trim_padding(self, features: Mapping[str, tf.Tensor], multiple: int) -> Tensors:
         """The batch without the padding past its longest example, rounded up to `multiple`

@@ -96,6 +96,69 @@ def _batch_rows(features) -> tf.Tensor:
     return tf.cast(tf.shape(next(iter(features.values())))[0], tf.int64)
 
 
+def _pad_slices(grad, full_length: int, length):
+    """An `IndexedSlices` gradient of a batch cut to `length` positions (--pad_to_longest; a
+    Python int or, in the length-polymorphic trace, an int32 scalar Tensor), given the rows the
+    uncut batch (`full_length` positions) would give it: zero rows at index 0 appended. Its
+    sum, norm and update are unchanged (x + 0.0, and 0.0 squared), and its row count no longer
+    depends on the cut, so the XLA-compiled update (`_clip_and_apply`) is traced and compiled
+    once instead of once per batch length (each costs seconds: issue 33's start-up). Dense
+    gradients are returned as they are."""
+    if not isinstance(grad, tf.IndexedSlices):
+        return grad
+    rows = grad.values.shape[0]
+    if isinstance(length, int) and rows is not None:
+        if rows % length:
+            return grad
+        extra = rows // length * full_length - rows
+    else:
+        rows = tf.shape(grad.values, out_type=tf.int32)[0]
+        length = tf.cast(length, tf.int32)
+        extra = tf.maximum(rows // length * full_length - rows, 0)
+    values = tf.pad(grad.values, [[0, extra]] + [[0, 0]] * (grad.values.shape.rank - 1))
+    indices = tf.pad(grad.indices, [[0, extra]])
+    return tf.IndexedSlices(values, indices, grad.dense_shape)
+
+
+def _relaxed_spec(features, length: int, batch: bool = False):
+    """`tf.TensorSpec`s of `features` with an unknown last axis where it is `length` long (the
+    sequence axis; rank >= 2), and with `batch` an unknown first axis: tracing a step function
+    with them gives one graph for every length the batches are cut to (and every batch
+    size), instead of one per length."""
+    def spec(t):
+        shape = t.shape.as_list()
+        if len(shape) >= 2 and shape[-1] == length:
+            shape[-1] = None
+        if batch and shape:
+            shape[0] = None
+        return tf.TensorSpec(shape, t.dtype)
+    return {name: spec(t) for name, t in features.items()}
+
+
+class _LengthPolymorphic:
+    """Calls step functions so that batches cut to different lengths share one trace.
+
+    With --pad_to_longest every batch is cut to its longest example rounded up to
+    --pad_to_multiple_of, so a step function would be traced (and its graph optimised) once per
+    length: ~7 s each for MiniLM's train step on 2 CPU cores, up to max_seq_length / multiple
+    times per run. Instead `call` first asks the function for the trace whose features have an
+    unknown sequence axis (`get_concrete_function`: traced once per function and its other
+    arguments), which then runs every batch, cut or not. The ops are the same: results equal
+    the per-length traces' up to float rounding, and dropout's masks do not depend on the cut
+    (modeling.DropoutStream)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+
+    def call(self, fn, task: contract.Task, features, *args, batch: bool = False):
+        """`fn(features, *args)` through the length-polymorphic trace; `task` says where the
+        sequence axis is (`task.sequence_length`); `batch`: the batch size varies too."""
+        length = task.sequence_length(features) if self.enabled else None
+        if length is not None:
+            fn.get_concrete_function(_relaxed_spec(features, length, batch), *args)
+        return fn(features, *args)
+
+
 def _sum_dicts(dicts):
     out = {}
     for d in dicts:
@@ -188,6 +251,7 @@ class UpdateStep:
             # Accumulation always completes within one update, so these are never saved.
             self.accumulators = [tf.Variable(tf.zeros_like(v), trainable=False)
                                  for v in self.variables.values()]
+        self.shapes = _LengthPolymorphic(cfg.pad_to_multiple_of > 0)
         self._train_step = tf.function(self._train_step_impl, autograph=False)
         self.global_context = tf.function(self._global_context_impl, autograph=False)
         self._accumulate = tf.function(self._accumulate_impl, autograph=False)
@@ -233,7 +297,12 @@ class UpdateStep:
         outputs, grads = towers.run_towers(self._grad_fn, shards, self.devices, self.loss_scale,
                                            [offset + i * rows for i in range(len(shards))],
                                            shared)
-        return towers.sum_gradients(grads), _sum_dicts(o["sums"] for o in outputs)
+        grads = towers.sum_gradients(grads)
+        length = self.task.sequence_length(features) if self.cfg.max_seq_length > 0 else None
+        if length is not None and not (isinstance(length, int)
+                                       and length >= self.cfg.max_seq_length):
+            grads = [_pad_slices(g, self.cfg.max_seq_length, length) for g in grads]
+        return grads, _sum_dicts(o["sums"] for o in outputs)
 
     def _worker_offset(self, features):
         """Position of this worker's part in the global batch (workers' parts in index order)."""
@@ -353,14 +422,15 @@ class UpdateStep:
         stop = tf.constant(1.0 if stop else 0.0)
         k = num_micro_batches or self.cfg.num_accumulation_steps
         if k == 1:
-            sums, context, lr, finite, global_norm, stop = self._train_step(features, stop,
-                                                                            route)
+            sums, context, lr, finite, global_norm, stop = self.shapes.call(
+                self._train_step, self.task, features, stop, route)
         else:
-            context = self.global_context(features, route)
+            context = self.shapes.call(self.global_context, self.task, features, route)
             base = self._worker_offset(features)
             micros = towers.split_batch(features, k)
             rows = _batch_rows(micros[0])
-            sums = _sum_dicts(self._accumulate(micro, context, base + m * rows, route)
+            sums = _sum_dicts(self.shapes.call(self._accumulate, self.task, micro, context,
+                                               base + m * rows, route)
                               for m, micro in enumerate(micros))
             lr, finite, global_norm, stop, sums = self._apply_accumulated(stop, sums, route)
         out = dict(self._task_of(route).metrics(sums, context))
@@ -878,7 +948,8 @@ class Trainer:
         totals: Dict[str, np.ndarray] = {}
         with tf.device(self.devices[0]):
             for features, _ in self._batches(dataset, task, max_steps):
-                for k, v in eval_step(features).items():
+                for k, v in self.update.shapes.call(eval_step, task, features,
+                                                        batch=True).items():
                     totals[k] = totals[k] + v.numpy() if k in totals else v.numpy()
         result = task.eval_metrics(totals) if totals else {}
         result["global_step"] = int(self.global_step.numpy())
@@ -896,7 +967,8 @@ class Trainer:
             for features, index in self._batches(dataset, task):
                 if index is not None:
                     indexes.append(index.numpy())
-                for name, value in predict_step(features).items():
+                for name, value in self.update.shapes.call(predict_step, task, features,
+                                                           batch=True).items():
                     outputs.setdefault(name, []).append(value.numpy())
         result = {name: np.concatenate(parts, axis=0) for name, parts in outputs.items()}
         if indexes:

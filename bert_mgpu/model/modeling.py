@@ -195,7 +195,9 @@ class DropoutStream:
         draws = draws[:, :per_example]
         if full_view is not None:
             draws = tf.reshape(draws, [-1] + full_view)
-            if self.seq_length <= self.full_length:
+            # A length unknown in the trace (one trace for every cut) is a cut of the layout:
+            # a longer batch would not reshape to x below, a loud error.
+            if not isinstance(self.seq_length, int) or self.seq_length <= self.full_length:
                 real = tuple([slice(None)] + [slice(0, self.seq_length) if d == SEQ
                                               else slice(None) for d in seq_view])
                 draws = draws[real]
@@ -233,7 +235,8 @@ def dropout_stream(seed: int, step, example_offset, num_examples,
       num_examples: int Tensor, the examples in the block's batch.
       seq_length, full_length: Python ints, the batch's sequence length and the records'
         padded length when the batch was trimmed (then the masks on the real positions are the
-        padded batch's); None: not trimmed.
+        padded batch's); None: not trimmed. `seq_length` may be an int32 scalar Tensor (a
+        trace shared by every cut length), which is then at most `full_length`.
     """
     previous = getattr(_STREAM, "current", None)
     _STREAM.current = DropoutStream(seed, step, example_offset, num_examples, seq_length,

@@ -77,11 +77,13 @@ class BertTask:
         del outputs
         return {}
 
-    def sequence_length(self, features: Mapping[str, tf.Tensor]) -> Optional[int]:
-        """BERT's records: the length of `input_ids` [B, L] (None without it)."""
+    def sequence_length(self, features: Mapping[str, tf.Tensor]):
+        """BERT's records: the length of `input_ids` [B, L] (None without it; an int32 scalar
+        Tensor when the trace leaves it unknown)."""
         if "input_ids" not in features:
             return None
-        return int(features["input_ids"].shape[1])
+        length = features["input_ids"].shape[1]
+        return int(length) if length is not None else tf.shape(features["input_ids"])[1]
 
     def trim_padding(self, features: Mapping[str, tf.Tensor], multiple: int) -> Tensors:
         """BERT's records: `input_ids`, `input_mask`, `segment_ids` cut along their last axis

@@ -916,9 +916,10 @@ class Trainer:
         """`features` without the padding past its longest example, rounded up to
         --pad_to_multiple_of (with --pad_to_longest; else unchanged). Outputs of the real
         tokens are the padded batch's up to float rounding: padding is masked out of attention
-        (exp(-10000) is 0 in float32) and dropout draws the run's layout's masks. The rounding
-        bounds the shapes, hence the traces (and XLA compilations) of each step function, to
-        ceil(max_seq_length / multiple) per batch size."""
+        (exp(-10000) is 0 in float32) and dropout draws the run's layout's masks. Every length
+        runs through one trace of each step function (`_LengthPolymorphic`); the rounding
+        bounds the XLA compilations (--use_xla) to ceil(max_seq_length / multiple) per batch
+        size."""
         return self._trim(features, self.task)
 
     def _trim(self, features, task: contract.Task):

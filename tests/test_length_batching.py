@@ -366,10 +366,34 @@ def test_group_by_length_resumes_exactly_and_ignores_the_towers(records, tmp_pat
     assert max_diff(towers2, whole) <= 1e-5
 
 
+def test_cut_batches_give_the_uncut_batchs_sparse_gradient_rows(records, tmp_path):
+    """In the one trace of every cut length, the word embeddings' IndexedSlices gradient has
+    the rows of the uncut batch (so the XLA-compiled update compiles once), and densifies to
+    the same gradient as without the padding rows."""
+    t = trainer(records, tmp_path / "rows", n_gpus=2, multiple=MULTIPLE)
+    batch = next(iter(input_pipeline.record_dataset([records["path"]], SHAPES, 8, True,
+                                                    seed=3, shuffle_buffer=0)))
+    cut = t.trim(batch)
+    assert cut["input_ids"].shape[1] < SEQ
+
+    def sparse_grads(features):
+        grads, _ = t.update.towers(features, t.update._global_context_impl(features))
+        return [g for g in grads if isinstance(g, tf.IndexedSlices)]
+
+    spec = training._relaxed_spec(cut, int(cut["input_ids"].shape[1]))
+    grads = tf.function(sparse_grads, autograph=False).get_concrete_function(spec)(cut)
+    assert grads and all(g.values.shape[0] == 8 * SEQ for g in grads)
+    unpadded = sparse_grads(cut)  # eagerly: the static cut length, no padding rows
+    assert all(g.values.shape[0] < 8 * SEQ for g in unpadded)
+    for padded, plain in zip(grads, unpadded):
+        np.testing.assert_allclose(tf.convert_to_tensor(padded).numpy(),
+                                   tf.convert_to_tensor(plain).numpy(), rtol=0, atol=1e-6)
+
+
 def test_traces_are_bounded_by_the_rounding(records, tmp_path):
-    """Batches cut to several lengths share one trace of each step function, and the update
-    (clipping and the optimizer, XLA-compiled) is traced once: the word embeddings'
-    IndexedSlices gradient is padded to the uncut batch's rows."""
+    """Batches cut to several lengths share one trace of each step function, the update
+    (clipping and the optimizer, XLA-compiled) included; that it also compiles once is the
+    test above (the sparse gradient's rows do not depend on the cut)."""
     t = trainer(records, tmp_path / "traces", multiple=MULTIPLE, steps=10, group_by_length=True)
     dataset = input_pipeline.record_dataset([records["path"]], SHAPES, 8, True, seed=3,
                                             shuffle_buffer=0, group_by_length=True)

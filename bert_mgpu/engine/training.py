@@ -96,25 +96,18 @@ def _batch_rows(features) -> tf.Tensor:
     return tf.cast(tf.shape(next(iter(features.values())))[0], tf.int64)
 
 
-def _pad_slices(grad, full_length: int, length):
-    """An `IndexedSlices` gradient of a batch cut to `length` positions (--pad_to_longest; a
-    Python int or, in the length-polymorphic trace, an int32 scalar Tensor), given the rows the
-    uncut batch (`full_length` positions) would give it: zero rows at index 0 appended. Its
-    sum, norm and update are unchanged (x + 0.0, and 0.0 squared), and its row count no longer
-    depends on the cut, so the XLA-compiled update (`_clip_and_apply`) is traced and compiled
-    once instead of once per batch length (each costs seconds: issue 33's start-up). Dense
-    gradients are returned as they are."""
+def _pad_slices(grad, full_length: int, length: tf.Tensor):
+    """An `IndexedSlices` gradient of a batch cut to `length` positions (int32 scalar Tensor:
+    the length-polymorphic trace of --pad_to_longest), given the rows the uncut batch
+    (`full_length` positions) would give it: zero rows at index 0 appended. Its sum, norm and
+    update are unchanged (x + 0.0, and 0.0 squared), and its row count no longer depends on the
+    cut, so the XLA-compiled update (`_clip_and_apply`) is compiled once instead of once per
+    batch length (each costs seconds: issue 33's start-up). Dense gradients are returned as
+    they are."""
     if not isinstance(grad, tf.IndexedSlices):
         return grad
-    rows = grad.values.shape[0]
-    if isinstance(length, int) and rows is not None:
-        if rows % length:
-            return grad
-        extra = rows // length * full_length - rows
-    else:
-        rows = tf.shape(grad.values, out_type=tf.int32)[0]
-        length = tf.cast(length, tf.int32)
-        extra = tf.maximum(rows // length * full_length - rows, 0)
+    rows = tf.shape(grad.values, out_type=tf.int32)[0]
+    extra = tf.maximum(rows // tf.cast(length, tf.int32) * full_length - rows, 0)
     values = tf.pad(grad.values, [[0, extra]] + [[0, 0]] * (grad.values.shape.rank - 1))
     indices = tf.pad(grad.indices, [[0, extra]])
     return tf.IndexedSlices(values, indices, grad.dense_shape)
@@ -299,8 +292,7 @@ class UpdateStep:
                                            shared)
         grads = towers.sum_gradients(grads)
         length = self.task.sequence_length(features) if self.cfg.max_seq_length > 0 else None
-        if length is not None and not (isinstance(length, int)
-                                       and length >= self.cfg.max_seq_length):
+        if isinstance(length, tf.Tensor):  # the one trace of batches cut to any length
             grads = [_pad_slices(g, self.cfg.max_seq_length, length) for g in grads]
         return grads, _sum_dicts(o["sums"] for o in outputs)
 

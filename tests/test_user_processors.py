@@ -191,6 +191,70 @@ def test_a_class_off_googles_api_is_one_line(tmp_path, source, message):
         user_processors.processor_for("foo", processors_file=str(path))
 
 
+# A processor written against TF's newer names (tensorflow.compat.v1, tf.io.gfile,
+# tf.compat.as_text), as users' processors ported to TF 1.14+ are.
+COMPAT_PROCESSOR = """\
+import tensorflow.compat.v1 as tf
+from run_classifier import DataProcessor, InputExample
+
+
+class PortedProcessor(DataProcessor):
+
+  def get_train_examples(self, data_dir):
+    path = data_dir + "/train.tsv"
+    assert tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path)
+    with tf.io.gfile.GFile(path, "rb") as f:
+      lines = [tf.compat.as_text(line).rstrip("\\n").split("\\t") for line in f]
+    assert tf.compat.as_bytes(lines[0][1]) == "caf\\u00e9".encode("utf-8")
+    return [InputExample("train-%d" % i, text, None, label) for i, (label, text) in
+            enumerate(lines)]
+
+  def get_dev_examples(self, data_dir):
+    return []
+
+  def get_labels(self):
+    return ["a", "b"]
+"""
+
+
+def test_tensorflows_newer_names_work_in_a_processors_file(tmp_path):
+    path = tmp_path / "ported.py"
+    path.write_text(COMPAT_PROCESSOR, encoding="utf-8")
+    write(tmp_path / "data" / "train.tsv", "a\tcaf\u00e9\nb\tbar\n")
+    p = user_processors.processor_for("ported", processors_file=str(path))
+    assert p.get_train_examples(str(tmp_path / "data")) == [
+        processors.InputExample("train-0", "caf\u00e9", None, "a"),
+        processors.InputExample("train-1", "bar", None, "b")]
+    assert p.input_files(str(tmp_path / "data"), "train") == [str(tmp_path / "data" / "train.tsv")]
+
+
+LABELS_FROM = ("import tensorflow as tf\nimport modeling\n"
+               "from run_classifier import DataProcessor\n"
+               "class FooProcessor(DataProcessor):\n"
+               "  def get_train_examples(self, data_dir):\n    return []\n"
+               "  def get_dev_examples(self, data_dir):\n    return []\n"
+               "  def get_labels(self):\n    return {}\n")
+
+
+@pytest.mark.parametrize("labels,message", [
+    ("[str(tf.constant(1))]",
+     r"/p\.py:10 in get_labels: AttributeError: tensorflow\.constant is not available "
+     r"\(a --processors_file's tensorflow has gfile, io\.gfile, logging and compat"),
+    ("tf.gfile.Remove('x')",
+     r"/p\.py:10 in get_labels: AttributeError: tensorflow\.gfile\.Remove is not available"),
+    ("modeling.BertConfig.from_json_file('c.json')",
+     r"/p\.py:10 in get_labels: AttributeError: modeling\.BertConfig is not available \(a "
+     r"--processors_file runs processors only: Google's models and optimizer are not in it\)$"),
+])
+def test_what_the_processors_files_tensorflow_lacks_is_one_line(tmp_path, labels, message):
+    """TensorFlow beyond the shim's names, and Google's modeling, are not there: the error is
+    one line naming the user's line and the name, not a silent TensorFlow import."""
+    path = tmp_path / "p.py"
+    path.write_text(LABELS_FROM.format(labels))
+    with pytest.raises(processors.DataError, match=message):
+        user_processors.processor_for("foo", processors_file=str(path)).get_labels()
+
+
 def test_labels_the_class_does_not_know_are_named(tmp_path):
     path = tmp_path / "p.py"
     path.write_text("from run_classifier import DataProcessor, InputExample\n"

@@ -6,13 +6,16 @@ The file is run as Google's `run_classifier.py` would have run it, with what it 
     `printable_text`, `FullTokenizer`, Google's behaviour);
   - `from run_classifier import DataProcessor, InputExample`: Google's base class (with
     `_read_tsv(input_file, quotechar=None)`) and example class;
-  - `import tensorflow as tf` (or `tensorflow.compat.v1`): the TF1 names processors use,
-    `tf.gfile.Open/GFile/Exists/ListDirectory/Glob/IsDirectory` and `tf.logging.*`. Local paths
-    are read with Python's `open` (UTF-8; a byte-order mark is dropped), so the file is loaded
-    and its classes checked before TensorFlow loads; a remote path (gs://...) or any other
-    `tf.` name loads TensorFlow when the processor first uses it, while the job reads the data.
+  - `import tensorflow as tf` (or `tensorflow.compat.v1`): the TF1 names processors use and
+    only those: `tf.gfile.Open/GFile/Exists/ListDirectory/Glob/IsDirectory/MakeDirs`,
+    `tf.io.gfile.*`, `tf.logging.*` and `tf.compat.as_text/as_str/as_bytes`. Local paths are
+    read with Python's `open` (UTF-8; a byte-order mark is dropped), so the file is loaded and
+    its classes checked before TensorFlow loads; a remote path (gs://...) loads TensorFlow to
+    read through tf.io.gfile. Any other `tf.` name is a one-line error naming the user's line
+    and the name (`p.py:12 in get_labels: AttributeError: tensorflow.constant is not
+    available (...)`).
   - `import modeling` / `import optimization` (the top of a pasted run_classifier.py) import
-    placeholders; using them is an error naming the name.
+    empty modules; using them is the same one-line error.
 
 The file is loaded once per process, at start (cli.py, with the flags), so a syntax error, a
 missing class or a method of the wrong shape is one line before any work. `--task_name` picks a
@@ -82,43 +85,54 @@ def _gfile(name):
     return call
 
 
-class _Placeholder(types.ModuleType):
-    """A module of Google's repository a pasted file imports but a processor does not need."""
-
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        raise AttributeError(f"{self.__name__}.{name} is not available in a --processors_file "
-                             f"(only processors run from it)")
-
-
-class _LazyTensorFlow(types.ModuleType):
-    """`tf` of a TF1 processor: gfile and logging without TensorFlow, anything else from
-    `tensorflow.compat.v1` (loaded on first use)."""
-
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        import tensorflow as tf
-        return getattr(tf.compat.v1, name)
+def _shim(name: str, offers: str, **attributes) -> types.ModuleType:
+    """A module a user's file imports in place of one of Google's (or TensorFlow): only the
+    named `attributes`; any other name is an AttributeError that `user_error` words with
+    `offers` (what the module does have)."""
+    module = types.ModuleType(name)
+    module.__dict__.update(attributes)
+    module.__shim_offers__ = offers
+    return module
 
 
 def _tensorflow_shim() -> types.ModuleType:
-    tf = _LazyTensorFlow("tensorflow")
-    gfile = types.SimpleNamespace(
-        Open=_open_for_user, GFile=_open_for_user, Exists=_gfile("exists"),
-        ListDirectory=_gfile("listdir"), IsDirectory=_gfile("isdir"), Glob=_gfile("glob"),
-        MakeDirs=_gfile("makedirs"))
-    tf.gfile = gfile
-    tf.io = types.SimpleNamespace(gfile=types.SimpleNamespace(
-        GFile=_open_for_user, exists=_gfile("exists"), listdir=_gfile("listdir"),
-        isdir=_gfile("isdir"), glob=_gfile("glob"), makedirs=_gfile("makedirs")))
-    tf.logging = types.SimpleNamespace(
-        info=logging.info, warning=logging.warning, warn=logging.warning, error=logging.error,
-        debug=logging.debug, set_verbosity=lambda level: None, DEBUG=logging.DEBUG,
-        INFO=logging.INFO, WARN=logging.WARNING, ERROR=logging.ERROR)
-    tf.compat = types.SimpleNamespace(v1=tf)
+    """`tf` of a TF1 processor: the file and logging names processors use, without loading
+    TensorFlow (a remote path loads it to read through tf.io.gfile)."""
+    offers = ("a --processors_file's tensorflow has gfile, io.gfile, logging and compat "
+              "(v1, as_text, as_str, as_bytes)")
+    gfile = _shim("tensorflow.gfile", offers, Open=_open_for_user, GFile=_open_for_user,
+                  Exists=_gfile("exists"), ListDirectory=_gfile("listdir"),
+                  IsDirectory=_gfile("isdir"), Glob=_gfile("glob"), MakeDirs=_gfile("makedirs"))
+    io_gfile = _shim("tensorflow.io.gfile", offers, GFile=_open_for_user,
+                     exists=_gfile("exists"), listdir=_gfile("listdir"), isdir=_gfile("isdir"),
+                     glob=_gfile("glob"), makedirs=_gfile("makedirs"))
+    logging_ = _shim("tensorflow.logging", offers, info=logging.info, warning=logging.warning,
+                     warn=logging.warning, error=logging.error, debug=logging.debug,
+                     set_verbosity=lambda level: None, DEBUG=logging.DEBUG, INFO=logging.INFO,
+                     WARN=logging.WARNING, ERROR=logging.ERROR)
+    tf = _shim("tensorflow", offers, gfile=gfile, logging=logging_,
+               io=_shim("tensorflow.io", offers, gfile=io_gfile))
+    tf.compat = _shim("tensorflow.compat", offers, v1=tf, as_text=_as_text, as_str=_as_text,
+                      as_bytes=_as_bytes)
     return tf
+
+
+def _as_text(value, encoding: str = "utf-8") -> str:
+    """tf.compat.as_text: text unchanged, bytes decoded (strictly, as TensorFlow's)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode(encoding)
+    raise TypeError(f"Expected binary or unicode string, got {value!r}")
+
+
+def _as_bytes(value, encoding: str = "utf-8") -> bytes:
+    """tf.compat.as_bytes: bytes unchanged, text encoded."""
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode(encoding)
+    raise TypeError(f"Expected binary or unicode string, got {value!r}")
 
 
 class GoogleInputExample:
@@ -162,6 +176,10 @@ class GoogleDataProcessor:
             return [line for line in reader]
 
 
+_NOT_NEEDED = ("a --processors_file runs processors only: Google's models and optimizer are "
+               "not in it")
+
+
 def _shim_modules() -> Dict[str, types.ModuleType]:
     run_classifier = types.ModuleType("run_classifier")
     run_classifier.DataProcessor = GoogleDataProcessor
@@ -170,7 +188,8 @@ def _shim_modules() -> Dict[str, types.ModuleType]:
     tf = _tensorflow_shim()
     run_classifier.tf = tf
     return {"tensorflow": tf, "tokenization": tokenization, "run_classifier": run_classifier,
-            "modeling": _Placeholder("modeling"), "optimization": _Placeholder("optimization")}
+            "modeling": _shim("modeling", _NOT_NEEDED),
+            "optimization": _shim("optimization", _NOT_NEEDED)}
 
 
 def _user_builtins(shims: Dict[str, types.ModuleType]) -> dict:
@@ -202,6 +221,9 @@ def _where(e: BaseException, path: str) -> str:
 def user_error(e: BaseException, path: str) -> DataError:
     """One line for an exception raised in the user's code."""
     message = e.msg if isinstance(e, SyntaxError) else str(e)
+    offers = getattr(getattr(e, "obj", None), "__shim_offers__", None)
+    if isinstance(e, AttributeError) and offers:
+        message = f"{e.obj.__name__}.{e.name} is not available ({offers})"
     return DataError(f"{_where(e, path)}: {type(e).__name__}: {message}".rstrip(": "))
 
 

@@ -117,6 +117,10 @@ _SPECS = {
     "num_accumulation_steps": ("integer", 1, "Micro-batches (each train_batch_size x n_gpus) "
                                              "whose gradients are summed before one update."),
     "use_xla": ("bool", False, "Compile each tower's forward and backward pass with XLA."),
+    "xla_layers": ("bool", False, "Compile each encoder layer's forward and backward pass "
+                                  "with XLA (its element-wise work fused between the "
+                                  "matmuls), the rest of the step as without; the same "
+                                  "gradients, dropout masks included."),
     "gradient_checkpointing": ("bool", False, "Recompute each encoder layer's activations in "
                                               "the backward pass instead of keeping them: "
                                               "less memory for more compute, the same "

@@ -217,6 +217,9 @@ CASES = [
     ("run_classifier_mgpu", "flag-enum", lambda w: {"--truncation": "middle"},
      r"flag --truncation=middle"),
     ("run_pretraining", "n-gpus-0", lambda w: {"--n_gpus": "0"}, r"--n_gpus must be >= 1"),
+    ("run_pretraining", "xla-layers-and-use-xla",
+     lambda w: {"--xla_layers": "true", "--use_xla": "true"},
+     r"--xla_layers cannot be combined with --use_xla \(which compiles the whole tower\)"),
     # head_tail's default --head_tokens=128 (Sun et al.'s, at length 512) at length 16: no tail
     ("run_classifier_mgpu", "head-tail-no-tail", lambda w: {"--truncation": "head_tail"},
      r"--truncation=head_tail keeps --head_tokens=128 pieces from the start and the rest of "

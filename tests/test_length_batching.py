@@ -71,7 +71,9 @@ def trainer(records, out, n_gpus=1, batch=8, multiple=0, steps=6, **kwargs):
                       save_checkpoints_steps=100, log_every_n_steps=100,
                       init_checkpoint=records["init"], shuffle_buffer_size=0,
                       pad_to_multiple_of=multiple, **dict(dict(max_seq_length=SEQ), **kwargs))
-    return training.Trainer(BertClassifier(CONFIG, 2), cfg, towers.tower_devices(n_gpus))
+    task = BertClassifier(CONFIG, 2)
+    task.bert.compiled_layers = cfg.xla_layers  # as tasks/base.trainer_for
+    return training.Trainer(task, cfg, towers.tower_devices(n_gpus))
 
 
 def train(records, out, on_step=None, **kwargs):
@@ -320,6 +322,17 @@ def test_trimmed_training_equals_padded_training_with_dropout(records, tmp_path,
     trimmed = train(records, tmp_path / "trimmed", n_gpus=2, multiple=16, steps=4,
                     group_by_length=True)
     assert len(set(trimmed.lengths)) >= 2, trimmed.lengths
+    assert max_diff(trimmed, padded_run) <= 1e-5
+
+
+def test_trimmed_training_with_xla_layers_equals_padded_training(records, tmp_path, padded_run):
+    """--xla_layers (each encoder layer one XLA computation, its dropout drawn inside it) on
+    batches trimmed to 16 or 32 positions over 2 towers: the weights and slots of the padded
+    one-device run without it."""
+    trimmed = train(records, tmp_path / "trimmed", n_gpus=2, multiple=16, steps=4,
+                    group_by_length=True, xla_layers=True)
+    assert len(set(trimmed.lengths)) >= 2, trimmed.lengths
+    assert trimmed.update._train_step.experimental_get_tracing_count() == 1
     assert max_diff(trimmed, padded_run) <= 1e-5
 
 

@@ -345,3 +345,60 @@ def test_config_errors_name_file_and_key(tmp_path):
         BertConfig.from_json_file(str(bad))
     with pytest.raises(BertConfigError, match="not found"):
         BertConfig.from_json_file(str(tmp_path / "missing.json"))
+
+
+# -- --xla_layers: each encoder layer one XLA computation ------------------------------------
+
+def _xla_compiled_calls(graph):
+    """Names of the functions the graph calls that must be compiled by XLA."""
+    library = {f.signature.name: f for f in graph.as_graph_def().library.function}
+    return [name for name, f in library.items()
+            if f.attr.get("_XlaMustCompile") is not None and f.attr["_XlaMustCompile"].b]
+
+
+@pytest.mark.parametrize("options,trimmed", [
+    ({}, False), ({}, True), ({"pre_layer_norm": True}, False),
+    ({"share_parameters": "all", "embedding_size": 16}, True)])
+def test_xla_layers_give_the_outputs_and_gradients_of_the_uncompiled_layers(options, trimmed):
+    """Compiled layers (dropout 0.1 on, position-keyed masks drawn inside the XLA computation)
+    against the same model uncompiled: every layer's output and every weight's gradient to
+    1e-5, for Google's post-LN stack, pre-LN and ALBERT's shared layers, and for a batch cut
+    below the dropout layout with its length a Tensor (one trace for every cut)."""
+    config, model, _, _, clf = build_all(dict(TINY_CONFIG, num_hidden_layers=3, **options))
+    rng = np.random.RandomState(4)
+    batch, length, layout = 3, 12, 16
+    ids = tf.constant(rng.randint(1, 100, [batch, length]), tf.int32)
+    mask = tf.constant((np.arange(length)[None] < [[12], [7], [3]]).astype(np.int32))
+    labels = tf.constant([0, 2, 1])
+    variables = list(model.named_variables().values()) + list(clf.named_variables().values())
+    length_spec = tf.TensorSpec([batch, None], tf.int32)
+
+    def run(compiled):
+        def step(ids, mask, step):
+            model.compiled_layers = compiled
+            seq_length = tf.shape(ids)[1] if trimmed else length
+            with modeling.dropout_stream(5, step, 3, batch, seq_length=seq_length,
+                                         full_length=layout if trimmed else None):
+                with tf.GradientTape() as tape:
+                    out = model(ids, mask, training=True)
+                    loss = clf(out.pooled_output, labels, training=True)["loss"] + \
+                        tf.reduce_sum(tf.square(out.sequence_output)) * 1e-2
+                grads = tape.gradient(loss, variables)
+            return out.all_encoder_layers, [tf.convert_to_tensor(g) for g in grads]
+        signature = [length_spec, length_spec, tf.TensorSpec([], tf.int64)] if trimmed else None
+        fn = tf.function(step, autograph=False, input_signature=signature)
+        graph = fn.get_concrete_function(ids, mask, tf.constant(2, tf.int64)).graph
+        return fn(ids, mask, tf.constant(2, tf.int64)), _xla_compiled_calls(graph)
+
+    (plain_layers, plain_grads), plain_compiled = run(False)
+    (layers, grads), compiled = run(True)
+    assert not plain_compiled and compiled  # the layers did run as XLA computations
+    for a, b in zip(plain_layers, layers):
+        np.testing.assert_allclose(b, a, atol=1e-5, rtol=1e-5)
+    for v, a, b in zip(variables, plain_grads, grads):
+        scale = max(1.0, float(np.abs(a).max()))
+        np.testing.assert_allclose(b, a, atol=1e-5 * scale, rtol=1e-5, err_msg=v.name)
+    # Dropout acted: the same model without it gives other outputs.
+    model.compiled_layers = False
+    quiet = model(ids, mask, training=False).all_encoder_layers[-1]
+    assert float(tf.reduce_max(tf.abs(quiet - plain_layers[-1]))) > 1e-2

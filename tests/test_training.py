@@ -82,6 +82,7 @@ def train(data, tmp_path, name, n_gpus, batch, accum=1, steps=4, precision="fp32
                                 compute_dtype=training.compute_dtype(precision),
                                 next_sentence=next_sentence)
     task.bert.gradient_checkpointing = cfg.gradient_checkpointing  # as tasks/base.trainer_for
+    task.bert.compiled_layers = cfg.xla_layers
     trainer = training.Trainer(task, cfg, towers.tower_devices(n_gpus))
     dataset = input_pipeline.record_dataset(data["files"], features.pretraining_shapes(SEQ, PREDS),
                                             cfg.global_batch_size, True, seed=3,
@@ -211,6 +212,17 @@ def test_gradient_checkpointing_gives_the_same_weights(data, tmp_path, one_devic
     # more than 1e-4 (test_with_dropout_on_towers_and_accumulation_equal_one_device).
     tolerance = 5e-5 if precision == "fp16" else 1e-5
     assert max_diff(weights(checkpointed), weights(reference)) <= tolerance
+
+
+@pytest.mark.parametrize("n_gpus,batch,accum", [(2, 4, 1), (1, 4, 2)])
+def test_xla_layers_give_the_same_weights(data, tmp_path, one_device_dropout, n_gpus, batch,
+                                          accum):
+    """--xla_layers (each encoder layer's forward and backward pass one XLA computation, its
+    dropout masks drawn inside it): with dropout 0.1, towers and accumulation, 4 updates end
+    with the weights and slots of the one-device run without it."""
+    trainer, _ = train(data, tmp_path, "xla_layers", n_gpus, batch, accum,
+                       config=DROPOUT_CONFIG, xla_layers=True)
+    assert max_diff(weights(trainer), weights(one_device_dropout[0])) <= 1e-5
 
 
 def test_gradient_checkpointing_recomputes_the_layers():

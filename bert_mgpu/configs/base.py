@@ -95,6 +95,7 @@ class TrainOptions:
     adam_bias_correction: bool = False
     precision: str = "fp32"
     use_xla: bool = False
+    xla_layers: bool = False
     gradient_checkpointing: bool = False
     clip_norm: float = 1.0
     # How an IndexedSlices gradient counts in the clipped global norm (see
@@ -130,6 +131,10 @@ class TrainOptions:
         if self.adam_bias_correction and self.optimizer != "adamw":
             raise ValueError("--adam_bias_correction applies to --optimizer=adamw (LAMB always "
                              "corrects its moments)")
+        if self.xla_layers and (self.use_xla or self.gradient_checkpointing):
+            other = "--use_xla (which compiles the whole tower)" if self.use_xla else \
+                "--gradient_checkpointing"
+            raise ValueError(f"--xla_layers cannot be combined with {other}")
         if not self.learning_rate > 0:
             raise ValueError(f"--learning_rate must be > 0, got {self.learning_rate}")
         if not self.clip_norm > 0:

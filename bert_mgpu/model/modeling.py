@@ -161,13 +161,47 @@ class DropoutStream:
         self.seq_length, self.full_length = seq_length, full_length
         self.calls = 0
 
-    def _key(self) -> tf.Tensor:
-        # splitmix64 of (seed, call index): a distinct Philox key per dropout call.
-        z = (self.seed * 0x9E3779B97F4A7C15 + (self.calls + 1) * 0xBF58476D1CE4E5B9) % 2 ** 64
+    # Given (a compiled layer's stream, `inside`): the keys of the calls, a uint64 Tensor [K]
+    # whose entry i is the key of the outer stream's call `calls + i`.
+    keys: Optional[tf.Tensor] = None
+
+    def key_value(self, call: int) -> int:
+        """splitmix64 of (seed, call index): a distinct Philox key per dropout call."""
+        z = (self.seed * 0x9E3779B97F4A7C15 + (call + 1) * 0xBF58476D1CE4E5B9) % 2 ** 64
         z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) % 2 ** 64
         z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) % 2 ** 64
-        self.calls += 1
-        return tf.constant([z ^ (z >> 31)], tf.uint64)
+        return z ^ (z >> 31)
+
+    def _key(self) -> tf.Tensor:
+        call, self.calls = self.calls, self.calls + 1
+        if self.keys is not None:
+            if call >= self.keys.shape[0]:
+                raise ValueError(f"a compiled layer draws more than {self.keys.shape[0]} "
+                                 f"dropout masks")
+            return self.keys[call:call + 1]
+        return tf.constant([self.key_value(call)], tf.uint64)
+
+    def state(self, keys: int):
+        """(Tensors, statics) that `inside` rebuilds this stream from in a compiled function,
+        with the keys of this stream's next `keys` calls."""
+        tensors = [self.step, self.example_offset, self.num_examples,
+                   tf.constant(np.array([self.key_value(self.calls + i) for i in range(keys)],
+                                        np.uint64))]
+        dynamic = isinstance(self.seq_length, tf.Tensor)
+        if dynamic:
+            tensors.append(self.seq_length)
+        return tensors, (self.seed, None if dynamic else self.seq_length, self.full_length)
+
+    @classmethod
+    def inside(cls, tensors, statics) -> "DropoutStream":
+        """The stream `state` describes, drawing the outer stream's masks call for call."""
+        seed, seq_length, full_length = statics
+        step, offset, num, keys = tensors[:4]
+        stream = cls(seed, step, offset, num,
+                     tensors[4] if seq_length is None and len(tensors) > 4 else seq_length,
+                     full_length)
+        stream.keys = keys
+        return stream
 
     def dropout(self, x: tf.Tensor, rate: float, seq_view=None) -> tf.Tensor:
         """x: float Tensor whose values are example-major (e.g. [B, ...] or [B*S, H] with B the
@@ -455,6 +489,62 @@ def recomputed(fn: Callable[[tf.Tensor], tf.Tensor], x: tf.Tensor,
     return out
 
 
+# The most dropout masks one encoder layer draws (attention probabilities, attention output,
+# feed-forward output).
+_LAYER_DROPOUTS = 3
+
+
+class _CompiledLayer:
+    """Encoder layers run as one XLA computation each (`BertModel.compiled_layers`,
+    --xla_layers): one `tf.function(jit_compile=True)` per `encode` call, traced once for all
+    the stack's layers (whose shapes are the same) with their weights as arguments, so XLA fuses
+    each layer's element-wise work (bias adds, GELU, dropout, residuals, LayerNorm, softmax)
+    between the matmuls, forward and backward, and compiles once per batch shape.
+
+    The layer computes what the uncompiled one does: its dropout draws, inside the computation,
+    the masks of the current stream's next calls (the same Philox keys and counters: the keys are
+    passed in, the counters derive from the same step and positions), and its weights are the
+    values `param` gives outside (a tower's copies or the variables' values), so towers, gradient
+    accumulation and the position-keyed masks are unchanged (tests/test_modeling.py compares
+    outputs and gradients with the uncompiled layers, dropout on).
+    """
+
+    def __init__(self, template, layer_for):
+        self.template = template
+        self.variables = [v for block in template for v in block.variables()]
+        self.stream = getattr(_STREAM, "current", None)
+        self.statics = None
+        self.calls = None  # the dropout calls one layer makes (known once traced)
+
+        def run(x, attention_mask, stream_tensors, weights):
+            batch_size, _, seq_length = get_shape_list(attention_mask, expected_rank=3)
+            layer = layer_for(batch_size, seq_length, attention_mask)
+            outer = getattr(_STREAM, "current", None)
+            inner = (DropoutStream.inside(stream_tensors, self.statics)
+                     if self.stream is not None else None)
+            _STREAM.current = inner
+            try:
+                with parameter_values(self.variables, weights):
+                    out = layer(*template, x, False)
+            finally:
+                _STREAM.current = outer
+            self.calls = inner.calls if inner is not None else 0
+            return out
+
+        self.run = tf.function(run, jit_compile=True, autograph=False)
+
+    def __call__(self, attention, ffn, x, attention_mask):
+        weights = [tf.convert_to_tensor(param(v))
+                   for block in (attention, ffn) for v in block.variables()]
+        stream_tensors = []
+        if self.stream is not None:
+            stream_tensors, self.statics = self.stream.state(_LAYER_DROPOUTS)
+        out = self.run(x, attention_mask, stream_tensors, weights)
+        if self.stream is not None:
+            self.stream.calls += self.calls
+        return out
+
+
 class ParameterStore:
     """An ordered mapping from Google's variable names to `tf.Variable`s.
 
@@ -702,6 +792,9 @@ class BertModel(tf.Module):
         # --gradient_checkpointing: training recomputes each layer's activations in the
         # backward pass instead of keeping them (`recomputed`).
         self.gradient_checkpointing = False
+        # --xla_layers: each encoder layer (forward and backward) runs as one XLA computation
+        # (`_CompiledLayer`).
+        self.compiled_layers = False
 
     @staticmethod
     def _build_layers(store, encoder, config):
@@ -850,44 +943,50 @@ class BertModel(tf.Module):
             # [B*S, W] (or the real rows [N, W]) -> [B*1, W]: the first token of every sequence.
             return tf.reshape(padded(x), [batch_size, seq_length, x.shape[-1]])[:, 0]
 
-        def attend(attention, x, first_only=False):
-            from_tensor, from_length, mask = x, seq_length, attention_mask
-            # Without the padding, the projections run on the real rows and are scattered to
-            # the [B*S] layout the attention's reshapes need.
-            query, key, value = (attention.query, attention.key, attention.value) \
-                if token_rows is None else (
-                    lambda t: padded(attention.query(t)), lambda t: padded(attention.key(t)),
-                    lambda t: padded(attention.value(t)))
-            if first_only:
-                from_tensor, from_length, mask = first_tokens(x), 1, attention_mask[:, :1]
-                query = attention.query
-            context = attention_layer(
-                from_tensor, x, query, key, value,
-                attention_mask=mask,
-                num_attention_heads=config.num_attention_heads,
-                attention_probs_dropout_prob=config.attention_probs_dropout_prob,
-                training=training, batch_size=batch_size,
-                from_seq_length=from_length, to_seq_length=seq_length)
-            if token_rows is not None and not first_only:
-                context = tf.gather(context, token_rows)  # [B*S, H] -> [N, H]
-            return dropout(attention.output(context), config.hidden_dropout_prob, training,
-                           seq_view=(SEQ, config.hidden_size))
+        def layer_for(batch_size, seq_length, attention_mask):
+            # One encoder layer for a batch of these dimensions (in a compiled layer, its own).
+            def attend(attention, x, first_only=False):
+                from_tensor, from_length, mask = x, seq_length, attention_mask
+                # Without the padding, the projections run on the real rows and are scattered to
+                # the [B*S] layout the attention's reshapes need.
+                query, key, value = (attention.query, attention.key, attention.value) \
+                    if token_rows is None else (
+                        lambda t: padded(attention.query(t)), lambda t: padded(attention.key(t)),
+                        lambda t: padded(attention.value(t)))
+                if first_only:
+                    from_tensor, from_length, mask = first_tokens(x), 1, attention_mask[:, :1]
+                    query = attention.query
+                context = attention_layer(
+                    from_tensor, x, query, key, value,
+                    attention_mask=mask,
+                    num_attention_heads=config.num_attention_heads,
+                    attention_probs_dropout_prob=config.attention_probs_dropout_prob,
+                    training=training, batch_size=batch_size,
+                    from_seq_length=from_length, to_seq_length=seq_length)
+                if token_rows is not None and not first_only:
+                    context = tf.gather(context, token_rows)  # [B*S, H] -> [N, H]
+                return dropout(attention.output(context), config.hidden_dropout_prob, training,
+                               seq_view=(SEQ, config.hidden_size))
 
-        def feed_forward(ffn, x):
-            return dropout(ffn(x), config.hidden_dropout_prob, training,
-                           seq_view=(SEQ, config.hidden_size))
+            def feed_forward(ffn, x):
+                return dropout(ffn(x), config.hidden_dropout_prob, training,
+                               seq_view=(SEQ, config.hidden_size))
 
-        def layer(attention, ffn, layer_input, first_only):
-            residual = first_tokens(layer_input) if first_only else layer_input
-            if config.pre_layer_norm:
-                attention_output = residual + attend(
-                    attention, attention.layer_norm(layer_input), first_only)
-                return attention_output + feed_forward(ffn, ffn.layer_norm(attention_output))
-            attention_output = attention.layer_norm(
-                attend(attention, layer_input, first_only) + residual)
-            return ffn.layer_norm(feed_forward(ffn, attention_output) + attention_output)
+            def layer(attention, ffn, layer_input, first_only):
+                residual = first_tokens(layer_input) if first_only else layer_input
+                if config.pre_layer_norm:
+                    attention_output = residual + attend(
+                        attention, attention.layer_norm(layer_input), first_only)
+                    return attention_output + feed_forward(ffn, ffn.layer_norm(attention_output))
+                attention_output = attention.layer_norm(
+                    attend(attention, layer_input, first_only) + residual)
+                return ffn.layer_norm(feed_forward(ffn, attention_output) + attention_output)
+            return layer
+
+        layer = layer_for(batch_size, seq_length, attention_mask)
 
         all_layer_outputs = []
+        compiled = None
         for index, (attention, ffn) in enumerate(self.layers):
             first_only = first_token_only and index == len(self.layers) - 1
             if training and self.gradient_checkpointing:
@@ -895,6 +994,10 @@ class BertModel(tf.Module):
                 prev_output = recomputed(
                     lambda x, a=attention, f=ffn: layer(a, f, x, False), prev_output,
                     attention.variables() + ffn.variables())
+            elif self.compiled_layers and token_rows is None and not first_only:
+                if compiled is None:
+                    compiled = _CompiledLayer(self.layers[0], layer_for)
+                prev_output = compiled(attention, ffn, prev_output, attention_mask)
             else:
                 prev_output = layer(attention, ffn, prev_output, first_only)
             all_layer_outputs.append(prev_output)

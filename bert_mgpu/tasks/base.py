@@ -192,9 +192,10 @@ def read_splits(cfg, read: Callable[[str], Any]) -> Dict[str, Any]:
 
 def trainer_for(job: Job, task, train_cfg: TrainConfig,
                 lr_multipliers: Optional[Mapping[str, float]] = None) -> training.Trainer:
-    """The trainer of a task whose encoder is `task.bert`, with --gradient_checkpointing
-    applied to that encoder."""
+    """The trainer of a task whose encoder is `task.bert`, with --gradient_checkpointing and
+    --xla_layers applied to that encoder."""
     task.bert.gradient_checkpointing = train_cfg.gradient_checkpointing
+    task.bert.compiled_layers = train_cfg.xla_layers
     return job.trainer(task, train_cfg, lr_multipliers)
 
 

@@ -357,13 +357,13 @@ def _xla_compiled_calls(graph):
 
 
 @pytest.mark.parametrize("options,trimmed", [
-    ({}, False), ({}, True), ({"pre_layer_norm": True}, False),
-    ({"share_parameters": "all", "embedding_size": 16}, True)])
+    ({}, True), ({"pre_layer_norm": True, "share_parameters": "all", "embedding_size": 16},
+                 False)])
 def test_xla_layers_give_the_outputs_and_gradients_of_the_uncompiled_layers(options, trimmed):
     """Compiled layers (dropout 0.1 on, position-keyed masks drawn inside the XLA computation)
     against the same model uncompiled: every layer's output and every weight's gradient to
-    1e-5, for Google's post-LN stack, pre-LN and ALBERT's shared layers, and for a batch cut
-    below the dropout layout with its length a Tensor (one trace for every cut)."""
+    1e-5: Google's post-LN stack on a batch cut below the dropout layout with its length a
+    Tensor (one trace for every cut), and pre-LN with ALBERT's shared layers on a padded one."""
     config, model, _, _, clf = build_all(dict(TINY_CONFIG, num_hidden_layers=3, **options))
     rng = np.random.RandomState(4)
     batch, length, layout = 3, 12, 16

@@ -32,11 +32,9 @@ arms learned alike, not how well a model generalises.
 """
 
 import argparse
-import datetime
 import glob
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -51,23 +49,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from _common import machine, write_section  # noqa: E402  (bench/)
 from _oracle import MATERIAL, oracle_python  # noqa: E402  (tests/)
-
-_STEP = re.compile(r"^I(\d\d)(\d\d) (\d\d):(\d\d):(\d\d\.\d+) .*\] step (\d+)/(\d+): ")
-
-
-def step_times(log_path):
-    """update -> unix time of its log line (the trainer logs once the update's results are
-    fetched)."""
-    year = datetime.date.today().year
-    times = {}
-    with open(log_path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            m = _STEP.match(line)
-            if m:
-                month, day, hour, minute, second, step, _ = m.groups()
-                t = datetime.datetime(year, int(month), int(day), int(hour), int(minute))
-                times[int(step)] = t.timestamp() + float(second)
-    return times
+from finetune_minilm import parse_step_lines  # noqa: E402  (bench/)
 
 
 def run(cmd, log_path, env):
@@ -149,7 +131,7 @@ def main():
                 f"--random_seed={args.seed}", "--pad_to_longest=true", "--predict_batch_size=32",
                 "--log_every_n_steps=1", "--save_checkpoints_steps=100000"],
                os.path.join(work, "ours.log"), dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    times = step_times(os.path.join(work, "ours.log"))
+    times = {step: t for step, t, _ in parse_step_lines(os.path.join(work, "ours.log"))}
     steps = max(times)
     ours["examples_per_sec"] = ((steps - args.skip_steps) * batch /
                                 (times[steps] - times[args.skip_steps]))

@@ -26,6 +26,7 @@ from bert_mgpu.data import features, input_pipeline, tfrecord
 from bert_mgpu.engine import checkpoint, towers, training
 from bert_mgpu.model import modeling
 from bert_mgpu.model.bert_config import BertConfig
+from bert_mgpu.tasks.base import apply_encoder_options
 from bert_mgpu.tasks.classifier import BertClassifier, run_classifier
 
 SEQ, MULTIPLE, N = 32, 8, 126
@@ -72,7 +73,7 @@ def trainer(records, out, n_gpus=1, batch=8, multiple=0, steps=6, **kwargs):
                       init_checkpoint=records["init"], shuffle_buffer_size=0,
                       pad_to_multiple_of=multiple, **dict(dict(max_seq_length=SEQ), **kwargs))
     task = BertClassifier(CONFIG, 2)
-    task.bert.compiled_layers = cfg.xla_layers  # as tasks/base.trainer_for
+    apply_encoder_options(task.bert, cfg)  # as tasks/base.trainer_for
     return training.Trainer(task, cfg, towers.tower_devices(n_gpus))
 
 

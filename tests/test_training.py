@@ -15,6 +15,7 @@ from bert_mgpu.data import features, input_pipeline
 from bert_mgpu.engine import checkpoint, optimization, towers, training
 from bert_mgpu.model import modeling
 from bert_mgpu.model.bert_config import BertConfig
+from bert_mgpu.tasks.base import apply_encoder_options
 from bert_mgpu.tasks.pretraining import BertPretrainer
 
 # One layer: nothing these tests check depends on depth, and a trainer's tracing and XLA
@@ -81,8 +82,7 @@ def train(data, tmp_path, name, n_gpus, batch, accum=1, steps=4, precision="fp32
     task = BertPretrainer(BertConfig.from_dict(config or CONFIG),
                                 compute_dtype=training.compute_dtype(precision),
                                 next_sentence=next_sentence)
-    task.bert.gradient_checkpointing = cfg.gradient_checkpointing  # as tasks/base.trainer_for
-    task.bert.compiled_layers = cfg.xla_layers
+    apply_encoder_options(task.bert, cfg)  # as tasks/base.trainer_for
     trainer = training.Trainer(task, cfg, towers.tower_devices(n_gpus))
     dataset = input_pipeline.record_dataset(data["files"], features.pretraining_shapes(SEQ, PREDS),
                                             cfg.global_batch_size, True, seed=3,

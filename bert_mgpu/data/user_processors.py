@@ -74,6 +74,11 @@ def _open_for_user(path, mode: str = "r", *args, **kwargs):
     return builtins.open(path, mode, *args, **kwargs)
 
 
+# tf.io.gfile's file functions (TF 2 names) -> tf.gfile's (TF 1 names).
+_GFILE_NAMES = {"exists": "Exists", "listdir": "ListDirectory", "isdir": "IsDirectory",
+                "glob": "Glob", "makedirs": "MakeDirs"}
+
+
 def _gfile(name):
     def call(path, *args):
         if _is_remote(path):
@@ -101,11 +106,9 @@ def _tensorflow_shim() -> types.ModuleType:
     offers = ("a --processors_file's tensorflow has gfile, io.gfile, logging and compat "
               "(v1, as_text, as_str, as_bytes)")
     gfile = _shim("tensorflow.gfile", offers, Open=_open_for_user, GFile=_open_for_user,
-                  Exists=_gfile("exists"), ListDirectory=_gfile("listdir"),
-                  IsDirectory=_gfile("isdir"), Glob=_gfile("glob"), MakeDirs=_gfile("makedirs"))
+                  **{tf1: _gfile(name) for name, tf1 in _GFILE_NAMES.items()})
     io_gfile = _shim("tensorflow.io.gfile", offers, GFile=_open_for_user,
-                     exists=_gfile("exists"), listdir=_gfile("listdir"), isdir=_gfile("isdir"),
-                     glob=_gfile("glob"), makedirs=_gfile("makedirs"))
+                     **{name: _gfile(name) for name in _GFILE_NAMES})
     logging_ = _shim("tensorflow.logging", offers, info=logging.info, warning=logging.warning,
                      warn=logging.warning, error=logging.error, debug=logging.debug,
                      set_verbosity=lambda level: None, DEBUG=logging.DEBUG, INFO=logging.INFO,

@@ -161,8 +161,8 @@ class DropoutStream:
         self.seq_length, self.full_length = seq_length, full_length
         self.calls = 0
 
-    # Given (a compiled layer's stream, `inside`): the keys of the calls, a uint64 Tensor [K]
-    # whose entry i is the key of the outer stream's call `calls + i`.
+    # A compiled layer's stream (`inside`) takes its keys from here: a uint64 Tensor [K] whose
+    # entry i is the key of the outer stream's call `calls + i` (None: computed from the seed).
     keys: Optional[tf.Tensor] = None
 
     def key_value(self, call: int) -> int:
@@ -198,8 +198,7 @@ class DropoutStream:
         seed, seq_length, full_length = statics
         step, offset, num, keys = tensors[:4]
         stream = cls(seed, step, offset, num,
-                     tensors[4] if seq_length is None and len(tensors) > 4 else seq_length,
-                     full_length)
+                     tensors[4] if len(tensors) > 4 else seq_length, full_length)
         stream.keys = keys
         return stream
 
@@ -510,7 +509,6 @@ class _CompiledLayer:
     """
 
     def __init__(self, template, layer_for):
-        self.template = template
         self.variables = [v for block in template for v in block.variables()]
         self.stream = getattr(_STREAM, "current", None)
         self.statics = None

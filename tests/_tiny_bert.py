@@ -15,7 +15,7 @@ VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ","] + WORDS
 
 
 def tiny_bert_dir(model_dir, max_position_embeddings=128):
-    """Writes the three files of a Google model directory (2 layers, hidden 32) into
+    """Writes the three files of a Google model directory (1 layer, hidden 32) into
     `model_dir` (a pathlib.Path, created); returns it as a string."""
     model_dir.mkdir(parents=True)
     (model_dir / "vocab.txt").write_text("\n".join(VOCAB) + "\n", encoding="utf-8")

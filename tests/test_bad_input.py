@@ -50,6 +50,9 @@ OWN_FLAGS = {
 SCRIPTS.update({name: os.path.join(REPO, f"{name}.py") for name in OWN_FLAGS
                 if name not in SCRIPTS})
 KJV = os.path.join(DATA, "pretraining", "kjv_bible_one_verse_per_line.txt.gz")
+# Two layers: the mis-shaped checkpoint's error lists each layer's variables, and --layers
+# counts them.
+CONFIG = dict(TINY_CONFIG, num_hidden_layers=2)
 WORDS = ("the movie was good bad great terrible fine boring fun long short and but not very "
          "really quite story actors plot music ending").split()
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ","] + WORDS
@@ -111,13 +114,13 @@ def world(tmp_path_factory):
     (root / "vocab.txt").write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
     w["vocab"] = str(root / "vocab.txt")
     w["config"] = str(root / "bert_config.json")
-    (root / "bert_config.json").write_text(json.dumps(TINY_CONFIG))
+    (root / "bert_config.json").write_text(json.dumps(CONFIG))
     w["config_wide"] = str(root / "bert_config_wide.json")
-    (root / "bert_config_wide.json").write_text(json.dumps(dict(TINY_CONFIG,
+    (root / "bert_config_wide.json").write_text(json.dumps(dict(CONFIG,
                                                                 intermediate_size=41)))
     w["records"] = write_records(root / "train.tfrecord", 24, seed=3)
     # A checkpoint of the tiny model (the `bert/` variables a classifier or extractor loads).
-    model = modeling.BertModel(BertConfig(**TINY_CONFIG))
+    model = modeling.BertModel(BertConfig(**CONFIG))
     w["ckpt"] = checkpoint.write_bundle(str(root / "ckpt" / "bert_model.ckpt"),
                                         model.named_variables())
     rng = np.random.RandomState(0)

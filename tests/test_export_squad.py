@@ -1,6 +1,6 @@
 """export_saved_model.py --task=squad: raw question + context in, Google's answer out.
 
-A tiny SQuAD model (hidden 32, 2 layers, Google's uncased vocabulary, random weights with a
+A tiny SQuAD model (hidden 32, 1 layer, Google's uncased vocabulary, random weights with a
 wide span head so that logits differ clearly) is written as a run_squad.py run would leave it
 (bert_config.json, a checkpoint, run_config.json with run_squad.py's flags), exported by the
 script from --output_dir, and loaded in a process that cannot import bert_mgpu. Questions are on

@@ -31,7 +31,7 @@ from bert_mgpu.tasks.classifier import BertClassifier, run_classifier
 
 SEQ, MULTIPLE, N = 32, 8, 126
 SHAPES = features.classifier_shapes(SEQ)
-CONFIG = BertConfig.from_dict(dict(TINY_CONFIG, num_hidden_layers=1, **DROPOUT))
+CONFIG = BertConfig.from_dict(dict(TINY_CONFIG, **DROPOUT))
 
 
 def lengths_by_label(n=N, seed=0):

@@ -141,7 +141,7 @@ def test_pooling_by_hand():
 
 
 def test_regression_and_multilabel_documents_by_hand():
-    config = BertConfig.from_dict(dict(TINY_CONFIG, vocab_size=30522, num_hidden_layers=1))
+    config = BertConfig.from_dict(dict(TINY_CONFIG, vocab_size=30522))
     docs = np.array([0, 0, 1, 2, 2, 2])
     regressor = BertRegressor(config)
     pooled, labels = regressor.pool_documents(
@@ -195,7 +195,7 @@ def test_loss_weights_each_document_once(tmp_path, tokenizer):
 
 def test_windowed_towers_equal_one_device_with_dropout(tmp_path, tokenizer):
     path, _, shapes = windowed_file(tmp_path, tokenizer)
-    config = BertConfig.from_dict(dict(TINY_CONFIG, vocab_size=30522, num_hidden_layers=1,
+    config = BertConfig.from_dict(dict(TINY_CONFIG, vocab_size=30522,
                                        hidden_dropout_prob=0.1,
                                        attention_probs_dropout_prob=0.1))
     tf.random.set_seed(5)
@@ -387,7 +387,7 @@ def test_served_pooling_equals_the_scripts(task_type, pooling):
     from bert_mgpu.serving.export import ServedClassifier
     from bert_mgpu.tasks.classifier import TASK_CLASSES
 
-    config = BertConfig.from_dict(dict(TINY_CONFIG, vocab_size=30522, num_hidden_layers=1))
+    config = BertConfig.from_dict(dict(TINY_CONFIG, vocab_size=30522))
     num_labels = 1 if task_type == "regression" else 3
     head = ServedClassifier(config, num_labels, ClassifierHeadSpec(task_type=task_type,
                                                                    multilabel_threshold=0.4))

@@ -18,7 +18,7 @@ from bert_mgpu.model.bert_config import BertConfig
 from bert_mgpu.tasks.base import MeanOverExamples, Task, ratio
 
 CHOICES, SEQ, MULTIPLE = 3, 12, 4
-CONFIG = dict(TINY_CONFIG, num_hidden_layers=1)
+CONFIG = TINY_CONFIG
 SEQUENCES = ("input_ids", "input_mask", "segment_ids")
 
 

@@ -26,7 +26,6 @@ from bert_mgpu.tasks.multitask import MultiTaskClassifier, multitask_mean_metric
 VOCAB = os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")
 SCRIPT = os.path.join(REPO, "run_classifier_mgpu.py")
 SEQ = 12
-ONE_LAYER = dict(TINY_CONFIG, num_hidden_layers=1)
 
 
 def make_model(config, kinds=("classification", "multilabel")):
@@ -75,7 +74,7 @@ def train_cfg(out, n_gpus=1, batch=8, steps=4, **kw):
 # -- the model: separate heads, one encoder ----------------------------------------------------
 
 def test_heads_separate_and_encoder_shared(tmp_path):
-    config = BertConfig.from_dict(ONE_LAYER)
+    config = BertConfig.from_dict(TINY_CONFIG)
     model = make_model(config)
     names = list(model.named_variables())
     single = BertClassifier(config, 2).named_variables()
@@ -187,7 +186,7 @@ def test_workers_split_the_global_batches(tmp_path):
 
 def _train(tmp_path, name, inputs, n_gpus, batch, steps=4, stop_at=None, init=None,
            accumulation=1):
-    config = BertConfig.from_dict(dict(ONE_LAYER, hidden_dropout_prob=0.1,
+    config = BertConfig.from_dict(dict(TINY_CONFIG, hidden_dropout_prob=0.1,
                                        attention_probs_dropout_prob=0.1))
     model = make_model(config, ("classification", "regression"))
     if init is not None:
@@ -205,7 +204,7 @@ def test_towers_and_accumulation_equal_one_device_and_resume_is_exact(tmp_path):
     inputs = [write_records(tmp_path / "a", "classification", 24),
               write_records(tmp_path / "b", "regression", 16, first_id=30)]
     tf.random.set_seed(3)
-    config = BertConfig.from_dict(ONE_LAYER)
+    config = BertConfig.from_dict(TINY_CONFIG)
     init = str(tmp_path / "init")
     checkpoint.write_bundle(init, make_model(config, ("classification", "regression"))
                             .named_variables())

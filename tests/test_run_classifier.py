@@ -73,7 +73,7 @@ def google_runs(tmp_path_factory):
     write_mrpc(root / "glue" / "MRPC", np.random.RandomState(0))
     out = str(root / "mrpc_output") + "/"
     variables = {"GLUE_DIR": str(root / "glue"),
-                 "BERT_BASE_DIR": tiny_bert_dir(root / "uncased_L-2_H-32_A-4")}
+                 "BERT_BASE_DIR": tiny_bert_dir(root / "uncased_L-1_H-32_A-4")}
     train = run_command(shell_command(GOOGLE_TRAIN, variables, out))
     variables["TRAINED_CLASSIFIER"] = os.path.join(out, "model.ckpt-3")
     predict_dir = str(root / "predict_output") + "/"

@@ -281,7 +281,7 @@ def label_values_records(path, task_type, n=48, seq=12):
 
 @pytest.mark.parametrize("task_type", ["regression", "multilabel"])
 def test_towers_equal_one_device_with_dropout(tmp_path, task_type):
-    config = BertConfig.from_dict(dict(TINY_CONFIG, num_hidden_layers=1, hidden_dropout_prob=0.1,
+    config = BertConfig.from_dict(dict(TINY_CONFIG, hidden_dropout_prob=0.1,
                                        attention_probs_dropout_prob=0.1))
 
     def make():

@@ -18,10 +18,8 @@ from bert_mgpu.model.bert_config import BertConfig
 from bert_mgpu.tasks.base import apply_encoder_options
 from bert_mgpu.tasks.pretraining import BertPretrainer
 
-# One layer: nothing these tests check depends on depth, and a trainer's tracing and XLA
-# compilation, most of each test's time, grow with it (one layer: ~30% less CPU per trainer).
-# ALBERT's cross-layer sharing keeps two layers.
-CONFIG = dict(TINY_CONFIG, num_hidden_layers=1)
+# One layer (TINY_CONFIG's); ALBERT's cross-layer sharing keeps two.
+CONFIG = TINY_CONFIG
 
 # -- towers.py ------------------------------------------------------------------------------
 

@@ -276,6 +276,10 @@ def test_reduced_precision_is_close_on_real_weights(minilm_features, precision):
     far below the spread of the values (so a wrong but small output cannot pass), and the
     reduced precision did act (not float32's 1e-6 error). Outputs stay float32."""
     spec, reference = minilm_features
+    # fp16 on this CPU runs TensorFlow's emulated half-precision kernels, ~10x bf16's time
+    # (AMX): it is checked on the first of the three pairs.
+    pairs = slice(None) if precision == "bf16" else slice(0, 1)
+    reference = {k: v[pairs] for k, v in reference.items()}
     ids = [tf.constant(reference[k].astype(np.int32))
            for k in ("input_ids", "attention_mask", "token_type_ids")]
     out = export.build_serving_model(spec, "features", precision).serve_ids(*ids)

@@ -146,7 +146,7 @@ class _AdamBase(tf.Module):
     # The model's variables are referenced, not owned: keep them out of `self.variables` so the
     # module's variables are exactly its slots.
     _TF_MODULE_IGNORED_PROPERTIES = frozenset(
-        tf.Module._TF_MODULE_IGNORED_PROPERTIES | {"_params"})
+        tf.Module._TF_MODULE_IGNORED_PROPERTIES | {"_params", "_updates"})
 
     def __init__(self, learning_rate: LearningRate, weight_decay_rate: float, beta_1: float,
                  beta_2: float, epsilon: float,
@@ -165,6 +165,7 @@ class _AdamBase(tf.Module):
         self._v: Dict[str, tf.Variable] = {}
         self._built = False
         self.lr_multipliers: Dict[str, float] = {}
+        self._updates: Dict[Tuple[bool, ...], Callable] = {}
 
     # -- construction ----------------------------------------------------------------------
 
@@ -231,9 +232,9 @@ class _AdamBase(tf.Module):
             return False
         return not any(re.search(r, name) is not None for r in self.exclude_from_weight_decay)
 
-    def _next_moments(self, name: str, grad: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+    def _next_moments(self, m: tf.Tensor, v: tf.Tensor,
+                      grad: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
         # Google's expressions and constant forms (Python floats), so float32 rounding matches.
-        m, v = self._m[name], self._v[name]
         next_m = tf.multiply(self.beta_1, m) + tf.multiply(1.0 - self.beta_1, grad)
         next_v = tf.multiply(self.beta_2, v) + tf.multiply(1.0 - self.beta_2, tf.square(grad))
         return next_m, next_v
@@ -254,8 +255,9 @@ class _AdamBase(tf.Module):
         # Variables without a gradient (None or absent) are left untouched, as Google's.
         return [(n, named_grads[n]) for n in self._params if named_grads.get(n) is not None]
 
-    def _update_direction(self, name: str, param: tf.Tensor, next_m: tf.Tensor,
+    def _update_direction(self, kind: Tuple[bool, ...], param: tf.Tensor, next_m: tf.Tensor,
                           next_v: tf.Tensor, step: Optional[tf.Tensor]) -> tf.Tensor:
+        """The step's direction for a variable of `kind` (see `_update_kind`)."""
         raise NotImplementedError
 
     def apply_gradients(self, named_grads: Mapping[str, Gradient], step=None) -> tf.Tensor:
@@ -273,18 +275,39 @@ class _AdamBase(tf.Module):
         """
         grads = self._checked_grads(named_grads)
         learning_rate = self.learning_rate_at(step)
+        step = None if step is None else tf.convert_to_tensor(step)
         for name, grad in grads:
             var = self._params[name]
-            grad = _densify(grad, var)
-            param = tf.cast(var, tf.float32)
-            next_m, next_v = self._next_moments(name, grad)
-            update = self._update_direction(name, param, next_m, next_v, step)
             lr = learning_rate * self.lr_multipliers[name] if name in self.lr_multipliers \
                 else learning_rate
-            var.assign(tf.cast(param - lr * update, var.dtype))
+            new_param, next_m, next_v = self._update_of(name)(
+                tf.cast(var, tf.float32), tf.convert_to_tensor(self._m[name]),
+                tf.convert_to_tensor(self._v[name]), _densify(grad, var), lr, step)
+            var.assign(tf.cast(new_param, var.dtype))
             self._m[name].assign(next_m)
             self._v[name].assign(next_v)
         return learning_rate
+
+    def _update_of(self, name: str) -> Callable:
+        """The traced update of one variable: `(param, m, v, grad, lr, step) -> (new param,
+        next m, next v)`, shared by every variable the same rules apply to (weight decay or
+        not, layer adaptation or not); traced once per shape among them. Tracing a variable's
+        dozen ops once per kind and shape rather than once per variable (BERT's layers repeat
+        the same shapes) makes the train step's first trace shorter, which users wait for
+        before the first update; inside the XLA-compiled update the calls are inlined, so
+        the computation is the one written out per variable."""
+        key = self._update_kind(name)
+        if key not in self._updates:
+            def update(param, m, v, grad, lr, step):
+                next_m, next_v = self._next_moments(m, v, grad)
+                direction = self._update_direction(key, param, next_m, next_v, step)
+                return param - lr * direction, next_m, next_v
+            self._updates[key] = tf.function(update, autograph=False)
+        return self._updates[key]
+
+    def _update_kind(self, name: str) -> Tuple[bool, ...]:
+        """What decides a variable's update beyond its values: (weight decay,)."""
+        return (self._do_use_weight_decay(name),)
 
 
 class AdamWeightDecay(_AdamBase):
@@ -331,11 +354,12 @@ class AdamWeightDecay(_AdamBase):
             raise ValueError(f"{self.name}: bias correction needs the step")
         return super().apply_gradients(named_grads, step)
 
-    def _update_direction(self, name, param, next_m, next_v, step):
+    def _update_direction(self, kind, param, next_m, next_v, step):
+        (decay,) = kind
         if self.bias_correction:
             next_m, next_v = self._bias_corrected(next_m, next_v, step)
         update = next_m / (tf.sqrt(next_v) + self.epsilon)
-        if self._do_use_weight_decay(name):
+        if decay:
             update += self.weight_decay_rate * param
         return update
 
@@ -383,12 +407,16 @@ class LAMB(_AdamBase):
             raise ValueError(f"{self.name}: LAMB needs the step for its bias correction")
         return super().apply_gradients(named_grads, step)
 
-    def _update_direction(self, name, param, next_m, next_v, step):
+    def _update_kind(self, name):
+        return (self._do_use_weight_decay(name), self._do_layer_adaptation(name))
+
+    def _update_direction(self, kind, param, next_m, next_v, step):
+        decay, adapt = kind
         next_m_unbiased, next_v_unbiased = self._bias_corrected(next_m, next_v, step)
         update = next_m_unbiased / (tf.sqrt(next_v_unbiased) + self.epsilon)
-        if self._do_use_weight_decay(name):
+        if decay:
             update += self.weight_decay_rate * param
-        if self._do_layer_adaptation(name):
+        if adapt:
             w_norm = tf.norm(param)
             u_norm = tf.norm(update)
             ratio = tf.where(tf.logical_and(w_norm > 0.0, u_norm > 0.0),

@@ -21,7 +21,7 @@ import textwrap
 from _oracle import REPO
 
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-ENV.update(TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+ENV.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
 
 _PREAMBLE = textwrap.dedent("""
     import importlib.abc, json, os, sys

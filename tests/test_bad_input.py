@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 import pytest
-from _launch import env_without_tensorflow
+from _launch import env_without_tensorflow, script_env
 from _oracle import DATA, REPO
 from _pretraining_data import TINY_CONFIG, write_records
 from _together import started
@@ -60,8 +60,9 @@ USER_TEXT = "the user's own file: never overwritten by a failed run\n"
 
 
 def _env():
-    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="",
-                PYTHONPATH=REPO)
+    """The scripts' environment: the tests' own (TensorFlow's C++ log at warnings and up off),
+    so the runs that load TensorFlow fork from the zygote (tests/_zygote.py)."""
+    return script_env(CUDA_VISIBLE_DEVICES="")
 
 
 def run_script(script, args, timeout=300, env=None):

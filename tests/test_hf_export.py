@@ -127,7 +127,7 @@ def test_script_one_line_error(tmp_path):
            f"--bert_config_file={tmp_path}/none.json", f"--init_checkpoint={tmp_path}/none",
            f"--vocab_file={tmp_path}/vocab.txt", f"--output_dir={tmp_path}/out"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert proc.returncode == 1
     assert "convert_to_hf.py: ERROR:" in proc.stderr and "none.json" in proc.stderr
 

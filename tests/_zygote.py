@@ -24,6 +24,7 @@ interpreter, as does everything when BERT_MGPU_TEST_ZYGOTE=0.
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import struct
@@ -251,6 +252,8 @@ class _Launcher:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+        if self.path:  # its socket and log: nothing of the session left in the temp folder
+            shutil.rmtree(os.path.dirname(self.path), ignore_errors=True)
 
 
 def install():

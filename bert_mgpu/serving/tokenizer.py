@@ -334,6 +334,12 @@ class ServingTokenizer(tf.Module):
         vocab_file / spm_model_file: `tf.saved_model.Asset` of the vocabulary file.
     """
 
+    # The traced functions are this module's own methods, not separate objects of a
+    # SavedModel: the signatures that call them carry them in their function library.
+    _TF_MODULE_IGNORED_PROPERTIES = frozenset(
+        tf.Module._TF_MODULE_IGNORED_PROPERTIES
+        | {"_traced_ids", "_traced_offsets", "_traced_single", "_traced_pair"})
+
     def __init__(self, vocab_file=None, do_lower_case=True, spm_model_file=None,
                  max_seq_length=128, truncation="head", head_tokens=128, name=None):
         """Builds the graph tokenizer from the same files `FullTokenizer` reads.
@@ -377,6 +383,20 @@ class ServingTokenizer(tf.Module):
         else:
             self.vocab_file = tf.saved_model.Asset(vocab_file)
             self._init_wordpiece(tf_text, reference)
+        # Texts -> ids (~3,000 graph ops) and -> the classifier's inputs, each traced once
+        # whatever calls them: an export's signatures (text, pair, tokenize, windows, SQuAD)
+        # call these instead of tracing them again (the export's start-up).
+        texts = tf.TensorSpec([None], tf.string)
+        self._traced_ids = tf.function(
+            self._sentencepiece_ids if self._spm else self._wordpiece_ids,
+            input_signature=[texts], autograph=False)
+        self._traced_offsets = None if self._spm else tf.function(
+            lambda text: self._wordpiece_ids(text, with_offsets=True), input_signature=[texts],
+            autograph=False)
+        self._traced_single = tf.function(self._tokenize, input_signature=[texts],
+                                          autograph=False)
+        self._traced_pair = tf.function(self._tokenize, input_signature=[texts, texts],
+                                        autograph=False)
 
     # -----------------------------------------------------------------------------------------
     # WordPiece
@@ -644,25 +664,28 @@ class ServingTokenizer(tf.Module):
         Returns:
             int32 RaggedTensor of shape [batch_size, (num_tokens)].
         """
+        return self._traced_ids(self._texts(text))
+
+    @staticmethod
+    def _texts(text):
         text = tf.convert_to_tensor(text, tf.string)
         if text.shape.rank != 1:
             raise ServingTokenizerError(
                 f"texts must be a string Tensor of shape [batch_size], got shape {text.shape}")
-        if self._spm:
-            return self._sentencepiece_ids(text)
-        return self._wordpiece_ids(text)
+        return text
 
-    def _single_text_keep(self, len_a):
-        """Ragged bool [batch, (len_a)]: the tokens a single text keeps (`head`: the first
-        max_seq_length - 2; `head_tail`: the first head_tokens and the last ones)."""
+    def _single_text_keep(self, tokens):
+        """bool [num_tokens]: which of the RaggedTensor `tokens`' values a single text keeps
+        (`head`: the first max_seq_length - 2 of its row; `head_tail`: the first head_tokens
+        and the last ones)."""
         budget = self.max_seq_length - 2
-        positions = tf.ragged.range(len_a)
+        position, row = _positions(tokens), tokens.value_rowids()
         if self.truncation != "head_tail":
-            return positions < budget
+            return position < budget
         head = min(self.head_tokens, budget)
-        tail = budget - head
-        return ((len_a <= budget)[:, None] | (positions < head)
-                | (positions >= (len_a - tail)[:, None]))
+        length = tokens.row_lengths()
+        return (tf.gather(length <= budget, row) | (position < head)
+                | (position >= tf.gather(length - (budget - head), row)))
 
     def tokenize_with_offsets(self, text):
         """`tokenize_ids` and the characters each token comes from (WordPiece vocabularies).
@@ -683,11 +706,11 @@ class ServingTokenizer(tf.Module):
         if self._spm:
             raise ServingTokenizerError("character offsets of tokens need a WordPiece "
                                         "vocabulary (--vocab_file), not --spm_model_file")
-        return self._wordpiece_ids(tf.convert_to_tensor(text, tf.string), with_offsets=True)
+        return self._traced_offsets(self._texts(text))
 
-    def _keep_first(self, ids, lengths):
-        positions = tf.ragged.range(ids.row_lengths())
-        return tf.ragged.boolean_mask(ids, positions < lengths[:, None])
+    @staticmethod
+    def _keep_first(ids, lengths):
+        return _masked(ids, _positions(ids) < tf.gather(lengths, ids.value_rowids()))
 
     def tokenize(self, text_a, text_b=None):
         """One or two texts -> the classifier's inputs, as `run_classifier_mgpu.py` builds them.
@@ -705,14 +728,20 @@ class ServingTokenizer(tf.Module):
             dict of int32 Tensors of shape [batch_size, max_seq_length]: input_ids, input_mask,
             segment_ids.
         """
-        seq_length = self.max_seq_length
-        a = self.tokenize_ids(text_a)
-        len_a = a.row_lengths()
-        single = self._single_text_keep(len_a)
+        text_a = self._texts(text_a)
         if text_b is None:
-            a, b = tf.ragged.boolean_mask(a, single), None
+            return self._traced_single(text_a)
+        return self._traced_pair(text_a, self._texts(text_b))
+
+    def _tokenize(self, text_a, text_b=None):
+        seq_length = self.max_seq_length
+        a = self._traced_ids(text_a)
+        len_a = a.row_lengths()
+        single = self._single_text_keep(a)
+        if text_b is None:
+            a, b = _masked(a, single), None
         else:
-            b = self.tokenize_ids(text_b)
+            b = self._traced_ids(text_b)
             len_b = b.row_lengths()
             budget = seq_length - 3
             # Google's loop, closed form: over budget, the shorter text keeps its tokens up to
@@ -723,9 +752,9 @@ class ServingTokenizer(tf.Module):
             keep_b = tf.where(over, budget - keep_a, len_b)
             # A second text without tokens is no second text (Google's `if tokens_b:`): the row
             # is cut as a single text.
-            no_b = (len_b == 0)[:, None]
-            pair = tf.ragged.range(len_a) < keep_a[:, None]
-            a = tf.ragged.boolean_mask(a, (no_b & single) | (~no_b & pair))
+            rows_a = a.value_rowids()
+            pair = _positions(a) < tf.gather(keep_a, rows_a)
+            a = _masked(a, tf.where(tf.gather(len_b == 0, rows_a), single, pair))
             b = self._keep_first(b, keep_b)
         return self.pack(a, b, seq_length)
 
@@ -755,7 +784,25 @@ def token_column(rows, token_id, present=None):
         present = tf.ones([rows], tf.bool)
     lengths = tf.cast(present, tf.int64)
     return tf.RaggedTensor.from_row_lengths(
-        tf.fill([tf.reduce_sum(lengths)], tf.constant(token_id, tf.int32)), lengths)
+        tf.fill([tf.reduce_sum(lengths)], tf.constant(token_id, tf.int32)), lengths,
+        validate=False)
+
+
+# Element-wise work on a RaggedTensor's flat values (what the rows hold, row after row): the
+# same results as the ragged operators, whose broadcasting checks make a graph ~10x larger to
+# trace (an export traces these in every signature).
+
+def _positions(ragged):
+    """int64 [num_values]: each value's position in its row."""
+    return tf.range(tf.size(ragged.values, out_type=tf.int64)) - tf.gather(
+        ragged.row_splits, ragged.value_rowids())
+
+
+def _masked(ragged, keep):
+    """`ragged` without the values where the bool [num_values] `keep` is False (rows kept)."""
+    return tf.RaggedTensor.from_value_rowids(
+        tf.boolean_mask(ragged.values, keep), tf.boolean_mask(ragged.value_rowids(), keep),
+        nrows=ragged.nrows(), validate=False)
 
 
 def pack_rows(parts, padded_length=None):
@@ -771,7 +818,8 @@ def pack_rows(parts, padded_length=None):
         tokens), segment_ids.
     """
     ids = tf.concat([p for p, _ in parts], axis=1)
-    segments = tf.concat([tf.ones_like(p) * s for p, s in parts], axis=1)
+    segments = tf.concat([p.with_values(tf.fill(tf.shape(p.values), tf.constant(s, p.dtype)))
+                          for p, s in parts], axis=1)
     if isinstance(padded_length, int):
         shape = [None, padded_length]
     else:
@@ -779,5 +827,5 @@ def pack_rows(parts, padded_length=None):
             padded_length = tf.reduce_max(tf.concat([ids.row_lengths(), [1]], 0))
         shape = tf.stack([ids.nrows(), tf.cast(padded_length, tf.int64)])
     return {"input_ids": ids.to_tensor(0, shape=shape),
-            "input_mask": tf.ones_like(ids).to_tensor(0, shape=shape),
+            "input_mask": ids.with_values(tf.ones_like(ids.values)).to_tensor(0, shape=shape),
             "segment_ids": segments.to_tensor(0, shape=shape)}

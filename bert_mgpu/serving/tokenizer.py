@@ -708,10 +708,6 @@ class ServingTokenizer(tf.Module):
                                         "vocabulary (--vocab_file), not --spm_model_file")
         return self._traced_offsets(self._texts(text))
 
-    @staticmethod
-    def _keep_first(ids, lengths):
-        return _masked(ids, _positions(ids) < tf.gather(lengths, ids.value_rowids()))
-
     def tokenize(self, text_a, text_b=None):
         """One or two texts -> the classifier's inputs, as `run_classifier_mgpu.py` builds them.
 
@@ -755,7 +751,7 @@ class ServingTokenizer(tf.Module):
             rows_a = a.value_rowids()
             pair = _positions(a) < tf.gather(keep_a, rows_a)
             a = _masked(a, tf.where(tf.gather(len_b == 0, rows_a), single, pair))
-            b = self._keep_first(b, keep_b)
+            b = keep_first(b, keep_b)
         return self.pack(a, b, seq_length)
 
     def pack(self, a, b, padded_length=None):
@@ -796,6 +792,11 @@ def _positions(ragged):
     """int64 [num_values]: each value's position in its row."""
     return tf.range(tf.size(ragged.values, out_type=tf.int64)) - tf.gather(
         ragged.row_splits, ragged.value_rowids())
+
+
+def keep_first(ragged, lengths):
+    """`ragged` with each row cut to its first `lengths` (int64 [rows]) values."""
+    return _masked(ragged, _positions(ragged) < tf.gather(lengths, ragged.value_rowids()))
 
 
 def _masked(ragged, keep):

@@ -12,6 +12,8 @@ and predict do (`classifier_data.pool_windows`).
 
 import tensorflow as tf
 
+from bert_mgpu.serving.tokenizer import keep_first
+
 # --window_pooling's values (configs.classifier.WINDOW_POOLINGS) -> the segment reduction.
 _POOLS = {"mean": tf.math.unsorted_segment_mean, "max": tf.math.unsorted_segment_max}
 
@@ -83,7 +85,7 @@ def document_windows(tokenizer, text_a, text_b, doc_stride, padded_length=None):
         room = tf.constant(seq_length - 3, tf.int64)
         kept_b = tf.minimum(num_b, tf.maximum(room // 2, room - num_a))
         max_a = tf.where(num_b > 0, tf.maximum(room - kept_b, 1), single)
-        b = tf.ragged.boolean_mask(b, tf.ragged.range(num_b) < kept_b[:, None])
+        b = keep_first(b, kept_b)
     row, start, length = window_spans(num_a, max_a, doc_stride)
     windows_a, _ = slice_windows(a, row, start, length)
     packed = tokenizer.pack(windows_a, None if b is None else tf.gather(b, row), padded_length)

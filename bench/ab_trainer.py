@@ -33,18 +33,18 @@ from _common import machine, wait_for_quiet, write_section  # noqa: E402
 WARMUP, TIMED = 3, 15
 
 
-def train_rate(repo, n_gpus, records, workdir):
+def train_rate(repo, n_gpus, records, workdir, use_xla=False, timed=TIMED):
     """Steady-state examples/s of bench/pretraining.py's worker of `repo`."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", PYTHONPATH=repo)
     proc = subprocess.run(
         [sys.executable, os.path.join(repo, "bench", "pretraining.py"), "--worker", "ours",
          "--n_gpus", str(n_gpus), "--precision", "fp32", "--records", ",".join(records),
          "--output_dir", tempfile.mkdtemp(dir=workdir), "--warmup_steps", str(WARMUP),
-         "--timed_steps", str(TIMED)],
+         "--timed_steps", str(timed)] + (["--use_xla"] if use_xla else []),
         env=env, cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=True)
     times = json.loads(proc.stdout.decode().strip().splitlines()[-1])["times"]
     batch = pretraining_bench.GLOBAL_BATCH
-    return batch * TIMED / (times[WARMUP + TIMED - 1] - times[WARMUP - 1])
+    return batch * timed / (times[WARMUP + timed - 1] - times[WARMUP - 1])
 
 
 def dropout_worker():
@@ -104,6 +104,8 @@ def main():
                         "position-keyed dropout", help="the section's heading")
     parser.add_argument("--skip_dropout", action="store_true", help="no dropout-alone timing")
     parser.add_argument("--n_gpus", default="1,2", help="the tower counts compared")
+    parser.add_argument("--use_xla", action="store_true", help="both sides with --use_xla")
+    parser.add_argument("--timed_steps", type=int, default=TIMED, help="updates timed per run")
     args = parser.parse_args()
     if args.worker == "dropout":
         return dropout_worker()
@@ -124,7 +126,8 @@ def main():
                 for n_gpus in tower_counts:
                     for name, repo in (repos if r % 2 == 0 else repos[::-1]):
                         loads.append(os.getloadavg()[0])
-                        rate = train_rate(repo, n_gpus, records, workdir)
+                        rate = train_rate(repo, n_gpus, records, workdir, args.use_xla,
+                                          args.timed_steps)
                         rates.setdefault((name, n_gpus), []).append(rate)
                         print(f"round {r + 1} n_gpus={n_gpus} {name}: {rate:.1f} examples/s "
                               f"(load {loads[-1]:.2f})", file=sys.stderr, flush=True)
@@ -147,8 +150,10 @@ def main():
         f"{min(loads):.2f}-{max(loads):.2f} at run starts, {end_load:.2f} at the end.",
         "",
         "bench/pretraining.py's configuration (L=4 H=256 A=4 I=1024, vocab 30522, seq 128, 20 "
-        "predictions, global batch 32, dropout 0.1, fp32), steady-state examples/s over "
-        f"{TIMED} updates after {WARMUP}, each run a fresh process, the commits alternating in "
+        "predictions, global batch 32, dropout 0.1, fp32"
+        f"{', --use_xla' if args.use_xla else ''}), steady-state examples/s over "
+        f"{args.timed_steps} updates after {WARMUP}, each run a fresh process, the commits "
+        "alternating in "
         f"each of {args.rounds} rounds:",
         "",
         "| n_gpus | base examples/s (runs) | new examples/s (runs) | new / base (medians) |",

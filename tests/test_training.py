@@ -56,6 +56,82 @@ def test_sum_gradients_dense_sparse_none():
     np.testing.assert_allclose(out[3], dense[0], rtol=1e-6)
 
 
+def _random_ops(graph):
+    """Generator ops of a traced graph: ([per XLA-compiled function], elsewhere)."""
+    graph_def = graph.as_graph_def()
+    inside, outside = [], 0
+    for f in graph_def.library.function:
+        n = sum(node.op == "StatelessRandomUniformFullIntV2" for node in f.node_def)
+        if f.attr.get("_XlaMustCompile") is not None and f.attr["_XlaMustCompile"].b:
+            inside.append(n)
+        else:
+            outside += n
+    return inside, outside + sum(n.op == "StatelessRandomUniformFullIntV2"
+                                 for n in graph_def.node)
+
+
+@pytest.mark.parametrize("draws", [None, modeling.DrawnOutside])
+def test_compiled_towers_draw_dropout_outside_and_equal_uncompiled_towers(draws):
+    """Compiled towers (--use_xla) with dropout 0.1: with `modeling.DrawnOutside` (what the
+    trainer gives CPU towers) the XLA computation has no generator op and the caller's graph
+    has one per dropout call; either way the losses and gradients equal the uncompiled
+    towers' to 1e-5."""
+    tf.random.set_seed(1)  # the weights (the suite's other tests leave the global seed anywhere)
+    model = modeling.BertModel(BertConfig.from_dict(DROPOUT_CONFIG))
+    variables = list(model.named_variables().values())
+    ids = tf.constant(np.random.RandomState(0).randint(1, 50, [4, 8]), tf.int32)
+    calls_per_tower = 1 + 3 * DROPOUT_CONFIG["num_hidden_layers"]  # embeddings; 3 per layer
+
+    def tower_fn(shard, position, step):
+        with modeling.dropout_stream(3, step, position, 2):
+            out = model(shard["ids"], training=True)
+        return {"loss": tf.reduce_sum(tf.square(out.sequence_output))
+                + tf.reduce_sum(out.pooled_output)}
+
+    def run(jit_compile, draws):
+        grad_fn = towers.make_tower_grad_fn(tower_fn, variables, jit_compile=jit_compile,
+                                            substitute=modeling.parameter_values, draws=draws)
+
+        @tf.function(autograph=False)
+        def step(ids):
+            outs, grads = towers.run_towers(
+                grad_fn, towers.split_batch({"ids": ids}, 2), towers.tower_devices(2), 1.0,
+                [tf.constant(0, tf.int64), tf.constant(2, tf.int64)], tf.constant(7, tf.int64))
+            return [o["loss"] for o in outs], [tf.convert_to_tensor(g)
+                                               for g in towers.sum_gradients(grads)]
+        return step(ids), _random_ops(step.get_concrete_function(ids).graph)
+
+    (want_losses, want_grads), _ = run(False, None)
+    (losses, grads), (inside, outside) = run(True, draws)
+    assert inside  # the towers did run as XLA computations (one traced for both)
+    if draws is None:
+        assert (inside, outside) == ([calls_per_tower] * len(inside), 0)
+    else:
+        assert (inside, outside) == ([0] * len(inside), 2 * calls_per_tower)
+    np.testing.assert_allclose(losses, want_losses, rtol=1e-5)
+    for v, g, w in zip(variables, grads, want_grads):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(w).max())),
+                                   err_msg=v.name)
+
+
+def test_drawn_outside_refuses_a_different_number_of_draws():
+    stream_args = (3, tf.constant(1, tf.int64), tf.constant(0, tf.int64), 2)
+    x = tf.ones([2, 6])
+    with modeling.DrawnOutside.record() as drawn:
+        with modeling.dropout_stream(*stream_args):
+            want = modeling.dropout(x, 0.5, True)
+    assert len(drawn) == 1
+    with modeling.DrawnOutside.supply(drawn), modeling.dropout_stream(*stream_args):
+        np.testing.assert_array_equal(modeling.dropout(x, 0.5, True), want)
+    with pytest.raises(ValueError, match="drew 0 dropout masks, 1 were drawn outside it"):
+        with modeling.DrawnOutside.supply(drawn):
+            pass
+    with pytest.raises(ValueError, match="draws more than the 1 dropout masks drawn outside"):
+        with modeling.DrawnOutside.supply(drawn), modeling.dropout_stream(*stream_args):
+            modeling.dropout(x, 0.5, True)
+            modeling.dropout(x, 0.5, True)
+
+
 # -- the trainer ----------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

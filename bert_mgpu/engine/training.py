@@ -196,6 +196,19 @@ class _TowersInput(NamedTuple):
     route: Optional[int]  # the route trained (`contract.Task.route`), None: the task's loss
 
 
+def _draws_outside_xla(devices):
+    """`modeling.DrawnOutside` when every tower runs on a CPU, else None.
+
+    With --use_xla on CPU, dropout's random numbers are drawn by TensorFlow's kernels before
+    the compiled tower (XLA's CPU generator is several times slower, see
+    `modeling.DrawnOutside`); all of a tower's draws are then held at once (2 bytes per
+    dropped-out value), which on a GPU would cost memory for no measured gain, so GPUs draw
+    inside the compilation (not measured here: no GPU)."""
+    if all(tf.DeviceSpec.from_string(d).device_type == "CPU" for d in devices):
+        return modeling.DrawnOutside
+    return None
+
+
 class UpdateStep:
     """The traced update: global batch -> towers -> sum -> (workers) -> clip -> apply.
 
@@ -237,7 +250,8 @@ class UpdateStep:
                                       name="loss_scale_good_steps")
         self._grad_fn = towers.make_tower_grad_fn(self._tower_fn, self.variables.values(),
                                                   jit_compile=cfg.use_xla,
-                                                  substitute=modeling.parameter_values)
+                                                  substitute=modeling.parameter_values,
+                                                  draws=_draws_outside_xla(self.devices))
         self.accumulators = None
         self._grad_is_none = {}  # per route: which variables the traced towers leave without
         if cfg.num_accumulation_steps > 1:

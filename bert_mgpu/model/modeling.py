@@ -129,8 +129,10 @@ class DropoutStream:
     Example j of a global batch therefore gets the same mask whichever tower, accumulation
     micro-batch or worker computes it, and a run resumed after a kill draws exactly the masks the
     uninterrupted run drew: no hidden RNG state. XLA-compiled towers draw the same values: on
-    CPU XLA's Philox equals TensorFlow's kernel (tests/test_training.py: an XLA run with dropout
-    equals a non-XLA one to float rounding); on GPUs that is not measured here.
+    CPU with TensorFlow's kernel before the compiled function (`DrawnOutside`), and inside
+    it (GPUs, `--xla_layers`) XLA's Philox equals TensorFlow's kernel (tests/test_training.py:
+    XLA runs with dropout equal non-XLA ones to float rounding); on GPUs that is not measured
+    here.
 
     Each value is dropped when its 16-bit draw is below round(rate x 2**16): the keep
     probability is 1 - rate to 2**-16 (the generator is most of dropout's cost on CPU; why and
@@ -219,11 +221,18 @@ class DropoutStream:
         # start at counter offset * increments. 16 bits instead of a float32 uniform's 32 halve
         # the generator's work (its cost dominates dropout on CPU, docs/benchmarks.md).
         increments = (per_example + 7) // 8
-        counter = tf.stack([tf.cast(self.example_offset * increments, tf.uint64),
-                            tf.cast(self.step, tf.uint64)])
-        words = tf.raw_ops.StatelessRandomUniformFullIntV2(
-            shape=tf.stack([self.num_examples, tf.cast(increments * 4, tf.int64)]), key=key,
-            counter=counter, alg=1, dtype=tf.uint32)  # Philox
+        supplied = getattr(_DRAWN_OUTSIDE, "supply", None)
+        if supplied is not None:  # drawn before the compiled function (`DrawnOutside`)
+            words = supplied.take()
+        else:
+            counter = tf.stack([tf.cast(self.example_offset * increments, tf.uint64),
+                                tf.cast(self.step, tf.uint64)])
+            words = tf.raw_ops.StatelessRandomUniformFullIntV2(
+                shape=tf.stack([self.num_examples, tf.cast(increments * 4, tf.int64)]),
+                key=key, counter=counter, alg=1, dtype=tf.uint32)  # Philox
+            recorded = getattr(_DRAWN_OUTSIDE, "record", None)
+            if recorded is not None:
+                recorded.append(words)
         draws = tf.reshape(tf.bitcast(words, tf.uint16), tf.stack([self.num_examples, -1]))
         draws = draws[:, :per_example]
         if full_view is not None:
@@ -253,6 +262,62 @@ def _drop_threshold(rate: float) -> tf.Tensor:
 
 
 _STREAM = threading.local()
+_DRAWN_OUTSIDE = threading.local()
+
+
+class _Supply:
+    """The random words `DrawnOutside.supply` hands to the stream's calls, in order."""
+
+    def __init__(self, words):
+        self.words, self.taken = list(words), 0
+
+    def take(self) -> tf.Tensor:
+        if self.taken >= len(self.words):
+            raise ValueError(f"the compiled tower draws more than the {len(self.words)} dropout "
+                             f"masks drawn outside it")
+        self.taken += 1
+        return self.words[self.taken - 1]
+
+
+class DrawnOutside:
+    """Dropout's random words drawn by TensorFlow's kernels outside an XLA-compiled tower.
+
+    On CPU, XLA's Philox (the same values as TensorFlow's kernel) takes several times the time
+    of TensorFlow's `StatelessRandomUniformFullIntV2` for the same words: in the pretraining
+    bench's whole-tower compilation the draws were 73 of 436 ms per update, against ~11 ms for
+    the same draws uncompiled (docs/benchmarks.md, "XLA's random numbers on CPU"). So the
+    towers (`towers.make_tower_grad_fn`) trace the tower once under `record` outside the
+    compiled function, where every stream call's words are real draws of the caller's graph
+    (the rest of that trace is unused and pruned), and pass them into the compiled function,
+    whose stream calls take them under `supply` instead of drawing: the same words, call for
+    call, so the same masks.
+    """
+
+    @staticmethod
+    @contextlib.contextmanager
+    def record():
+        """Within the block, each stream call's words are also appended to the yielded list."""
+        previous = getattr(_DRAWN_OUTSIDE, "record", None)
+        _DRAWN_OUTSIDE.record = recorded = []
+        try:
+            yield recorded
+        finally:
+            _DRAWN_OUTSIDE.record = previous
+
+    @staticmethod
+    @contextlib.contextmanager
+    def supply(words):
+        """Within the block, stream calls take `words` (a `record` block's list), in order,
+        instead of drawing; every one must be taken."""
+        previous = getattr(_DRAWN_OUTSIDE, "supply", None)
+        _DRAWN_OUTSIDE.supply = supply = _Supply(words)
+        try:
+            yield
+        finally:
+            _DRAWN_OUTSIDE.supply = previous
+        if supply.taken != len(supply.words):
+            raise ValueError(f"the compiled tower drew {supply.taken} dropout masks, "
+                             f"{len(supply.words)} were drawn outside it")
 
 
 @contextlib.contextmanager

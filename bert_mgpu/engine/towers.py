@@ -181,13 +181,16 @@ def make_tower_grad_fn(tower_fn: Callable, variables: Sequence[tf.Variable],
       tower's device scope.
     """
     variables = list(variables)
-
     if not jit_compile:
         return _traced_grad_fn(tower_fn, variables)
-
     if substitute is None:
         raise ValueError("jit_compile needs `substitute` to run the model on weight copies")
+    return _compiled_grad_fn(tower_fn, variables, substitute, draws)
 
+
+def _compiled_grad_fn(tower_fn, variables, substitute, draws):
+    """`make_tower_grad_fn`'s grad_fn with jit_compile: each tower one XLA computation on weight
+    copies made on its device, its random draws made outside it unless `draws` is None."""
     @tf.function(jit_compile=True, autograph=False)
     def compiled(shard, loss_scale, values, position, shared, drawn):
         with tf.GradientTape() as tape:

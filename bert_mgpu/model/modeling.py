@@ -59,6 +59,11 @@ LAYER_NORM_EPSILON = 1e-12
 ATTENTION_MASK_ADDER = -10000.0
 
 
+# Google's tanh GELU: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+_GELU_SCALE = math.sqrt(2.0 / math.pi)
+_GELU_CUBIC = 0.044715
+
+
 def gelu(x):
     """Gaussian Error Linear Unit, the tanh approximation Google's BERT uses as `"gelu"`.
 
@@ -74,17 +79,14 @@ def gelu(x):
     """
     if getattr(_STREAM, "current", None) is not None:
         return _fused_gelu(x)
-    cdf = 0.5 * (1.0 + tf.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * tf.pow(x, 3))))
+    cdf = 0.5 * (1.0 + tf.tanh(_GELU_SCALE * (x + _GELU_CUBIC * tf.pow(x, 3))))
     return x * cdf
-
-
-_GELU_SCALE = math.sqrt(2.0 / math.pi)
 
 
 @tf.function(jit_compile=True, autograph=False)
 def _gelu_forward(x):
     """(GELU(x), tanh(sqrt(2/pi) (x + 0.044715 x^3))), fused into one pass."""
-    t = tf.tanh(_GELU_SCALE * (x + 0.044715 * (x * x * x)))
+    t = tf.tanh(_GELU_SCALE * (x + _GELU_CUBIC * (x * x * x)))
     return x * (0.5 * (1.0 + t)), t
 
 
@@ -92,7 +94,7 @@ def _gelu_forward(x):
 def _gelu_backward(dy, x, t):
     """dy * GELU'(x), written out from the forward's tanh t, fused into one pass."""
     return dy * (0.5 * (1.0 + t)
-                 + 0.5 * x * (1.0 - t * t) * _GELU_SCALE * (1.0 + 3.0 * 0.044715 * (x * x)))
+                 + 0.5 * x * (1.0 - t * t) * _GELU_SCALE * (1.0 + 3.0 * _GELU_CUBIC * (x * x)))
 
 
 @tf.custom_gradient

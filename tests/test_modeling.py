@@ -199,31 +199,77 @@ def test_gelu_is_fused_in_the_trainers_towers_only():
 
 @pytest.mark.parametrize("scale, offset", [(1.0, 0.0), (40.0, 1000.0)])
 def test_vocabulary_cross_entropy_is_googles_loss_and_gradient(scale, offset):
-    # Reference in float64 numpy: Google's -sum(one_hot * log_softmax) and its gradient
-    # (softmax - one_hot) * dloss, with weights on each row's loss as the MLM head applies them;
-    # large, shifted logits check the max subtraction.
+    # Reference in float64 numpy: Google's -sum(one_hot * log_softmax(products + bias)) and its
+    # gradient (softmax - one_hot) * dloss for the products and (summed over rows) the bias,
+    # with weights on each row's loss as the MLM head applies them; large, shifted logits check
+    # the max subtraction.
     rng = np.random.default_rng(3)
-    logits = (rng.standard_normal((9, 523)) * scale + offset).astype(np.float32)
+    products = (rng.standard_normal((9, 523)) * scale + offset).astype(np.float32)
+    bias = rng.standard_normal(523).astype(np.float32)
     labels = rng.integers(0, 523, size=9)
     weights = rng.uniform(0.0, 2.0, size=9).astype(np.float32)
-    x64 = logits.astype(np.float64)
+    # Google's bias_add is a float32 add (the logits near 1000 keep ~1e-4 of it).
+    x64 = (products + bias).astype(np.float64)
     shifted = x64 - x64.max(axis=1, keepdims=True)
     log_softmax = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
     one_hot = np.eye(523)[labels]
     expected_loss = -(one_hot * log_softmax).sum(axis=1)
     expected_grad = (np.exp(log_softmax) - one_hot) * weights[:, None]
 
-    x = tf.constant(logits)
+    x, b = tf.constant(products), tf.constant(bias)
     with tf.GradientTape() as tape:
-        tape.watch(x)
-        loss = heads.vocabulary_cross_entropy(x, tf.constant(labels, tf.int64))
+        tape.watch([x, b])
+        loss = heads.vocabulary_cross_entropy(x, b, tf.constant(labels, tf.int64))
         weighted = tf.reduce_sum(loss * weights)
-    grad = tape.gradient(weighted, x)
+    grad, bias_grad = tape.gradient(weighted, [x, b])
     np.testing.assert_allclose(loss.numpy(), expected_loss, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(grad.numpy(), expected_grad, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(bias_grad.numpy(), expected_grad.sum(axis=0), rtol=1e-5, atol=1e-6)
     # And the TensorFlow op Google's loss is usually replaced by, to float32 rounding.
-    fused = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=x)
+    fused = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=x + b)
     np.testing.assert_allclose(loss.numpy(), fused.numpy(), rtol=1e-6, atol=1e-5)
+
+
+def test_masked_lm_loss_in_the_towers_equals_evaluations_formula():
+    # The head's loss and gradients in the trainer's towers (the XLA-computed loss) equal the
+    # ones evaluation computes op by op (Google's -log_softmax at the label), and evaluation
+    # compiles nothing.
+    config = modeling.BertConfig(vocab_size=97, hidden_size=32, num_hidden_layers=1,
+                                 num_attention_heads=2, intermediate_size=48)
+    head = heads.MaskedLMHead(config)
+    rng = np.random.default_rng(5)
+    sequence = tf.constant(rng.standard_normal((3, 8, 32)).astype(np.float32))
+    table = tf.Variable(rng.standard_normal((97, 32)).astype(np.float32) * 0.1)
+    positions = tf.constant(rng.integers(0, 8, size=(3, 4)), tf.int32)
+    labels = tf.constant(rng.integers(0, 97, size=(3, 4)), tf.int32)
+    weights = tf.constant([[1.0, 1.0, 1.0, 0.0]] * 3)
+    variables = [table] + list(head.named_variables().values())
+    head.output_bias.assign(rng.standard_normal(97).astype(np.float32))
+
+    def run(in_towers):
+        def loss_and_grads():
+            with tf.GradientTape() as tape:
+                out = head(sequence, table, positions, labels, weights)
+            return out["loss"], out["per_example_loss"], tape.gradient(out["loss"], variables)
+
+        def traced():
+            if not in_towers:
+                return loss_and_grads()
+            with modeling.dropout_stream(1, tf.constant(0), tf.constant(0), tf.constant(3)):
+                return loss_and_grads()
+
+        fn = tf.function(traced)
+        result = fn()
+        return result, _xla_compiled_calls(fn.get_concrete_function().graph)
+
+    (loss, per_example, grads), compiled = run(True)
+    (plain_loss, plain_per_example, plain_grads), plain_compiled = run(False)
+    assert compiled and not plain_compiled
+    np.testing.assert_allclose(loss, plain_loss, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(per_example, plain_per_example, rtol=1e-5, atol=1e-5)
+    for v, a, b in zip(variables, plain_grads, grads):
+        np.testing.assert_allclose(tf.convert_to_tensor(b), tf.convert_to_tensor(a),
+                                   rtol=1e-5, atol=1e-6, err_msg=v.name)
 
 
 @pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])

@@ -77,7 +77,7 @@ def gelu(x):
     Returns:
       `x` with the GELU activation applied, same shape and dtype.
     """
-    if getattr(_STREAM, "current", None) is not None:
+    if in_trainer_towers():
         return _fused_gelu(x)
     cdf = 0.5 * (1.0 + tf.tanh(_GELU_SCALE * (x + _GELU_CUBIC * tf.pow(x, 3))))
     return x * cdf
@@ -385,6 +385,13 @@ def dropout_stream(seed: int, step, example_offset, num_examples,
         yield _STREAM.current
     finally:
         _STREAM.current = previous
+
+
+def in_trainer_towers() -> bool:
+    """Whether the model is being traced in the trainer's towers (inside `dropout_stream`),
+    where element-wise pieces run as XLA computations (the GELU, the masked-LM loss); the rest
+    (evaluation, prediction, the export) runs TensorFlow's ops only."""
+    return getattr(_STREAM, "current", None) is not None
 
 
 def dropout(input_tensor, dropout_prob, training, seq_view=None):
@@ -1227,7 +1234,7 @@ def variable_shapes(named: Mapping[str, tf.Variable]) -> Dict[str, List[int]]:
 __all__ = [
     "BertConfig", "BertModel", "BertOutputs", "ParameterStore", "Dense", "LayerNorm",
     "attention_layer", "create_attention_mask_from_input_mask", "dropout", "dropout_stream",
-    "DropoutStream", "gather_indexes", "SEQ",
+    "DropoutStream", "gather_indexes", "in_trainer_towers", "SEQ",
     "gelu", "gelu_exact", "get_activation", "get_shape_list", "layer_norm",
     "merge_named_variables", "sinusoidal_position_table", "truncated_normal_initializer",
     "variable_shapes",

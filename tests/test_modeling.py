@@ -515,3 +515,14 @@ def test_xla_layers_give_the_outputs_and_gradients_of_the_uncompiled_layers(opti
     model.compiled_layers = False
     quiet = model(ids, mask, training=False).all_encoder_layers[-1]
     assert float(tf.reduce_max(tf.abs(quiet - plain_layers[-1]))) > 1e-2
+
+
+def test_embedding_tables_are_gathered_from_as_tensors():
+    # A ResourceGather on the word-embedding variable would put it in copy-on-read mode, and the
+    # tied decoder's read would then copy the whole table on every update.
+    model = modeling.BertModel(BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=1,
+                                          num_attention_heads=2, intermediate_size=48))
+    step = tf.function(lambda ids: model(ids, training=True).sequence_output)
+    graph = step.get_concrete_function(tf.TensorSpec([2, 8], tf.int32)).graph
+    types = {op.type for op in graph.get_operations()}
+    assert "GatherV2" in types and "ResourceGather" not in types

@@ -994,9 +994,13 @@ class BertModel(tf.Module):
         """
         seq_length = get_shape_list(input_ids)[1]
         # A gather (not Google's optional one-hot matmul): same values, and the gradient is an
-        # IndexedSlices, which the tower averaging handles without densifying the table.
-        output = tf.gather(param(self.word_embeddings), input_ids)  # [B, S, E]
-        output += tf.gather(param(self.token_type_embeddings), token_type_ids)
+        # IndexedSlices, which the tower averaging handles without densifying the table. The
+        # tables are gathered from as Tensors: a gather on the variable itself (TensorFlow's
+        # ResourceGather) puts it in copy-on-read mode, after which every other read of it (the
+        # tied masked-LM decoder's, every update) copies the whole table.
+        output = tf.gather(tf.convert_to_tensor(param(self.word_embeddings)), input_ids)
+        output += tf.gather(tf.convert_to_tensor(param(self.token_type_embeddings)),
+                            token_type_ids)
         # Positions 0..S-1, broadcast over the batch.
         if self.position_embeddings is not None:
             output += tf.expand_dims(param(self.position_embeddings)[:seq_length], 0)

@@ -5,11 +5,12 @@ Run by hand with the project's venv, once per checkout to compare (about 20 s a 
     PYTHONPATH=. .venv/bin/python bench/optimizer_trace.py --rounds=2
 
 Builds `AdamWeightDecay` over the variables of a BERT encoder (all-MiniLM-L6-v2's shape by
-default: 6 layers, hidden 384, 103 variables) and measures what the trainer's
-`_clip_and_apply` pays before the first update: tracing global-norm clipping and the update in
-one `tf.function(jit_compile=True)`, its first call (XLA's compile), then the mean of 5 steady
-calls. Prints one line per round; nothing is written (the figures of a comparison go into
-docs/benchmarks.md by hand, with the commits compared).
+default: 6 layers, hidden 384, 103 variables) and measures what the trainer's XLA-compiled
+update (`_apply_clipped`) pays before the first update: tracing the clipping (given the global
+norm, which TensorFlow's ops compute before it) and the update in one
+`tf.function(jit_compile=True)`, its first call (XLA's compile), then the mean of 5 steady
+calls (the norm included). Prints one line per round; nothing is written (the figures of a
+comparison go into docs/benchmarks.md by hand, with the commits compared).
 """
 
 import argparse
@@ -34,21 +35,23 @@ def one_round(layers, hidden, intermediate):
     optimizer.build(variables)
     step = tf.Variable(0, dtype=tf.int64)
 
-    def clip_and_apply(grads):
-        clipped, norm = optimization.clip_by_global_norm(grads, 1.0)
-        return optimizer.apply_gradients(clipped, step), norm
+    def apply_clipped(grads, norm):
+        clipped, _ = optimization.clip_by_global_norm(grads, 1.0, norm=norm)
+        return optimizer.apply_gradients(clipped, step)
 
-    update = tf.function(clip_and_apply, jit_compile=True, autograph=False)
+    update = tf.function(apply_clipped, jit_compile=True, autograph=False)
+    global_norm = tf.function(optimization.global_norm, autograph=False)
     grads = {name: tf.ones_like(v) * 1e-3 for name, v in variables.items()}
+    norm = global_norm(grads)
     start = time.perf_counter()
-    traced = update.get_concrete_function(grads)
+    traced = update.get_concrete_function(grads, norm)
     trace = time.perf_counter() - start
     start = time.perf_counter()
-    update(grads)
+    update(grads, norm)
     first = time.perf_counter() - start
     start = time.perf_counter()
     for _ in range(5):
-        update(grads)
+        update(grads, global_norm(grads))
     steady = (time.perf_counter() - start) / 5
     return (f"variables {len(variables)}, graph ops {len(traced.graph.get_operations())}, "
             f"trace {trace:.2f} s, first call {first:.2f} s, steady {steady * 1000:.1f} ms")

@@ -416,7 +416,7 @@ def test_traces_are_bounded_by_the_rounding(records, tmp_path):
     assert len(set(lengths)) >= 2, lengths
     t.train(dataset)
     assert t.update._train_step.experimental_get_tracing_count() == 1
-    assert t.update._clip_and_apply.experimental_get_tracing_count() == 1
+    assert t.update._apply_clipped.experimental_get_tracing_count() == 1
     sorted_batches = input_pipeline.length_sorted_dataset([records["path"]], SHAPES, 5)
     shapes = {tuple(input_pipeline.trim_padding(dict(f), MULTIPLE)["input_ids"].shape)
               for f in sorted_batches}

@@ -267,6 +267,25 @@ def test_clip_by_global_norm_dict_and_tf_function():
     np.testing.assert_allclose(total.numpy(), 1.0, rtol=1e-6)
 
 
+def test_global_norm_is_tfs_and_a_given_norm_clips_the_same():
+    # The trainer computes the norm before its compiled update and passes it in: the same clip.
+    grads = _mixed_grads(3.0)
+    densified = [tf.convert_to_tensor(g) for g in grads if g is not None]
+    norm = optimization.global_norm(grads)
+    assert norm.numpy() == tf.linalg.global_norm(densified).numpy()
+    assert optimization.global_norm([None]).numpy() == 0.0
+    given, given_norm = optimization.clip_by_global_norm(grads, 1.0, norm=norm)
+    computed, _ = optimization.clip_by_global_norm(grads, 1.0)
+    assert given_norm is norm
+    for a, b in zip(given, computed):
+        if a is None:
+            assert b is None
+        else:
+            np.testing.assert_array_equal(tf.convert_to_tensor(a), tf.convert_to_tensor(b))
+    with pytest.raises(ValueError, match="indexed_slices_norm"):
+        optimization.global_norm(grads, indexed_slices_norm="rows")
+
+
 def test_clip_by_global_norm_values_mode_is_tf1_indexed_slices_norm():
     # "values": TF's own clip_by_global_norm on IndexedSlices, which counts duplicate rows apart.
     grads = _mixed_grads(1.0)

@@ -442,8 +442,33 @@ def _norm_input(grad: Gradient, indexed_slices_norm: str) -> Optional[tf.Tensor]
     return tf.math.unsorted_segment_sum(grad.values, positions, tf.shape(unique)[0])
 
 
+def _flat(grads):
+    """(keys or None, list of entries) of a sequence or a name -> gradient mapping."""
+    if isinstance(grads, Mapping):
+        return list(grads.keys()), list(grads.values())
+    return None, list(grads)
+
+
+def _check_indexed_slices_norm(indexed_slices_norm: str):
+    if indexed_slices_norm not in ("dense", "values"):
+        raise ValueError(f"indexed_slices_norm must be 'dense' or 'values', "
+                         f"got {indexed_slices_norm!r}")
+
+
+def global_norm(grads: Union[Sequence[Gradient], Mapping[str, Gradient]],
+                indexed_slices_norm: str = "dense") -> tf.Tensor:
+    """float32 scalar: the L2 norm of all gradients together, as `tf.linalg.global_norm`
+    computes it (sqrt(2 x the sum of `tf.nn.l2_loss`), one kernel per gradient, no squared
+    copy); entries as `clip_by_global_norm`'s. Non-finite if any gradient is."""
+    _check_indexed_slices_norm(indexed_slices_norm)
+    parts = [_norm_input(g, indexed_slices_norm) for g in _flat(grads)[1]]
+    halves = [tf.nn.l2_loss(tf.cast(p, tf.float32)) for p in parts if p is not None]
+    return tf.sqrt(2.0 * tf.add_n(halves)) if halves else tf.constant(0.0, tf.float32)
+
+
 def clip_by_global_norm(grads: Union[Sequence[Gradient], Mapping[str, Gradient]],
-                        clip_norm: float = 1.0, indexed_slices_norm: str = "dense"
+                        clip_norm: float = 1.0, indexed_slices_norm: str = "dense",
+                        norm: Optional[tf.Tensor] = None
                         ) -> Tuple[Union[List[Gradient], Dict[str, Gradient]], tf.Tensor]:
     """Scales all gradients by `clip_norm / max(global_norm, clip_norm)` (`tf.clip_by_global_norm`).
 
@@ -460,6 +485,8 @@ def clip_by_global_norm(grads: Union[Sequence[Gradient], Mapping[str, Gradient]]
         raw `values` rows, which is what TF1's `tf.clip_by_global_norm` computed in Google's
         `run_classifier.py` (word-embedding gradients from `tf.gather` are `IndexedSlices`
         there); the two differ when an index repeats.
+      norm: optional float32 scalar, `global_norm(grads, indexed_slices_norm)` computed by
+        the caller (the trainer computes it outside its XLA-compiled update).
 
     Returns:
       (clipped, global_norm): `clipped` has the structure of `grads` (a list for a sequence, a
@@ -467,19 +494,12 @@ def clip_by_global_norm(grads: Union[Sequence[Gradient], Mapping[str, Gradient]]
       their indices with scaled values, None stays None. `global_norm` is a float32 scalar
       Tensor (before clipping). A non-finite norm gives NaN gradients, as in TF.
     """
-    if indexed_slices_norm not in ("dense", "values"):
-        raise ValueError(f"indexed_slices_norm must be 'dense' or 'values', "
-                         f"got {indexed_slices_norm!r}")
-    if isinstance(grads, Mapping):
-        keys, flat = list(grads.keys()), list(grads.values())
-    else:
-        keys, flat = None, list(grads)
-
-    parts = [_norm_input(g, indexed_slices_norm) for g in flat]
-    squares = [tf.reduce_sum(tf.square(tf.cast(p, tf.float32))) for p in parts if p is not None]
-    global_norm = tf.sqrt(tf.add_n(squares)) if squares else tf.constant(0.0, tf.float32)
+    _check_indexed_slices_norm(indexed_slices_norm)
+    keys, flat = _flat(grads)
+    if norm is None:
+        norm = global_norm(flat, indexed_slices_norm)
     # tf.clip_by_global_norm's formula: clip_norm * min(1 / norm, 1 / clip_norm).
-    scale = clip_norm * tf.minimum(1.0 / global_norm, 1.0 / clip_norm)
+    scale = clip_norm * tf.minimum(1.0 / norm, 1.0 / clip_norm)
 
     clipped: List[Gradient] = []
     for g in flat:
@@ -491,5 +511,5 @@ def clip_by_global_norm(grads: Union[Sequence[Gradient], Mapping[str, Gradient]]
         else:
             clipped.append(g * tf.cast(scale, g.dtype))
     if keys is not None:
-        return dict(zip(keys, clipped)), global_norm
-    return clipped, global_norm
+        return dict(zip(keys, clipped)), norm
+    return clipped, norm

@@ -101,7 +101,7 @@ def _pad_slices(grad, full_length: int, length: tf.Tensor):
     the length-polymorphic trace of --pad_to_longest), given the rows the uncut batch
     (`full_length` positions) would give it: zero rows at index 0 appended. Its sum, norm and
     update are unchanged (x + 0.0, and 0.0 squared), and its row count no longer depends on the
-    cut, so the XLA-compiled update (`_clip_and_apply`) is compiled once instead of once per
+    cut, so the XLA-compiled update (`_apply_clipped`) is compiled once instead of once per
     batch length (each costs seconds: issue 33's start-up). Dense gradients are returned as
     they are."""
     if not isinstance(grad, tf.IndexedSlices):
@@ -235,14 +235,15 @@ class UpdateStep:
         self.optimizer.build(self.variables)
         if lr_multipliers:
             self.optimizer.set_lr_multipliers(lr_multipliers)
-        # Clipping, the finiteness check and the update are one XLA-compiled function whatever
-        # --use_xla says: the global norm is one fused reduction over the gradients, and every
-        # variable's ~12 elementwise ops (clip scale, moments, weight decay, the step) fuse into
-        # one pass over the variable and its two slots. Same update up to float rounding; faster
-        # on CPUs (docs/benchmarks.md), and on GPUs a few fused kernels instead of a dozen per
-        # variable.
-        self._clip_and_apply = tf.function(self._clip_and_apply_impl, jit_compile=True,
-                                           autograph=False)
+        # The update (clip scale, moments, weight decay, the step) is one XLA-compiled function
+        # whatever --use_xla says: every variable's ~12 element-wise ops fuse into one pass
+        # over the variable and its two slots. Same update up to float rounding; faster on CPUs
+        # (docs/benchmarks.md), and on GPUs a few fused kernels instead of a dozen per
+        # variable. The global norm and the finiteness check before it are TensorFlow's ops
+        # (`_clip_and_apply`): XLA's CPU reductions and a conditional around the compiled
+        # update were 10 of its 22 ms in the pretraining bench.
+        self._apply_clipped = tf.function(self._apply_clipped_impl, jit_compile=True,
+                                          autograph=False)
         self.fp16 = cfg.precision == "fp16"
         self.loss_scale = tf.Variable(INITIAL_LOSS_SCALE if self.fp16 else 1.0,
                                       dtype=tf.float32, trainable=False, name="loss_scale")
@@ -351,28 +352,34 @@ class UpdateStep:
             self._update_loss_scale(finite)
         return lr, finite, global_norm, stop, sums
 
-    def _clip_and_apply_impl(self, named_grads):
+    def _clip_and_apply(self, named_grads):
         """Clips by global norm and applies the update, unless a gradient is not finite.
 
         Returns (learning rate, finite flag, global norm before clipping); `global_step` is
         incremented only when the update is applied.
         """
-        clipped, global_norm = optimization.clip_by_global_norm(
-            named_grads, self.cfg.clip_norm, indexed_slices_norm=self.cfg.indexed_slices_norm)
+        global_norm = optimization.global_norm(
+            named_grads, indexed_slices_norm=self.cfg.indexed_slices_norm)
         # Any NaN or Inf in a gradient makes the global norm non-finite, so its finiteness is
         # the check (a separate is_finite pass would read every gradient once more).
         # The norm also overflows once some |gradient| > ~1e19, which is taken as non-finite.
         finite = tf.math.is_finite(global_norm)
 
-        def apply():
-            lr = self.optimizer.apply_gradients(clipped, self.global_step)
-            self.global_step.assign_add(1)
-            return tf.cast(lr, tf.float32)
-
         def skip():
             return tf.cast(self.optimizer.learning_rate_at(self.global_step), tf.float32)
 
-        return tf.cond(finite, apply, skip), finite, global_norm
+        return (tf.cond(finite, lambda: self._apply_clipped(named_grads, global_norm), skip),
+                finite, global_norm)
+
+    def _apply_clipped_impl(self, named_grads, global_norm):
+        """The update with the gradients clipped to `global_norm` (theirs, finite); returns the
+        learning rate used and increments `global_step`."""
+        clipped, _ = optimization.clip_by_global_norm(
+            named_grads, self.cfg.clip_norm, indexed_slices_norm=self.cfg.indexed_slices_norm,
+            norm=global_norm)
+        lr = self.optimizer.apply_gradients(clipped, self.global_step)
+        self.global_step.assign_add(1)
+        return tf.cast(lr, tf.float32)
 
     def _update_loss_scale(self, finite):
         grow = tf.logical_and(finite, self.good_steps + 1 >= LOSS_SCALE_GROWTH_INTERVAL)

@@ -228,6 +228,10 @@ def test_vocabulary_cross_entropy_is_googles_loss_and_gradient(scale, offset):
     # And the TensorFlow op Google's loss is usually replaced by, to float32 rounding.
     fused = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=x + b)
     np.testing.assert_allclose(loss.numpy(), fused.numpy(), rtol=1e-6, atol=1e-5)
+    # A label outside the vocabulary is an error (as TensorFlow's gather gives on CPU), not a
+    # clamped index.
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"523 is not in \[0, 523\)"):
+        heads.vocabulary_cross_entropy(x, b, tf.constant([523] + list(labels[1:])))
 
 
 def test_masked_lm_loss_in_the_towers_equals_evaluations_formula():

@@ -32,18 +32,17 @@ CLASSIFIER_DROPOUT_PROB = 0.1
 
 
 @tf.function(jit_compile=True, autograph=False)
-def _xent_forward(products, bias, label_ids):
-    """Per row of logits = products + bias, in float32: the loss, the largest logit and the sum
-    of exp(logit - largest); one XLA computation."""
+def _xent_forward(products, bias):
+    """Per row of logits = products + bias, in float32: the largest logit and the sum of
+    exp(logit - largest); one XLA computation."""
     logits = tf.cast(products, tf.float32) + bias
     top = tf.reduce_max(logits, axis=-1)
-    total = tf.reduce_sum(tf.exp(logits - top[:, None]), axis=-1)  # >= 1: exp(0) is in it
-    return top + tf.math.log(total) - tf.gather(logits, label_ids, batch_dims=1), top, total
+    return top, tf.reduce_sum(tf.exp(logits - top[:, None]), axis=-1)  # >= 1: exp(0) is in it
 
 
 @tf.function(jit_compile=True, autograph=False)
 def _xent_backward(dy, products, bias, label_ids, top, total):
-    """The gradients of `_xent_forward`'s loss for products and bias, recomputing the logits:
+    """The gradients of the loss for products and bias, recomputing the logits:
     (softmax(logits) - one_hot(label)) * dy, and its column sum; one XLA computation. The
     softmax is exp(logit - largest) / sum, as the forward: logit - largest is exact in float32,
     where logit - logsumexp loses digits when the logits are large."""
@@ -79,7 +78,12 @@ def vocabulary_cross_entropy(products, bias, label_ids):
 
     @tf.custom_gradient
     def xent(products, bias):
-        loss, top, total = _xent_forward(products, bias, label_ids)
+        top, total = _xent_forward(products, bias)
+        # The label's logit by TensorFlow's gather (N values), which on CPU rejects a label
+        # outside the vocabulary where XLA's would clamp it.
+        picked = tf.cast(tf.gather(products, label_ids, batch_dims=1), tf.float32) \
+            + tf.gather(bias, label_ids)
+        loss = top + tf.math.log(total) - picked
 
         def grad(dy):
             return _xent_backward(dy, products, bias, label_ids, top, total)

@@ -234,6 +234,30 @@ def test_vocabulary_cross_entropy_is_googles_loss_and_gradient(scale, offset):
         heads.vocabulary_cross_entropy(x, b, tf.constant([523] + list(labels[1:])))
 
 
+def test_vocabulary_cross_entropy_takes_mixed_precision_products():
+    # bf16 products (--precision=bf16): the loss is computed in float32 from their values, the
+    # products' gradient comes back in bf16 and the bias's in float32.
+    rng = np.random.default_rng(6)
+    products = tf.cast(tf.constant(rng.standard_normal((5, 97)).astype(np.float32) * 4.0),
+                       tf.bfloat16)
+    bias = tf.constant(rng.standard_normal(97).astype(np.float32))
+    labels = tf.constant(rng.integers(0, 97, size=5))
+    with tf.GradientTape() as tape:
+        tape.watch([products, bias])
+        loss = heads.vocabulary_cross_entropy(products, bias, labels)
+    grad, bias_grad = tape.gradient(loss, [products, bias])
+    assert loss.dtype == tf.float32 and grad.dtype == tf.bfloat16
+    assert bias_grad.dtype == tf.float32
+    as_float = tf.cast(products, tf.float32)
+    with tf.GradientTape() as tape:
+        tape.watch([as_float, bias])
+        want = heads.vocabulary_cross_entropy(as_float, bias, labels)
+    want_grad, want_bias_grad = tape.gradient(want, [as_float, bias])
+    np.testing.assert_array_equal(loss, want)
+    np.testing.assert_allclose(tf.cast(grad, tf.float32), want_grad, rtol=1e-2, atol=1e-3)
+    np.testing.assert_array_equal(bias_grad, want_bias_grad)
+
+
 def test_masked_lm_loss_in_the_towers_equals_evaluations_formula():
     # The head's loss and gradients in the trainer's towers (the XLA-computed loss) equal the
     # ones evaluation computes op by op (Google's -log_softmax at the label), and evaluation

@@ -374,9 +374,8 @@ class UpdateStep:
     def _apply_clipped_impl(self, named_grads, global_norm):
         """The update with the gradients clipped to `global_norm` (theirs, finite); returns the
         learning rate used and increments `global_step`."""
-        clipped, _ = optimization.clip_by_global_norm(
-            named_grads, self.cfg.clip_norm, indexed_slices_norm=self.cfg.indexed_slices_norm,
-            norm=global_norm)
+        clipped, _ = optimization.clip_by_global_norm(named_grads, self.cfg.clip_norm,
+                                                      norm=global_norm)
         lr = self.optimizer.apply_gradients(clipped, self.global_step)
         self.global_step.assign_add(1)
         return tf.cast(lr, tf.float32)

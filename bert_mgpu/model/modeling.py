@@ -307,6 +307,19 @@ _STREAM = threading.local()
 _DRAWN_OUTSIDE = threading.local()
 
 
+@contextlib.contextmanager
+def _bound(local: threading.local, name: str, value):
+    """Within the block, this thread's `local.<name>` is `value` (yielded); the previous value
+    (None if unset) is restored after. The state the model reads while it is traced (the dropout
+    stream, the parameter values, the drawn-outside words) is set this way."""
+    previous = getattr(local, name, None)
+    setattr(local, name, value)
+    try:
+        yield value
+    finally:
+        setattr(local, name, previous)
+
+
 class _Supply:
     """The random words `DrawnOutside.supply` hands to the stream's calls, in order."""
 
@@ -339,24 +352,16 @@ class DrawnOutside:
     @contextlib.contextmanager
     def record():
         """Within the block, each stream call's words are also appended to the yielded list."""
-        previous = getattr(_DRAWN_OUTSIDE, "record", None)
-        _DRAWN_OUTSIDE.record = recorded = []
-        try:
+        with _bound(_DRAWN_OUTSIDE, "record", []) as recorded:
             yield recorded
-        finally:
-            _DRAWN_OUTSIDE.record = previous
 
     @staticmethod
     @contextlib.contextmanager
     def supply(words):
         """Within the block, stream calls take `words` (a `record` block's list), in order,
         instead of drawing; every one must be taken."""
-        previous = getattr(_DRAWN_OUTSIDE, "supply", None)
-        _DRAWN_OUTSIDE.supply = supply = _Supply(words)
-        try:
+        with _bound(_DRAWN_OUTSIDE, "supply", _Supply(words)) as supply:
             yield
-        finally:
-            _DRAWN_OUTSIDE.supply = previous
         if supply.taken != len(supply.words):
             raise ValueError(f"the compiled tower drew {supply.taken} dropout masks, "
                              f"{len(supply.words)} were drawn outside it")
@@ -378,13 +383,9 @@ def dropout_stream(seed: int, step, example_offset, num_examples,
         padded batch's); None: not trimmed. `seq_length` may be an int32 scalar Tensor (a
         trace shared by every cut length), which is then at most `full_length`.
     """
-    previous = getattr(_STREAM, "current", None)
-    _STREAM.current = DropoutStream(seed, step, example_offset, num_examples, seq_length,
-                                    full_length)
-    try:
-        yield _STREAM.current
-    finally:
-        _STREAM.current = previous
+    with _bound(_STREAM, "current", DropoutStream(seed, step, example_offset, num_examples,
+                                                  seq_length, full_length)) as stream:
+        yield stream
 
 
 def in_trainer_towers() -> bool:
@@ -546,12 +547,8 @@ def param(var):
 @contextlib.contextmanager
 def parameter_values(variables, values):
     """Within the block, `param(variables[i])` returns `values[i]` (same order)."""
-    previous = getattr(_OVERRIDES, "values", None)
-    _OVERRIDES.values = {v.ref(): t for v, t in zip(variables, values)}
-    try:
+    with _bound(_OVERRIDES, "values", {v.ref(): t for v, t in zip(variables, values)}):
         yield
-    finally:
-        _OVERRIDES.values = previous
 
 
 def recomputed(fn: Callable[[tf.Tensor], tf.Tensor], x: tf.Tensor,
@@ -579,20 +576,17 @@ def recomputed(fn: Callable[[tf.Tensor], tf.Tensor], x: tf.Tensor,
 
     @tf.recompute_grad
     def run(inputs, *copies):
-        saved_stream = getattr(_STREAM, "current", None)
-        saved_overrides = getattr(_OVERRIDES, "values", None)
         saved_calls = stream.calls if stream is not None else 0
-        _STREAM.current = stream
-        if overrides is not None:
-            _OVERRIDES.values = {**overrides, **{v.ref(): c for v, c in zip(copied, copies)}}
+        values = getattr(_OVERRIDES, "values", None) if overrides is None else \
+            {**overrides, **{v.ref(): c for v, c in zip(copied, copies)}}
         if stream is not None:
             stream.calls = first_call  # the forward pass's masks, call for call
         try:
-            out = fn(inputs)
+            with _bound(_STREAM, "current", stream), _bound(_OVERRIDES, "values", values):
+                out = fn(inputs)
             state["end_calls"] = stream.calls if stream is not None else 0
             return out
         finally:
-            _STREAM.current, _OVERRIDES.values = saved_stream, saved_overrides
             if stream is not None:
                 stream.calls = saved_calls
 
@@ -631,15 +625,10 @@ class _CompiledLayer:
         def run(x, attention_mask, stream_tensors, weights):
             batch_size, _, seq_length = get_shape_list(attention_mask, expected_rank=3)
             layer = layer_for(batch_size, seq_length, attention_mask)
-            outer = getattr(_STREAM, "current", None)
             inner = (DropoutStream.inside(stream_tensors, self.statics)
                      if self.stream is not None else None)
-            _STREAM.current = inner
-            try:
-                with parameter_values(self.variables, weights):
-                    out = layer(*template, x, False)
-            finally:
-                _STREAM.current = outer
+            with _bound(_STREAM, "current", inner), parameter_values(self.variables, weights):
+                out = layer(*template, x, False)
             self.calls = inner.calls if inner is not None else 0
             return out
 

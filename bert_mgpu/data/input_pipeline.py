@@ -174,23 +174,8 @@ def record_dataset(input_files: Sequence[str], shapes: Mapping[str, int], batch_
     if group_by_length and shuffle_buffer != 0:
         raise ValueError("group_by_length groups epoch permutations: needs shuffle_buffer=0")
     if is_training:
-        files = None if shuffle_buffer == 0 else shard_files(input_files, num_shards,
-                                                             shard_index)
-        by_record = files is None
-        if shuffle_buffer == 0:
-            d = epoch_permutations(input_files, seed,
-                                   batch_size * num_shards if group_by_length else 0)
-        else:
-            d = _interleaved_records(files or list(input_files), seed, shuffle_buffer,
-                                     cycle_length)
-        if masking is not None:
-            if by_record or num_shards == 1:
-                d = _masked(d, masking)
-            else:
-                d = _masked(d, masking, stride=num_shards, offset=shard_index)
-        d = d.batch(batch_size, drop_remainder=True)
-        if by_record and num_shards > 1:
-            d = d.shard(num_shards, shard_index)
+        d = _training_batches(input_files, batch_size, seed, shuffle_buffer, cycle_length,
+                              num_shards, shard_index, masking, group_by_length)
     else:
         d = tf.data.TFRecordDataset(list(input_files))
         if masking is not None:
@@ -200,6 +185,29 @@ def record_dataset(input_files: Sequence[str], shapes: Mapping[str, int], batch_
         d = d.map(lambda s: features.parse_example(s, shapes),
                   num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return d.prefetch(2)
+
+
+def _training_batches(input_files, batch_size, seed, shuffle_buffer, cycle_length, num_shards,
+                      shard_index, masking, group_by_length):
+    """`record_dataset`'s training batches (serialized records, or masked features with
+    `masking`): this worker's shard, repeating forever, full batches."""
+    files = None if shuffle_buffer == 0 else shard_files(input_files, num_shards, shard_index)
+    by_record = files is None
+    if shuffle_buffer == 0:
+        d = epoch_permutations(input_files, seed,
+                               batch_size * num_shards if group_by_length else 0)
+    else:
+        d = _interleaved_records(files or list(input_files), seed, shuffle_buffer,
+                                 cycle_length)
+    if masking is not None:
+        if by_record or num_shards == 1:
+            d = _masked(d, masking)
+        else:
+            d = _masked(d, masking, stride=num_shards, offset=shard_index)
+    d = d.batch(batch_size, drop_remainder=True)
+    if by_record and num_shards > 1:
+        d = d.shard(num_shards, shard_index)
+    return d
 
 
 def _interleaved_records(files: Sequence[str], seed: int, shuffle_buffer: int,
@@ -502,25 +510,8 @@ def mask_example(record: Mapping, index, masking: DynamicMasking):
         tf.constant([m.seed, _MASKING_STREAM], tf.int64), tf.cast(index, tf.int64))
     pick_key, replace_key, word_key = tf.unstack(
         tf.random.experimental.stateless_split(key, 3))
-    if m.span:
-        chosen = _span_choice(candidates, record[features.WORD_STARTS] > 0, budget, pick_key,
-                              m.span_length, length)
-        decision = tf.random.stateless_uniform([2], seed=replace_key)
-        # One decision for the whole span (SpanBERT): all [MASK], all kept or all random.
-        to_mask = tf.fill([length], decision[0] < 0.8)
-        to_keep = tf.fill([length], decision[1] < 0.5)
-    else:
-        if m.whole_word:
-            chosen = _whole_word_choice(candidates, record[features.WORD_STARTS] > 0, budget,
-                                        pick_key, length)
-        else:
-            keys = tf.where(candidates, tf.random.stateless_uniform([length], seed=pick_key),
-                            2.0)
-            order = tf.argsort(keys, stable=True)
-            k = tf.minimum(budget, tf.reduce_sum(tf.cast(candidates, tf.int32)))
-            chosen = tf.scatter_nd(order[:k, None], tf.ones([k], tf.bool), [length])
-        decision = tf.random.stateless_uniform([2, length], seed=replace_key)
-        to_mask, to_keep = decision[0] < 0.8, decision[1] < 0.5
+    chosen, to_mask, to_keep = _masking_choice(record, candidates, budget, m, pick_key,
+                                               replace_key)
     random_words = tf.random.stateless_uniform([length], seed=word_key, minval=0,
                                                maxval=m.vocab_size, dtype=tf.int32)
     replaced = tf.where(to_mask, m.mask_id, tf.where(to_keep, ids, random_words))
@@ -536,6 +527,30 @@ def mask_example(record: Mapping, index, masking: DynamicMasking):
         "masked_lm_weights": tf.ensure_shape(tf.pad(tf.ones([k], tf.float32), pad), [preds]),
         "next_sentence_labels": record["next_sentence_labels"],
     }
+
+
+def _masking_choice(record, candidates, budget, m: DynamicMasking, pick_key, replace_key):
+    """`mask_example`'s draws: (chosen, to_mask, to_keep), bool Tensors [max_seq_length]: the
+    positions masked, and of those the ones that become [MASK] (80%), else kept (half of the
+    rest) or a random word. A span takes one decision for all its tokens (SpanBERT)."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    length = m.max_seq_length
+    if m.span:
+        chosen = _span_choice(candidates, record[features.WORD_STARTS] > 0, budget, pick_key,
+                              m.span_length, length)
+        decision = tf.random.stateless_uniform([2], seed=replace_key)
+        return chosen, tf.fill([length], decision[0] < 0.8), tf.fill([length], decision[1] < 0.5)
+    if m.whole_word:
+        chosen = _whole_word_choice(candidates, record[features.WORD_STARTS] > 0, budget,
+                                    pick_key, length)
+    else:
+        keys = tf.where(candidates, tf.random.stateless_uniform([length], seed=pick_key), 2.0)
+        order = tf.argsort(keys, stable=True)
+        k = tf.minimum(budget, tf.reduce_sum(tf.cast(candidates, tf.int32)))
+        chosen = tf.scatter_nd(order[:k, None], tf.ones([k], tf.bool), [length])
+    decision = tf.random.stateless_uniform([2, length], seed=replace_key)
+    return chosen, decision[0] < 0.8, decision[1] < 0.5
 
 
 def _whole_word_choice(candidates, word_starts, budget, seed, length: int):

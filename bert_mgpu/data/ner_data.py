@@ -322,26 +322,38 @@ def convert_sentences(sentences: Sequence[Sentence], label_list: Sequence[str],
         for position, word_index in first_piece:
             labelled[_best_window(spans, position)].append((position, word_index))
         for window_index, (start, length) in enumerate(spans):
-            pad = max_seq_length - length - 2
-            label_ids = [0] * max_seq_length
-            weights = [0.0] * max_seq_length
-            positions, word_indices = [], []
-            for position, word_index in labelled[window_index]:
-                record_position = position - start + 1  # +1 for [CLS]
-                label_ids[record_position] = label_map[sentence.tags[word_index]]
-                weights[record_position] = 1.0
-                positions.append(record_position)
-                word_indices.append(word_index)
-            values = {
-                "input_ids": [cls_id] + piece_ids[start:start + length] + [sep_id] + [0] * pad,
-                "input_mask": [1] * (length + 2) + [0] * pad,
-                "segment_ids": [0] * max_seq_length,
-                "label_ids": label_ids,
-                "label_weights": weights,
-            }
-            out.append(WindowFeature(sentence_index, window_index, values, positions,
-                                     word_indices))
+            window = piece_ids[start:start + length]
+            out.append(_window_feature(sentence, sentence_index, window_index, start, window,
+                                       labelled[window_index], label_map, max_seq_length,
+                                       (cls_id, sep_id)))
     return out
+
+
+def _window_feature(sentence: Sentence, sentence_index: int, window_index: int, start: int,
+                    window: List[int], labelled: List[Tuple[int, int]],
+                    label_map: Dict[str, int], max_seq_length: int, cls_sep) -> WindowFeature:
+    """One window's record: `[CLS] window [SEP]` padded to `max_seq_length`, the tags of the
+    words it labels (`labelled`: (piece position in the sentence, word index)) at their first
+    pieces, weight 1.0 there and 0 elsewhere."""
+    cls_id, sep_id = cls_sep
+    pad = max_seq_length - len(window) - 2
+    label_ids = [0] * max_seq_length
+    weights = [0.0] * max_seq_length
+    positions, word_indices = [], []
+    for position, word_index in labelled:
+        record_position = position - start + 1  # +1 for [CLS]
+        label_ids[record_position] = label_map[sentence.tags[word_index]]
+        weights[record_position] = 1.0
+        positions.append(record_position)
+        word_indices.append(word_index)
+    values = {
+        "input_ids": [cls_id] + window + [sep_id] + [0] * pad,
+        "input_mask": [1] * (len(window) + 2) + [0] * pad,
+        "segment_ids": [0] * max_seq_length,
+        "label_ids": label_ids,
+        "label_weights": weights,
+    }
+    return WindowFeature(sentence_index, window_index, values, positions, word_indices)
 
 
 def write_features(windows: Sequence[WindowFeature], output_file: str) -> int:

@@ -1134,7 +1134,8 @@ class NoInstancesError(ValueError):
 
 
 def create_pretraining_data(options) -> Stats:
-    """Runs create_pretraining_data.py on a config (see `config.CreatePretrainingDataConfig`).
+    """Runs create_pretraining_data.py on a config (`configs/pretraining.py`'s
+    `CreatePretrainingDataConfig`).
 
     Temporaries of killed runs next to the outputs are removed first; this run's are removed
     whatever ends it (an error, Ctrl-C), and only a complete output is renamed to its final name.
@@ -1162,15 +1163,7 @@ def create_pretraining_data(options) -> Stats:
         if sharded:
             first = _run_sharded(options, input_files, outputs, vocab, stats)
         else:
-            reader = DocumentReader(tokenizer, options.word_segmented_input)
-            documents = reader.read([(p, 0, None) for p in input_files], stats)
-            stats.documents = len(documents)
-            logging.info("%d documents, %.1f MB of text read and tokenized in %.1fs",
-                         len(documents), stats.input_bytes / 1e6, time.monotonic() - start)
-            records = make_records(documents, options, vocab, _encoder(options, vocab),
-                                   options.random_seed, options.progress_interval)
-            del documents
-            stats.instances = len(records)
+            records = _records_in_memory(options, tokenizer, vocab, input_files, stats, start)
             first = records[:20]
         if stats.instances == 0:
             raise NoInstancesError(
@@ -1190,6 +1183,24 @@ def create_pretraining_data(options) -> Stats:
     except BaseException:
         outputs.abort()
         raise
+    _log_summary(stats, sharded, start)
+    return stats
+
+
+def _records_in_memory(options, tokenizer, vocab, input_files, stats: Stats, start: float):
+    """Google's mode: every document read and tokenized, then every instance made."""
+    reader = DocumentReader(tokenizer, options.word_segmented_input)
+    documents = reader.read([(p, 0, None) for p in input_files], stats)
+    stats.documents = len(documents)
+    logging.info("%d documents, %.1f MB of text read and tokenized in %.1fs",
+                 len(documents), stats.input_bytes / 1e6, time.monotonic() - start)
+    records = make_records(documents, options, vocab, _encoder(options, vocab),
+                           options.random_seed, options.progress_interval)
+    stats.instances = len(records)
+    return records
+
+
+def _log_summary(stats: Stats, sharded: bool, start: float) -> None:
     if stats.invalid_utf8_lines:
         logging.warning("%d input line(s) had invalid UTF-8; the invalid bytes were dropped "
                         "(as Google's convert_to_unicode does)", stats.invalid_utf8_lines)
@@ -1199,4 +1210,3 @@ def create_pretraining_data(options) -> Stats:
     logging.info("Wrote %d total instances", stats.instances)
     logging.info("%d documents, %d instances in %.1fs", stats.documents, stats.instances,
                  time.monotonic() - start)
-    return stats

@@ -369,7 +369,14 @@ def _spm_pieces(words: Dict[str, int], algorithm: str, wanted: int, model_prefix
         raise VocabError(f"SentencePiece could not learn from the corpus: {first}") from None
     finally:
         os.remove(tsv)
-    processor = spm.SentencePieceProcessor(model_file=model_prefix + ".model")
+    return _multi_character_pieces(
+        spm.SentencePieceProcessor(model_file=model_prefix + ".model"), wanted)
+
+
+def _multi_character_pieces(processor, wanted: int) -> List[str]:
+    """The first `wanted` distinct multi-character pieces of a trained SentencePiece model, in
+    its order, as WordPiece tokens: a piece starting a word ("▁...") is the word part, any
+    other is a `##` continuation."""
     scored = []
     for i in range(processor.get_piece_size()):
         if processor.is_unknown(i) or processor.is_control(i):
@@ -629,6 +636,33 @@ def _write_atomically(tokens: Iterable[str], output_file: str) -> None:
             os.remove(tmp)
 
 
+def _learned_pieces(words, wanted: int, taken: set, algorithm: str,
+                    spm_model_prefix: Optional[str], num_threads: int,
+                    progress_interval: float) -> List[str]:
+    """`build_vocab`'s learned pieces: up to `wanted` tokens not in `taken`, by `algorithm`
+    (SentencePiece's model kept at `spm_model_prefix`, else in a temporary directory)."""
+    trainable = _trainable_words(words)
+    logging.info("learning %d pieces (--algorithm=%s) from %d distinct words", wanted,
+                 algorithm, len(trainable))
+    pool = _pool_size(wanted, len(taken))
+    if algorithm == "wordpiece":
+        candidates = _wordpiece_pieces(trainable, pool, progress_interval)
+    elif not trainable:
+        candidates = []
+    else:
+        threads = num_threads or (os.cpu_count() or 1)
+        if spm_model_prefix:
+            candidates = _spm_pieces(trainable, algorithm, pool, spm_model_prefix, threads)
+        else:
+            tmp_dir = tempfile.mkdtemp(prefix="create_vocab-")
+            try:
+                candidates = _spm_pieces(trainable, algorithm, pool,
+                                         os.path.join(tmp_dir, "spm"), threads)
+            finally:
+                shutil.rmtree(tmp_dir, ignore_errors=True)
+    return _select_pieces(candidates, trainable, taken, wanted)
+
+
 def build_vocab(words: collections.Counter, vocab_size: int, algorithm: str = "bpe",
                 num_unused: int = UNUSED_BEFORE_UNK, reserved_tokens: Sequence[str] = (),
                 min_char_count: int = 1, spm_model_prefix: Optional[str] = None,
@@ -677,27 +711,8 @@ def build_vocab(words: collections.Counter, vocab_size: int, algorithm: str = "b
     taken = set(head) | set(alphabet) | set(continuation)
     learned: List[str] = []
     if wanted:
-        trainable = _trainable_words(words)
-        logging.info("learning %d pieces (--algorithm=%s) from %d distinct words", wanted,
-                     algorithm, len(trainable))
-        if algorithm == "wordpiece":
-            candidates = _wordpiece_pieces(trainable, _pool_size(wanted, len(taken)),
-                                           progress_interval)
-        elif not trainable:
-            candidates = []
-        else:
-            threads = num_threads or (os.cpu_count() or 1)
-            if spm_model_prefix:
-                candidates = _spm_pieces(trainable, algorithm, _pool_size(wanted, len(taken)),
-                                         spm_model_prefix, threads)
-            else:
-                tmp_dir = tempfile.mkdtemp(prefix="create_vocab-")
-                try:
-                    candidates = _spm_pieces(trainable, algorithm, _pool_size(wanted, len(taken)),
-                                             os.path.join(tmp_dir, "spm"), threads)
-                finally:
-                    shutil.rmtree(tmp_dir, ignore_errors=True)
-        learned = _select_pieces(candidates, trainable, taken, wanted)
+        learned = _learned_pieces(words, wanted, taken, algorithm, spm_model_prefix, num_threads,
+                                  progress_interval)
     if len(learned) < wanted:
         most = fixed + len(learned)
         raise VocabError(

@@ -93,19 +93,7 @@ class SquadServing(tf.Module):
         length = doc_offset + doc_length + 1
         doc, token = slice_windows(doc_ids, example, doc_start, doc_length)  # [W, (doc)]
 
-        # Google's `_check_is_max_context`: score min(left, right) + 0.01 * window length,
-        # float64 as Python; the first window with the highest score wins.
-        window_of = token.value_rowids()
-        left = tf.ragged.range(doc_length).values
-        right = tf.gather(doc_length, window_of) - 1 - left
-        score = (tf.cast(tf.minimum(left, right), tf.float64)
-                 + 0.01 * tf.cast(tf.gather(doc_length, window_of), tf.float64))
-        num_tokens = tf.size(doc_ids.values, out_type=tf.int64)
-        best = tf.math.unsorted_segment_max(score, token.values, num_tokens)
-        first = tf.math.unsorted_segment_min(
-            tf.where(tf.equal(score, tf.gather(best, token.values)), window_of,
-                     tf.int64.max), token.values, num_tokens)
-        is_max = tf.equal(tf.gather(first, token.values), window_of)
+        is_max = _is_max_context(doc_ids, token, doc_length)
 
         rows = tf.size(example, out_type=tf.int64)
         cls = token_column(rows, cls_id)
@@ -140,74 +128,17 @@ class SquadServing(tf.Module):
         """
         opt = self.options
         batch = tf.shape(context, out_type=tf.int64)[0]
-        seq = tf.shape(start_logits, out_type=tf.int64)[1]
-        positions = tf.range(seq)[None, :]                                   # [1, L]
-        real = positions < windows["length"][:, None]                        # [W, L]
-        doc_begin = windows["doc_offset"][:, None]
-        in_doc = (positions >= doc_begin) & (positions < doc_begin
-                                             + windows["doc_length"][:, None])
-        k = tf.cast(tf.minimum(tf.cast(opt.n_best_size, tf.int64), seq), tf.int32)
-        neg_inf = tf.constant(_NEG_INF, start_logits.dtype)
-        s_val, s_pos = tf.math.top_k(tf.where(real, start_logits, neg_inf), k)   # [W, k]
-        e_val, e_pos = tf.math.top_k(tf.where(real, end_logits, neg_inf), k)
-        s_pos, e_pos = tf.cast(s_pos, tf.int64), tf.cast(e_pos, tf.int64)
-        s_ok = (tf.gather(in_doc, s_pos, batch_dims=1)
-                & tf.gather(windows["max_context"], s_pos, batch_dims=1))
-        e_ok = tf.gather(in_doc, e_pos, batch_dims=1)
-        s_idx, e_idx = s_pos[:, :, None], e_pos[:, None, :]                # [W, k, 1], [W, 1, k]
-        valid = (s_ok[:, :, None] & e_ok[:, None, :] & (e_idx >= s_idx)
-                 & (e_idx - s_idx + 1 <= opt.max_answer_length))           # [W, k, k]
-        score = (tf.cast(s_val, tf.float64)[:, :, None]
-                 + tf.cast(e_val, tf.float64)[:, None, :])
-        num_windows = tf.shape(valid, out_type=tf.int64)[0]
-        flat_valid = tf.reshape(valid, [num_windows, -1])
-        flat_score = tf.where(flat_valid, tf.reshape(score, [num_windows, -1]),
-                              tf.constant(_NEG_INF, tf.float64))
-        # Best per window, ties to the first candidate in Google's (start rank, end rank) order.
-        window_best = tf.reduce_max(flat_score, axis=1)                      # [W]
-        candidate = tf.range(tf.shape(flat_score, out_type=tf.int64)[1])[None, :]
-        window_choice = tf.reduce_min(tf.where(
-            flat_valid & tf.equal(flat_score, window_best[:, None]), candidate,
-            tf.int64.max), axis=1)
-        # Best per question, ties to its first window.
         example = tf.cast(windows["example_index"], tf.int64)
-        best = tf.math.unsorted_segment_max(window_best, example, batch)      # [B]
-        window_ids = tf.range(num_windows)
-        has_best = tf.reduce_any(flat_valid, axis=1) & tf.equal(window_best,
-                                                                tf.gather(best, example))
-        chosen = tf.math.unsorted_segment_min(tf.where(has_best, window_ids, tf.int64.max),
-                                              example, batch)               # [B]
-        has_span = chosen < num_windows
-        w = tf.where(has_span, chosen, 0)
-        c = tf.gather(window_choice, w)
-        c = tf.where(has_span, c, 0)
-        start_rank, end_rank = c // tf.cast(k, tf.int64), c % tf.cast(k, tf.int64)
-        start = tf.gather(s_pos, w)
-        start = tf.gather(start, start_rank, batch_dims=1)                   # [B] window pos
-        end = tf.gather(tf.gather(e_pos, w), end_rank, batch_dims=1)
-        start_logit = tf.gather(tf.gather(s_val, w), start_rank, batch_dims=1)
-        end_logit = tf.gather(tf.gather(e_val, w), end_rank, batch_dims=1)
-        zero = tf.zeros_like(start_logit)
-        start_logit = tf.where(has_span, start_logit, zero)
-        end_logit = tf.where(has_span, end_logit, zero)
-
-        # Window positions -> the context's tokens -> characters.
-        doc_ids, char_start, char_end = windows["doc_tokens"]
-        first_token = (tf.gather(doc_ids.row_splits[:-1], tf.gather(example, w))
-                       + tf.gather(windows["doc_start"], w) - tf.gather(windows["doc_offset"], w))
-        # (A sentinel keeps the gathers valid for a batch without any context token.)
-        sentinel = tf.zeros([1], tf.int64)
-        last = tf.size(char_start.values, out_type=tf.int64)
-        begin = tf.gather(tf.concat([char_start.values, sentinel], 0),
-                          tf.clip_by_value(first_token + start, 0, last))
-        finish = tf.gather(tf.concat([char_end.values, sentinel], 0),
-                           tf.clip_by_value(first_token + end, 0, last))
+        spans = _window_spans(windows, start_logits, end_logits, opt)
+        best = _question_spans(spans, example, batch)
+        has_span = best["has_span"]
+        begin, finish = _char_offsets(windows, example, best)
 
         # SQuAD v2.0's null answer: the lowest [CLS] start + end over the windows.
         null = tf.cast(start_logits[:, 0], tf.float64) + tf.cast(end_logits[:, 0], tf.float64)
         score_null = tf.math.unsorted_segment_min(null, example, batch)
-        null_score_diff = (score_null - tf.cast(start_logit, tf.float64)
-                           - tf.cast(end_logit, tf.float64))
+        null_score_diff = (score_null - tf.cast(best["start_logit"], tf.float64)
+                           - tf.cast(best["end_logit"], tf.float64))
         answered = has_span
         if opt.version_2_with_negative:
             answered &= ~(null_score_diff > opt.null_score_diff_threshold)
@@ -221,5 +152,118 @@ class SquadServing(tf.Module):
                                    unit="UTF8_CHAR")
         return {"answer": answer,
                 "answer_start": tf.cast(begin, tf.int32), "answer_end": tf.cast(finish, tf.int32),
-                "start_logit": start_logit, "end_logit": end_logit,
+                "start_logit": best["start_logit"], "end_logit": best["end_logit"],
                 "null_score_diff": tf.cast(null_score_diff, tf.float32)}
+
+
+def _is_max_context(doc_ids, token, doc_length):
+    """Google's `_check_is_max_context` for every window token: bool [W, (doc)] values, True
+    where the token's window scores highest, min(left, right) + 0.01 * window length (float64
+    as Python's); the first window with the highest score wins.
+
+    Args:
+      doc_ids: int RaggedTensor [batch_size, (tokens)], the contexts' tokens.
+      token: int64 RaggedTensor [W, (doc)], each window's tokens' indices in `doc_ids.values`.
+      doc_length: int64 [W], each window's document tokens.
+    """
+    window_of = token.value_rowids()
+    left = tf.ragged.range(doc_length).values
+    right = tf.gather(doc_length, window_of) - 1 - left
+    score = (tf.cast(tf.minimum(left, right), tf.float64)
+             + 0.01 * tf.cast(tf.gather(doc_length, window_of), tf.float64))
+    num_tokens = tf.size(doc_ids.values, out_type=tf.int64)
+    best = tf.math.unsorted_segment_max(score, token.values, num_tokens)
+    first = tf.math.unsorted_segment_min(
+        tf.where(tf.equal(score, tf.gather(best, token.values)), window_of,
+                 tf.int64.max), token.values, num_tokens)
+    return tf.equal(tf.gather(first, token.values), window_of)
+
+
+def _window_spans(windows, start_logits, end_logits, opt: SquadAnswerOptions) -> dict:
+    """Each window's best valid span among its `n_best_size` top starts and ends.
+
+    Returns:
+      dict: `s_val`, `e_val` [W, k] the top logits, `s_pos`, `e_pos` int64 [W, k] their
+      positions, `k` int32 scalar; `best` float64 [W] the best valid span's start + end logit
+      (-inf: none), `choice` int64 [W] its candidate index start_rank * k + end_rank (ties to
+      the first in Google's order), `any_valid` bool [W].
+    """
+    seq = tf.shape(start_logits, out_type=tf.int64)[1]
+    positions = tf.range(seq)[None, :]                                   # [1, L]
+    real = positions < windows["length"][:, None]                        # [W, L]
+    doc_begin = windows["doc_offset"][:, None]
+    in_doc = (positions >= doc_begin) & (positions < doc_begin
+                                         + windows["doc_length"][:, None])
+    k = tf.cast(tf.minimum(tf.cast(opt.n_best_size, tf.int64), seq), tf.int32)
+    neg_inf = tf.constant(_NEG_INF, start_logits.dtype)
+    s_val, s_pos = tf.math.top_k(tf.where(real, start_logits, neg_inf), k)   # [W, k]
+    e_val, e_pos = tf.math.top_k(tf.where(real, end_logits, neg_inf), k)
+    s_pos, e_pos = tf.cast(s_pos, tf.int64), tf.cast(e_pos, tf.int64)
+    s_ok = (tf.gather(in_doc, s_pos, batch_dims=1)
+            & tf.gather(windows["max_context"], s_pos, batch_dims=1))
+    e_ok = tf.gather(in_doc, e_pos, batch_dims=1)
+    s_idx, e_idx = s_pos[:, :, None], e_pos[:, None, :]                # [W, k, 1], [W, 1, k]
+    valid = (s_ok[:, :, None] & e_ok[:, None, :] & (e_idx >= s_idx)
+             & (e_idx - s_idx + 1 <= opt.max_answer_length))           # [W, k, k]
+    score = (tf.cast(s_val, tf.float64)[:, :, None]
+             + tf.cast(e_val, tf.float64)[:, None, :])
+    num_windows = tf.shape(valid, out_type=tf.int64)[0]
+    flat_valid = tf.reshape(valid, [num_windows, -1])
+    flat_score = tf.where(flat_valid, tf.reshape(score, [num_windows, -1]),
+                          tf.constant(_NEG_INF, tf.float64))
+    # Best per window, ties to the first candidate in Google's (start rank, end rank) order.
+    window_best = tf.reduce_max(flat_score, axis=1)                      # [W]
+    candidate = tf.range(tf.shape(flat_score, out_type=tf.int64)[1])[None, :]
+    window_choice = tf.reduce_min(tf.where(
+        flat_valid & tf.equal(flat_score, window_best[:, None]), candidate,
+        tf.int64.max), axis=1)
+    return dict(s_val=s_val, e_val=e_val, s_pos=s_pos, e_pos=e_pos, k=k, best=window_best,
+                choice=window_choice, any_valid=tf.reduce_any(flat_valid, axis=1))
+
+
+def _question_spans(spans: dict, example, batch) -> dict:
+    """Each question's best span over its windows (ties to its first window).
+
+    Returns:
+      dict of Tensors [batch_size]: `has_span` bool, `window` int64 (0 without a span),
+      `start`, `end` int64 positions in that window, `start_logit`, `end_logit` (0 without a
+      span).
+    """
+    num_windows = tf.shape(spans["best"], out_type=tf.int64)[0]
+    best = tf.math.unsorted_segment_max(spans["best"], example, batch)      # [B]
+    window_ids = tf.range(num_windows)
+    has_best = spans["any_valid"] & tf.equal(spans["best"], tf.gather(best, example))
+    chosen = tf.math.unsorted_segment_min(tf.where(has_best, window_ids, tf.int64.max),
+                                          example, batch)               # [B]
+    has_span = chosen < num_windows
+    w = tf.where(has_span, chosen, 0)
+    c = tf.gather(spans["choice"], w)
+    c = tf.where(has_span, c, 0)
+    k = tf.cast(spans["k"], tf.int64)
+    start_rank, end_rank = c // k, c % k
+    start = tf.gather(spans["s_pos"], w)
+    start = tf.gather(start, start_rank, batch_dims=1)                   # [B] window pos
+    end = tf.gather(tf.gather(spans["e_pos"], w), end_rank, batch_dims=1)
+    start_logit = tf.gather(tf.gather(spans["s_val"], w), start_rank, batch_dims=1)
+    end_logit = tf.gather(tf.gather(spans["e_val"], w), end_rank, batch_dims=1)
+    zero = tf.zeros_like(start_logit)
+    return dict(has_span=has_span, window=w, start=start, end=end,
+                start_logit=tf.where(has_span, start_logit, zero),
+                end_logit=tf.where(has_span, end_logit, zero))
+
+
+def _char_offsets(windows, example, best: dict):
+    """Window positions -> the context's tokens -> characters: (begin, finish) int64
+    [batch_size], the first character of the start token and the end of the end token."""
+    w = best["window"]
+    doc_ids, char_start, char_end = windows["doc_tokens"]
+    first_token = (tf.gather(doc_ids.row_splits[:-1], tf.gather(example, w))
+                   + tf.gather(windows["doc_start"], w) - tf.gather(windows["doc_offset"], w))
+    # (A sentinel keeps the gathers valid for a batch without any context token.)
+    sentinel = tf.zeros([1], tf.int64)
+    last = tf.size(char_start.values, out_type=tf.int64)
+    begin = tf.gather(tf.concat([char_start.values, sentinel], 0),
+                      tf.clip_by_value(first_token + best["start"], 0, last))
+    finish = tf.gather(tf.concat([char_end.values, sentinel], 0),
+                       tf.clip_by_value(first_token + best["end"], 0, last))
+    return begin, finish

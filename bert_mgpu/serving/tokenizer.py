@@ -191,6 +191,39 @@ def _wordpiece_char_tables(do_lower_case):
     return _paged_tables(lambda cp: _char_record(cp, do_lower_case))
 
 
+class _Interned:
+    """Expansions stored once in a flat array: equal expansions share their entries."""
+
+    def __init__(self):
+        self.keys, self.size = {}, 0  # key -> its offset, in insertion order
+
+    def offset(self, key) -> int:
+        """Offset of `key`'s entries in the flat array (added at the end if new)."""
+        if key not in self.keys:
+            self.keys[key] = self.size
+            self.size += len(key)
+        return self.keys[key]
+
+
+def _page_entries(records, expand_index: _Interned, full_index: _Interned):
+    """One page's (info, props, full, fast) entries (see `_paged_tables`) from its records."""
+    info, props, full, fast = [], [], [], []
+    for expansion, prop, full_expansion in records:
+        if max(len(expansion), len(full_expansion)) > _MAX_EXPANSION:
+            raise ServingTokenizerError(
+                f"a character expands to more than {_MAX_EXPANSION} characters")
+        info.append(expand_index.offset(expansion) << _START_SHIFT
+                    | len(expansion) << 1 | (prop & _ISO))
+        props.append(prop)
+        # The common case in one entry: one output character, no context.
+        special = len(expansion) != 1 or prop & (_REORDER | _CAPITAL_SIGMA)
+        delta, cls = expansion[0] if len(expansion) == 1 else (0, _WORD)
+        fast.append(delta * 16 + cls * 4 + (prop & _ISO) * 2 + bool(special))
+        full.append(full_index.offset(full_expansion) << _START_SHIFT
+                    | len(full_expansion) << 1 | (prop & _ISO))
+    return info, props, full, fast
+
+
 def _paged_tables(record_of):
     """Two-level tables of per-code-point records.
 
@@ -205,55 +238,28 @@ def _paged_tables(record_of):
         character, or context).
     """
     trivial = _TRIVIAL
-    expand_index = {}
-    full_index = {}
-    sizes = {id(expand_index): 0, id(full_index): 0}
-
-    def intern(index, key):
-        """Offset of `key`'s entries in the flat expansion array (equal expansions shared)."""
-        if key not in index:
-            index[key] = sizes[id(index)]
-            sizes[id(index)] += len(key)
-        return index[key]
-
-    intern(expand_index, trivial[0])
-    intern(full_index, trivial[2])
+    expand_index, full_index = _Interned(), _Interned()
+    expand_index.offset(trivial[0])
+    full_index.offset(trivial[2])
     info_pages, props_pages, full_pages, fast_pages = [], [], [], []
     for page in range(_NUM_CODEPOINTS >> _PAGE_BITS):
         records = [record_of(cp) for cp in range(page << _PAGE_BITS, (page + 1) << _PAGE_BITS)]
         if all(r == trivial for r in records):
-            info_pages.append(None)
-            props_pages.append(None)
-            full_pages.append(None)
-            fast_pages.append(None)
+            for pages in (info_pages, props_pages, full_pages, fast_pages):
+                pages.append(None)
             continue
-        info, props, full, fast = [], [], [], []
-        for expansion, prop, full_expansion in records:
-            if max(len(expansion), len(full_expansion)) > _MAX_EXPANSION:
-                raise ServingTokenizerError(
-                    f"a character expands to more than {_MAX_EXPANSION} characters")
-            info.append(intern(expand_index, expansion) << _START_SHIFT
-                        | len(expansion) << 1 | (prop & _ISO))
-            props.append(prop)
-            # The common case in one entry: one output character, no context.
-            special = len(expansion) != 1 or prop & (_REORDER | _CAPITAL_SIGMA)
-            delta, cls = expansion[0] if len(expansion) == 1 else (0, _WORD)
-            fast.append(delta * 16 + cls * 4 + (prop & _ISO) * 2 + bool(special))
-            full.append(intern(full_index, full_expansion) << _START_SHIFT
-                        | len(full_expansion) << 1 | (prop & _ISO))
-        info_pages.append(np.array(info, np.int64))
-        props_pages.append(np.array(props, np.int64))
-        full_pages.append(np.array(full, np.int64))
-        fast_pages.append(np.array(fast, np.int64))
+        for pages, entries in zip((info_pages, props_pages, full_pages, fast_pages),
+                                  _page_entries(records, expand_index, full_index)):
+            pages.append(np.array(entries, np.int64))
 
     table = _PagedTable()
     info = table.add_pages(info_pages, 1 << 1)  # the trivial expansion is entry 0
     props = table.add_pages(props_pages, 0)
     full_info = table.add_pages(full_pages, 1 << 1)
     fast = table.add_pages(fast_pages, 0)
-    expand = [d * 8 + c for key in expand_index for d, c in key]
-    full_expand = [d * 8 + c for key in full_index for d, c, _ in key]
-    full_ccc = [ccc for key in full_index for _, _, ccc in key]
+    expand = [d * 8 + c for key in expand_index.keys for d, c in key]
+    full_expand = [d * 8 + c for key in full_index.keys for d, c, _ in key]
+    full_ccc = [ccc for key in full_index.keys for _, _, ccc in key]
     as32 = lambda a: np.asarray(a, np.int64).astype(np.int32)  # noqa: E731
     return {"page_base": table.page_base, "fast": as32(fast), "info": as32(info),
             "props": as32(props),

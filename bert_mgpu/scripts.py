@@ -7,8 +7,9 @@ import traceback
 
 # Errors that mean "bad input" (a flag, a file, a config, a checkpoint): the user gets one line
 # naming the cause, not a traceback. Set BERT_MGPU_TRACEBACK=1 to see the traceback anyway.
-# ArithmeticError covers training.NonFiniteLossError (a diverged run, named by its step) and
-# ConnectionError cluster.WorkerLostError (a dead worker, named with the step to resume from).
+# ArithmeticError covers engine/training.py's NonFiniteLossError (a diverged run, named by its
+# step) and ConnectionError engine/cluster.py's WorkerLostError (a dead worker, named with the
+# step to resume from).
 # OSError (ConnectionError is one) also covers what the file system refuses (a read-only or
 # full disk, a directory where a file is expected): its message names the path.
 _USER_ERRORS = (ValueError, KeyError, OSError, ArithmeticError)

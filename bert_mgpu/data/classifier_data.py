@@ -264,7 +264,8 @@ class FeatureFiles:
     _STEMS = {"train": "train", "dev": "eval", "test": "predict"}  # Google's file stems
 
     def __init__(self, cfg, processor, tokenizer, label_list: Sequence[str]):
-        """Args: cfg a `config.ClassifierConfig`; processor from `processors.get_processor`.
+        """Args: cfg a `configs/classifier.py` `ClassifierConfig`; processor from
+        `processors.get_processor`.
 
         Raises:
           DataError: a dev/test file the run needs is missing, malformed or has no example.

@@ -2,7 +2,7 @@
 
 A path is remote when it has a scheme (`gs://`, `hdfs://`, ...). TensorFlow is imported only for
 remote paths: the data jobs (create_pretraining_data.py, create_vocab.py) never import it for
-local files (~5 s, ~550 MB).
+local files (its start-up time and memory: docs/benchmarks.md).
 """
 
 import gzip

@@ -14,7 +14,8 @@ from typing import AbstractSet, List, Mapping, Optional, Sequence
 from bert_mgpu.data import features, file_io
 
 # TensorFlow is imported inside the functions that build pipelines: `expand_input_files` is
-# also create_pretraining_data.py's, which never imports TensorFlow (~5 s, ~550 MB).
+# also create_pretraining_data.py's, which never imports TensorFlow (its start-up time and
+# memory: docs/benchmarks.md).
 
 
 class InputError(ValueError):
@@ -381,7 +382,7 @@ def length_sorted_dataset(input_files: Sequence[str], shapes: Mapping[str, int],
     their lengths (stable), each with its index in the files (`EXAMPLE_INDEX`, int32 [batch]),
     so that outputs are put back in file order (`Trainer.predict`), and with the weight of its
     batch in file order (`features.FILE_BATCH_WEIGHT`, float32 [batch]; the Estimator's
-    `loss`, see tasks.py). In memory, as training's `epoch_permutations`. An empty file gives
+    `loss`, see tasks/base.py). In memory, as training's `epoch_permutations`. An empty file gives
     no batch.
     """
     import numpy as np  # pylint: disable=import-outside-toplevel

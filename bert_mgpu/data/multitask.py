@@ -13,7 +13,8 @@ global batch.
   structure: `input_ids`, `input_mask`, `segment_ids`, `is_real_example`; `label_ids` [B, 1]
   when some task is a classification (0 for the others) and `label_values` [B, W] when some
   task is a regression or multi-label one (zero-padded to the widest, W); `task_id` int32 [B].
-  `tasks.MultiTaskClassifier` routes the batch to its task, which reads its own label columns.
+  `tasks/multitask.py`'s `MultiTaskClassifier` routes the batch to its task, which reads its own
+  label columns.
 
 The tf.data iterator (the choice stream and every task's position) is saved with each
 checkpoint, so a resumed run continues exactly.

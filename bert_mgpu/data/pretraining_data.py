@@ -20,7 +20,7 @@ Why it is fast (whole process several times faster than Google's on the same inp
   * the tokenizer is the memoised one of `tokenization.py`;
   * tokens are vocabulary ids from the start, and the hot loops are Google's algorithm written
     out inline (`random.Random._randbelow` and `shuffle` are pure Python in CPython; here their
-    loops call the C `getrandbits` directly: the same draws in 40% of the time);
+    loops call the C `getrandbits` directly: the same draws, faster: docs/benchmarks.md);
   * records are built from cached pieces (varint bytes per id, whole entries per length), and
     Google's 20 logged examples are decoded back from the records;
   * the front/back truncation counts the removals instead of deleting from list fronts.

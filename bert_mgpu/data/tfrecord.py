@@ -1,6 +1,7 @@
 """TFRecord files of `tf.train.Example`s, written and read without TensorFlow.
 
-Importing TensorFlow costs ~5 s and ~550 MB; a data tool that only writes records does not need it.
+Importing TensorFlow costs seconds and hundreds of MB (docs/benchmarks.md); a data tool that only
+writes records does not need it.
 Both formats are small and stable:
 
 TFRecord framing (tensorflow/core/lib/io/record_writer.cc), per record:

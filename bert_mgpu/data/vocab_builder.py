@@ -751,7 +751,7 @@ def create_vocab(config) -> VocabStats:
     """create_vocab.py: counts words, learns pieces, writes `config.output_file`.
 
     Args:
-        config: config.CreateVocabConfig.
+        config: `configs/vocab.py`'s CreateVocabConfig.
 
     Returns:
         VocabStats.

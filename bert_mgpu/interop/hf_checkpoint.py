@@ -182,8 +182,8 @@ TOP_NAMES = {
     "cls.predictions.transform.LayerNorm": "cls/predictions/transform/LayerNorm",
 }
 # Buffers and tied copies that carry no weights of their own.
-# The heads' Hugging Face names -> Google's (one table, read both ways: hf_export.py turns it
-# around). The classifier and next-sentence weights are stored [out, in] by both libraries: no
+# The heads' Hugging Face names -> Google's (one table, read both ways: interop/hf_export.py turns
+# it around). The classifier and next-sentence weights are stored [out, in] by both libraries: no
 # transpose.
 HEAD_NAMES = {
     "cls.predictions.bias": "cls/predictions/output_bias",

@@ -791,8 +791,8 @@ def token_column(rows, token_id, present=None):
 
 
 # Element-wise work on a RaggedTensor's flat values (what the rows hold, row after row): the
-# same results as the ragged operators, whose broadcasting checks make a graph ~10x larger to
-# trace (an export traces these in every signature).
+# same results as the ragged operators, whose broadcasting checks make a graph several times larger
+# to trace (an export traces these in every signature).
 
 def _positions(ragged):
     """int64 [num_values]: each value's position in its row."""

@@ -22,7 +22,7 @@ What one run does, one arm at a time (the machine has 2 shared cores):
      back from our run's train TFRecord) in our trainer's order (the seeded per-epoch
      permutations of input_pipeline.epoch_permutations), each batch padded to its longest
      window, with the same hyper-parameters; its start/end logits on the prediction windows go
-     through our post-processing (squad_metrics, equal to Google's write_predictions:
+     through our post-processing (data/squad_predictions.py, equal to Google's write_predictions:
      tests/test_run_squad.py) and the same official evaluation.
 
 Speed: training examples/s over the updates after `--skip_steps` (ours from the timestamps of the
@@ -85,7 +85,7 @@ def main():
     import tensorflow as tf
 
     from bert_mgpu import tokenization
-    from bert_mgpu.data import input_pipeline, squad_data
+    from bert_mgpu.data import input_pipeline, squad_data, squad_predictions
     from bert_mgpu.metrics import squad as squad_metrics
 
     work = args.work_dir
@@ -180,9 +180,9 @@ def main():
         raise SystemExit(f"the peer's logits at the initial weights differ from ours by "
                          f"{peer['init_logits_max_diff']:.2e}")
     logits = np.load(os.path.join(work, "peer_logits.npz"))
-    results = [squad_metrics.RawResult(int(u), s, e) for u, s, e in
+    results = [squad_predictions.RawResult(int(u), s, e) for u, s, e in
                zip(unique_ids, logits["start_logits"], logits["end_logits"])]
-    predictions = squad_metrics.compute_predictions(
+    predictions = squad_predictions.compute_predictions(
         examples, features, results, _squad_hf.N_BEST_SIZE, _squad_hf.MAX_ANSWER_LENGTH, True,
         False)[0]
     with open(args.squad_file, encoding="utf-8") as f:

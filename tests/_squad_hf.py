@@ -20,10 +20,9 @@ from _oracle import MATERIAL, minilm_model_dir, run_json_request
 from _together import started
 
 from bert_mgpu import tokenization
-from bert_mgpu.data import squad_data
+from bert_mgpu.data import squad_data, squad_predictions
 from bert_mgpu.engine import checkpoint
 from bert_mgpu.interop import hf_checkpoint
-from bert_mgpu.metrics import squad as squad_metrics
 from bert_mgpu.model.bert_config import BertConfig
 from bert_mgpu.tasks.squad import SquadTask
 
@@ -124,7 +123,7 @@ def compare(squad_file, workdir, max_seq_length, doc_stride, max_query_length,
                np.abs(end - hf["end_logits"])[arrays["input_mask"] == 1].max())),
            "logit_std": float(start.std())}
 
-    ours = [squad_metrics.RawResult(int(u), s, e) for u, s, e in zip(unique_ids, start, end)]
+    ours = [squad_predictions.RawResult(int(u), s, e) for u, s, e in zip(unique_ids, start, end)]
     results_file = os.path.join(workdir, "hf_results.json")
     with open(results_file, "w") as f:
         json.dump([[int(u), s.tolist(), e.tolist()]
@@ -134,11 +133,11 @@ def compare(squad_file, workdir, max_seq_length, doc_stride, max_query_length,
         version_2 = mode == "v2.0"
         threshold = 0.0
         if version_2:
-            null_odds = squad_metrics.compute_predictions(
+            null_odds = squad_predictions.compute_predictions(
                 examples, features, ours, N_BEST_SIZE, MAX_ANSWER_LENGTH, True, True)[2]
             threshold, gap = _null_threshold(null_odds)
             run[mode] = {"threshold": threshold, "threshold_gap": gap}
-        predictions, nbest, null_odds = squad_metrics.compute_predictions(
+        predictions, nbest, null_odds = squad_predictions.compute_predictions(
             examples, features, ours, N_BEST_SIZE, MAX_ANSWER_LENGTH, True, version_2,
             threshold)
         run.setdefault(mode, {}).update(

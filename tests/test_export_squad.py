@@ -24,9 +24,8 @@ from bert_mgpu import tokenization
 from bert_mgpu.configs.base import ModelFiles
 from bert_mgpu.configs.serving import ExportConfig
 from bert_mgpu.configs.squad import SquadAnswerOptions
-from bert_mgpu.data import squad_data
+from bert_mgpu.data import squad_data, squad_predictions
 from bert_mgpu.engine import checkpoint
-from bert_mgpu.metrics import squad as squad_metrics
 from bert_mgpu.model.bert_config import BertConfig
 from bert_mgpu.serving import export
 from bert_mgpu.tasks.squad import SquadTask
@@ -140,12 +139,13 @@ def test_answers_equal_run_squads_post_processing(squad_run, exported, tmp_path)
     # positions are never candidates here (see squad_export): set them out of the ranking.
     logits = {k: np.array(v)[:n] for k, v in out["logits"].items()}
     mask = np.array(windows["input_mask"][:n]) > 0
-    results = [squad_metrics.RawResult(f.unique_id, np.where(m, s, -1e30), np.where(m, e, -1e30))
+    results = [squad_predictions.RawResult(f.unique_id, np.where(m, s, -1e30),
+                                           np.where(m, e, -1e30))
                for f, s, e, m in zip(features, logits["start_logits"], logits["end_logits"], mask)]
-    predictions, _, null_odds = squad_metrics.compute_predictions(
+    predictions, _, null_odds = squad_predictions.compute_predictions(
         examples[:-1], features, results, n_best_size=5, max_answer_length=6,
         do_lower_case=True, version_2_with_negative=True, null_score_diff_threshold=threshold)
-    best_spans, _, _ = squad_metrics.compute_predictions(
+    best_spans, _, _ = squad_predictions.compute_predictions(
         examples[:-1], features, results, n_best_size=5, max_answer_length=6,
         do_lower_case=True)
     got = out["answers"]

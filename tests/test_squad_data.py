@@ -19,7 +19,7 @@ import pytest
 from _oracle import DATA, MATERIAL, require_material, require_oracle, run_json_request
 
 from bert_mgpu import tokenization
-from bert_mgpu.data import squad_data, tfrecord
+from bert_mgpu.data import squad_data, squad_predictions, tfrecord
 from bert_mgpu.data.processors import DataError
 from bert_mgpu.metrics import squad as squad_metrics
 
@@ -116,7 +116,7 @@ def random_results(features, seed, max_seq_length, decimals=None):
                       - 4.0 * (1 - np.asarray(f.input_mask))).astype(np.float32)
         if decimals is not None:
             start, end = np.round(start, decimals), np.round(end, decimals)
-        results.append(squad_metrics.RawResult(f.unique_id, start, end))
+        results.append(squad_predictions.RawResult(f.unique_id, start, end))
     return results
 
 
@@ -164,7 +164,7 @@ def crafted_results(examples, features, max_seq_length):
             if f.doc_span_index == 0:
                 p = token_index(f, 0)
                 start[p], end[p] = (1.0, 0.5) if qas_id == "c-null-neg" else (0.125, 0.125)
-        results.append(squad_metrics.RawResult(f.unique_id, start, end))
+        results.append(squad_predictions.RawResult(f.unique_id, start, end))
     return results
 
 
@@ -326,7 +326,7 @@ def test_predictions_equal_googles(google, tokenizer, tmp_path):
         ours.mkdir()
         files = ["predictions.json", "nbest_predictions.json"] + (
             ["null_odds.json"] if version_2 else [])
-        squad_metrics.write_predictions(
+        squad_predictions.write_predictions(
             examples, features, results, n_best, max_len, True, str(ours / files[0]),
             str(ours / files[1]), str(ours / "null_odds.json"), version_2, threshold)
         for file_name in files:
@@ -386,13 +386,13 @@ def test_v2_without_any_valid_span_predicts_null(tokenizer, tmp_path):
     results = crafted_results(examples, features, CRAFTED_WINDOW[0])
     for f in features:
         f.example_index = 0
-    predictions, nbest, odds = squad_metrics.compute_predictions(
+    predictions, nbest, odds = squad_predictions.compute_predictions(
         [examples[keep[0]]], features, results, 20, 30, True, True, 0.0)
     # Null: [CLS] logits -10 + -10; the nonce scores 0: diff = -20 - 0.
     assert odds == {"c-empty": -20.0}
     assert predictions == {"c-empty": "empty"}
     assert [e["text"] for e in nbest["c-empty"]] == ["empty", ""]
-    predictions, _, _ = squad_metrics.compute_predictions(
+    predictions, _, _ = squad_predictions.compute_predictions(
         [examples[keep[0]]], features, results, 20, 30, True, True, -25.0)
     assert predictions == {"c-empty": ""}
 
@@ -401,9 +401,9 @@ def test_missing_result_names_the_feature(tokenizer, tmp_path):
     path = crafted_dataset(tmp_path / "crafted.json")
     examples, features = our_features(path, False, False, CRAFTED_WINDOW, tokenizer)
     results = crafted_results(examples, features, CRAFTED_WINDOW[0])[1:]
-    with pytest.raises(squad_metrics.PredictionError, match="unique_id 1000000000 "
+    with pytest.raises(squad_predictions.PredictionError, match="unique_id 1000000000 "
                                                             r"\(question c-final\)"):
-        squad_metrics.compute_predictions(examples, features, results, 20, 30, True)
+        squad_predictions.compute_predictions(examples, features, results, 20, 30, True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -425,7 +425,7 @@ FINAL_TEXT_EXPECTED = ["Steve Smith", "1895", "Café Company", "Steve", "Steve S
 
 
 def test_get_final_text_by_hand():
-    got = [squad_metrics.get_final_text(p, o, lc) for p, o, lc in FINAL_TEXT_CASES]
+    got = [squad_predictions.get_final_text(p, o, lc) for p, o, lc in FINAL_TEXT_CASES]
     assert got == FINAL_TEXT_EXPECTED
 
 
@@ -436,12 +436,12 @@ def test_get_final_text_equals_googles(google):
 
 
 def test_softmax_and_best_indexes_by_hand():
-    assert squad_metrics.get_best_indexes([0.5, 2.0, 2.0, -1.0, 2.0], 3) == [1, 2, 4]
-    assert squad_metrics.get_best_indexes([1.0, 3.0], 5) == [1, 0]
-    probs = squad_metrics.compute_softmax([0.0, np.log(3.0)])
+    assert squad_predictions.get_best_indexes([0.5, 2.0, 2.0, -1.0, 2.0], 3) == [1, 2, 4]
+    assert squad_predictions.get_best_indexes([1.0, 3.0], 5) == [1, 0]
+    probs = squad_predictions.compute_softmax([0.0, np.log(3.0)])
     assert probs == pytest.approx([0.25, 0.75], abs=1e-15)
-    assert squad_metrics.compute_softmax([]) == []
-    assert squad_metrics.compute_softmax([1000.0, 1000.0]) == [0.5, 0.5]  # no overflow
+    assert squad_predictions.compute_softmax([]) == []
+    assert squad_predictions.compute_softmax([1000.0, 1000.0]) == [0.5, 0.5]  # no overflow
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """run_squad.py: Google's SQuAD model (a span head on the sequence output) and its job
-(features in data/squad_data.py, post-processing and the official scores in metrics/squad.py)."""
+(features in data/squad_data.py, post-processing in data/squad_predictions.py, the official
+scores in metrics/squad.py)."""
 
 import os
 from typing import Dict
@@ -8,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_mgpu.data import squad_data
+from bert_mgpu.data import squad_data, squad_predictions
 from bert_mgpu.engine import evaluation
 from bert_mgpu.engine.job import Job, start_job
 from bert_mgpu.metrics import squad as squad_metrics
@@ -32,7 +33,7 @@ class SquadTask(MeanOverExamples, tf.Module):
     The loss of a global batch is Google's `(mean start cross-entropy + mean end cross-entropy)
     / 2` over its features (windows), so a slice returns the sum of its features' losses divided
     by the global number of features. `predict` gives what Google's `model_fn` predicts, and
-    what post-processing (squad_metrics.write_predictions) and a serving signature need:
+    what post-processing (squad_predictions.write_predictions) and a serving signature need:
     `unique_ids`, `start_logits`, `end_logits`.
 
     `padded_length` (--pad_to_longest: the records' length): the padding is left out of the
@@ -89,7 +90,7 @@ class SquadTask(MeanOverExamples, tf.Module):
     def predict(self, features) -> Tensors:
         """`unique_ids` int32 [B], `start_logits` and `end_logits` float32 [B, S] (no dropout).
         A serving signature (question + context as text) would run this on the tokenized
-        window and post-process with squad_metrics."""
+        window and post-process with data/squad_predictions.py."""
         out = self._forward(features, training=False, with_positions=False)
         logits = {name: out[name] for name in ("start_logits", "end_logits")}
         if self.padded_length is not None:  # a trimmed batch: back to the records' length
@@ -99,11 +100,12 @@ class SquadTask(MeanOverExamples, tf.Module):
 
 
 def run_squad(cfg) -> dict:
-    """Runs run_squad.py with a `config.SquadConfig`; returns the eval results (--do_eval).
+    """Runs run_squad.py with a `configs/squad.py` `SquadConfig`; returns the eval results
+    (--do_eval).
 
-    Follows Google's `run_squad.py` (features and post-processing in squad_data.py and
-    squad_metrics.py, steps in config.SquadConfig.train_config); prediction and evaluation are
-    the chief's.
+    Follows Google's `run_squad.py` (features in data/squad_data.py, post-processing in
+    data/squad_predictions.py, steps in `SquadConfig.train_config`); prediction and evaluation
+    are the chief's.
     """
 
     job = start_job(cfg)
@@ -179,11 +181,11 @@ def _predict_squad(job: Job, trainer, tokenizer):
     if unique_ids.tolist() != expected:
         raise RuntimeError(f"predicted {len(unique_ids)} of {len(expected)} features of "
                            f"{cfg.predict_file}, or in another order ({records.path} is stale?)")
-    results = [squad_metrics.RawResult(int(u), s, e) for u, s, e in
+    results = [squad_predictions.RawResult(int(u), s, e) for u, s, e in
                zip(unique_ids, out["start_logits"], out["end_logits"])]
     files = [os.path.join(cfg.output_dir, name) for name in
              ("predictions.json", "nbest_predictions.json", "null_odds.json")]
-    predictions, _, null_odds = squad_metrics.write_predictions(
+    predictions, _, null_odds = squad_predictions.write_predictions(
         examples, eval_features, results, answers.n_best_size, answers.max_answer_length,
         model.do_lower_case, *files, answers.version_2_with_negative,
         answers.null_score_diff_threshold, cfg.verbose_logging)

@@ -1,4 +1,5 @@
-"""What every benchmark in bench/ shares: the machine line, the load checks, docs/benchmarks.md.
+"""What every benchmark in bench/ shares: the machine line (with the instruction set), the cap on
+the instruction set (`--max_isa`), the load checks, docs/benchmarks.md.
 
 Standard library only: the peers' scripts import it too, from the oracle virtualenv (a script's
 own folder, bench/, is first on its sys.path).
@@ -6,6 +7,7 @@ own folder, bench/, is first on its sys.path).
 
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -15,20 +17,187 @@ DOC = os.path.join(REPO, "docs", "benchmarks.md")
 
 
 def machine():
-    """One line: CPUs, model, RAM, kernel and Python (the "Machine:" line of every section)."""
+    """One line: CPUs, model, RAM, kernel, Python and the instruction set the arms run with (the
+    "Machine:" line of every section)."""
     model = "unknown CPU"
     with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+        cpuinfo = f.read()
+    for line in cpuinfo.splitlines():
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
     ram_gib = 0.0
     with open("/proc/meminfo") as f:
         for line in f:
             if line.startswith("MemTotal:"):
                 ram_gib = int(line.split()[1]) / 2 ** 20
     return (f"{len(os.sched_getaffinity(0))} CPUs (nproc), {model}, {ram_gib:.1f} GiB RAM, "
-            f"Linux {platform.release()}, Python {platform.python_version()}")
+            f"Linux {platform.release()}, Python {platform.python_version()}, "
+            f"ISA {isa_summary(host_isa(cpuinfo), os.environ)}")
+
+
+# -- the instruction set ----------------------------------------------------------------------
+
+# The instruction sets a speed figure is labelled with, lowest first, each with the
+# /proc/cpuinfo flags that make it (each level includes the ones before it on every x86 CPU
+# made so far).
+ISA_LEVELS = (
+    ("sse4.2", ("sse4_2",)),
+    ("avx2", ("avx2", "fma")),
+    ("avx512f", ("avx512f",)),
+    ("avx512_bf16", ("avx512f", "avx512_bf16")),
+    ("amx", ("amx_tile", "amx_bf16")),
+)
+
+# What `--max_isa` sets, per cap: (the level the run is labelled with, the value of each cap,
+# the default of TF_ENABLE_ONEDNN_OPTS). Each cap is an environment variable its library reads
+# when it loads or at its first use, but XLA's, a flag inside XLA_FLAGS. docs/benchmarks.md
+# ("Capping the instruction set") has the evidence that each takes effect in both virtualenvs,
+# and what none caps (TensorFlow's Eigen kernels, XLA's dot included, are compiled for AVX).
+# "avx512" is AVX-512 with VNNI and BF16 but no AMX or FP16 (AMD Zen 4, Intel Cooper Lake).
+ISA_CAPS = {
+    "avx2": ("avx2", {
+        "ONEDNN_MAX_CPU_ISA": "AVX2",          # oneDNN, in TensorFlow and in torch
+        "--xla_cpu_max_isa": "AVX2",           # XLA's code generation
+        "ATEN_CPU_CAPABILITY": "avx2",         # torch's own vectorized kernels
+        "MKL_ENABLE_INSTRUCTIONS": "AVX2",     # torch's BLAS
+        "OPENBLAS_CORETYPE": "Haswell",        # numpy's BLAS
+        "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",  # numpy's kernels
+    }, "0"),
+    "avx512": ("avx512_bf16", {
+        "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16",
+        "--xla_cpu_max_isa": "AVX512_BF16",
+        "ATEN_CPU_CAPABILITY": "avx512",
+        "MKL_ENABLE_INSTRUCTIONS": "AVX512_E3",
+        "OPENBLAS_CORETYPE": "SkylakeX",
+        "NPY_DISABLE_CPU_FEATURES": "AVX512_SPR",
+    }, None),
+}
+MAX_ISA_CHOICES = ("native",) + tuple(ISA_CAPS)
+
+# The variables a cap may set, plus oneDNN's older name for its own (read when the new one is
+# unset): "native" removes them all, and XLA's flag.
+_CAP_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY",
+                  "MKL_ENABLE_INSTRUCTIONS", "OPENBLAS_CORETYPE", "NPY_DISABLE_CPU_FEATURES")
+_XLA_CAP = "--xla_cpu_max_isa"
+_XLA_CAP_FLAG = re.compile(r"(?:^|\s)--xla_cpu_max_isa=(\S*)")
+
+# Modules that read the caps when they load: a process that imported one of them before the cap
+# is re-executed, so that what it measures in-process is capped too.
+_ISA_SENSITIVE_MODULES = ("numpy", "tensorflow", "torch", "onnxruntime")
+
+
+def host_isa(cpuinfo_text):
+    """The highest of ISA_LEVELS whose flags the first processor of `cpuinfo_text` (the text of
+    /proc/cpuinfo) has, e.g. "amx"; "x86-64" below SSE 4.2 or when there are no flags."""
+    flags = set()
+    for line in cpuinfo_text.splitlines():
+        if line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+            break
+    level = "x86-64"
+    for name, needed in ISA_LEVELS:
+        if flags.issuperset(needed):
+            level = name
+    return level
+
+
+def _isa_rank(level):
+    names = [name for name, _ in ISA_LEVELS]
+    return names.index(level) if level in names else -1
+
+
+def _caps_in_force(environ):
+    """{variable or XLA flag: value} of every cap set in `environ`."""
+    caps = {k: environ[k] for k in _CAP_VARIABLES if environ.get(k)}
+    xla = _XLA_CAP_FLAG.search(environ.get("XLA_FLAGS", ""))
+    if xla:
+        caps[_XLA_CAP] = xla.group(1)
+    return caps
+
+
+def isa_environment(max_isa, host, environ):
+    """The environment both arms of a bench run with under `--max_isa=max_isa`.
+
+    Args:
+      max_isa: one of MAX_ISA_CHOICES. "native" removes every cap; a cap at or above `host`
+        does the same (there is nothing to cap).
+      host: the host's level, host_isa()'s value.
+      environ: the environment to start from (a mapping; not modified).
+
+    Returns:
+      A new dict: `environ` without any cap, then with `max_isa`'s. TF_ENABLE_ONEDNN_OPTS is set
+      to the cap's default where `environ` sets none: TensorFlow turns its oneDNN operations on
+      by itself only on CPUs with VNNI, BF16 or AMX, so a capped run starts TensorFlow as it
+      starts on a host of that level.
+    """
+    env = {k: v for k, v in environ.items() if k not in _CAP_VARIABLES}
+    xla_flags = " ".join(_XLA_CAP_FLAG.sub(" ", env.pop("XLA_FLAGS", "")).split())
+    level, caps, onednn_opts = ISA_CAPS.get(max_isa, (host, {}, None))
+    if _isa_rank(level) >= _isa_rank(host):
+        caps, onednn_opts = {}, None
+    for name, value in caps.items():
+        if name == _XLA_CAP:
+            xla_flags = f"{xla_flags} {_XLA_CAP}={value}".strip()
+        else:
+            env[name] = value
+    if xla_flags:
+        env["XLA_FLAGS"] = xla_flags
+    if onednn_opts is not None:
+        env.setdefault("TF_ENABLE_ONEDNN_OPTS", onednn_opts)
+    return env
+
+
+def isa_summary(host, environ):
+    """The instruction set of machine()'s line: the host's level, or the cap in force.
+
+    "amx" uncapped; "avx2 (--max_isa=avx2; host amx)" when `environ` holds exactly one cap of
+    ISA_CAPS; otherwise the host's level and each cap found in `environ`. TF_ENABLE_ONEDNN_OPTS
+    is named whenever it is set (it changes which kernels TensorFlow runs).
+    """
+    caps = _caps_in_force(environ)
+    text = host
+    for name, (level, cap, _) in ISA_CAPS.items():
+        if caps == cap:
+            text = f"{level} (--max_isa={name}; host {host})"
+            break
+    else:
+        if caps:
+            text += ", capped by " + " ".join(f"{k}={v}" for k, v in sorted(caps.items()))
+    if environ.get("TF_ENABLE_ONEDNN_OPTS"):
+        text += f", TF_ENABLE_ONEDNN_OPTS={environ['TF_ENABLE_ONEDNN_OPTS']}"
+    return text
+
+
+def add_max_isa_flag(parser):
+    """Adds `--max_isa` to a bench's argparse `parser`; apply it with cap_isa(args.max_isa)."""
+    parser.add_argument(
+        "--max_isa", choices=MAX_ISA_CHOICES, default=None,
+        help="cap the instruction set of both arms (oneDNN, XLA, torch, MKL, numpy), e.g. avx2 "
+             "on an AVX-512 host; native removes every cap; default: the environment as it is")
+
+
+def cap_isa(max_isa):
+    """Puts `max_isa`'s environment (isa_environment) into this process, which every arm it
+    starts inherits; nothing when `max_isa` is None. A process that already loaded a library
+    reading these variables is re-executed with the same arguments, once: on the second start
+    the environment is already the capped one."""
+    if max_isa is None:
+        return
+    with open("/proc/cpuinfo") as f:
+        host = host_isa(f.read())
+    env = isa_environment(max_isa, host, os.environ)
+    if max_isa != "native" and not _caps_in_force(env):
+        print(f"--max_isa={max_isa}: this host's ISA is {host}; nothing to cap", file=sys.stderr)
+    if env == dict(os.environ):
+        return
+    for name in set(os.environ) - set(env):
+        del os.environ[name]
+    os.environ.update(env)
+    if any(name in sys.modules for name in _ISA_SENSITIVE_MODULES):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(sys.executable, sys.orig_argv)
 
 
 def write_section(name, text, doc_path=DOC):

@@ -28,7 +28,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "bench"))
 import pretraining as pretraining_bench  # noqa: E402  (its data writer and worker)
-from _common import machine, wait_for_quiet, write_section  # noqa: E402
+from _common import add_max_isa_flag, cap_isa, machine, wait_for_quiet, write_section  # noqa: E402
 
 WARMUP, TIMED = 3, 15
 
@@ -106,7 +106,9 @@ def main():
     parser.add_argument("--n_gpus", default="1,2", help="the tower counts compared")
     parser.add_argument("--use_xla", action="store_true", help="both sides with --use_xla")
     parser.add_argument("--timed_steps", type=int, default=TIMED, help="updates timed per run")
+    add_max_isa_flag(parser)
     args = parser.parse_args()
+    cap_isa(args.max_isa)
     if args.worker == "dropout":
         return dropout_worker()
     tower_counts = [int(n) for n in args.n_gpus.split(",")]

@@ -24,7 +24,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests"))
-from _common import machine, wait_for_quiet, write_section  # noqa: E402  (bench/)
+from _common import add_max_isa_flag, cap_isa, machine, wait_for_quiet, write_section  # noqa: E402
 from _oracle import free_ports  # noqa: E402  (tests/ helper)
 
 CONFIG = {"vocab_size": 30522, "hidden_size": 256, "num_hidden_layers": 4,
@@ -129,7 +129,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--write-doc", action="store_true")
+    add_max_isa_flag(parser)
     args = parser.parse_args()
+    cap_isa(args.max_isa)
     # Both runs use both cores: start alone (the doc states the load before the run).
     load_before = wait_for_quiet(0.3, 600, label="cluster")
     from _pretraining_data import write_records  # noqa: E402  (tests/ helper, synthetic data)

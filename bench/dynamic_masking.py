@@ -28,7 +28,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 import pretraining as base  # noqa: E402  (bench/pretraining.py: model, data shape, timing)
-from _common import busy_processes, machine, write_section  # noqa: E402  (bench/)
+from _common import add_max_isa_flag, busy_processes, cap_isa, machine, write_section  # noqa: E402
 
 VOCAB_FILE = os.path.join(REPO, "data", "vocab", "bert_uncased_vocab.txt")
 MODES = ("static", "token", "whole_word", "span")
@@ -169,7 +169,9 @@ def main():
                         help="a step of this configuration on a quiet machine (s): "
                              "bench/pretraining.py's n_gpus=1 fp32 median in docs/benchmarks.md")
     parser.add_argument("--no_write", action="store_true")
+    add_max_isa_flag(parser)
     args = parser.parse_args()
+    cap_isa(args.max_isa)
     if args.worker == "pipeline":
         return worker_pipeline(args)
     if args.worker == "train":

@@ -40,7 +40,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 import time_to_quality as ttq  # noqa: E402  (bench/: the race's model, recipe and corpus split)
-from _common import machine, wait_for_quiet, write_section  # noqa: E402  (bench/)
+from _common import add_max_isa_flag, cap_isa, machine, wait_for_quiet, write_section  # noqa: E402
 
 ARMS = ("static", "dynamic")
 
@@ -256,7 +256,9 @@ def main():
                         help="NAME=RESULTS_JSON: take arm NAME from another run's results.json")
     parser.add_argument("--how_run", default="")
     parser.add_argument("--no_write", action="store_true")
+    add_max_isa_flag(parser)
     args = parser.parse_args()
+    cap_isa(args.max_isa)
     if args.run_arm:
         with open(args.run_arm) as f:
             return run_arm(json.load(f))

@@ -57,7 +57,7 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from _common import machine, write_section  # noqa: E402  (bench/)
+from _common import add_max_isa_flag, cap_isa, machine, write_section  # noqa: E402  (bench/)
 
 PEER_SCRIPT = os.path.join(REPO, "bench", "finetune_minilm_hf_peer.py")
 DEFAULT_DATA = os.path.normpath(os.path.join(
@@ -453,7 +453,9 @@ def main():
                              "attempt, rewrite the report")
     parser.add_argument("--report_only", action="store_true",
                         help="rebuild the report from --work_dir's results.json (same flags)")
+    add_max_isa_flag(parser)
     args = parser.parse_args()
+    cap_isa(args.max_isa)
     if args.predict_worker:
         return print(json.dumps({"predict_examples_per_sec": ours_predict_rate(args)}))
     args.argv = shown_argv(sys.argv[1:])

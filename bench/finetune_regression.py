@@ -47,7 +47,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import REPO, machine, write_section  # noqa: E402
+from _common import REPO, add_max_isa_flag, cap_isa, machine, write_section  # noqa: E402
 from finetune_minilm import (  # noqa: E402
     ORACLE_PYTHON,
     fmt_cmd,
@@ -307,7 +307,9 @@ def main():
     p.add_argument("--no_write", action="store_true", help="do not touch docs/benchmarks.md")
     p.add_argument("--report_only", action="store_true",
                    help="write the section from --work_dir's results.json (same flags)")
+    add_max_isa_flag(p)
     args = p.parse_args()
+    cap_isa(args.max_isa)
     if args.skip_steps % 10:
         p.error("--skip_steps must be a multiple of 10 (our log interval)")
     if args.report_only or args.add_google_adam_peer:

@@ -53,7 +53,7 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from _common import machine, write_section  # noqa: E402  (bench/)
+from _common import add_max_isa_flag, cap_isa, machine, write_section  # noqa: E402  (bench/)
 
 MATERIAL = os.path.normpath(os.path.join(REPO, "..", "shared", "material"))
 if not os.path.isdir(MATERIAL):
@@ -327,7 +327,9 @@ def main():
                         help="say in the report that other jobs shared the machine")
     parser.add_argument("--report_only", action="store_true",
                         help="with --work_dir of earlier runs: report the runs done, run none")
+    add_max_isa_flag(parser)
     args = parser.parse_args()
+    cap_isa(args.max_isa)
     args.shown = "bench/finetune_stability.py " + " ".join(
         shlex.quote(a) for a in sys.argv[1:] if not a.startswith(("--work_dir", "--no_write",
                                                                   "--report_only")))

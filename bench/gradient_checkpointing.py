@@ -34,7 +34,14 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import REPO, machine, wait_for_quiet, write_section  # noqa: E402
+from _common import (  # noqa: E402  (bench/)
+    REPO,
+    add_max_isa_flag,
+    cap_isa,
+    machine,
+    wait_for_quiet,
+    write_section,
+)
 
 SEQ, HIDDEN, HEADS, INTERMEDIATE = 512, 768, 12, 3072
 PEER = os.path.join(REPO, ".venv-oracle", "bin", "python")
@@ -171,7 +178,9 @@ def main():
     parser.add_argument("--section", default=None,
                         help="docs/benchmarks.md section to write (default: gradient-checkpointing "
                              "for 4 layers, gradient-checkpointing-<layers>L otherwise)")
+    add_max_isa_flag(parser)
     args = parser.parse_args()
+    cap_isa(args.max_isa)
     if args.worker == "ours":
         print(json.dumps(worker_ours(args)))
         return

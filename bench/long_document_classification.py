@@ -42,7 +42,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import REPO, machine, write_section  # noqa: E402
+from _common import REPO, add_max_isa_flag, cap_isa, machine, write_section  # noqa: E402
 from finetune_minilm import (  # noqa: E402
     ORACLE_PYTHON,
     PEER_SCRIPT,
@@ -272,7 +272,9 @@ def main():
     parser.add_argument("--skip_steps", type=int, default=10)
     parser.add_argument("--max_wait", type=float, default=900.0)
     parser.add_argument("--no_write", action="store_true")
+    add_max_isa_flag(parser)
     args = parser.parse_args()
+    cap_isa(args.max_isa)
     work = args.work_dir or tempfile.mkdtemp(prefix="long_documents_")
     os.makedirs(work, exist_ok=True)
     print(f"work dir: {work}", file=sys.stderr)

@@ -52,7 +52,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import REPO, machine, write_section  # noqa: E402
+from _common import REPO, add_max_isa_flag, cap_isa, machine, write_section  # noqa: E402
 
 sys.path[:0] = [REPO, os.path.join(REPO, "tests")]
 from _oracle import PEOPLES_DAILY  # noqa: E402  (tests/: the corpus `make test` fetches)
@@ -128,7 +128,9 @@ def main():
     p.add_argument("--no_write", action="store_true", help="do not touch docs/benchmarks.md")
     p.add_argument("--report_only", action="store_true",
                    help="write the section from WORK_DIR/results.json of an earlier run")
+    add_max_isa_flag(p)
     args = p.parse_args()
+    cap_isa(args.max_isa)
     if args.report_only:
         with open(os.path.join(args.work_dir, "results.json")) as f:
             write_section("ner-benchmark", report(json.load(f), earlier_runs(args.combine)))

@@ -35,7 +35,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
-from _common import busy_processes, machine, write_section  # noqa: E402  (bench/)
+from _common import add_max_isa_flag, busy_processes, cap_isa, machine, write_section  # noqa: E402
 
 PEER_SCRIPT = os.path.join(REPO, "bench", "pretraining_hf_peer.py")
 
@@ -263,7 +263,9 @@ def main():
                              "indices 0..5 of ours (for exploring; the doc needs all)")
     parser.add_argument("--no_write", action="store_true",
                         help="print only; do not update docs/benchmarks.md")
+    add_max_isa_flag(parser)
     args = parser.parse_args()
+    cap_isa(args.max_isa)
     if args.worker == "matmul":
         return worker_matmul(args)
     if args.worker == "ours":

@@ -32,7 +32,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from _common import machine, wait_for_quiet, write_section  # noqa: E402  (bench/)
+from _common import add_max_isa_flag, cap_isa, machine, wait_for_quiet, write_section  # noqa: E402
 
 from bert_mgpu.data import tfrecord  # noqa: E402
 
@@ -80,7 +80,9 @@ def main():
     parser.add_argument("--dupe_factor", type=int, default=5)
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
+    add_max_isa_flag(parser)
     args = parser.parse_args()
+    cap_isa(args.max_isa)
     oracle = os.environ.get("BERT_MGPU_ORACLE_PYTHON",
                             os.path.join(REPO, ".venv-oracle", "bin", "python"))
     work = args.workdir or tempfile.mkdtemp(prefix="bench-cpd-")

@@ -49,7 +49,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "bench"))
-from _common import machine, write_section  # noqa: E402
+from _common import add_max_isa_flag, cap_isa, machine, write_section  # noqa: E402
 
 _PANGLEE = ("classification", "en_panglee_sentence_polarity", "test.tsv")
 DEFAULT_DATA = next((os.path.join(m, *_PANGLEE) for m in (
@@ -251,7 +251,9 @@ def main():
     parser.add_argument("--target")
     parser.add_argument("--texts_file")
     parser.add_argument("--out")
+    add_max_isa_flag(parser)
     args = parser.parse_args()
+    cap_isa(args.max_isa)
     if args.worker:
         with open(args.texts_file, encoding="utf-8") as f:
             texts = json.load(f)

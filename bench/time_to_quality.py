@@ -49,7 +49,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
-from _common import machine, wait_for_quiet, write_section  # noqa: E402  (bench/)
+from _common import add_max_isa_flag, cap_isa, machine, wait_for_quiet, write_section  # noqa: E402
 
 PLOT = os.path.join(REPO, "docs", "time_to_quality.png")
 KJV = os.path.join(REPO, "data", "pretraining", "kjv_bible_one_verse_per_line.txt.gz")
@@ -320,7 +320,9 @@ def main():
                         help="rebuild the plot and the doc section from workdir/results.json")
     parser.add_argument("--no_write", action="store_true",
                         help="do not update docs/benchmarks.md and docs/time_to_quality.png")
+    add_max_isa_flag(parser)
     args = parser.parse_args()
+    cap_isa(args.max_isa)
     if args.run_arm:
         with open(args.run_arm) as f:
             return run_our_arm(json.load(f))

@@ -33,7 +33,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from _common import machine, wait_for_quiet, write_section  # noqa: E402  (bench/)
+from _common import add_max_isa_flag, cap_isa, machine, wait_for_quiet, write_section  # noqa: E402
 
 from bert_mgpu import tokenization  # noqa: E402  (after the path set-up)
 
@@ -117,7 +117,9 @@ def main():
                         help="timed runs of ours and of Hugging Face (median reported)")
     parser.add_argument("--no_write", action="store_true",
                         help="print only; do not update docs/benchmarks.md")
+    add_max_isa_flag(parser)
     args = parser.parse_args()
+    cap_isa(args.max_isa)
 
     python = os.environ.get("BERT_MGPU_ORACLE_PYTHON") or os.path.join(
         REPO, ".venv-oracle", "bin", "python")

@@ -39,7 +39,14 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from _common import busy_processes, machine, wait_for_quiet, write_section  # noqa: E402
+from _common import (  # noqa: E402  (bench/)
+    add_max_isa_flag,
+    busy_processes,
+    cap_isa,
+    machine,
+    wait_for_quiet,
+    write_section,
+)
 
 from bert_mgpu import tokenization  # noqa: E402
 
@@ -114,7 +121,9 @@ def main():
                         help="wait (up to --max_wait s) for a 1-minute load below this")
     parser.add_argument("--max_wait", type=float, default=600)
     parser.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
+    add_max_isa_flag(parser)
     args = parser.parse_args()
+    cap_isa(args.max_isa)
     oracle = os.environ.get("BERT_MGPU_ORACLE_PYTHON",
                             os.path.join(REPO, ".venv-oracle", "bin", "python"))
     env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")

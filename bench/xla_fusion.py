@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from _common import machine, write_section  # noqa: E402
+from _common import add_max_isa_flag, cap_isa, machine, write_section  # noqa: E402
 
 
 def median_ms(times):
@@ -109,7 +109,9 @@ def main():
     parser.add_argument("--seq_length", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--no_write", action="store_true")
+    add_max_isa_flag(parser)
     args = parser.parse_args()
+    cap_isa(args.max_isa)
     import tensorflow as tf
     started = time.strftime("%Y-%m-%d %H:%M")
     rows = []

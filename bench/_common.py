@@ -53,7 +53,8 @@ ISA_LEVELS = (
 # the default of TF_ENABLE_ONEDNN_OPTS). Each cap is an environment variable its library reads
 # when it loads or at its first use, but XLA's, a flag inside XLA_FLAGS. docs/benchmarks.md
 # ("Capping the instruction set") has the evidence that each takes effect in both virtualenvs,
-# and what none caps (TensorFlow's Eigen kernels, XLA's dot included, are compiled for AVX).
+# and what none caps: TensorFlow's Eigen kernels (compiled for AVX, the same on every host) and
+# the dots of XLA-compiled functions (YNNPACK picks its kernel from the CPU itself).
 # "avx512" is AVX-512 with VNNI and BF16 but no AMX or FP16 (AMD Zen 4, Intel Cooper Lake).
 ISA_CAPS = {
     "avx2": ("avx2", {

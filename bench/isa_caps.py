@@ -14,7 +14,9 @@ does a few matmuls and an element-wise op and reports what the library itself sa
     (ONEDNN_VERBOSE=1), whether TensorFlow's oneDNN operations are on (TF_ENABLE_ONEDNN_OPTS),
     the AVX-512 (EVEX-encoded) instructions in the kernels XLA generates for a fused
     element-wise function (objdump of the object files --xla_dump_to writes), and the
-    instructions TensorFlow's own (Eigen) kernels were compiled without (its start-up log);
+    instructions TensorFlow's own (Eigen) kernels were compiled without (its start-up log).
+    Not checked here, because no variable caps it: the kernel YNNPACK picks for a dot inside an
+    XLA-compiled function (`perf record` names it, e.g. ynn::dot_fp32_..._avx512f);
   - the peer (.venv-oracle, PyTorch): ATen's CPU capability, MKL's code path (MKL_VERBOSE=1)
     and oneDNN's (ONEDNN_VERBOSE=1);
   - numpy (both): the dispatch targets in use and OpenBLAS's kernel (OPENBLAS_VERBOSE=2).
@@ -170,7 +172,7 @@ def rows(facts, cap):
         ("XLA's generated kernels (ours): AVX-512 instructions",
          f"--xla_cpu_max_isa={caps['--xla_cpu_max_isa']}",
          xla or n["ours"]["evex"], xla or c["ours"]["evex"]),
-        ("TensorFlow's Eigen kernels, XLA's dot included (ours): compiled without", "none",
+        ("TensorFlow's Eigen kernels (ours): compiled without", "none",
          n["ours"]["eigen_without"], c["ours"]["eigen_without"]),
         ("ATen's kernels (peer)", f"ATEN_CPU_CAPABILITY={caps['ATEN_CPU_CAPABILITY']}",
          n["peer"]["aten"], c["peer"]["aten"]),

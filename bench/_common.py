@@ -21,11 +21,10 @@ def machine():
     "Machine:" line of every section)."""
     model = "unknown CPU"
     with open("/proc/cpuinfo") as f:
-        cpuinfo = f.read()
-    for line in cpuinfo.splitlines():
-        if line.startswith("model name"):
-            model = line.split(":", 1)[1].strip()
-            break
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
     ram_gib = 0.0
     with open("/proc/meminfo") as f:
         for line in f:
@@ -33,7 +32,24 @@ def machine():
                 ram_gib = int(line.split()[1]) / 2 ** 20
     return (f"{len(os.sched_getaffinity(0))} CPUs (nproc), {model}, {ram_gib:.1f} GiB RAM, "
             f"Linux {platform.release()}, Python {platform.python_version()}, "
-            f"ISA {isa_summary(host_isa(cpuinfo), os.environ)}")
+            f"ISA {isa_in_force()}")
+
+
+def isa_in_force():
+    """This host's instruction set, or the cap in force in this process (isa_summary)."""
+    with open("/proc/cpuinfo") as f:
+        return isa_summary(host_isa(f.read()), os.environ)
+
+
+def check_same_isa(recorded, what):
+    """Exits when `recorded` (isa_in_force() of `what`, measured earlier and reported now, or
+    None for results written before the ISA was recorded) differs from the ISA in force now:
+    a report names one ISA on its Machine: line, so rebuilding or extending one takes the
+    --max_isa its runs had."""
+    now = isa_in_force()
+    if recorded is not None and recorded != now:
+        raise SystemExit(f"{what} ran with ISA {recorded}, this run has {now}: pass the "
+                         f"--max_isa it ran with")
 
 
 # -- the instruction set ----------------------------------------------------------------------

@@ -6,6 +6,7 @@ Run by hand with the project's venv (not a test; about 25 minutes per seed on 2 
     .venv/bin/python bench/finetune_minilm.py                        # seq 64, padding per batch
     .venv/bin/python bench/finetune_minilm.py --max_seq_length=128   # where padding dominates
     .venv/bin/python bench/finetune_minilm.py --padding=max_length   # both arms padded (Google)
+    .venv/bin/python bench/finetune_minilm.py --max_isa=avx2         # the AVX2 case, capped
 
 `--padding=longest` (default): ours runs with `--pad_to_longest` (batches cut to their longest
 example, rounded up to 16; dev/test batches sorted by length), the peer pads each batch to its
@@ -57,7 +58,14 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from _common import add_max_isa_flag, cap_isa, machine, write_section  # noqa: E402  (bench/)
+from _common import (  # noqa: E402  (bench/)
+    add_max_isa_flag,
+    cap_isa,
+    check_same_isa,
+    isa_in_force,
+    machine,
+    write_section,
+)
 
 PEER_SCRIPT = os.path.join(REPO, "bench", "finetune_minilm_hf_peer.py")
 DEFAULT_DATA = os.path.normpath(os.path.join(
@@ -498,6 +506,7 @@ def main():
     if args.report_only:
         with open(results_path) as f:
             rows = json.load(f)
+        check_rows_isa(rows)
         started = datetime.datetime.fromtimestamp(os.path.getmtime(
             os.path.join(converted, "bert_config.json")))
         finished = datetime.datetime.fromtimestamp(os.path.getmtime(results_path))
@@ -509,6 +518,7 @@ def main():
         seed = int(seed)
         with open(results_path) as f:
             rows = json.load(f)
+        check_rows_isa(rows)
         row = next(r for r in rows if r["seed"] == seed)
         old = row[arm]
         cmd = (ours_command(args, converted, work, seed) if arm == "ours"
@@ -535,6 +545,13 @@ def main():
         with open(results_path, "w") as f:
             json.dump(rows, f, indent=1)
     report(args, rows, commands, started, datetime.datetime.now(), conv_cmd_short)
+
+
+def check_rows_isa(rows):
+    """--report_only and --redo: every arm in `rows` ran with the ISA in force now."""
+    for row in rows:
+        for arm in ("ours", "peer"):
+            check_same_isa(row[arm].get("isa"), f"seed {row['seed']} {arm}")
 
 
 def measure_with_retries(args, arm, cmd, seed, work, out_dir, peer_env):
@@ -578,7 +595,7 @@ def measure_arm(args, arm, cmd, seed, work, out_dir, peer_env):
         res["median_window_examples_per_sec"] = window_rate(
             {i + 1: t for i, t in enumerate(ends)}, args.skip_steps, args.global_batch)
     res.update(wall=wall, own_cpu=own, other_cores=others / wall, quiet_before=quiet,
-               load_before=load, peak_rss_mb=peak_rss)
+               load_before=load, peak_rss_mb=peak_rss, isa=isa_in_force())
     print(f"[seed {seed}] {arm}: dev {res['dev_accuracy']:.4f} test {res['test_accuracy']:.4f} "
           f"{res['examples_per_sec']:.1f} examples/s (wall {wall:.0f} s, other load "
           f"{others / wall:.2f} cores)", file=sys.stderr)

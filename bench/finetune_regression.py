@@ -47,7 +47,15 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import REPO, add_max_isa_flag, cap_isa, machine, write_section  # noqa: E402
+from _common import (  # noqa: E402
+    REPO,
+    add_max_isa_flag,
+    cap_isa,
+    check_same_isa,
+    isa_in_force,
+    machine,
+    write_section,
+)
 from finetune_minilm import (  # noqa: E402
     ORACLE_PYTHON,
     fmt_cmd,
@@ -317,6 +325,7 @@ def main():
             p.error("--report_only and --add_google_adam_peer need --work_dir")
         with open(os.path.join(args.work_dir, "results.json")) as f:
             summary = json.load(f)
+        check_same_isa(summary.get("isa"), args.work_dir)
         if args.add_google_adam_peer:
             summary["peer_google_adam"], _ = run_peer(args, args.work_dir, summary["steps"],
                                                       summary["warmup"], read_split_labels(args),
@@ -396,7 +405,8 @@ def main():
     summary = {**arms, "steps": steps, "warmup": warmup,
                "rows": {split: len(v) for split, v in labels.items()},
                "started": f"{started:%Y-%m-%d %H:%M}–{datetime.datetime.now():%H:%M}",
-               "tf": tf.__version__, "argv": shown_argv(sys.argv[1:]), "commands": commands}
+               "tf": tf.__version__, "argv": shown_argv(sys.argv[1:]), "commands": commands,
+               "isa": isa_in_force()}
     with open(os.path.join(work, "results.json"), "w") as f:
         json.dump(summary, f, indent=1)
     publish(args, summary)

@@ -147,3 +147,11 @@ def test_cap_isa_restarts_a_process_that_loaded_a_capped_library_once():
                          env=dict(env, ONEDNN_MAX_CPU_ISA="AVX2"), check=True,
                          stdout=subprocess.PIPE, text=True).stdout.split("\n")
     assert out[:3] == ["start AVX2", "start None", "capped None None"]
+
+
+def test_a_report_rebuilt_or_extended_keeps_the_isa_its_runs_had():
+    now = common.isa_in_force()
+    common.check_same_isa(None, "results written before the ISA was recorded")
+    common.check_same_isa(now, "seed 1 ours")
+    with pytest.raises(SystemExit, match="seed 1 peer ran with ISA sse4.2, this run has"):
+        common.check_same_isa("sse4.2", "seed 1 peer")

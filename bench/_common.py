@@ -35,23 +35,6 @@ def machine():
             f"ISA {isa_in_force()}")
 
 
-def isa_in_force():
-    """This host's instruction set, or the cap in force in this process (isa_summary)."""
-    with open("/proc/cpuinfo") as f:
-        return isa_summary(host_isa(f.read()), os.environ)
-
-
-def check_same_isa(recorded, what):
-    """Exits when `recorded` (isa_in_force() of `what`, measured earlier and reported now, or
-    None for results written before the ISA was recorded) differs from the ISA in force now:
-    a report names one ISA on its Machine: line, so rebuilding or extending one takes the
-    --max_isa its runs had."""
-    now = isa_in_force()
-    if recorded is not None and recorded != now:
-        raise SystemExit(f"{what} ran with ISA {recorded}, this run has {now}: pass the "
-                         f"--max_isa it ran with")
-
-
 # -- the instruction set ----------------------------------------------------------------------
 
 # The instruction sets a speed figure is labelled with, lowest first, each with the
@@ -184,6 +167,23 @@ def isa_summary(host, environ):
     if environ.get("TF_ENABLE_ONEDNN_OPTS"):
         text += f", TF_ENABLE_ONEDNN_OPTS={environ['TF_ENABLE_ONEDNN_OPTS']}"
     return text
+
+
+def isa_in_force():
+    """This host's instruction set, or the cap in force in this process (isa_summary)."""
+    with open("/proc/cpuinfo") as f:
+        return isa_summary(host_isa(f.read()), os.environ)
+
+
+def check_same_isa(recorded, what):
+    """Exits when `recorded` (isa_in_force() of `what`, measured earlier and reported now, or
+    None for results written before the ISA was recorded) differs from the ISA in force now:
+    a report names one ISA on its Machine: line, so rebuilding or extending one takes the
+    --max_isa its runs had."""
+    now = isa_in_force()
+    if recorded is not None and recorded != now:
+        raise SystemExit(f"{what} ran with ISA {recorded}, this run has {now}: pass the "
+                         f"--max_isa it ran with")
 
 
 def add_max_isa_flag(parser):

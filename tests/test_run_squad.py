@@ -255,9 +255,11 @@ def test_flags_defaults_and_steps_are_googles(tmp_path):
 import dataclasses, json
 from absl import flags
 from bert_mgpu import cli
-cli.define_squad_flags()
+from bert_mgpu.configs.squad import SquadConfig
+from bert_mgpu.data.squad_data import check_squad_inputs
+cli.define_config_flags(SquadConfig)
 flags.FLAGS({argv!r})
-cfg = cli.squad_config()
+cfg = cli.build_config(SquadConfig, check_squad_inputs)
 out = dataclasses.asdict(cfg)
 out.update(out.pop("answers"))  # the windows' and answers' flags are the `answers` subtree
 out["defined"] = sorted(cli.flag_values_dict())

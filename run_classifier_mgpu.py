@@ -32,8 +32,10 @@ def main(_):
     from bert_mgpu.data.user_processors import check_classifier_inputs
     # Every flag and file checked before TensorFlow is loaded.
     cfg = cli.build_config(ClassifierConfig, check_classifier_inputs)
-    from bert_mgpu.tasks.multitask import run_classifier_job
-    run_classifier_job(cfg)
+    from bert_mgpu.tasks import classifier, multitask
+    run_job = multitask.run_multitask_classifier if cfg.num_tasks > 1 else \
+        classifier.run_classifier
+    run_job(cfg)
 
 
 if __name__ == "__main__":

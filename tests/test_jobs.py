@@ -14,7 +14,7 @@ from bert_mgpu.configs.classifier import ClassifierConfig
 from bert_mgpu.configs.pretraining import PretrainingConfig
 from bert_mgpu.engine.job import start_job
 from bert_mgpu.model.bert_config import BertConfig
-from bert_mgpu.tasks.base import Task
+from bert_mgpu.tasks.base import JobTask
 from bert_mgpu.tasks.classifier import BertClassifier
 from bert_mgpu.tasks.pretraining import BertPretrainer
 
@@ -59,7 +59,7 @@ def _slices(features, n):
 ])
 def test_tasks_follow_the_protocol_and_shares_add_up(make_task, batch):
     task = make_task(BertConfig.from_dict(TINY))
-    assert isinstance(task, Task)
+    assert isinstance(task, JobTask)
     features = batch()
     context = task.context(features)
     whole = task.tower_loss(features, context, training=False)

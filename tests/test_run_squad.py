@@ -29,7 +29,7 @@ from bert_mgpu.data import input_pipeline, squad_data, tfrecord
 from bert_mgpu.engine import checkpoint, towers, training
 from bert_mgpu.model import heads
 from bert_mgpu.model.bert_config import BertConfig
-from bert_mgpu.tasks.base import Task
+from bert_mgpu.tasks.base import JobTask
 from bert_mgpu.tasks.squad import SquadTask, run_squad
 
 VOCAB = os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")
@@ -76,7 +76,7 @@ def test_span_head_names_logits_and_googles_loss():
 
 def test_squad_task_variables_and_predict_keys():
     task = SquadTask(BertConfig.from_dict(TINY_CONFIG))
-    assert isinstance(task, Task)
+    assert isinstance(task, JobTask)
     names = list(task.named_variables())
     assert names[-2:] == ["cls/squad/output_weights", "cls/squad/output_bias"]
     assert all(n.startswith("bert/") for n in names[:-2])

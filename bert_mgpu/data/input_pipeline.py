@@ -381,7 +381,7 @@ def length_sorted_dataset(input_files: Sequence[str], shapes: Mapping[str, int],
     their lengths (stable), each with its index in the files (`EXAMPLE_INDEX`, int32 [batch]),
     so that outputs are put back in file order (`Trainer.predict`), and with the weight of its
     batch in file order (`features.FILE_BATCH_WEIGHT`, float32 [batch]; the Estimator's
-    `loss`, see tasks.py). In memory, as training's `epoch_permutations`. An empty file gives
+    `loss`, see tasks/base.py). In memory, as training's `epoch_permutations`. An empty file gives
     no batch.
     """
     import numpy as np  # pylint: disable=import-outside-toplevel

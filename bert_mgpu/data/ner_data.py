@@ -507,7 +507,7 @@ class FeatureFiles:
     """
 
     def __init__(self, cfg, tokenizer):
-        """Args: cfg a `config.NerConfig`; tokenizer a `FullTokenizer`.
+        """Args: cfg a configs/ner.py `NerConfig`; tokenizer a `FullTokenizer`.
 
         Raises:
           NerDataError: a missing or malformed file, an unknown tag, no tag list.

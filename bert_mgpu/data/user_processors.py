@@ -17,13 +17,13 @@ The file is run as Google's `run_classifier.py` would have run it, with what it 
   - `import modeling` / `import optimization` (the top of a pasted run_classifier.py) import
     empty modules; using them is the same one-line error.
 
-The file is loaded once per process, at start (cli.py, with the flags), so a syntax error, a
-missing class or a method of the wrong shape is one line before any work. `--task_name` picks a
-class by Google's convention (the class name lower-cased without `Processor`, also with
-underscores between its words: `HighLevelProcessor` -> `highlevel`, `high_level`) or by its
-name (`--task_name=HighLevelProcessor`); a class of the file wins over a built-in task of the
-same name. An exception raised in the user's code is one line naming their file, line and
-function (`my_processors.py:42 in get_train_examples: FileNotFoundError: ...`).
+The file is loaded once per process, at start (`check_classifier_inputs`, with the flags), so a
+syntax error, a missing class or a method of the wrong shape is one line before any work.
+`--task_name` picks a class by Google's convention (the class name lower-cased without `Processor`,
+also with underscores between its words: `HighLevelProcessor` -> `highlevel`, `high_level`) or by
+its name (`--task_name=HighLevelProcessor`); a class of the file wins over a built-in task of the
+same name. An exception raised in the user's code is one line naming their file, line and function
+(`my_processors.py:42 in get_train_examples: FileNotFoundError: ...`).
 
 The feature cache key covers the file's content, the class and the files the processor read
 (every file it opened; none seen: every file of --data_dir).

@@ -56,7 +56,7 @@ class SquadServing(tf.Module):
 
     Attributes:
       tokenizer: the `ServingTokenizer` (WordPiece); its max_seq_length is the windows'.
-      options: `config.SquadAnswerOptions`.
+      options: configs/squad.py `SquadAnswerOptions`.
     """
 
     def __init__(self, tokenizer, options: SquadAnswerOptions):

@@ -10,19 +10,16 @@ from absl import logging
 
 from bert_mgpu.data import squad_data
 from bert_mgpu.engine import evaluation
-from bert_mgpu.engine.job import Job, start_job
+from bert_mgpu.engine.job import Job, eval_input, start_job, train_watched, with_dropout_layout
 from bert_mgpu.metrics import squad as squad_metrics
 from bert_mgpu.model import heads, modeling
 from bert_mgpu.tasks.base import (
     MeanOverExamples,
     Tensors,
-    eval_input,
     make_tokenizer,
     pad_positions,
     ratio,
-    train_watched,
     trainer_for,
-    with_dropout_layout,
 )
 
 
@@ -99,11 +96,12 @@ class SquadTask(MeanOverExamples, tf.Module):
 
 
 def run_squad(cfg) -> dict:
-    """Runs run_squad.py with a `config.SquadConfig`; returns the eval results (--do_eval).
+    """Runs run_squad.py with a configs/squad.py `SquadConfig`; returns the eval results
+    (--do_eval).
 
-    Follows Google's `run_squad.py` (features and post-processing in squad_data.py and
-    squad_metrics.py, steps in config.SquadConfig.train_config); prediction and evaluation are
-    the chief's.
+    Follows Google's `run_squad.py` (features and post-processing in data/squad_data.py and
+    metrics/squad.py, steps in configs/squad.py SquadConfig.train_config); prediction and
+    evaluation are the chief's.
     """
 
     job = start_job(cfg)

@@ -402,13 +402,18 @@ class TrainOptions(FromFlags):
                              "up to --num_accumulation_steps, which must then be >= 2")
 
 
+# The length of a run (run_pretraining.py's flags; a fine-tuning job derives it from epochs).
+NUM_TRAIN_STEPS = Flag("integer", 100000, "Number of training steps (updates).")
+NUM_WARMUP_STEPS = Flag("integer", 10000, "Number of warmup steps.")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TrainConfig(TrainOptions):
     """What the trainer needs: the options, plus where and for how long (`num_train_steps`
     counts updates). Jobs derive it with `TrainConfig.of(options, ...)`."""
     output_dir: str
-    num_train_steps: int = 100000
-    num_warmup_steps: int = 10000
+    num_train_steps: int = NUM_TRAIN_STEPS.default
+    num_warmup_steps: int = NUM_WARMUP_STEPS.default
     init_checkpoint: Optional[str] = None
     # Length-aware batching (fine-tuning jobs' --pad_to_longest / --group_by_length): every
     # batch trimmed to its longest example rounded up to this multiple (0 = kept at the
@@ -439,12 +444,17 @@ class TrainConfig(TrainOptions):
         return dataclasses.asdict(self)
 
 
+COLLECTIVE_TIMEOUT_SECONDS = Flag(
+    "float", 300.0, "Multi-machine training: a worker that does not answer an all-reduce within "
+                    "this time is taken as dead and the others stop.")
+
+
 @dataclasses.dataclass(frozen=True)
 class ClusterConfig:
     """The workers of a multi-machine job and this process's place among them."""
     worker_hosts: tuple
     task_index: int
-    timeout_seconds: float = 300.0
+    timeout_seconds: float = COLLECTIVE_TIMEOUT_SECONDS.default
 
     @property
     def num_workers(self) -> int:
@@ -469,9 +479,7 @@ class ClusterOptions(FromFlags):
     task_index: Optional[int] = Flag(
         "integer", None, "Multi-machine training: this worker's index in "
                          "--worker_hosts.").field()
-    collective_timeout_seconds: float = Flag(
-        "float", 300.0, "Multi-machine training: a worker that does not answer an all-reduce "
-                        "within this time is taken as dead and the others stop.").field()
+    collective_timeout_seconds: float = COLLECTIVE_TIMEOUT_SECONDS.field()
 
     @classmethod
     def build(cls, values, given) -> Optional[ClusterConfig]:
@@ -504,7 +512,7 @@ class TpuCompatibility(FromFlags):
 
 
 def resolve_cluster(worker_hosts: Optional[str] = None, task_index: Optional[int] = None,
-                    timeout_seconds: float = 300.0,
+                    timeout_seconds: float = COLLECTIVE_TIMEOUT_SECONDS.default,
                     environ: Mapping[str, str] = os.environ) -> Optional[ClusterConfig]:
     """The cluster from the flags, else from TF_CONFIG; None for a single process.
 

@@ -14,6 +14,8 @@ from bert_mgpu.configs.base import (
     MASKED_LM_PROB,
     MAX_PREDICTIONS_PER_SEQ,
     NO_NEXT_SENTENCE,
+    NUM_TRAIN_STEPS,
+    NUM_WARMUP_STEPS,
     NUM_WORKERS,
     OUTPUT_DIR,
     OUTPUT_FILE,
@@ -53,9 +55,8 @@ class PretrainingConfig(FromFlags):
     input_file: str = INPUT_FILE.field(required=True)
     do_train: bool = DO_TRAIN.field()
     do_eval: bool = DO_EVAL.field()
-    num_train_steps: int = Flag("integer", 100000, "Number of training steps "
-                                                   "(updates).").field()
-    num_warmup_steps: int = Flag("integer", 10000, "Number of warmup steps.").field()
+    num_train_steps: int = NUM_TRAIN_STEPS.field()
+    num_warmup_steps: int = NUM_WARMUP_STEPS.field()
     max_predictions_per_seq: int = MAX_PREDICTIONS_PER_SEQ.field()
     eval_batch_size: int = EVAL_BATCH_SIZE.field()
     max_eval_steps: int = Flag("integer", 100, "Maximum number of eval steps.").field()

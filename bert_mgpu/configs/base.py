@@ -80,6 +80,10 @@ class Flag:
     ignored: bool = False
     output: str = ""
 
+    def __post_init__(self):
+        if self.kind not in FLAG_KINDS or bool(self.enum) != (self.kind == "enum"):
+            raise ValueError(f"flag kind {self.kind!r} with enum values {self.enum}")
+
     def narrowed(self, **changes) -> "Flag":
         """This flag with a script's own `help`/`default` (or other attributes)."""
         return dataclasses.replace(self, **changes) if changes else self
@@ -95,10 +99,7 @@ class Flag:
         metadata = {FLAG: flag}
         if required:
             return dataclasses.field(metadata=metadata)
-        default = flag.field_value(flag.default)
-        if isinstance(default, list):
-            return dataclasses.field(default_factory=lambda: list(default), metadata=metadata)
-        return dataclasses.field(default=default, metadata=metadata)
+        return dataclasses.field(default=flag.field_value(flag.default), metadata=metadata)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -51,7 +51,7 @@ class CreateVocabConfig(FromFlags):
                                           "[UNK], [CLS], [SEP], [MASK] get ids 100-103 as in "
                                           "Google's English vocabularies; the rest follow "
                                           "[MASK] (Google's uncased has 994).").field()
-    reserved_tokens: tuple = Flag("list", [], "Comma-separated extra special tokens placed "
+    reserved_tokens: tuple = Flag("list", (), "Comma-separated extra special tokens placed "
                                               "right after [MASK] (where Google's Chinese "
                                               "vocabulary has <S>,<T>).",
                                   convert=_tokens).field()

@@ -47,7 +47,7 @@ from bert_mgpu.configs.registry import RegisteredTask, register
 @dataclasses.dataclass(frozen=True)
 class TaskType:
     """What a --task_type means to every layer (the one registry of task types: the Task class
-    of each type names its TaskType, tasks/classifier.TASK_CLASSES).
+    of each type names its TaskType and so registers in tasks/classifier.TASK_CLASSES).
 
     Attributes:
       name: the --task_type value.

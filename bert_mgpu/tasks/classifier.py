@@ -50,6 +50,11 @@ def _document_loss_sums(loss) -> Dict[str, float]:
             "batch_loss_sum": float(np.mean(loss)) if n else 0.0, "num_batches": 1.0}
 
 
+# --task_type -> its Task class. A class registers itself by declaring its `task_type` (one of
+# configs/classifier.py's TASK_TYPES, which the classifier's entry of the task registry holds).
+TASK_CLASSES: Dict[str, type] = {}
+
+
 class _ClassifierTask(MeanOverExamples):
     """What the classifier tasks share for long documents (--doc_stride): their `predict`
     passes windowed records' `doc_index` and label through, and a document's prediction is its
@@ -59,6 +64,11 @@ class _ClassifierTask(MeanOverExamples):
 
     task_type: TaskType
     pooled_output: str = "probabilities"  # the `predict` output pooled over windows
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "task_type" in vars(cls):
+            TASK_CLASSES[cls.task_type.name] = cls
 
     def _with_documents(self, out: Tensors, features) -> Tensors:
         if DOC_INDEX in features:
@@ -415,11 +425,6 @@ class BertMultiLabelClassifier(_LinearHeadTask):
         threshold, comma-separated)."""
         classifier_data.write_multilabel_predictions(output_dir, outputs["probabilities"],
                                                      self.label_names, self.threshold)
-
-
-# --task_type -> its Task class (each class names its `TaskType`, configs/classifier.py).
-TASK_CLASSES = {cls.task_type.name: cls
-                for cls in (BertClassifier, BertRegressor, BertMultiLabelClassifier)}
 
 
 def start_classifier_job(cfg) -> Job:

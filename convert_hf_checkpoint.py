@@ -18,14 +18,15 @@ Hugging Face's "gelu" is the exact erf form; Google's "gelu" is the tanh approxi
 from absl import logging
 
 from bert_mgpu import cli
+from bert_mgpu.configs.serving import ConvertHfConfig
 from bert_mgpu.scripts import run
 
-cli.define_convert_hf_flags()
+cli.define_config_flags(ConvertHfConfig)
 
 
 def main(_):
     from bert_mgpu.interop.hf_checkpoint import convert_folder
-    cfg = cli.convert_hf_config()
+    cfg = cli.build_config(ConvertHfConfig)
     for what, path in convert_folder(cfg.hf_model_dir, cfg.output_dir, cfg.gelu).items():
         logging.info("wrote %s: %s", what, path)
 

@@ -20,14 +20,15 @@ multilabel become Hugging Face's problem_type).
 from absl import logging
 
 from bert_mgpu import cli
+from bert_mgpu.configs.serving import ConvertToHfConfig
 from bert_mgpu.scripts import run
 
-cli.define_convert_to_hf_flags()
+cli.define_config_flags(ConvertToHfConfig)
 
 
 def main(_):
     from bert_mgpu.interop.hf_export import convert_checkpoint
-    cfg = cli.convert_to_hf_config()
+    cfg = cli.build_config(ConvertToHfConfig)
     model = cfg.model
     paths = convert_checkpoint(model.bert_config_file, model.init_checkpoint, model.vocab_file,
                                model.do_lower_case, cfg.output_dir, cfg.label_list,

@@ -16,14 +16,15 @@ epoch by run_pretraining.py --dynamic_masking). TensorFlow is not imported.
 """
 
 from bert_mgpu import cli
+from bert_mgpu.configs.pretraining import CreatePretrainingDataConfig
 from bert_mgpu.scripts import run
 
-cli.define_create_pretraining_data_flags()
+cli.define_config_flags(CreatePretrainingDataConfig)
 
 
 def main(_):
     from bert_mgpu.data.pretraining_data import create_pretraining_data
-    create_pretraining_data(cli.create_pretraining_data_config())
+    create_pretraining_data(cli.build_config(CreatePretrainingDataConfig))
 
 
 if __name__ == "__main__":

@@ -16,14 +16,15 @@ unchanged by FullTokenizer here and by Google's tokenization.py. TensorFlow is n
 """
 
 from bert_mgpu import cli
+from bert_mgpu.configs.vocab import CreateVocabConfig
 from bert_mgpu.scripts import run
 
-cli.define_create_vocab_flags()
+cli.define_config_flags(CreateVocabConfig)
 
 
 def main(_):
     from bert_mgpu.data.vocab_builder import create_vocab
-    create_vocab(cli.create_vocab_config())
+    create_vocab(cli.build_config(CreateVocabConfig))
 
 
 if __name__ == "__main__":

@@ -24,13 +24,14 @@ bert_mgpu/serving/export.py). Loading it needs tensorflow and tensorflow-text on
 from absl import logging
 
 from bert_mgpu import cli
+from bert_mgpu.configs.serving import ExportConfig
 from bert_mgpu.scripts import run
 
-cli.define_export_flags()
+cli.define_config_flags(ExportConfig)
 
 
 def main(_):
-    cfg = cli.export_config()  # every flag and file checked before TensorFlow is loaded
+    cfg = cli.build_config(ExportConfig)  # every flag and file checked before TensorFlow is loaded
     from bert_mgpu.serving.export import export_saved_model
     path = export_saved_model(cfg)
     logging.info("SavedModel: %s", path)

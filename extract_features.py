@@ -13,13 +13,16 @@ One example per input line; a sentence pair is written `text_a ||| text_b`.
 """
 
 from bert_mgpu import cli
+from bert_mgpu.configs.features import ExtractFeaturesConfig
 from bert_mgpu.scripts import run
 
-cli.define_extract_features_flags()
+cli.define_config_flags(ExtractFeaturesConfig)
 
 
 def main(_):
-    cfg = cli.extract_features_config()  # every flag and file checked before TensorFlow is loaded
+    from bert_mgpu.data.checks import check_feature_inputs
+    # Every flag and file checked before TensorFlow is loaded.
+    cfg = cli.build_config(ExtractFeaturesConfig, check_feature_inputs)
     from bert_mgpu.tasks.features import extract_features
     extract_features(cfg)
 

@@ -16,15 +16,20 @@ eval_results.txt (--do_eval), test_results.tsv and predict.txt (--do_predict) in
 """
 
 from bert_mgpu import cli
+from bert_mgpu.configs.classifier import ClassifierConfig
 from bert_mgpu.scripts import run
 
-cli.define_classifier_flags()
+cli.define_config_flags(ClassifierConfig)
 
 
 def main(_):
-    cfg = cli.classifier_config()  # every flag and file checked before TensorFlow is loaded
-    from bert_mgpu.tasks.multitask import run_classifier_job
-    run_classifier_job(cfg)
+    from bert_mgpu.data.user_processors import check_classifier_inputs
+    # Every flag and file checked before TensorFlow is loaded.
+    cfg = cli.build_config(ClassifierConfig, check_classifier_inputs)
+    from bert_mgpu.tasks import classifier, multitask
+    run_job = multitask.run_multitask_classifier if cfg.num_tasks > 1 else \
+        classifier.run_classifier
+    run_job(cfg)
 
 
 if __name__ == "__main__":

@@ -18,13 +18,16 @@ eval_precision/eval_recall/eval_f1, eval_accuracy, per type; --do_eval) and pred
 """
 
 from bert_mgpu import cli
+from bert_mgpu.configs.ner import NerConfig
 from bert_mgpu.scripts import run
 
-cli.define_ner_flags()
+cli.define_config_flags(NerConfig)
 
 
 def main(_):
-    cfg = cli.ner_config()  # every flag and file checked before TensorFlow is loaded
+    from bert_mgpu.data.ner_data import check_ner_inputs
+    # Every flag and file checked before TensorFlow is loaded.
+    cfg = cli.build_config(NerConfig, check_ner_inputs)
     from bert_mgpu.tasks.ner import run_ner
     run_ner(cfg)
 

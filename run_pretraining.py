@@ -20,13 +20,16 @@ drawn in the input pipeline from (--random_seed, example index): new every epoch
 """
 
 from bert_mgpu import cli
+from bert_mgpu.configs.pretraining import PretrainingConfig
 from bert_mgpu.scripts import run
 
-cli.define_pretraining_flags()
+cli.define_config_flags(PretrainingConfig)
 
 
 def main(_):
-    cfg = cli.pretraining_config()  # every flag and file checked before TensorFlow is loaded
+    from bert_mgpu.data.input_pipeline import check_pretraining_inputs
+    # Every flag and file checked before TensorFlow is loaded.
+    cfg = cli.build_config(PretrainingConfig, check_pretraining_inputs)
     from bert_mgpu.tasks.pretraining import run_pretraining
     run_pretraining(cfg)
 

@@ -20,13 +20,16 @@ eval_results.txt.
 """
 
 from bert_mgpu import cli
+from bert_mgpu.configs.squad import SquadConfig
 from bert_mgpu.scripts import run
 
-cli.define_squad_flags()
+cli.define_config_flags(SquadConfig)
 
 
 def main(_):
-    cfg = cli.squad_config()  # every flag and file checked before TensorFlow is loaded
+    from bert_mgpu.data.squad_data import check_squad_inputs
+    # Every flag and file checked before TensorFlow is loaded.
+    cfg = cli.build_config(SquadConfig, check_squad_inputs)
     from bert_mgpu.tasks.squad import run_squad
     run_squad(cfg)
 

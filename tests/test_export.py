@@ -205,7 +205,7 @@ def test_length_chunks_equal_one_piece_and_trace_once(run):
         assert got["label"].numpy().tolist() == want["label"].numpy().tolist()
     for k, function in serve.items():
         assert function.experimental_get_tracing_count() == 1
-        assert models[k]._encode.experimental_get_tracing_count() == 1  # noqa: SLF001
+        assert models[k].encode.experimental_get_tracing_count() == 1
 
 
 def features_model_config(run):

@@ -28,6 +28,7 @@ from bert_mgpu.data import squad_data, squad_predictions
 from bert_mgpu.engine import checkpoint
 from bert_mgpu.model.bert_config import BertConfig
 from bert_mgpu.serving import export
+from bert_mgpu.serving.squad import serve_squad
 from bert_mgpu.tasks.squad import SquadTask
 
 pytest.importorskip("tensorflow_text")
@@ -80,7 +81,7 @@ def squad_run(tmp_path_factory):
                                                          null_score_diff_threshold=0.0)))
     questions, contexts = _questions()
     model = export.build_serving_model(_spec(run, 0.0), "squad")
-    diffs = model.serve_squad(tf.constant(questions[:-1]), tf.constant(contexts[:-1]))[
+    diffs = serve_squad(model, tf.constant(questions[:-1]), tf.constant(contexts[:-1]))[
         "null_score_diff"].numpy()
     threshold = float(np.median(diffs))
     run_config = dict(SQUAD_FLAGS, null_score_diff_threshold=threshold)

@@ -14,7 +14,7 @@ from bert_mgpu.configs.classifier import ClassifierConfig
 from bert_mgpu.configs.pretraining import PretrainingConfig
 from bert_mgpu.engine.job import start_job
 from bert_mgpu.model.bert_config import BertConfig
-from bert_mgpu.tasks.base import Task
+from bert_mgpu.tasks.base import JobTask
 from bert_mgpu.tasks.classifier import BertClassifier
 from bert_mgpu.tasks.pretraining import BertPretrainer
 
@@ -59,7 +59,7 @@ def _slices(features, n):
 ])
 def test_tasks_follow_the_protocol_and_shares_add_up(make_task, batch):
     task = make_task(BertConfig.from_dict(TINY))
-    assert isinstance(task, Task)
+    assert isinstance(task, JobTask)
     features = batch()
     context = task.context(features)
     whole = task.tower_loss(features, context, training=False)
@@ -140,18 +140,37 @@ def test_classifier_steps_are_derived_from_the_data():
         cfg.train_config(5)
 
 
-def _build_config_in_subprocess(script_flags, argv, cwd):
-    """Defines a script's flag groups, parses argv and prints the config (fresh FLAGS).
+# A script's config class and the checks its `main` runs (`module:name`).
+_CONFIGS = {
+    "classifier": ("bert_mgpu.configs.classifier:ClassifierConfig",
+                   "bert_mgpu.data.user_processors:check_classifier_inputs"),
+    "pretraining": ("bert_mgpu.configs.pretraining:PretrainingConfig",
+                    "bert_mgpu.data.input_pipeline:check_pretraining_inputs"),
+    "squad": ("bert_mgpu.configs.squad:SquadConfig",
+              "bert_mgpu.data.squad_data:check_squad_inputs"),
+    "ner": ("bert_mgpu.configs.ner:NerConfig", "bert_mgpu.data.ner_data:check_ner_inputs"),
+}
+_IMPORT_CONFIG = """
+import importlib
+def _named(path):
+    module, name = path.split(":")
+    return getattr(importlib.import_module(module), name)
+Config, check = (_named(p) for p in {paths!r})
+"""
+
+
+def _build_config_in_subprocess(script, argv, cwd):
+    """Defines a script's flags, parses argv and prints the config (fresh FLAGS).
 
     The builders check the files the flags name (before TensorFlow starts): `cwd` holds them.
     """
-    code = f"""
+    code = _IMPORT_CONFIG.format(paths=_CONFIGS[script]) + f"""
 import dataclasses, json, sys
 from absl import flags
 from bert_mgpu import cli
-cli.{script_flags}()
+cli.define_config_flags(Config)
 flags.FLAGS(["prog"] + {argv!r})
-cfg = getattr(cli, "{script_flags}".replace("define_", "").replace("_flags", "_config"))()
+cfg = cli.build_config(Config, check)
 out = dataclasses.asdict(cfg)
 out["defined"] = sorted(cli.flag_values_dict())
 print(json.dumps(out, default=str))
@@ -167,7 +186,7 @@ def test_flags_fill_the_configs_by_field_name(tmp_path):
     (tmp_path / "c.json").write_text(json.dumps(dict(TINY, max_position_embeddings=64)))
     (tmp_path / "v.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n")
     (tmp_path / "x").write_text("")
-    out = _build_config_in_subprocess("define_classifier_flags", [
+    out = _build_config_in_subprocess("classifier", [
         "--task_name=TSV", "--data_dir=d", "--bert_config_file=c.json", "--vocab_file=v.txt",
         "--output_dir=o", "--do_train", "--n_gpus=2", "--max_seq_length=64",
         "--do_lower_case=false", "--learning_rate=3e-5", "--label_list=b,a"], tmp_path)
@@ -181,7 +200,7 @@ def test_flags_fill_the_configs_by_field_name(tmp_path):
     assert set(out["train"]) <= set(out["defined"])
     assert "max_predictions_per_seq" not in out["defined"]
 
-    out = _build_config_in_subprocess("define_pretraining_flags", [
+    out = _build_config_in_subprocess("pretraining", [
         "--input_file=x", "--output_dir=o", "--bert_config_file=c.json", "--do_train",
         "--num_train_steps=7", "--max_seq_length=32"], tmp_path)
     assert out["num_train_steps"] == 7 and out["model"]["max_seq_length"] == 32
@@ -211,17 +230,17 @@ def _optimizer_of_runs(script, extras, cwd):
     """For each `extra` flag list: the (optimizer, adam_bias_correction) of the config the
     script builds from its argv plus `extra`, or the one-line error (one process per script,
     the flags parsed again for each run)."""
-    code = f"""
+    code = _IMPORT_CONFIG.format(paths=_CONFIGS[script]) + f"""
 import json
 from absl import flags
 from bert_mgpu import cli
-cli.define_{script}_flags()
+cli.define_config_flags(Config)
 out = []
 for extra in {extras!r}:
     flags.FLAGS.unparse_flags()
     flags.FLAGS(["prog"] + {_OPTIMIZER_RUNS[script]!r} + extra)
     try:
-        cfg = cli.{script}_config()
+        cfg = cli.build_config(Config, check)
         out.append([cfg.train.optimizer, cfg.train.adam_bias_correction])
     except cli.FlagError as e:
         out.append(str(e))

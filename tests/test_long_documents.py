@@ -384,7 +384,7 @@ def test_served_pooling_equals_the_scripts(task_type, pooling):
     """The export's pooling of windows' outputs (in the graph) is the script's
     (`pool_documents`), the label ids and predicted labels read off the pooled values."""
     from bert_mgpu.model.head_spec import ClassifierHeadSpec
-    from bert_mgpu.serving.export import ServedClassifier
+    from bert_mgpu.serving.classifier import ServedClassifier
     from bert_mgpu.tasks.classifier import TASK_CLASSES
 
     config = BertConfig.from_dict(dict(TINY_CONFIG, vocab_size=30522))

@@ -15,7 +15,7 @@ from bert_mgpu.configs.base import TrainConfig
 from bert_mgpu.engine import checkpoint, towers, training
 from bert_mgpu.model import heads, modeling
 from bert_mgpu.model.bert_config import BertConfig
-from bert_mgpu.tasks.base import MeanOverExamples, Task, ratio
+from bert_mgpu.tasks.base import JobTask, MeanOverExamples, ratio
 
 CHOICES, SEQ, MULTIPLE = 3, 12, 4
 CONFIG = TINY_CONFIG
@@ -95,7 +95,7 @@ def train(tmp_path, init, n_gpus, trim):
                       pad_to_multiple_of=MULTIPLE if trim else 0,
                       max_seq_length=SEQ if trim else 0)
     task = MultipleChoice(BertConfig.from_dict(CONFIG))
-    assert isinstance(task, Task)
+    assert isinstance(task, JobTask)
     trainer = training.Trainer(task, cfg, towers.tower_devices(n_gpus))
     trainer.train(tf.data.Dataset.from_tensor_slices(examples(24)).batch(8))
     return trainer

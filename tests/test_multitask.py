@@ -120,8 +120,42 @@ def test_a_batch_that_mixes_tasks_is_refused():
     model = make_model(BertConfig.from_dict(TINY_CONFIG))
     with pytest.raises(ValueError, match=r"mixes tasks \[0, 1\]"):
         model.route({"task_id": tf.constant([0, 1, 1, 0])})
-    with pytest.raises(TypeError, match="one task at a time"):
-        model.eval_sums({})
+
+
+def test_every_contract_member_works_on_a_multitask_batch():
+    """The whole model's eval_sums, eval_metrics and predict (engine/contract.py) on a batch
+    in the training layout are each task's own on its rows (a task without rows: zeros, no
+    results)."""
+    model = make_model(BertConfig.from_dict(TINY_CONFIG))
+    rng = np.random.RandomState(0)
+    task_id = np.array([0, 1, 0, 1, 1, 0], np.int32)
+    batch = {"input_ids": rng.randint(1, 100, size=[6, SEQ]).astype(np.int32),
+             "input_mask": np.ones([6, SEQ], np.int32),
+             "segment_ids": np.zeros([6, SEQ], np.int32), "task_id": task_id,
+             "label_ids": rng.randint(0, 2, size=[6, 1]).astype(np.int32),
+             "label_values": (rng.rand(6, 3) > 0.5).astype(np.float32)}
+    sums = model.eval_sums({k: tf.constant(v) for k, v in batch.items()})
+    for i, task in enumerate(model.tasks):
+        feature, rows = task.task_type.label_feature, task_id == i
+        own = {k: tf.constant(batch[k][rows]) for k in ("input_ids", "input_mask",
+                                                         "segment_ids")}
+        own[feature] = tf.constant(batch[feature][rows][:, :task.label_width])
+        expected = task.eval_sums(own)
+        for key, value in expected.items():
+            np.testing.assert_allclose(sums[f"{i}/{key}"], value, rtol=1e-5, atol=1e-6)
+        label = model.labels[i]
+        metrics = model.eval_metrics({k: v.numpy() for k, v in sums.items()})
+        assert {k[len(label) + 1:]: v for k, v in metrics.items()
+                if k.startswith(f"{label}/")} == pytest.approx(task.eval_metrics(
+                    {k: v.numpy() for k, v in expected.items()}), rel=1e-5, abs=1e-6)
+    outputs = model.predict({k: tf.constant(v) for k, v in batch.items()})
+    assert outputs["a/probabilities"].shape == (6, 2)
+    assert outputs["b/probabilities"].shape == (6, 3)
+    only_a = dict(batch, task_id=np.zeros(6, np.int32))
+    sums = model.eval_sums({k: tf.constant(v) for k, v in only_a.items()})
+    assert float(sums["1/num_examples"]) == 0.0 and float(sums["1/loss_sum"]) == 0.0
+    metrics = model.eval_metrics({k: v.numpy() for k, v in sums.items()})
+    assert metrics and not [k for k in metrics if k.startswith("b/")]
 
 
 # -- the input: sampling, epochs, one task per batch -----------------------------------------------

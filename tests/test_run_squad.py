@@ -29,7 +29,7 @@ from bert_mgpu.data import input_pipeline, squad_data, tfrecord
 from bert_mgpu.engine import checkpoint, towers, training
 from bert_mgpu.model import heads
 from bert_mgpu.model.bert_config import BertConfig
-from bert_mgpu.tasks.base import Task
+from bert_mgpu.tasks.base import JobTask
 from bert_mgpu.tasks.squad import SquadTask, run_squad
 
 VOCAB = os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")
@@ -76,7 +76,7 @@ def test_span_head_names_logits_and_googles_loss():
 
 def test_squad_task_variables_and_predict_keys():
     task = SquadTask(BertConfig.from_dict(TINY_CONFIG))
-    assert isinstance(task, Task)
+    assert isinstance(task, JobTask)
     names = list(task.named_variables())
     assert names[-2:] == ["cls/squad/output_weights", "cls/squad/output_bias"]
     assert all(n.startswith("bert/") for n in names[:-2])
@@ -255,9 +255,11 @@ def test_flags_defaults_and_steps_are_googles(tmp_path):
 import dataclasses, json
 from absl import flags
 from bert_mgpu import cli
-cli.define_squad_flags()
+from bert_mgpu.configs.squad import SquadConfig
+from bert_mgpu.data.squad_data import check_squad_inputs
+cli.define_config_flags(SquadConfig)
 flags.FLAGS({argv!r})
-cfg = cli.squad_config()
+cfg = cli.build_config(SquadConfig, check_squad_inputs)
 out = dataclasses.asdict(cfg)
 out.update(out.pop("answers"))  # the windows' and answers' flags are the `answers` subtree
 out["defined"] = sorted(cli.flag_values_dict())

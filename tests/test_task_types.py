@@ -24,7 +24,7 @@ from bert_mgpu.data import classifier_data, features, input_pipeline, processors
 from bert_mgpu.engine import checkpoint, towers, training
 from bert_mgpu.model import heads
 from bert_mgpu.model.bert_config import BertConfig
-from bert_mgpu.tasks.base import Task
+from bert_mgpu.tasks.base import JobTask
 from bert_mgpu.tasks.classifier import (
     BertClassifier,
     BertMultiLabelClassifier,
@@ -240,7 +240,7 @@ def test_classifier_inputs_shapes_values_and_pooled_unchanged():
         for task in (BertClassifier(config, 3, classifier_input=kind),
                      BertMultiLabelClassifier(config, 3, classifier_input=kind),
                      BertRegressor(config, classifier_input=kind)):
-            assert isinstance(task, Task)
+            assert isinstance(task, JobTask)
             variables = task.named_variables()
             n = task.classifier.num_labels
             assert variables["output_weights"].shape == (n, width), (kind, type(task))

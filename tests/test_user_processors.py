@@ -434,7 +434,7 @@ def test_the_forks_command_runs_with_its_processor_pasted(runs):
     through it; a run of its own would repeat this one (run_classifier.py with a processors
     file runs in test_sentence_pairs_train_evaluate_predict_and_reuse_features)."""
     assert script_code("run_classifier.py") == script_code("run_classifier_mgpu.py")
-    assert "run_classifier_job(cfg)" in script_code("run_classifier.py")
+    assert "run_job(cfg)" in script_code("run_classifier.py")
     proc, directory = runs["fork"].result()
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Towers (--n_gpus) = 2" in proc.stderr

@@ -1,14 +1,20 @@
-"""Run configurations: what a job needs, built from flags by cli.py (by field name), never from
-FLAGS below it. A job's config is composed of named subtrees, as cramming's `cfg.arch` /
-`cfg.train`: `model` (ModelFiles), `train` (TrainOptions), `cluster` (ClusterConfig or None),
-then the job's own fields (one module per job beside this one). Every `validate()` raises
-ValueError naming the flag. No TensorFlow import: flags are checked before TensorFlow loads.
+"""Run configurations: what a job needs, and the flags that fill it.
+
+A job's config is composed of named subtrees, as cramming's `cfg.arch` / `cfg.train`: `model`
+(ModelFiles), `train` (TrainOptions), `cluster` (ClusterConfig or None, from ClusterOptions),
+then the job's own fields (one module per job beside this one). Each field declares its flag
+(`Flag`: Google's name, kind, default, help, enum values), so a flag and its default are written
+once; a job's config narrows what differs for its script (`FromFlags.narrowed_flags`, or a field
+redeclared with `Flag.field(help=..., default=...)`). cli.py builds absl flags from these
+declarations and fills the configs by field name; nothing below it reads FLAGS. Every
+`validate()` raises ValueError naming the flag. No TensorFlow import: flags are checked before
+TensorFlow loads.
 """
 
 import dataclasses
 import json
 import os
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Callable, ClassVar, Dict, FrozenSet, Mapping, Optional, Tuple
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 
@@ -39,6 +45,187 @@ def check_truncation(truncation: str, head_tokens: int, max_seq_length: int) -> 
             f"{round(budget / 4)} (a quarter, as Sun et al. 2019's 128 of 510)")
 
 
+# ---------------------------------------------------------------------------------------------
+# Flags declared on config fields.
+
+# Field metadata keys: a field is a flag (`Flag`), a subtree of flags (`Subtree`), or filled with
+# the run's flag values / the names of the flags given on the command line.
+FLAG, SUBTREE, FLAG_VALUES, FLAGS_GIVEN = "flag", "subtree", "flag_values", "flags_given"
+
+FLAG_KINDS = ("string", "bool", "integer", "float", "list", "enum")
+
+
+@dataclasses.dataclass(frozen=True)
+class Flag:
+    """How a config field is given on the command line (absl's DEFINE_<kind>).
+
+    Attributes:
+      kind: one of FLAG_KINDS.
+      default: the flag's default (the field's default is `convert(default)`).
+      help: the help text `--help` shows.
+      enum: the values of an "enum" flag.
+      name: the flag's name when it is not the field's (Google's name wins).
+      convert: the field's value of a flag value that is not None (e.g. a list -> a tuple);
+        a ValueError it raises names the flag.
+      ignored: accepted for compatibility with Google's scripts and ignored (a warning when
+        given).
+      output: "dir" or "files": where the run writes, checked writable before any work.
+    """
+    kind: str
+    default: Any
+    help: str
+    enum: Tuple[str, ...] = ()
+    name: str = ""
+    convert: Optional[Callable[[Any], Any]] = None
+    ignored: bool = False
+    output: str = ""
+
+    def __post_init__(self):
+        if self.kind not in FLAG_KINDS or bool(self.enum) != (self.kind == "enum"):
+            raise ValueError(f"flag kind {self.kind!r} with enum values {self.enum}")
+
+    def narrowed(self, **changes) -> "Flag":
+        """This flag with a script's own `help`/`default` (or other attributes)."""
+        return dataclasses.replace(self, **changes) if changes else self
+
+    def field_value(self, value):
+        """The field's value of the flag's `value`."""
+        return self.convert(value) if self.convert is not None and value is not None else value
+
+    def field(self, required: bool = False, **changes) -> Any:
+        """A dataclass field declaring this flag (`changes`: `narrowed`'s); its default is the
+        flag's, converted, unless `required` (the config cannot be made without it)."""
+        flag = self.narrowed(**changes)
+        metadata = {FLAG: flag}
+        if required:
+            return dataclasses.field(metadata=metadata)
+        return dataclasses.field(default=flag.field_value(flag.default), metadata=metadata)
+
+
+@dataclasses.dataclass(frozen=True)
+class Subtree:
+    """A field whose value `cls.build` makes from the flags of `cls`'s fields (`flags`: only
+    these of them are the script's; None: all)."""
+    cls: type
+    flags: Optional[Tuple[str, ...]] = None
+
+
+def subtree(cls: type, flags: Optional[Tuple[str, ...]] = None, **default) -> Any:
+    """A dataclass field filled by `cls.build` from the flags `cls` declares (`default=`: the
+    field's default when the config is made in code)."""
+    return dataclasses.field(metadata={SUBTREE: Subtree(cls, flags)}, **default)
+
+
+def flag_values() -> Any:
+    """A field holding every flag of the script by name (run_config.json)."""
+    return dataclasses.field(default_factory=dict, metadata={FLAG_VALUES: True})
+
+
+def flags_given() -> Any:
+    """A field holding the names of the flags given on the command line."""
+    return dataclasses.field(default=frozenset(), metadata={FLAGS_GIVEN: True})
+
+
+class FromFlags:
+    """A config that cli.py fills from flags by field name.
+
+    Class attributes a job's config sets for its script:
+      required_flags: flags that must be given, checked in this order before anything else.
+      narrowed_flags: flag name -> `Flag.narrowed` changes, for flags of its subtrees whose
+        help or default differ in this script (its own fields narrow their declaration).
+      accepted_flags: classes of flags the script accepts without a field (Google's TPU flags).
+    """
+    required_flags: ClassVar[Tuple[str, ...]] = ()
+    narrowed_flags: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
+    accepted_flags: ClassVar[Tuple[type, ...]] = ()
+
+    @classmethod
+    def build(cls, values: Dict[str, Any], given: FrozenSet[str]):
+        """The config of its fields' `values` (flags converted, subtrees built); `given`: the
+        flags set on the command line. Raises ValueError naming the flag."""
+        del given
+        return cls(**values)
+
+    def validate(self) -> None:
+        """Raises ValueError naming the flag of the first impossible value (none here)."""
+
+    @classmethod
+    def flag(cls, name: str) -> Flag:
+        """The flag declared on field `name`, for a config that declares it again."""
+        return next(f.metadata[FLAG] for f in dataclasses.fields(cls) if f.name == name)
+
+
+def as_tuple(value) -> Optional[tuple]:
+    """A list flag's value as a config's tuple (None when empty)."""
+    return tuple(value) if value else None
+
+
+# Flags several configs declare: one declaration each (a script narrows its help or default).
+OUTPUT_DIR = Flag("string", None, "The output directory where the model checkpoints will be "
+                                  "written.", output="dir")
+DO_TRAIN = Flag("bool", False, "Whether to run training.")
+DO_EVAL = Flag("bool", False, "Whether to run eval on the dev set.")
+DO_PREDICT = Flag("bool", False, "Whether to run the model in inference mode on the test set "
+                                 "(writes test_results.tsv and predict.txt).")
+EVAL_BATCH_SIZE = Flag("integer", 8, "Total batch size for eval.")
+PREDICT_BATCH_SIZE = Flag("integer", 8, "Total batch size for predict.")
+NUM_TRAIN_EPOCHS = Flag("float", 3.0, "Total number of training epochs to perform.")
+WARMUP_PROPORTION = Flag("float", 0.1, "Proportion of training to perform linear learning rate "
+                                       "warmup for. E.g., 0.1 = 10% of training.")
+ALLOW_RANDOM_WEIGHTS = Flag("bool", False, "Allow --do_eval/--do_predict without --do_train, a "
+                                           "checkpoint in --output_dir or --init_checkpoint (an "
+                                           "untrained model: normally a mistake).")
+LAYERWISE_LR_DECAY = Flag("float", 1.0, "Layer-wise LR decay: encoder layer l of L gets "
+                                        "learning_rate * RATE^(L - l), the embeddings RATE^L, "
+                                        "the classifier the full rate. 1.0 = off.")
+INPUT_FILE = Flag("string", None, "Input TF example files (can be a glob or comma separated).")
+OUTPUT_FILE = Flag("string", None, "Output JSON-lines file.", output="files")
+MAX_PREDICTIONS_PER_SEQ = Flag("integer", 20, "Maximum number of masked LM predictions per "
+                                              "sequence. Must match data generation.")
+NUM_WORKERS = Flag("integer", 0, "0: Google's mode, the whole input in memory, output identical "
+                                 "to Google's script. N>=1: sharded mode for large corpora: "
+                                 "shards of --shard_size_mb made by N processes, each with a "
+                                 "seed derived from --random_seed; memory bounded by the shard "
+                                 "size.")
+PROGRESS_INTERVAL = Flag("float", 10.0, "Seconds between progress lines.")
+LABEL_LIST = Flag("list", None, "tsv task: the labels in id order (default: the sorted set of "
+                                "labels in train.tsv). Several tasks: one list per task, "
+                                "separated by ';' (empty: that task's default).",
+                  convert=as_tuple)
+TRUNCATION = Flag("enum", "head", "How to shorten a long single text: 'head' keeps the "
+                                  "beginning (Google); 'head_tail' keeps --head_tokens from the "
+                                  "start and the rest from the end (Sun et al. 2019).",
+                  enum=TRUNCATIONS)
+HEAD_TOKENS = Flag("integer", 128, "With --truncation=head_tail: tokens kept from the start of "
+                                   "the text.")
+DOC_STRIDE = Flag("integer", 128, "When splitting up a long document into chunks, how much "
+                                  "stride to take between chunks.")
+TASK_LABEL = Flag("string", None, "A multi-task run of run_classifier_mgpu.py: the task whose "
+                                  "head is exported (its label: the task name, or <name>_<i> "
+                                  "for a name given twice, as OUTPUT_DIR/<label>/); required "
+                                  "for such a run.")
+# The masking flags of create_pretraining_data.py, also run_pretraining.py --dynamic_masking's.
+MASKED_LM_PROB = Flag("float", 0.15, "Masked LM probability.")
+DO_WHOLE_WORD_MASK = Flag("bool", False, "Whether to use whole word masking rather than "
+                                         "per-WordPiece masking.")
+SPAN_MASKING = Flag("bool", False, "Mask one contiguous span of whole words per instance "
+                                   "instead of scattered tokens.")
+SPAN_LENGTH = Flag("integer", 0, "With --span_masking: words per span; 0 fills the usual "
+                                 "masking budget min(max_predictions_per_seq, round(length * "
+                                 "masked_lm_prob)).")
+NO_NEXT_SENTENCE = Flag("bool", False, "Masked LM only (data made with "
+                                       "create_pretraining_data.py --no_next_sentence or "
+                                       "--pack_sequences): no next-sentence head, no "
+                                       "cls/seq_relationship variables.")
+DYNAMIC_MASKING = Flag("bool", False, "RoBERTa's dynamic masking, deterministic: "
+                                      "create_pretraining_data.py writes unmasked records (with "
+                                      "word_starts); run_pretraining.py masks each example anew "
+                                      "every time it is read, from (random_seed, the example's "
+                                      "index in the input stream).")
+RANDOM_SEED = Flag("integer", 12345, "Seed of the input order, of dropout and of the "
+                                     "initialisation of variables not loaded from a checkpoint.")
+
+
 def split_tasks(value: Optional[str]) -> list:
     """A comma-separated per-task flag value -> its entries, stripped ('' -> [''])."""
     return [v.strip() for v in (value or "").split(",")]
@@ -62,14 +249,24 @@ def check_at_least(obj, minimum: int, *names: str) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class ModelFiles:
+class ModelFiles(FromFlags):
     """The files that define a model and how text becomes its input (Google's flags)."""
-    bert_config_file: Optional[str] = None
-    init_checkpoint: Optional[str] = None
-    vocab_file: Optional[str] = None
-    spm_model_file: Optional[str] = None
-    do_lower_case: bool = True
-    max_seq_length: int = 128
+    bert_config_file: Optional[str] = Flag(
+        "string", None, "The config json file corresponding to the pre-trained BERT model. This "
+                        "specifies the model architecture.").field()
+    init_checkpoint: Optional[str] = Flag(
+        "string", None, "Initial checkpoint (usually from a pre-trained BERT model).").field()
+    vocab_file: Optional[str] = Flag(
+        "string", None, "The vocabulary file that the BERT model was trained on.").field()
+    spm_model_file: Optional[str] = Flag(
+        "string", None, "A SentencePiece model to use instead of --vocab_file (ALBERT "
+                        "style).").field()
+    do_lower_case: bool = Flag(
+        "bool", True, "Whether to lower case the input text. Should be True for uncased models "
+                      "and False for cased models.").field()
+    max_seq_length: int = Flag(
+        "integer", 128, "The maximum total input sequence length after WordPiece tokenization. "
+                        "Longer sequences are truncated, shorter padded.").field()
 
     def validate(self, min_seq_length: int = 1, needs_tokenizer: bool = False) -> None:
         if needs_tokenizer and not self.vocab_file and not self.spm_model_file:
@@ -80,38 +277,91 @@ class ModelFiles:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class TrainOptions:
+class TrainOptions(FromFlags):
     """How to train, whatever the task and however long (the `train` subtree of a job).
 
     Batch semantics follow the multi-GPU fork: `train_batch_size` is per tower, one update sees
     `train_batch_size * n_gpus * num_accumulation_steps` examples (times the number of workers).
     """
-    train_batch_size: int = 32
-    n_gpus: int = 1
-    num_accumulation_steps: int = 1
-    learning_rate: float = 5e-5
-    optimizer: str = "adamw"
+    train_batch_size: int = Flag("integer", 32, "Batch size for training, per tower "
+                                                "(--n_gpus).").field()
+    n_gpus: int = Flag("integer", 1, "Number of towers (model replicas in one graph). Tower i "
+                                     "runs on visible GPU i % (number of GPUs); more towers "
+                                     "than GPUs is allowed. train_batch_size is per tower. "
+                                     "Without a GPU the CPU is split into n_gpus logical "
+                                     "devices.").field()
+    num_accumulation_steps: int = Flag("integer", 1, "Micro-batches (each train_batch_size x "
+                                                     "n_gpus) whose gradients are summed before "
+                                                     "one update.").field()
+    learning_rate: float = Flag("float", 5e-5, "The initial learning rate for Adam.").field()
+    optimizer: str = Flag("enum", "adamw", "adamw = Google's AdamWeightDecay; lamb = layer-wise "
+                                           "adaptive (large batches).", OPTIMIZERS).field()
     # PyTorch/Hugging Face AdamW's bias-corrected moments for --optimizer=adamw (not Google's).
-    adam_bias_correction: bool = False
-    precision: str = "fp32"
-    use_xla: bool = False
-    xla_layers: bool = False
-    gradient_checkpointing: bool = False
-    clip_norm: float = 1.0
+    adam_bias_correction: bool = Flag(
+        "bool", False, "With --optimizer=adamw: bias-corrected Adam moments, as PyTorch's "
+                       "AdamW; false = Google's AdamWeightDecay exactly. Default true in the "
+                       "fine-tuning scripts, false in run_pretraining.py (README: deliberate "
+                       "differences).").field()
+    precision: str = Flag("enum", "fp32", "Activation precision: fp16 uses dynamic loss scaling "
+                                          "(non-finite steps are skipped), bf16 none; variables "
+                                          "stay fp32.", PRECISIONS).field()
+    use_xla: bool = Flag("bool", False, "Compile each tower's forward and backward pass with "
+                                        "XLA.").field()
+    xla_layers: bool = Flag("bool", False, "Compile each encoder layer's forward and backward "
+                                           "pass with XLA (its element-wise work fused between "
+                                           "the matmuls), the rest of the step as without; the "
+                                           "same gradients, dropout masks included.").field()
+    gradient_checkpointing: bool = Flag("bool", False, "Recompute each encoder layer's "
+                                                       "activations in the backward pass "
+                                                       "instead of keeping them: less memory "
+                                                       "for more compute, the same gradients "
+                                                       "(dropout masks included).").field()
+    clip_norm: float = Flag("float", 1.0, "Gradients are clipped to this global norm (Google: "
+                                          "1.0; Cramming: 0.5).").field()
     # How an IndexedSlices gradient counts in the clipped global norm (see
     # optimization.clip_by_global_norm): "dense" (ours) or "values" (Google's TF1 clipping).
-    indexed_slices_norm: str = "dense"
+    indexed_slices_norm: str = Flag(
+        "enum", "dense", "The word-embedding gradient in the clipped global norm: dense = the "
+                         "summed gradient's norm (the same for any --n_gpus); values = Google's "
+                         "TF1 clipping (a repeated token's rows counted apart; one worker, no "
+                         "accumulation).", ("dense", "values")).field()
     # Cramming's schedules (off by default): "one_cycle" LR, and a batch ramp through
     # accumulation over the first `batch_ramp_steps` updates (0 = off).
-    lr_schedule: str = "linear"
-    batch_ramp_steps: int = 0
-    save_checkpoints_steps: int = 1000
-    keep_checkpoint_max: int = 5
-    log_every_n_steps: int = 100
-    random_seed: int = 12345
+    lr_schedule: str = Flag("enum", "linear", "linear = Google's warmup then linear decay; "
+                                              "one_cycle = Cramming's triangle: 0 -> "
+                                              "learning_rate at half of num_train_steps -> 0 "
+                                              "(num_warmup_steps unused).",
+                            LR_SCHEDULES).field()
+    batch_ramp_steps: int = Flag("integer", 0, "Cramming's batch ramp: over the first N updates "
+                                               "the accumulated micro-batches grow linearly "
+                                               "from 1 to num_accumulation_steps. 0 = "
+                                               "off.").field()
+    save_checkpoints_steps: int = Flag("integer", 1000, "How often to save the model "
+                                                        "checkpoint.").field()
+    keep_checkpoint_max: int = Flag("integer", 5, "Checkpoints kept in output_dir (0 = "
+                                                  "all).").field()
+    log_every_n_steps: int = Flag("integer", 100, "Log and write summaries every N "
+                                                  "updates.").field()
+    random_seed: int = RANDOM_SEED.field()
     # 0: the whole training set in a fresh seeded permutation every epoch (in memory);
     # N >= 1: Google's record shuffle buffer (see input_pipeline.record_dataset).
-    shuffle_buffer_size: int = 100
+    shuffle_buffer_size: int = Flag(
+        "integer", 100, "0 = the whole training set, held in memory, in a fresh seeded "
+                        "permutation every epoch (run_classifier_mgpu.py's default: a file "
+                        "sorted by label still trains); N >= 1 = Google's record shuffle buffer "
+                        "(run_pretraining.py's default 100; 1 = records in file "
+                        "order).").field()
+
+    @classmethod
+    def build(cls, values, given) -> "TrainOptions":
+        """The options, validated. --optimizer=lamb always corrects its moments: a fine-tuning
+        script's default --adam_bias_correction=true does not apply to it (given explicitly,
+        `validate` refuses it, naming the flag)."""
+        if values["optimizer"] != "adamw" and "adam_bias_correction" not in given:
+            values = dict(values, adam_bias_correction=False)
+        options = cls(**values)
+        options.validate()
+        return options
 
     @property
     def global_batch_size(self) -> int:
@@ -153,13 +403,18 @@ class TrainOptions:
                              "up to --num_accumulation_steps, which must then be >= 2")
 
 
+# The length of a run (run_pretraining.py's flags; a fine-tuning job derives it from epochs).
+NUM_TRAIN_STEPS = Flag("integer", 100000, "Number of training steps (updates).")
+NUM_WARMUP_STEPS = Flag("integer", 10000, "Number of warmup steps.")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TrainConfig(TrainOptions):
     """What the trainer needs: the options, plus where and for how long (`num_train_steps`
     counts updates). Jobs derive it with `TrainConfig.of(options, ...)`."""
     output_dir: str
-    num_train_steps: int = 100000
-    num_warmup_steps: int = 10000
+    num_train_steps: int = NUM_TRAIN_STEPS.default
+    num_warmup_steps: int = NUM_WARMUP_STEPS.default
     init_checkpoint: Optional[str] = None
     # Length-aware batching (fine-tuning jobs' --pad_to_longest / --group_by_length): every
     # batch trimmed to its longest example rounded up to this multiple (0 = kept at the
@@ -190,12 +445,17 @@ class TrainConfig(TrainOptions):
         return dataclasses.asdict(self)
 
 
+COLLECTIVE_TIMEOUT_SECONDS = Flag(
+    "float", 300.0, "Multi-machine training: a worker that does not answer an all-reduce within "
+                    "this time is taken as dead and the others stop.")
+
+
 @dataclasses.dataclass(frozen=True)
 class ClusterConfig:
     """The workers of a multi-machine job and this process's place among them."""
     worker_hosts: tuple
     task_index: int
-    timeout_seconds: float = 300.0
+    timeout_seconds: float = COLLECTIVE_TIMEOUT_SECONDS.default
 
     @property
     def num_workers(self) -> int:
@@ -210,8 +470,50 @@ class ClusterConfig:
                            "task": {"type": "worker", "index": self.task_index}})
 
 
+@dataclasses.dataclass(frozen=True)
+class ClusterOptions(FromFlags):
+    """The multi-machine flags; a job's `cluster` field is built from them (`build`)."""
+    worker_hosts: Optional[str] = Flag(
+        "string", None, "Multi-machine training: comma-separated host:port of every worker "
+                        "(the same list on each); worker 0 is the chief. Without it, TF_CONFIG "
+                        "is used if set.").field()
+    task_index: Optional[int] = Flag(
+        "integer", None, "Multi-machine training: this worker's index in "
+                         "--worker_hosts.").field()
+    collective_timeout_seconds: float = COLLECTIVE_TIMEOUT_SECONDS.field()
+
+    @classmethod
+    def build(cls, values, given) -> Optional[ClusterConfig]:
+        """The cluster: from --worker_hosts/--task_index or TF_CONFIG, or None."""
+        del given
+        if values["collective_timeout_seconds"] <= 0:
+            raise ValueError("--collective_timeout_seconds must be > 0")
+        if values["task_index"] is not None and not values["worker_hosts"]:
+            raise ValueError("--task_index needs --worker_hosts")
+        return resolve_cluster(values["worker_hosts"], values["task_index"],
+                               values["collective_timeout_seconds"])
+
+
+_IGNORED = "Accepted for compatibility; ignored."
+
+
+@dataclasses.dataclass(frozen=True)
+class TpuCompatibility(FromFlags):
+    """The TPU flags of Google's scripts: accepted so old launch scripts keep working, then
+    ignored (a warning names each one given)."""
+    use_tpu: bool = Flag("bool", False, "Accepted for compatibility; ignored (no TPU support).",
+                         ignored=True).field()
+    tpu_name: Optional[str] = Flag("string", None, _IGNORED, ignored=True).field()
+    tpu_zone: Optional[str] = Flag("string", None, _IGNORED, ignored=True).field()
+    gcp_project: Optional[str] = Flag("string", None, _IGNORED, ignored=True).field()
+    master: Optional[str] = Flag("string", None, _IGNORED, ignored=True).field()
+    num_tpu_cores: int = Flag("integer", 8, _IGNORED, ignored=True).field()
+    iterations_per_loop: int = Flag("integer", 1000, _IGNORED, ignored=True).field()
+    use_one_hot_embeddings: bool = Flag("bool", False, _IGNORED, ignored=True).field()
+
+
 def resolve_cluster(worker_hosts: Optional[str] = None, task_index: Optional[int] = None,
-                    timeout_seconds: float = 300.0,
+                    timeout_seconds: float = COLLECTIVE_TIMEOUT_SECONDS.default,
                     environ: Mapping[str, str] = os.environ) -> Optional[ClusterConfig]:
     """The cluster from the flags, else from TF_CONFIG; None for a single process.
 
@@ -282,15 +584,28 @@ def check_group_by_length(group_by_length: bool, shuffle_buffer_size: int) -> No
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class LengthBatching:
+class LengthBatching(FromFlags):
     """The length-aware batching flags of the fine-tuning jobs (run_classifier_mgpu.py,
     run_ner.py, run_squad.py), one definition for all: with `pad_to_longest` every batch,
     training, evaluation and prediction, is cut to its longest example rounded up to
     `pad_to_multiple_of` (TrainConfig.pad_to_multiple_of); `group_by_length` also groups the
     training batches by length. A job's config derives from it (a job may change a default)."""
-    pad_to_longest: bool = True
-    pad_to_multiple_of: int = 16
-    group_by_length: bool = False
+    pad_to_longest: bool = Flag("bool", True, "Pad each batch only to its longest example "
+                                              "(rounded up to --pad_to_multiple_of), not to "
+                                              "--max_seq_length; evaluation and prediction "
+                                              "sorted by length, written in file order. "
+                                              "Results equal the fully padded run's.").field()
+    pad_to_multiple_of: int = Flag("integer", 16, "With --pad_to_longest: batch lengths are "
+                                                  "multiples of this (bounds the shapes, hence "
+                                                  "the traces and XLA compilations, to "
+                                                  "max_seq_length / N).").field()
+    group_by_length: bool = Flag("bool", False, "Hugging Face's group_by_length: each epoch's "
+                                                "shuffled order is cut into mega-batches of 50 "
+                                                "global batches, each sorted by length, and the "
+                                                "resulting batches are shuffled; seeded per "
+                                                "epoch. Faster with --pad_to_longest, but "
+                                                "changes the batches examples are seen "
+                                                "in.").field()
 
     def length_batching(self, max_seq_length: int) -> Dict[str, Any]:
         """The TrainConfig fields of these flags (`epochs_train_config`'s `length_batching`),
@@ -307,6 +622,37 @@ class LengthBatching:
             raise ValueError("--group_by_length needs --pad_to_longest (grouped batches are "
                              "only faster when trimmed)")
         check_group_by_length(self.group_by_length, shuffle_buffer_size)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EvalDuringTraining(FromFlags):
+    """The fine-tuning jobs' evaluation during training (a job's config derives from it)."""
+    eval_every_n_steps: int = Flag("integer", 0, "Evaluate the dev set every N updates (and at "
+                                                 "the last): eval_history.tsv, TensorBoard run "
+                                                 "'eval', eval_curve.png (with matplotlib). 0 = "
+                                                 "only at the end (Google).").field()
+    keep_best_checkpoint: bool = Flag("bool", False, "With --eval_every_n_steps: keep the model "
+                                                     "at the best --best_metric in "
+                                                     "OUTPUT_DIR/best (survives "
+                                                     "--keep_checkpoint_max); --do_predict uses "
+                                                     "it.").field()
+    best_metric: str = Flag("string", "eval_accuracy", "The eval_results key that decides the "
+                                                       "best checkpoint and early stopping "
+                                                       "(losses: lower is better; others: "
+                                                       "higher). Several tasks: one per task, "
+                                                       "comma-separated, or one for all; their "
+                                                       "mean decides.").field()
+    early_stopping_patience: int = Flag("integer", 0, "Stop training after this many "
+                                                      "evaluations without improvement of "
+                                                      "--best_metric (0 = never).").field()
+
+
+# The fine-tuning scripts' trainer defaults that differ from Google's (README, "Deliberate
+# differences"): bias-corrected Adam, as Mosbach et al. and Zhang et al. (ICLR 2021) fine-tune
+# (--adam_bias_correction=false is Google's AdamWeightDecay exactly), and the whole training set
+# shuffled every epoch (Google's buffer of 100 learns nothing from a file sorted by label).
+FINE_TUNING_FLAGS = {"adam_bias_correction": {"default": True},
+                     "shuffle_buffer_size": {"default": 0}}
 
 
 def check_epochs(cfg) -> None:

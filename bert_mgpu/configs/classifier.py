@@ -1,29 +1,53 @@
-"""The config of run_classifier_mgpu.py / run_classifier.py (one task or several)."""
+"""The config of run_classifier_mgpu.py / run_classifier.py (one task or several) and its
+flags."""
 
 import dataclasses
 import os
 from typing import Any, Dict, Optional
 
 from bert_mgpu.configs.base import (
+    ALLOW_RANDOM_WEIGHTS,
+    DO_EVAL,
+    DO_PREDICT,
+    DO_TRAIN,
+    DOC_STRIDE,
+    EVAL_BATCH_SIZE,
+    FINE_TUNING_FLAGS,
+    HEAD_TOKENS,
+    LABEL_LIST,
+    LAYERWISE_LR_DECAY,
+    NUM_TRAIN_EPOCHS,
+    OUTPUT_DIR,
+    PREDICT_BATCH_SIZE,
+    TRUNCATION,
+    WARMUP_PROPORTION,
     ClusterConfig,
+    ClusterOptions,
+    EvalDuringTraining,
+    Flag,
     LengthBatching,
     ModelFiles,
+    TpuCompatibility,
     TrainConfig,
     TrainOptions,
+    as_tuple,
     check_at_least,
     check_eval_during_training,
     check_fine_tuning,
     check_truncation,
     epochs_train_config,
+    flag_values,
     per_task,
     split_tasks,
+    subtree,
 )
+from bert_mgpu.configs.registry import RegisteredTask, register
 
 
 @dataclasses.dataclass(frozen=True)
 class TaskType:
     """What a --task_type means to every layer (the one registry of task types: the Task class
-    of each type names its TaskType, tasks/classifier.TASK_CLASSES).
+    of each type names its TaskType and so registers in tasks/classifier.TASK_CLASSES).
 
     Attributes:
       name: the --task_type value.
@@ -60,6 +84,11 @@ TASK_TYPES = {t.name: t for t in (
 )}
 
 
+register(RegisteredTask(
+    "classifier", "'classifier' (probabilities, label_id, label)",
+    serving="bert_mgpu.serving.classifier", types=TASK_TYPES))
+
+
 CLASSIFIER_INPUTS = ("pooled", "cls", "mean", "cls_last4")
 
 
@@ -69,6 +98,11 @@ TASK_TYPE_OF = {"stsb": "regression"}
 
 # --window_pooling: how a long document's windows (--doc_stride) are pooled into its prediction.
 WINDOW_POOLINGS = ("mean", "max")
+WINDOW_POOLING = Flag("enum", "mean", "With --doc_stride: how a document's windows are pooled "
+                                      "into its prediction in eval and predict: the mean or the "
+                                      "max of the windows' probabilities (regression: scores; "
+                                      "multilabel: sigmoid probabilities). Default mean.",
+                      WINDOW_POOLINGS)
 
 
 # Multi-task fine-tuning: how the task of each global batch is drawn (data/multitask.py).
@@ -84,45 +118,111 @@ def task_labels(task_names) -> list:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ClassifierConfig(LengthBatching):
+class ClassifierConfig(LengthBatching, EvalDuringTraining):
     """run_classifier_mgpu.py (Google's flags, the fork's, and the trainer's; the length-aware
     batching flags of `LengthBatching`: on for every batch by default, the results are the
     padded run's up to float rounding, grouping changes the order of training examples)."""
-    model: ModelFiles
-    train: TrainOptions
-    cluster: Optional[ClusterConfig] = None
-    output_dir: str
-    data_dir: str
-    task_name: str
-    do_train: bool = False
-    do_eval: bool = False
-    do_predict: bool = False
-    eval_batch_size: int = 8
-    predict_batch_size: int = 8
-    num_train_epochs: float = 3.0
-    warmup_proportion: float = 0.1
-    label_list: Optional[tuple] = None
-    processors_file: Optional[str] = None  # users' DataProcessor classes (data/)
-    text_columns: Optional[tuple] = None  # tsv: the text columns' names (data/processors.py)
-    column_names: Optional[tuple] = None  # tsv: the columns of headerless files
-    data_format: str = "tsv"  # tsv: "tsv" or "csv" files
-    truncation: str = "head"
-    head_tokens: int = 128
+    required_flags = ("data_dir", "task_name", "bert_config_file", "output_dir")
+    accepted_flags = (TpuCompatibility,)
+    narrowed_flags = FINE_TUNING_FLAGS
+    model: ModelFiles = subtree(ModelFiles)
+    train: TrainOptions = subtree(TrainOptions)
+    cluster: Optional[ClusterConfig] = subtree(ClusterOptions, default=None)
+    output_dir: str = OUTPUT_DIR.field(required=True)
+    data_dir: str = Flag("string", None, "The input data dir. Should contain the .tsv files (or "
+                                         "other data files) for the task. Several tasks: one "
+                                         "dir per task, comma-separated.").field(required=True)
+    task_name: str = Flag("string", None, "The name of the task to train: cola, mnli, mrpc, "
+                                          "xnli, stsb (GLUE's STS-B, a regression), or tsv "
+                                          "(your own train/dev/test.tsv with a header row; see "
+                                          "--task_type). Comma-separated names train several "
+                                          "tasks at once on one encoder (multi-task; --data_dir "
+                                          "one dir per task).",
+                          convert=str.lower).field(required=True)
+    do_train: bool = DO_TRAIN.field()
+    do_eval: bool = DO_EVAL.field()
+    do_predict: bool = DO_PREDICT.field()
+    eval_batch_size: int = EVAL_BATCH_SIZE.field()
+    predict_batch_size: int = PREDICT_BATCH_SIZE.field()
+    num_train_epochs: float = NUM_TRAIN_EPOCHS.field()
+    warmup_proportion: float = WARMUP_PROPORTION.field()
+    label_list: Optional[tuple] = LABEL_LIST.field()
+    # Users' DataProcessor classes (data/user_processors.py).
+    processors_file: Optional[str] = Flag(
+        "string", None, "A Python file with your own DataProcessor classes, written as for "
+                        "Google's run_classifier.py (import tokenization, from run_classifier "
+                        "import DataProcessor, InputExample, tf.gfile): --task_name=high_level "
+                        "or =HighLevelProcessor picks class HighLevelProcessor.").field()
+    # tsv: the text columns' names, the columns of headerless files, "tsv" or "csv" files
+    # (data/processors.py).
+    text_columns: Optional[tuple] = Flag(
+        "list", None, "tsv task: the text column(s) by name (text_a[,text_b]); other columns "
+                      "are ignored. Default: the columns named text_a/text/sentence/... and "
+                      "text_b/sentence2/..., any other column besides 'label' being an error.",
+        convert=as_tuple).field()
+    column_names: Optional[tuple] = Flag(
+        "list", None, "tsv task: the files have no header row; these are their columns' names, "
+                      "e.g. id,text,label.", convert=as_tuple).field()
+    data_format: str = Flag("enum", "tsv", "tsv task: 'tsv' (train.tsv ..., tab-separated, no "
+                                           "quoting, as Google's) or 'csv' (train.csv ..., "
+                                           "comma-separated, quoted fields may hold commas and "
+                                           "newlines).", ("tsv", "csv")).field()
+    truncation: str = TRUNCATION.field()
+    head_tokens: int = HEAD_TOKENS.field()
     # Long documents (data/classifier_data.py): 0 = Google's truncation; N > 0 = windows N
     # pieces apart, each document's windows pooled in eval and predict by `window_pooling`.
-    doc_stride: int = 0
-    window_pooling: str = "mean"
-    layerwise_lr_decay: float = 1.0
-    allow_random_weights: bool = False
-    eval_every_n_steps: int = 0
-    keep_best_checkpoint: bool = False
-    best_metric: str = "eval_accuracy"
-    early_stopping_patience: int = 0
-    task_type: str = "classification"
-    multilabel_threshold: float = 0.5
-    classifier_input: str = "pooled"
-    task_sampling: str = "proportional"
-    flags: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    doc_stride: int = DOC_STRIDE.field(
+        default=0,
+        help="0 (default): a text longer than max_seq_length is truncated (Google). N > 0: it "
+             "becomes windows of max_seq_length - 2 pieces starting N pieces apart (the last one "
+             "ending at the text's end; with a text_b, windows over text_a with text_b in each); "
+             "training sees every window with the document's label, each document weighted "
+             "once; eval and predict pool each document's windows (--window_pooling), one output "
+             "line per document.")
+    window_pooling: str = WINDOW_POOLING.field()
+    layerwise_lr_decay: float = LAYERWISE_LR_DECAY.field()
+    allow_random_weights: bool = ALLOW_RANDOM_WEIGHTS.field()
+    task_type: str = Flag("string", "classification",
+                          "tsv task: classification (one label per row, softmax), regression (a "
+                          "number, mean squared error) or multilabel (comma-separated labels, "
+                          "sigmoid). --task_name=stsb is regression. Several tasks: one type per "
+                          "task, comma-separated, or one for all.").field()
+    multilabel_threshold: float = Flag("float", 0.5, "--task_type=multilabel: a label is "
+                                                     "predicted when its probability is above "
+                                                     "this.").field()
+    classifier_input: str = Flag("enum", "pooled", "What the output layer reads: pooled "
+                                                   "(Google: tanh(dense([CLS]))), cls (the last "
+                                                   "layer's [CLS] vector, no pooler), mean (the "
+                                                   "masked mean of the last layer), cls_last4 "
+                                                   "(the [CLS] vectors of the last 4 layers "
+                                                   "concatenated: width 4H).",
+                                 CLASSIFIER_INPUTS).field()
+    task_sampling: str = Flag("enum", "proportional", "Several tasks: how the task of each "
+                                                      "global batch is drawn (a function of "
+                                                      "--random_seed and the step): "
+                                                      "proportional to its training examples, "
+                                                      "sqrt (to their square root), uniform.",
+                              TASK_SAMPLINGS).field()
+    flags: Dict[str, Any] = flag_values()
+
+    @classmethod
+    def build(cls, values, given) -> "ClassifierConfig":
+        """--task_type where the task fixes it (stsb: regression) and --best_metric's default
+        per task type (eval_accuracy is a classification metric), unless given on the command
+        line; per task of a multi-task run (comma-separated)."""
+        values = dict(values)
+        if "task_type" in given:
+            task_types = split_tasks(values["task_type"])
+        else:
+            task_types = [TASK_TYPE_OF.get(name, values["task_type"])
+                          for name in split_tasks(values["task_name"])]
+            values["task_type"] = ",".join(task_types)
+        if "best_metric" not in given:
+            # An unknown type keeps the flag's default: validate() names it.
+            values["best_metric"] = ",".join(
+                TASK_TYPES[t].default_metric if t in TASK_TYPES else values["best_metric"]
+                for t in task_types)
+        return cls(**values)
 
     @property
     def num_tasks(self) -> int:

@@ -1,42 +1,82 @@
-"""The configs of create_pretraining_data.py and run_pretraining.py."""
+"""The configs of create_pretraining_data.py and run_pretraining.py, and their flags."""
 
 import dataclasses
 from typing import Any, Dict, Optional
 
 from bert_mgpu.configs.base import (
+    ALLOW_RANDOM_WEIGHTS,
+    DO_EVAL,
+    DO_TRAIN,
+    DO_WHOLE_WORD_MASK,
+    DYNAMIC_MASKING,
+    EVAL_BATCH_SIZE,
+    INPUT_FILE,
+    MASKED_LM_PROB,
+    MAX_PREDICTIONS_PER_SEQ,
+    NO_NEXT_SENTENCE,
+    NUM_TRAIN_STEPS,
+    NUM_WARMUP_STEPS,
+    NUM_WORKERS,
+    OUTPUT_DIR,
+    OUTPUT_FILE,
+    PROGRESS_INTERVAL,
+    RANDOM_SEED,
+    SPAN_LENGTH,
+    SPAN_MASKING,
     ClusterConfig,
+    ClusterOptions,
+    Flag,
+    FromFlags,
     ModelFiles,
+    TpuCompatibility,
     TrainConfig,
     TrainOptions,
     check_at_least,
+    flag_values,
+    subtree,
 )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PretrainingConfig:
+class PretrainingConfig(FromFlags):
     """run_pretraining.py (Google's flags, same meaning, plus the trainer's)."""
-    model: ModelFiles
-    train: TrainOptions
-    cluster: Optional[ClusterConfig] = None
-    output_dir: str
-    input_file: str
-    do_train: bool = False
-    do_eval: bool = False
-    num_train_steps: int = 100000
-    num_warmup_steps: int = 10000
-    max_predictions_per_seq: int = 20
-    eval_batch_size: int = 8
-    max_eval_steps: int = 100
-    no_next_sentence: bool = False
-    allow_random_weights: bool = False
+    required_flags = ("bert_config_file", "input_file", "output_dir")
+    # The model flags of Google's run_pretraining.py (it reads ids: no tokenizer flags), and
+    # --vocab_file for --dynamic_masking.
+    model: ModelFiles = subtree(ModelFiles, ("bert_config_file", "init_checkpoint",
+                                             "max_seq_length", "vocab_file"))
+    train: TrainOptions = subtree(TrainOptions)
+    cluster: Optional[ClusterConfig] = subtree(ClusterOptions, default=None)
+    accepted_flags = (TpuCompatibility,)
+    narrowed_flags = {"vocab_file": {"help": "With --dynamic_masking: the vocabulary the "
+                                             "records were made with ([MASK], [CLS], [SEP] ids; "
+                                             "random words are drawn from it)."}}
+    output_dir: str = OUTPUT_DIR.field(required=True)
+    input_file: str = INPUT_FILE.field(required=True)
+    do_train: bool = DO_TRAIN.field()
+    do_eval: bool = DO_EVAL.field()
+    num_train_steps: int = NUM_TRAIN_STEPS.field()
+    num_warmup_steps: int = NUM_WARMUP_STEPS.field()
+    max_predictions_per_seq: int = MAX_PREDICTIONS_PER_SEQ.field()
+    eval_batch_size: int = EVAL_BATCH_SIZE.field()
+    max_eval_steps: int = Flag("integer", 100, "Maximum number of eval steps.").field()
+    no_next_sentence: bool = NO_NEXT_SENTENCE.field()
+    allow_random_weights: bool = ALLOW_RANDOM_WEIGHTS.field()
     # --dynamic_masking: unmasked records masked in the input pipeline (see
-    # input_pipeline.DynamicMasking); the masking flags below apply only then.
-    dynamic_masking: bool = False
-    masked_lm_prob: float = 0.15
-    do_whole_word_mask: bool = False
-    span_masking: bool = False
-    span_length: int = 0
-    flags: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    # input_pipeline.DynamicMasking); the masking flags below apply only then: those of
+    # create_pretraining_data.py, applied in the input pipeline.
+    dynamic_masking: bool = DYNAMIC_MASKING.field()
+    masked_lm_prob: float = MASKED_LM_PROB.field(
+        help="With --dynamic_masking: masked LM probability (e.g. 0.15 Google, up to 0.4 "
+             "Wettig et al. 2022).")
+    do_whole_word_mask: bool = DO_WHOLE_WORD_MASK.field(
+        help="With --dynamic_masking: mask whole words (the records' word_starts: ## pieces, "
+             "or --word_segmented_input units).")
+    span_masking: bool = SPAN_MASKING.field(
+        help="With --dynamic_masking: mask one contiguous span of whole words per example (as "
+             "create_pretraining_data.py --span_masking).")
+    span_length: int = SPAN_LENGTH.field()
+    flags: Dict[str, Any] = flag_values()
 
     @property
     def train_config(self) -> TrainConfig:
@@ -69,29 +109,55 @@ class PretrainingConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class CreatePretrainingDataConfig:
-    """create_pretraining_data.py: Google's flags (same meaning) and the new ones."""
-    input_file: str
-    output_file: str
-    vocab_file: str
-    do_lower_case: bool = True
-    do_whole_word_mask: bool = False
-    max_seq_length: int = 128
-    max_predictions_per_seq: int = 20
-    random_seed: int = 12345
-    dupe_factor: int = 10
-    masked_lm_prob: float = 0.15
-    short_seq_prob: float = 0.1
-    num_workers: int = 0
-    shard_size_mb: float = 8.0
-    sentence_order_prediction: bool = False
-    no_next_sentence: bool = False
-    pack_sequences: bool = False
-    span_masking: bool = False
-    span_length: int = 0
-    word_segmented_input: bool = False
-    progress_interval: float = 10.0
-    dynamic_masking: bool = False  # unmasked records; run_pretraining.py draws the masks
+class CreatePretrainingDataConfig(FromFlags):
+    """create_pretraining_data.py: Google's flags (same meaning) and the new ones (defaults keep
+    Google's output)."""
+    required_flags = ("input_file", "output_file", "vocab_file")
+    input_file: str = INPUT_FILE.field(
+        required=True, help="Input raw text file (or comma-separated list of files; globs "
+                            "allowed). One sentence per line, a blank line between documents; "
+                            "'.gz' files are read decompressed.")
+    output_file: str = OUTPUT_FILE.field(
+        required=True, help="Output TF example file (or comma-separated list of files; "
+                            "instances are written round-robin across them).")
+    vocab_file: str = ModelFiles.flag("vocab_file").field(required=True)
+    do_lower_case: bool = ModelFiles.flag("do_lower_case").field()
+    do_whole_word_mask: bool = DO_WHOLE_WORD_MASK.field()
+    max_seq_length: int = ModelFiles.flag("max_seq_length").field(
+        help="Maximum sequence length.")
+    max_predictions_per_seq: int = MAX_PREDICTIONS_PER_SEQ.field(
+        help="Maximum number of masked LM predictions per sequence.")
+    random_seed: int = RANDOM_SEED.field(help="Random seed for data generation.")
+    dupe_factor: int = Flag("integer", 10, "Number of times to duplicate the input data (with "
+                                           "different masks).").field()
+    masked_lm_prob: float = MASKED_LM_PROB.field()
+    short_seq_prob: float = Flag("float", 0.1, "Probability of creating sequences which are "
+                                               "shorter than the maximum length.").field()
+    num_workers: int = NUM_WORKERS.field()
+    shard_size_mb: float = Flag("float", 8.0, "Sharded mode: input MB per shard (cut at "
+                                              "document boundaries). The output depends on it, "
+                                              "not on --num_workers.").field()
+    sentence_order_prediction: bool = Flag("bool", False, "ALBERT's sentence-order prediction: "
+                                                          "segment B always follows A in the "
+                                                          "document; label 1 means they were "
+                                                          "swapped.").field()
+    no_next_sentence: bool = NO_NEXT_SENTENCE.field(
+        help="Masked-LM-only single-segment instances ([CLS] text [SEP], segment_ids 0, "
+             "next_sentence_labels 0).")
+    pack_sequences: bool = Flag("bool", False, "Cramming's packed masked-LM-only instances: the "
+                                               "documents, each followed by [SEP], are one "
+                                               "token stream cut into full-length [CLS] ... "
+                                               "[SEP] instances (only the last one is "
+                                               "shorter).").field()
+    span_masking: bool = SPAN_MASKING.field()
+    span_length: int = SPAN_LENGTH.field()
+    word_segmented_input: bool = Flag("bool", False, "Input words are separated by whitespace "
+                                                     "(e.g. Chinese run through a word "
+                                                     "segmenter): mask whole words, as "
+                                                     "Chinese-BERT-wwm.").field()
+    progress_interval: float = PROGRESS_INTERVAL.field()
+    # Unmasked records; run_pretraining.py draws the masks.
+    dynamic_masking: bool = DYNAMIC_MASKING.field()
 
     def validate(self) -> None:
         single = self.no_next_sentence or self.pack_sequences

@@ -11,7 +11,7 @@ import glob
 import os
 from typing import AbstractSet, List, Mapping, Optional, Sequence
 
-from bert_mgpu.data import features, file_io
+from bert_mgpu.data import checks, features, file_io
 
 # TensorFlow is imported inside the functions that build pipelines: `expand_input_files` is
 # also create_pretraining_data.py's, which never imports TensorFlow (its start-up time and
@@ -62,6 +62,14 @@ def expand_input_files(patterns: str, flag: str = "--input_file", sort: bool = T
     seen = set()
     return [f for f in files if not (f in seen or seen.add(f))]
 
+
+
+def check_pretraining_inputs(cfg) -> None:
+    """run_pretraining.py's files at start (`cfg`: a PretrainingConfig): the model files, the
+    weights its evaluation would use, and an --input_file pattern that matches nothing."""
+    checks.check_model_files(cfg.model, casing=False)
+    checks.check_weights_to_evaluate(cfg)
+    expand_input_files(cfg.input_file)
 
 def check_record_lengths(input_files: Sequence[str], shapes: Mapping[str, int],
                          flags_hint: str) -> None:

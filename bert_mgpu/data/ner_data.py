@@ -35,7 +35,7 @@ import json
 import os
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
-from bert_mgpu.data import features, file_io, tfrecord
+from bert_mgpu.data import checks, features, file_io, tfrecord
 from bert_mgpu.data.processors import DataError
 from bert_mgpu.data.sequence import window_spans
 
@@ -586,3 +586,21 @@ def _exists(path: str) -> bool:
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
         return tf.io.gfile.exists(path)
     return os.path.exists(path)
+
+
+def check_ner_inputs(cfg) -> None:
+    """run_ner.py's inputs at start (`cfg`: a NerConfig): --data_dir, a malformed
+    --label_list, the model files, the weights its evaluation or prediction would use, and
+    the CoNLL file of each split the run reads."""
+    remote = file_io.is_remote(cfg.data_dir)
+    if not remote and not os.path.isdir(cfg.data_dir):
+        raise checks.InputFileError(f"--data_dir={cfg.data_dir} is not a directory")
+    if cfg.label_list is not None:
+        get_labels([], cfg.label_list)
+    checks.check_training_job(cfg, cfg.do_predict)
+    if remote:
+        return
+    for split, wanted in (("train.txt", cfg.do_train), ("dev.txt", cfg.do_eval),
+                          ("test.txt", cfg.do_predict)):
+        if wanted and not os.path.isfile(os.path.join(cfg.data_dir, split)):
+            raise checks.InputFileError(f"--data_dir={cfg.data_dir}: {split} not found")

@@ -32,7 +32,7 @@ from typing import Callable, Dict, Iterable, Iterator, List, NamedTuple, Optiona
 from absl import logging
 
 from bert_mgpu import tokenization
-from bert_mgpu.data import file_io, tfrecord
+from bert_mgpu.data import checks, file_io, tfrecord
 from bert_mgpu.data.processors import DataError
 from bert_mgpu.data.sequence import window_spans
 from bert_mgpu.progress import Progress
@@ -662,3 +662,14 @@ def eval_features(input_file: str, output_dir: str, key: str, tokenizer, max_seq
         logging.info("Wrote SQuAD eval records (%d examples, %d features): %s",
                      len(examples), len(features), path)
     return examples, features, CachedRecords(path, len(examples), len(features))
+
+
+def check_squad_inputs(cfg) -> None:
+    """run_squad.py's files at start (`cfg`: a SquadConfig): the model files, the weights its
+    prediction would use, and the SQuAD json files the run reads (a mistyped path fails before
+    TensorFlow is loaded)."""
+    checks.check_training_job(cfg, cfg.do_predict)
+    for flag, path, used in (("train_file", cfg.train_file, cfg.do_train),
+                             ("predict_file", cfg.predict_file, cfg.do_predict or cfg.do_eval)):
+        if used and not file_io.is_remote(path) and not os.path.isfile(path):
+            raise checks.InputFileError(f"--{flag}: {path} not found")

@@ -17,13 +17,13 @@ The file is run as Google's `run_classifier.py` would have run it, with what it 
   - `import modeling` / `import optimization` (the top of a pasted run_classifier.py) import
     empty modules; using them is the same one-line error.
 
-The file is loaded once per process, at start (cli.py, with the flags), so a syntax error, a
-missing class or a method of the wrong shape is one line before any work. `--task_name` picks a
-class by Google's convention (the class name lower-cased without `Processor`, also with
-underscores between its words: `HighLevelProcessor` -> `highlevel`, `high_level`) or by its
-name (`--task_name=HighLevelProcessor`); a class of the file wins over a built-in task of the
-same name. An exception raised in the user's code is one line naming their file, line and
-function (`my_processors.py:42 in get_train_examples: FileNotFoundError: ...`).
+The file is loaded once per process, at start (`check_classifier_inputs`, with the flags), so a
+syntax error, a missing class or a method of the wrong shape is one line before any work.
+`--task_name` picks a class by Google's convention (the class name lower-cased without `Processor`,
+also with underscores between its words: `HighLevelProcessor` -> `highlevel`, `high_level`) or by
+its name (`--task_name=HighLevelProcessor`); a class of the file wins over a built-in task of the
+same name. An exception raised in the user's code is one line naming their file, line and function
+(`my_processors.py:42 in get_train_examples: FileNotFoundError: ...`).
 
 The feature cache key covers the file's content, the class and the files the processor read
 (every file it opened; none seen: every file of --data_dir).
@@ -45,7 +45,8 @@ from typing import Dict, List, Optional, Sequence
 from absl import logging
 
 from bert_mgpu import tokenization
-from bert_mgpu.data import processors
+from bert_mgpu.configs.base import split_tasks
+from bert_mgpu.data import checks, processors
 from bert_mgpu.data.processors import DataError, DataProcessor, InputExample
 
 # Files the user's code opened for reading while a split was read (None: not recording).
@@ -493,3 +494,24 @@ def for_config(cfg):
     return processor_for(cfg.task_name, cfg.label_list, cfg.task_type, cfg.processors_file,
                          dict(text_columns=cfg.text_columns, column_names=cfg.column_names,
                               data_format=cfg.data_format))
+
+
+def check_classifier_inputs(cfg) -> None:
+    """run_classifier_mgpu.py's inputs at start (`cfg`: a ClassifierConfig): an unknown
+    --task_name, a processors file that does not load or a class that does not follow Google's
+    API (the file is run here), a split the run needs missing, each task's --label_list, the
+    model files and the weights its evaluation or prediction would use."""
+    names = split_tasks(cfg.flags["task_name"])  # as given: a class name keeps its case
+    splits = [s for s, wanted in (("train", cfg.do_train), ("dev", cfg.do_eval),
+                                  ("test", cfg.do_predict)) if wanted]
+    tsv_options = dict(text_columns=cfg.text_columns, column_names=cfg.column_names,
+                       data_format=cfg.data_format)
+    for name in names:
+        processor = processor_for(name, cfg.label_list if len(names) == 1 else None,
+                                  processors_file=cfg.processors_file, tsv_options=tsv_options)
+        processor.check_splits(splits)
+    checks.check_model_files(cfg.model)
+    if cfg.num_tasks > 1:
+        for task in cfg.task_configs():  # each task's --label_list
+            processor_for(task.task_name, task.label_list, processors_file=task.processors_file)
+    checks.check_weights_to_evaluate(cfg, cfg.do_predict)

@@ -1,16 +1,21 @@
-"""What every training job does first, and the pieces every job builds the same way.
+"""What every training job does around its task, in one place.
 
 A training job starts with `start_job(cfg)`: the tower devices (the first TensorFlow work of the
 process: without a GPU it splits the CPU into logical devices), the cluster of a multi-machine
 run, the model config checked against the flags, the output directory and the seed. The returned
 `Job` then builds the trainer and the training input the same way for every task, and the chief
-alone writes the effective config and the results. A new job is: a script, a flag group
-(cli.py), a config (configs/), a data module (data/) and a task module (tasks/).
+alone writes the effective config and the results; `read_splits`, `with_dropout_layout`,
+`train_watched` and `eval_input` are the steps every fine-tuning job takes the same way.
+
+A new job adds files and edits none: a script, a config whose fields declare their flags
+(configs/<job>.py, registered in configs/registry.py's registry when it is exported), a data
+module with its checks of the files the flags name (data/), a task module (tasks/) and, when it
+is exported, a serving module (serving/). cli.py builds the script's flags from the config.
 """
 
 import dataclasses
 import os
-from typing import Any, Callable, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 from absl import logging
@@ -19,6 +24,7 @@ from bert_mgpu.configs.base import TrainConfig
 from bert_mgpu.data import input_pipeline
 from bert_mgpu.engine import checkpoint, evaluation, towers, training
 from bert_mgpu.engine.cluster import Cluster
+from bert_mgpu.model import modeling
 from bert_mgpu.model.bert_config import BertConfig, read_bert_config
 
 
@@ -92,6 +98,15 @@ class Job:
         training.write_eval_results(os.path.join(self.cfg.output_dir, "eval_results.txt"),
                                     result)
 
+    def layerwise_lr_multipliers(self, task) -> Optional[Dict[str, float]]:
+        """--layerwise_lr_decay's learning-rate factor of each of `task`'s variables (the
+        trainer's `lr_multipliers`); None when it is off (1.0)."""
+        if self.cfg.layerwise_lr_decay == 1.0:
+            return None
+        return modeling.layerwise_lr_multipliers(task.named_variables(),
+                                                 self.bert_config.num_hidden_layers,
+                                                 self.cfg.layerwise_lr_decay)
+
 
 def start_job(cfg) -> Job:
     """The start-up of every training job (`cfg` has `model`, `train`, `cluster`,
@@ -109,3 +124,62 @@ def start_job(cfg) -> Job:
     tf.io.gfile.makedirs(cfg.output_dir)
     tf.random.set_seed(cfg.train.random_seed)
     return Job(cfg, devices, cluster, bert_config)
+
+
+def read_splits(cfg, read: Callable[[str], Any]) -> Dict[str, Any]:
+    """"train", "dev", "test" -> `read(split)` for each split the run needs (--do_train,
+    --do_eval, --do_predict of `cfg`), read in that order before any training."""
+    return {split: read(split) for split, wanted in (
+        ("train", cfg.do_train), ("dev", cfg.do_eval), ("test", cfg.do_predict)) if wanted}
+
+
+def train_watched(job: Job, trainer: training.Trainer,
+                  training_input: Callable[[], Any],
+                  evaluate: Optional[Callable[[], dict]] = None,
+                  best_metric: Optional[str] = None) -> evaluation.CollapseWatch:
+    """What every fine-tuning job does before its final evaluation and prediction.
+
+    With --do_train: trains on `training_input()` (called only then), the collapse watch
+    recording each update's loss and, with --eval_every_n_steps, checking `evaluate()` (the
+    job's dev-set evaluation; None: none during training) every N updates, the best checkpoint
+    kept by `best_metric` (default --best_metric); the chief then judges the training loss.
+    Without --do_train: restores the weights that evaluation and prediction use.
+
+    Returns:
+      The run's `CollapseWatch`, for the job's final evaluation (`watch.check`).
+    """
+    watch = evaluation.CollapseWatch(trainer.cfg, trainer.global_step, job.chief)
+    if not job.cfg.do_train:
+        trainer.restore_or_initialize()
+        return watch
+    periodic = None
+    if evaluate is not None:
+        periodic = job.periodic_evaluator(trainer, lambda: watch.check(evaluate()), best_metric)
+    trainer.train(training_input(), on_step=watch.on_step(periodic))
+    if job.chief:
+        watch.after_training()
+    return watch
+
+
+def eval_input(cfg, input_files: Sequence[str], shapes, batch_size: int):
+    """Evaluation/prediction batches of a fine-tuning task (`cfg`: its config, with the
+    `LengthBatching` flags): every record once; sorted by length with --pad_to_longest (the
+    trainer cuts each batch to its longest and puts the predictions back in file order)."""
+    if cfg.pad_to_longest:
+        return input_pipeline.length_sorted_dataset(input_files, shapes, batch_size)
+    return input_pipeline.record_dataset(input_files, shapes, batch_size, is_training=False)
+
+
+def with_dropout_layout(cfg, train_cfg, train_files):
+    """`train_cfg` of a fine-tuning job (`cfg`: its config, with the `LengthBatching` flags)
+    with dropout's layout length: the training files' longest example rounded up to
+    --pad_to_multiple_of (input_pipeline.dropout_layout_length), padded or trimmed batches
+    alike; unchanged without training files."""
+    if not train_files:
+        return train_cfg
+    length = input_pipeline.dropout_layout_length(train_files, cfg.model.max_seq_length,
+                                                  cfg.pad_to_multiple_of)
+    logging.info("Dropout masks laid out over %d positions (the training set's longest example "
+                 "rounded up to --pad_to_multiple_of=%d; --max_seq_length=%d)", length,
+                 cfg.pad_to_multiple_of, cfg.model.max_seq_length)
+    return dataclasses.replace(train_cfg, max_seq_length=length)

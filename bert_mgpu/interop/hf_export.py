@@ -26,7 +26,7 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from bert_mgpu.configs.classifier import TASK_TYPES
+from bert_mgpu.configs import registry
 from bert_mgpu.interop import hf_checkpoint
 from bert_mgpu.interop.hf_checkpoint import ConversionError
 from bert_mgpu.model.head_spec import ClassifierHeadSpec, classifier_head_of_run, head_scope
@@ -153,7 +153,7 @@ def export_config(bert_config: Mapping, architecture: str,
                                   f"{num_labels}")
         out["id2label"] = {str(i): n for i, n in enumerate(names)}
         out["label2id"] = {n: i for i, n in enumerate(names)}
-        problem_type = TASK_TYPES[task_type].hf_problem_type
+        problem_type = registry.task_type(task_type).hf_problem_type
         if problem_type is not None:
             out["problem_type"] = problem_type
     return out
@@ -247,7 +247,7 @@ def convert_checkpoint(bert_config_file: str, init_checkpoint: str, vocab_file: 
         raise ConversionError(f"{prefix}: {len(missing)} BERT variable(s) missing: "
                               f"{', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}")
     head = _classifier_head(weights, prefix, task_label)
-    if labels is None and head.labels and TASK_TYPES[head.task_type].has_label_names:
+    if labels is None and head.labels and registry.task_type(head.task_type).has_label_names:
         labels = head.labels
     state, architecture = export_weights(weights)
     if "bert.embeddings.word_embeddings.weight" in state or \

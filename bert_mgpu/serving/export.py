@@ -26,7 +26,7 @@ script's windows, run the encoder on all windows of the batch and pool each text
 [windows, max_seq_length]) and `example_index` int32 [windows] (the text of each); `serve_ids`
 classifies each row as one window.
 
-The SQuAD export (`--task=squad`, a run_squad.py model) has its own (see `squad_export`):
+The SQuAD export (`--task=squad`, a run_squad.py model) has its own (see serving/squad.py):
 
 - `serving_default`: `question`, `context` string [batch] -> `answer` string [batch] (the
   context's substring), `answer_start`, `answer_end` int32 [batch] (character offsets, end
@@ -86,26 +86,27 @@ tokenizer's ops); no Python code of this package is stored or needed.
 """
 
 import dataclasses
+import importlib
 import json
 import os
 import re
 import shutil
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import tensorflow as tf
 from absl import logging
 
+from bert_mgpu.configs import registry
 from bert_mgpu.configs.base import check_truncation
-from bert_mgpu.configs.classifier import TASK_TYPES, WINDOW_POOLINGS
 from bert_mgpu.configs.serving import DEFAULT_LENGTH_CHUNKS
 from bert_mgpu.configs.squad import SquadAnswerOptions
 from bert_mgpu.engine import checkpoint
-from bert_mgpu.model import heads, modeling
+from bert_mgpu.model import modeling
 from bert_mgpu.model.bert_config import BertConfig
-from bert_mgpu.model.head_spec import ClassifierHeadSpec, classifier_head_of_run
+from bert_mgpu.model.head_spec import ClassifierHeadSpec
 from bert_mgpu.serving import windows as serving_windows
-from bert_mgpu.serving.squad import SquadServing
+from bert_mgpu.serving.task import ExportError, TaskServing
 
 _COMPUTE_DTYPES = {"fp32": tf.float32, "bf16": tf.bfloat16, "fp16": tf.float16}
 # --length_chunks: the fewest examples of a chunk. Each chunk pays the encoder's per-op overhead
@@ -114,136 +115,17 @@ _COMPUTE_DTYPES = {"fp32": tf.float32, "bf16": tf.bfloat16, "fp16": tf.float16}
 MIN_CHUNK_EXAMPLES = 8
 
 
-class ExportError(ValueError):
-    """An export that cannot be made; the message names the flag or file."""
+def task_serving(name: str) -> TaskServing:
+    """The `TaskServing` of the registered task `name` (its serving module's `SERVING`).
 
-
-# ---------------------------------------------------------------------------------------------
-# What a task adds to the encoder.
-
-@dataclasses.dataclass
-class TaskExport:
-    """How one `--task` turns encoder outputs into serving outputs.
-
-    Attributes:
-      build: (bert_config, checkpoint reader shapes, `ResolvedExport`) -> the task's tf.Module
-        holding its head variables (Google's names via `named_variables()`), or None for no
-        head.
-      outputs: (head, BertOutputs, input_mask int32 [B, S]) -> dict of output Tensors.
-      labels_needed: whether the task has label names.
-      first_token_only: the outputs read the last layer at [CLS] only (the pooler).
-      per_position: the outputs have a sequence dimension (`serve_ids` keeps its length).
+    Raises:
+      ExportError: no task of that name is registered.
     """
-    build: Callable
-    outputs: Callable
-    labels_needed: bool = False
-    first_token_only: bool = False
-    per_position: bool = True
-
-
-class ServedClassifier(tf.Module):
-    """A run_classifier_mgpu.py head (Google's `output_weights`/`output_bias`, or a multi-task
-    run's `task_<label>/...`) and its task type's outputs (see the module docstring)."""
-
-    def __init__(self, bert_config, num_labels: int, head: ClassifierHeadSpec):
-        super().__init__(name=None)
-        self.num_labels = num_labels
-        self.task_type = head.task_type
-        self.threshold = head.multilabel_threshold
-        self.classifier = heads.ClassifierHead(bert_config, num_labels, scope=head.scope)
-
-    def named_variables(self):
-        return self.classifier.named_variables()
-
-    def __call__(self, pooled_output):
-        """pooled_output float [B, H] -> dict of outputs [B, ...] (module docstring)."""
-        logits = self.classifier.logits(tf.cast(pooled_output, tf.float32))  # [B, labels]
-        return self._from_value(self._VALUES[self._encoding](logits))
-
-    @property
-    def _encoding(self):
-        return TASK_TYPES[self.task_type].label_encoding
-
-    def pool(self, outputs, example_index, num_texts, pooling: str):
-        """The outputs of texts from those of their windows (`__call__`'s [W, ...]), as the
-        classifier's eval and predict pool a --doc_stride run's windows: the `pooling` of the
-        probabilities (a row renormalised to sum to 1) / scores / sigmoid probabilities, the
-        label ids and predicted labels taken from the pooled values."""
-        name = "predictions" if self._encoding == "score" else "probabilities"
-        pooled = serving_windows.pool(outputs[name], example_index, num_texts, pooling)
-        if self._encoding == "index":
-            pooled = pooled / tf.reduce_sum(pooled, axis=-1, keepdims=True)
-        return self._from_value(pooled)
-
-    def _from_value(self, value):
-        """The outputs of the head's value [B, ...] (probabilities, score or sigmoids)."""
-        if self._encoding == "score":
-            return {"predictions": value}
-        if self._encoding == "multi_hot":
-            return {"probabilities": value, "predicted": value > self.threshold}
-        return {"probabilities": value,
-                "label_id": tf.argmax(value, axis=-1, output_type=tf.int32)}
-
-    # TaskType.label_encoding -> logits [B, labels] -> the head's value.
-    _VALUES = {"score": lambda logits: logits[:, 0], "multi_hot": tf.sigmoid,
-               "index": lambda logits: tf.nn.softmax(logits, axis=-1)}
-
-
-def _build_classifier(bert_config, shapes, spec):
-    head = spec.head
-    variable = f"{head.scope}/output_bias" if head.scope else "output_bias"
-    if variable not in shapes:
-        raise ExportError("--task=classifier: the checkpoint has no classifier head "
-                          "(output_weights/output_bias); use --task=features")
-    if head.classifier_input != "pooled":
-        raise ExportError(f"--classifier_input={head.classifier_input} (the run's): the export "
-                          f"serves heads on the pooled output (--classifier_input=pooled) only")
-    num_labels = shapes[variable][0]
-    labels = spec.labels
-    if labels is not None and len(labels) != num_labels:
-        raise ExportError(f"{len(labels)} label names for a classifier head of {num_labels} "
-                          f"labels")
-    return ServedClassifier(bert_config, num_labels, head)
-
-
-def _classifier_outputs(head, bert_out, input_mask):
-    del input_mask
-    return head(bert_out.pooled_output)
-
-
-def _features_outputs(head, bert_out, input_mask):
-    del head
-    sequence = tf.cast(bert_out.sequence_output, tf.float32)  # [B, S, H]
-    mask = tf.cast(input_mask, tf.float32)[:, :, None]        # [B, S, 1]
-    count = tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)     # [B, 1]
-    return {"pooled_output": tf.cast(bert_out.pooled_output, tf.float32),
-            "sequence_output": sequence,
-            "input_mask": tf.cast(input_mask, tf.int32),
-            "sentence_embedding": tf.reduce_sum(sequence * mask, axis=1) / count}
-
-
-def _build_squad(bert_config, shapes, spec):
-    del spec
-    if "cls/squad/output_bias" not in shapes:
-        raise ExportError("--task=squad: the checkpoint has no SQuAD head "
-                          "(cls/squad/output_weights, cls/squad/output_bias): export a "
-                          "run_squad.py run")
-    return heads.SpanHead(bert_config)
-
-
-def _squad_outputs(head, bert_out, input_mask):
-    del input_mask
-    return head(bert_out.sequence_output)
-
-
-# --task -> TaskExport. SQuAD's raw-text signatures are its own (`_squad_signatures`).
-_TASKS: Dict[str, TaskExport] = {
-    "classifier": TaskExport(_build_classifier, _classifier_outputs, labels_needed=True,
-                             first_token_only=True, per_position=False),
-    "features": TaskExport(lambda *unused: None, _features_outputs),
-    "squad": TaskExport(_build_squad, _squad_outputs),
-}
-TASKS = tuple(_TASKS)
+    try:
+        registered = registry.task(name)
+    except ValueError as e:
+        raise ExportError(str(e)) from None
+    return importlib.import_module(registered.serving).SERVING
 
 
 # ---------------------------------------------------------------------------------------------
@@ -256,9 +138,9 @@ class ServingModel(tf.Module):
     and the variables, so the loader needs none of this code.
     """
 
-    def __init__(self, bert_config: BertConfig, tokenizer, task: str, head_module,
+    def __init__(self, bert_config: BertConfig, tokenizer, task: TaskServing, head_module,
                  labels: Optional[Sequence[str]] = None, compute_dtype=tf.float32,
-                 jit_compile: bool = False, squad: Optional[SquadAnswerOptions] = None,
+                 jit_compile: bool = False, task_module: Optional[tf.Module] = None,
                  length_chunks: int = DEFAULT_LENGTH_CHUNKS, doc_stride: int = 0,
                  window_pooling: str = "mean"):
         super().__init__(name=None)
@@ -266,16 +148,16 @@ class ServingModel(tf.Module):
         # A --doc_stride classifier: each text is read in windows, pooled by window_pooling.
         self.doc_stride = doc_stride
         self.window_pooling = window_pooling
-        self.task = task
-        self._task = _TASKS[task]
-        self.squad = SquadServing(tokenizer, squad) if squad is not None else None
+        self.task_serving = task
+        # What the task's signatures need besides the encoder and head (SQuAD's windows).
+        self.task_module = task_module
         # XLA compiles per shape: cut lengths are rounded up to a multiple of 8.
         self._length_multiple = 8 if jit_compile else 1
         # Outputs without a sequence dimension can come from chunks of different lengths.
-        self._length_chunks = 1 if self._task.per_position else length_chunks
+        self._length_chunks = 1 if self.task_serving.per_position else length_chunks
         # ... and from the real tokens' rows only (the padding's rows are never computed):
         # dynamic shapes, so not under XLA.
-        self._drop_padding = not self._task.per_position and not jit_compile
+        self._drop_padding = not self.task_serving.per_position and not jit_compile
         self.bert = modeling.BertModel(bert_config, compute_dtype=compute_dtype)
         self.head = head_module
         named = self.named_variables()
@@ -283,7 +165,7 @@ class ServingModel(tf.Module):
         # track them.
         self._weights = list(named.values())
         self.labels = tf.constant(list(labels)) if labels is not None else None
-        self._encode = tf.function(self._encode_python, jit_compile=jit_compile,
+        self.encode = tf.function(self._encode_python, jit_compile=jit_compile,
                                    reduce_retracing=True, autograph=False)
         # One text has no padding left after the cut: dropping it would only add scatters
         # and gathers, so a batch of one runs the plain graph.
@@ -296,10 +178,10 @@ class ServingModel(tf.Module):
 
     def _encode_python(self, input_ids, input_mask, segment_ids, drop_padding=None):
         out = self.bert(input_ids, input_mask, segment_ids, training=False,
-                        first_token_only=self._task.first_token_only,
+                        first_token_only=self.task_serving.first_token_only,
                         drop_padding=self._drop_padding if drop_padding is None
                         else drop_padding)
-        return self._task.outputs(self.head, out, input_mask)
+        return self.task_serving.outputs(self.head, out, input_mask)
 
     def _encode_plain_python(self, input_ids, input_mask, segment_ids):
         return self._encode_python(input_ids, input_mask, segment_ids, drop_padding=False)
@@ -316,7 +198,7 @@ class ServingModel(tf.Module):
             return dict(outputs, label=tf.strings.regex_replace(joined, ",$", ""))
         return outputs
 
-    def _cut_length(self, longest, length):
+    def cut_length(self, longest, length):
         """`longest` (scalar int) made at least 1, rounded up to the length multiple, at most
         `length`."""
         m = self._length_multiple
@@ -326,7 +208,7 @@ class ServingModel(tf.Module):
     def _cut(self, input_ids, input_mask, segment_ids):
         """The inputs cut after the last real position of the batch (masks are prefixes, as
         every feature builder here makes them; a mask with holes is still cut correctly)."""
-        cut = self._cut_length(tf.reduce_max(_real_lengths(input_mask)),
+        cut = self.cut_length(tf.reduce_max(_real_lengths(input_mask)),
                                tf.shape(input_mask)[1])
         return input_ids[:, :cut], input_mask[:, :cut], segment_ids[:, :cut]
 
@@ -335,8 +217,8 @@ class ServingModel(tf.Module):
         the plain graph: see `_encode_plain`)."""
         inputs = self._cut(input_ids, input_mask, segment_ids)
         if not self._drop_padding:
-            return self._encode(*inputs)
-        return tf.cond(tf.shape(input_ids)[0] > 1, lambda: self._encode(*inputs),
+            return self.encode(*inputs)
+        return tf.cond(tf.shape(input_ids)[0] > 1, lambda: self.encode(*inputs),
                        lambda: self._encode_plain(*inputs))
 
     def _encode_cut(self, input_ids, input_mask, segment_ids):
@@ -357,8 +239,8 @@ class ServingModel(tf.Module):
 
             def chunk(i):
                 start, end = bounds[i], bounds[i + 1]
-                cut = self._cut_length(sorted_lengths[end - 1], tf.shape(input_mask)[1])
-                return self._encode(*[x[start:end, :cut] for x in inputs])
+                cut = self.cut_length(sorted_lengths[end - 1], tf.shape(input_mask)[1])
+                return self.encode(*[x[start:end, :cut] for x in inputs])
 
             def body(i, arrays):
                 out = chunk(i)
@@ -375,8 +257,8 @@ class ServingModel(tf.Module):
                        lambda: self._encode_one_piece(input_ids, input_mask, segment_ids))
 
     def serve_ids(self, input_ids, input_mask, segment_ids):
-        if self._task.per_position:
-            return self._finish(self._encode(input_ids, input_mask, segment_ids))
+        if self.task_serving.per_position:
+            return self._finish(self.encode(input_ids, input_mask, segment_ids))
         return self._finish(self._encode_cut(input_ids, input_mask, segment_ids))
 
     def serve_text(self, text_a, text_b=None):
@@ -396,27 +278,6 @@ class ServingModel(tf.Module):
                                    windows["segment_ids"])
         return self._finish(self.head.pool(outputs, windows["example_index"],
                                            tf.shape(text_a)[0], self.window_pooling))
-
-    def tokenize_squad(self, question, context):
-        """The windows of (question, context) as run_squad.py builds them (padded to
-        max_seq_length) and the question each belongs to."""
-        windows = self.squad.windows(question, context, self.tokenizer.max_seq_length)
-        return {k: windows[k] for k in ("input_ids", "input_mask", "segment_ids",
-                                        "example_index")}
-
-    def serve_squad(self, question, context):
-        """Raw (question, context) -> the answer of each question over all its windows."""
-        windows = self.squad.windows(question, context)
-        length = tf.shape(windows["input_ids"])[1]
-        cut = self._cut_length(length, self.tokenizer.max_seq_length)
-        pad = [[0, 0], [0, cut - length]]
-        # (With jit_compile the windows are padded up to the rounded length.)
-        windows.update({k: tf.pad(windows[k], pad) for k in ("input_ids", "input_mask",
-                                                             "segment_ids", "max_context")})
-        logits = self._encode(windows["input_ids"], windows["input_mask"],
-                              windows["segment_ids"])
-        return self.squad.answers(context, windows, logits["start_logits"],
-                                  logits["end_logits"])
 
     def tokenize(self, text_a, text_b=None):
         if self.doc_stride:  # the windows, padded to max_seq_length, and their texts
@@ -438,26 +299,7 @@ def _signatures(model: ServingModel):
     ids = [tf.TensorSpec([None, None], tf.int32, name=n)
            for n in ("input_ids", "input_mask", "segment_ids")]
     serve_ids = tf.function(model.serve_ids, input_signature=ids, autograph=False)
-    if model.task == "squad":
-        texts = [tf.TensorSpec([None], tf.string, name=n) for n in ("question", "context")]
-        return {"serving_default": tf.function(model.serve_squad, input_signature=texts,
-                                                  autograph=False),
-                "tokenize": tf.function(model.tokenize_squad, input_signature=texts,
-                                           autograph=False),
-                "serve_ids": serve_ids}
-    text = tf.TensorSpec([None], tf.string, name="text_a")
-    text_b = tf.TensorSpec([None], tf.string, name="text_b")
-    return {
-        "serving_default": tf.function(lambda text_a: model.serve_text(text_a),
-                                       input_signature=[text], autograph=False),
-        "serving_pair": tf.function(lambda text_a, text_b: model.serve_text(text_a, text_b),
-                                    input_signature=[text, text_b], autograph=False),
-        "tokenize": tf.function(lambda text_a: model.tokenize(text_a), input_signature=[text],
-                                autograph=False),
-        "tokenize_pair": tf.function(lambda text_a, text_b: model.tokenize(text_a, text_b),
-                                     input_signature=[text, text_b], autograph=False),
-        "serve_ids": serve_ids,
-    }
+    return model.task_serving.signatures(model, serve_ids)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -540,26 +382,10 @@ def resolve(cfg) -> ResolvedExport:
     def option(name, value):
         return value if name in flag_set or name not in run else run[name]
 
-    head = ClassifierHeadSpec()
-    if cfg.task == "classifier":
-        prefix = checkpoint.resolve_checkpoint_path(init_checkpoint)
-        try:
-            head = classifier_head_of_run(run, [n for n, _ in tf.train.list_variables(prefix)],
-                                          cfg.task_label, cfg.output_dir or prefix)
-        except ValueError as e:
-            raise ExportError(str(e)) from None
-    labels = list(cfg.label_list) if cfg.label_list else head.labels
-    doc_stride, window_pooling = 0, "mean"
-    if cfg.task == "classifier":
-        # The classifier's --doc_stride defaults to 0 (run_squad.py's flag of the same name,
-        # which the export shares, to 128): the run's unless given.
-        doc_stride = int(cfg.doc_stride if cfg.doc_stride is not None
-                         else run.get("doc_stride") or 0)
-        window_pooling = option("window_pooling", cfg.window_pooling)
-    given_squad = cfg.squad or SquadAnswerOptions()
-    squad = SquadAnswerOptions(**{f.name: type(f.default)(option(f.name, getattr(given_squad,
-                                                                                 f.name)))
-                                  for f in dataclasses.fields(SquadAnswerOptions)})
+    # What the task reads from the run (a classifier's head and windows, SQuAD's answers).
+    task_fields = task_serving(cfg.task).resolve(
+        cfg, run, checkpoint.resolve_checkpoint_path(init_checkpoint), option)
+    labels = task_fields.pop("labels", list(cfg.label_list) if cfg.label_list else None)
     max_seq_length = int(option("max_seq_length", model.max_seq_length))
     truncation, head_tokens = option("truncation", cfg.truncation), int(option("head_tokens",
                                                                                cfg.head_tokens))
@@ -571,10 +397,8 @@ def resolve(cfg) -> ResolvedExport:
         bert_config_file=bert_config_file, init_checkpoint=init_checkpoint,
         vocab_file=vocab_file, spm_model_file=spm_model_file,
         do_lower_case=bool(option("do_lower_case", model.do_lower_case)),
-        max_seq_length=max_seq_length, squad=squad, truncation=truncation,
-        head_tokens=head_tokens, head=head,
-        doc_stride=doc_stride, window_pooling=window_pooling,
-        labels=[str(x) for x in labels] if labels is not None else None)
+        max_seq_length=max_seq_length, truncation=truncation, head_tokens=head_tokens,
+        labels=[str(x) for x in labels] if labels is not None else None, **task_fields)
 
 
 def next_version(export_dir: str) -> int:
@@ -592,8 +416,7 @@ def build_serving_model(spec: ResolvedExport, task: str, precision: str = "fp32"
     """The `ServingModel` of `spec` with its weights loaded from `spec.init_checkpoint`."""
     from bert_mgpu.serving.tokenizer import ServingTokenizer
 
-    if task not in _TASKS:
-        raise ExportError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
+    serving = task_serving(task)
     if precision not in _COMPUTE_DTYPES:
         raise ExportError(f"--precision must be one of {', '.join(_COMPUTE_DTYPES)}, got "
                           f"{precision!r}")
@@ -604,11 +427,8 @@ def build_serving_model(spec: ResolvedExport, task: str, precision: str = "fp32"
                           f"{spec.bert_config_file}")
     prefix = checkpoint.resolve_checkpoint_path(spec.init_checkpoint)
     shapes = dict(tf.train.list_variables(prefix))
-    task_export = _TASKS[task]
-    head = task_export.build(bert_config, shapes, spec)
-    labels = None
-    if task_export.labels_needed and TASK_TYPES[spec.head.task_type].has_label_names:
-        labels = spec.labels or [str(i) for i in range(head.num_labels)]
+    head = serving.build(bert_config, shapes, spec)
+    labels = serving.labels(head, spec)
     tokenizer = ServingTokenizer(spec.vocab_file, do_lower_case=spec.do_lower_case,
                                  spm_model_file=spec.spm_model_file,
                                  max_seq_length=spec.max_seq_length,
@@ -617,46 +437,24 @@ def build_serving_model(spec: ResolvedExport, task: str, precision: str = "fp32"
         raise ExportError(f"{spec.vocab_file or spec.spm_model_file}: {tokenizer.vocab_size} "
                           f"tokens, but vocab_size is {bert_config.vocab_size} in "
                           f"{spec.bert_config_file}")
-    squad = None
-    if task == "squad":
-        if spec.spm_model_file:
-            raise ExportError("--task=squad needs a WordPiece --vocab_file (answers are cut "
-                              "from the context by the tokens' character offsets)")
-        try:
-            spec.squad.validate(spec.max_seq_length)
-        except ValueError as e:
-            raise ExportError(str(e)) from None
-        squad = spec.squad
-    if spec.doc_stride:
-        _check_windows(spec, task)
-    model = ServingModel(bert_config, tokenizer, task, head, labels,
+    if spec.doc_stride and not serving.windows:
+        windowed = [name for name in registry.tasks() if task_serving(name).windows]
+        raise ExportError(f"--doc_stride={spec.doc_stride}: windows of long texts are "
+                          f"exported for --task={' or '.join(windowed)} only")
+    serving.check(spec)
+    model = ServingModel(bert_config, tokenizer, serving, head, labels,
                          compute_dtype=_COMPUTE_DTYPES[precision], jit_compile=jit_compile,
-                         squad=squad, length_chunks=length_chunks, doc_stride=spec.doc_stride,
+                         task_module=serving.module(tokenizer, spec),
+                         length_chunks=length_chunks, doc_stride=spec.doc_stride,
                          window_pooling=spec.window_pooling)
     # Every variable of the served model must come from the checkpoint.
     checkpoint.restore_checkpoint(prefix, model.named_variables(), strict=True)
     return model
 
 
-def _check_windows(spec: ResolvedExport, task: str) -> None:
-    """Raises ExportError for a --doc_stride export the classifier's run would refuse."""
-    if task != "classifier":
-        raise ExportError(f"--doc_stride={spec.doc_stride}: windows of long texts are "
-                          f"exported for --task=classifier only")
-    budget = spec.max_seq_length - 2
-    if not 0 < spec.doc_stride <= budget:
-        raise ExportError(f"--doc_stride={spec.doc_stride} must be in [0, --max_seq_length - 2 "
-                          f"= {budget}]")
-    if spec.truncation == "head_tail":
-        raise ExportError(f"--doc_stride={spec.doc_stride} keeps every piece of a long text "
-                          f"in windows; --truncation=head_tail cuts it: choose one")
-    if spec.window_pooling not in WINDOW_POOLINGS:
-        raise ExportError(f"--window_pooling must be one of {', '.join(WINDOW_POOLINGS)}, got "
-                          f"{spec.window_pooling!r}")
-
-
 def export_saved_model(cfg) -> str:
-    """Runs export_saved_model.py with a `config.ExportConfig`; returns the version directory.
+    """Runs export_saved_model.py with a `configs/serving.py` ExportConfig; returns the version
+    directory.
 
     The SavedModel is written to a temporary directory next to the version and renamed into
     place, so TF Serving never sees a half-written version.

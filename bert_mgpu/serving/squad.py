@@ -38,9 +38,13 @@ tokens, and character offsets come with them (`ServingTokenizer.tokenize_with_of
 WordPiece vocabularies only.
 """
 
+import dataclasses
+
 import tensorflow as tf
 
 from bert_mgpu.configs.squad import SquadAnswerOptions
+from bert_mgpu.model import heads
+from bert_mgpu.serving.task import ExportError, TaskServing
 from bert_mgpu.serving.tokenizer import pack_rows, token_column
 from bert_mgpu.serving.windows import slice_windows, window_spans
 
@@ -267,3 +271,73 @@ def _char_offsets(windows, example, best: dict):
     finish = tf.gather(tf.concat([char_end.values, sentinel], 0),
                        tf.clip_by_value(first_token + best["end"], 0, last))
     return begin, finish
+
+
+class SquadTaskServing(TaskServing):
+    """A run_squad.py model (export_saved_model.py --task=squad): the span head on the sequence
+    output, and signatures of (question, context) strings (see serving/export.py)."""
+
+    def resolve(self, cfg, run, checkpoint_prefix, option):
+        """run_squad.py's window and answer flags: the run's unless given."""
+        del run, checkpoint_prefix
+        given = cfg.squad or SquadAnswerOptions()
+        return {"squad": SquadAnswerOptions(**{
+            f.name: type(f.default)(option(f.name, getattr(given, f.name)))
+            for f in dataclasses.fields(SquadAnswerOptions)})}
+
+    def check(self, spec) -> None:
+        if spec.spm_model_file:
+            raise ExportError("--task=squad needs a WordPiece --vocab_file (answers are cut "
+                              "from the context by the tokens' character offsets)")
+        try:
+            spec.squad.validate(spec.max_seq_length)
+        except ValueError as e:
+            raise ExportError(str(e)) from None
+
+    def build(self, bert_config, shapes, spec):
+        del spec
+        if "cls/squad/output_bias" not in shapes:
+            raise ExportError("--task=squad: the checkpoint has no SQuAD head "
+                              "(cls/squad/output_weights, cls/squad/output_bias): export a "
+                              "run_squad.py run")
+        return heads.SpanHead(bert_config)
+
+    def outputs(self, head, bert_out, input_mask):
+        del input_mask
+        return head(bert_out.sequence_output)
+
+    def module(self, tokenizer, spec):
+        return SquadServing(tokenizer, spec.squad)
+
+    def signatures(self, model, serve_ids):
+        texts = [tf.TensorSpec([None], tf.string, name=n) for n in ("question", "context")]
+        return {"serving_default": tf.function(lambda question, context: serve_squad(
+                    model, question, context), input_signature=texts, autograph=False),
+                "tokenize": tf.function(lambda question, context: _windows(
+                    model, question, context), input_signature=texts, autograph=False),
+                "serve_ids": serve_ids}
+
+
+def _windows(model, question, context):
+    """The windows of (question, context) as run_squad.py builds them (padded to
+    max_seq_length) and the question each belongs to."""
+    windows = model.task_module.windows(question, context, model.tokenizer.max_seq_length)
+    return {k: windows[k] for k in ("input_ids", "input_mask", "segment_ids", "example_index")}
+
+
+def serve_squad(model, question, context):
+    """Raw (question, context) -> the answer of each question over all its windows (`model`:
+    a serving/export.py `ServingModel` of --task=squad)."""
+    squad = model.task_module
+    windows = squad.windows(question, context)
+    length = tf.shape(windows["input_ids"])[1]
+    cut = model.cut_length(length, model.tokenizer.max_seq_length)
+    pad = [[0, 0], [0, cut - length]]
+    # (With jit_compile the windows are padded up to the rounded length.)
+    windows.update({k: tf.pad(windows[k], pad) for k in ("input_ids", "input_mask",
+                                                         "segment_ids", "max_context")})
+    logits = model.encode(windows["input_ids"], windows["input_mask"], windows["segment_ids"])
+    return squad.answers(context, windows, logits["start_logits"], logits["end_logits"])
+
+
+SERVING = SquadTaskServing()

@@ -8,18 +8,16 @@ slice: `context` computes the normalisers of the *global* batch once, and `tower
 the slice's share of the global loss, so the shares add up to the global loss and their
 gradients add up to its gradient.
 
-The engine declares what it calls (engine/contract.py: it cannot import this layer); `Task` here
-adds what the jobs call, and `BertTask` gives the optional members their defaults, so neither
-the engine nor a job probes a task for a member.
+The engine declares what it calls (engine/contract.py: it cannot import this layer); `JobTask`
+here adds what the jobs call, and `BertTask` gives the optional members their defaults, so
+neither the engine nor a job probes a task for a member. What every job does around its task
+(start-up, splits, trainer, training with its watch, evaluation input) is engine/job.py's.
 
 Each job has its own module beside this one (pretraining, classifier, multitask, squad, ner,
 features): its Task classes and its job function side by side.
 """
 
-import dataclasses
 from typing import (
-    Any,
-    Callable,
     Dict,
     List,
     Mapping,
@@ -31,21 +29,19 @@ from typing import (
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from bert_mgpu import tokenization
 from bert_mgpu.configs.base import ModelFiles, TrainConfig
 from bert_mgpu.data import input_pipeline
 from bert_mgpu.data.features import FILE_BATCH_WEIGHT, WINDOW_WEIGHT
-from bert_mgpu.engine import contract, evaluation, training
+from bert_mgpu.engine import contract, training
 from bert_mgpu.engine.job import Job
-from bert_mgpu.model import modeling
 
 Tensors = contract.Tensors
 
 
 @runtime_checkable
-class Task(contract.Task, Protocol):
+class JobTask(contract.Task, Protocol):
     """What the trainer and the jobs need of a task: the engine's contract
     (engine/contract.py: the loss, evaluation and prediction, `routes`/`route`) plus what the
     jobs' evaluation calls. `BertTask` gives every optional member its default."""
@@ -61,7 +57,7 @@ class Task(contract.Task, Protocol):
 
 
 class BertTask:
-    """The defaults of `Task`'s optional members, for tasks on BERT's features: one loss (no
+    """The defaults of `JobTask`'s optional members, for tasks on BERT's features: one loss (no
     routes), no results from predictions, the sequence axis and padding of BERT's records
     ([B, L]). A task class derives from it (before `tf.Module`) and overrides what differs."""
 
@@ -177,17 +173,10 @@ def estimator_loss_sums(per_example_loss, features) -> Tensors:
 def make_tokenizer(model: ModelFiles) -> tokenization.FullTokenizer:
     """The tokenizer of `model`'s vocabulary (or SentencePiece model) and casing, after
     Google's check that the casing suits a released checkpoint (the script's config builder
-    has checked the files against the model: cli.check_model_files)."""
+    has checked the files against the model: data/checks.py `check_model_files`)."""
     tokenization.validate_case_matches_checkpoint(model.do_lower_case, model.init_checkpoint)
     return tokenization.FullTokenizer(model.vocab_file, model.do_lower_case,
                                       spm_model_file=model.spm_model_file)
-
-
-def read_splits(cfg, read: Callable[[str], Any]) -> Dict[str, Any]:
-    """"train", "dev", "test" -> `read(split)` for each split the run needs (--do_train,
-    --do_eval, --do_predict of `cfg`), read in that order before any training."""
-    return {split: read(split) for split, wanted in (
-        ("train", cfg.do_train), ("dev", cfg.do_eval), ("test", cfg.do_predict)) if wanted}
 
 
 def trainer_for(job: Job, task, train_cfg: TrainConfig,
@@ -202,68 +191,6 @@ def apply_encoder_options(bert, train_cfg: TrainConfig) -> None:
     """--gradient_checkpointing and --xla_layers on the encoder `bert` (a `BertModel`)."""
     bert.gradient_checkpointing = train_cfg.gradient_checkpointing
     bert.compiled_layers = train_cfg.xla_layers
-
-
-def fine_tuning_trainer(job: Job, task, train_cfg: TrainConfig) -> training.Trainer:
-    """The trainer of a fine-tuning task, with --layerwise_lr_decay's learning-rate factors."""
-    multipliers = None
-    if job.cfg.layerwise_lr_decay != 1.0:
-        multipliers = modeling.layerwise_lr_multipliers(
-            task.named_variables(), job.bert_config.num_hidden_layers,
-            job.cfg.layerwise_lr_decay)
-    return trainer_for(job, task, train_cfg, multipliers)
-
-
-def train_watched(job: Job, trainer: training.Trainer,
-                  training_input: Callable[[], Any],
-                  evaluate: Optional[Callable[[], dict]] = None,
-                  best_metric: Optional[str] = None) -> evaluation.CollapseWatch:
-    """What every fine-tuning job does before its final evaluation and prediction.
-
-    With --do_train: trains on `training_input()` (called only then), the collapse watch
-    recording each update's loss and, with --eval_every_n_steps, checking `evaluate()` (the
-    job's dev-set evaluation; None: none during training) every N updates, the best checkpoint
-    kept by `best_metric` (default --best_metric); the chief then judges the training loss.
-    Without --do_train: restores the weights that evaluation and prediction use.
-
-    Returns:
-      The run's `CollapseWatch`, for the job's final evaluation (`watch.check`).
-    """
-    watch = evaluation.CollapseWatch(trainer.cfg, trainer.global_step, job.chief)
-    if not job.cfg.do_train:
-        trainer.restore_or_initialize()
-        return watch
-    periodic = None
-    if evaluate is not None:
-        periodic = job.periodic_evaluator(trainer, lambda: watch.check(evaluate()), best_metric)
-    trainer.train(training_input(), on_step=watch.on_step(periodic))
-    if job.chief:
-        watch.after_training()
-    return watch
-
-
-def eval_input(cfg, input_files: Sequence[str], shapes, batch_size: int):
-    """Evaluation/prediction batches of a fine-tuning task (`cfg`: its config, with the
-    `LengthBatching` flags): every record once; sorted by length with --pad_to_longest (the
-    trainer cuts each batch to its longest and puts the predictions back in file order)."""
-    if cfg.pad_to_longest:
-        return input_pipeline.length_sorted_dataset(input_files, shapes, batch_size)
-    return input_pipeline.record_dataset(input_files, shapes, batch_size, is_training=False)
-
-
-def with_dropout_layout(cfg, train_cfg, train_files):
-    """`train_cfg` of a fine-tuning job (`cfg`: its config, with the `LengthBatching` flags)
-    with dropout's layout length: the training files' longest example rounded up to
-    --pad_to_multiple_of (input_pipeline.dropout_layout_length), padded or trimmed batches
-    alike; unchanged without training files."""
-    if not train_files:
-        return train_cfg
-    length = input_pipeline.dropout_layout_length(train_files, cfg.model.max_seq_length,
-                                                  cfg.pad_to_multiple_of)
-    logging.info("Dropout masks laid out over %d positions (the training set's longest example "
-                 "rounded up to --pad_to_multiple_of=%d; --max_seq_length=%d)", length,
-                 cfg.pad_to_multiple_of, cfg.model.max_seq_length)
-    return dataclasses.replace(train_cfg, max_seq_length=length)
 
 
 def pad_positions(values: tf.Tensor, length: int, value=0) -> tf.Tensor:

@@ -13,24 +13,27 @@ from bert_mgpu.configs.classifier import TASK_TYPES, TaskType
 from bert_mgpu.data import classifier_data, processors, user_processors
 from bert_mgpu.data.features import DOC_INDEX
 from bert_mgpu.engine import checkpoint, training
-from bert_mgpu.engine.job import Job, start_job
+from bert_mgpu.engine.job import (
+    Job,
+    eval_input,
+    read_splits,
+    start_job,
+    train_watched,
+    with_dropout_layout,
+)
 from bert_mgpu.metrics import classification as metrics_lib
 from bert_mgpu.metrics import collapse
 from bert_mgpu.model import heads, modeling
 from bert_mgpu.tasks.base import (
+    JobTask,
     MeanOverExamples,
-    Task,
     Tensors,
     class_names,
     estimator_loss_sums,
-    eval_input,
-    fine_tuning_trainer,
     inference_options,
     make_tokenizer,
     ratio,
-    read_splits,
-    train_watched,
-    with_dropout_layout,
+    trainer_for,
 )
 
 # A windowed record's label in `predict`'s outputs (--doc_stride), for the documents' metrics.
@@ -47,6 +50,11 @@ def _document_loss_sums(loss) -> Dict[str, float]:
             "batch_loss_sum": float(np.mean(loss)) if n else 0.0, "num_batches": 1.0}
 
 
+# --task_type -> its Task class. A class registers itself by declaring its `task_type` (one of
+# configs/classifier.py's TASK_TYPES, which the classifier's entry of the task registry holds).
+TASK_CLASSES: Dict[str, type] = {}
+
+
 class _ClassifierTask(MeanOverExamples):
     """What the classifier tasks share for long documents (--doc_stride): their `predict`
     passes windowed records' `doc_index` and label through, and a document's prediction is its
@@ -56,6 +64,11 @@ class _ClassifierTask(MeanOverExamples):
 
     task_type: TaskType
     pooled_output: str = "probabilities"  # the `predict` output pooled over windows
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "task_type" in vars(cls):
+            TASK_CLASSES[cls.task_type.name] = cls
 
     def _with_documents(self, out: Tensors, features) -> Tensors:
         if DOC_INDEX in features:
@@ -364,9 +377,9 @@ class BertMultiLabelClassifier(_LinearHeadTask):
         return sums
 
     def eval_metrics(self, sums) -> Dict[str, float]:
-        """`eval_f1_micro`, `eval_f1_macro`, `eval_exact_match` (metrics.py's definitions),
-        `eval_loss`, `loss`, each label's `eval_f1_<name>`, `eval_predicted_labels` and
-        `eval_constant_predictions` (metrics/collapse.py)."""
+        """`eval_f1_micro`, `eval_f1_macro`, `eval_exact_match` (metrics/classification.py's
+        definitions), `eval_loss`, `loss`, each label's `eval_f1_<name>`,
+        `eval_predicted_labels` and `eval_constant_predictions` (metrics/collapse.py)."""
         tp, fp, fn = (np.asarray(sums[k], np.float64) for k in
                       ("true_positives", "false_positives", "false_negatives"))
         result = self._loss_metrics(sums)
@@ -414,11 +427,6 @@ class BertMultiLabelClassifier(_LinearHeadTask):
                                                      self.label_names, self.threshold)
 
 
-# --task_type -> its Task class: with configs.classifier.TASK_TYPES, the registry of task types.
-TASK_CLASSES = {cls.task_type.name: cls
-                for cls in (BertClassifier, BertRegressor, BertMultiLabelClassifier)}
-
-
 def start_classifier_job(cfg) -> Job:
     """`start_job` plus the check of --classifier_input against the model's depth."""
     job = start_job(cfg)
@@ -429,8 +437,9 @@ def start_classifier_job(cfg) -> Job:
 
 
 def run_classifier(cfg) -> dict:
-    """Runs run_classifier_mgpu.py with a `ClassifierConfig` of one --task_name; returns the
-    eval results (several --task_name: multitask.run_multitask_classifier).
+    """Runs run_classifier_mgpu.py (and run_classifier.py) with a `configs/classifier.py`
+    ClassifierConfig of one --task_name; returns the eval results (several --task_name:
+    multitask.run_multitask_classifier).
 
     Follows Google's `run_classifier.py` and the multi-GPU fork (see data/classifier_data.py for
     the files, ClassifierConfig.train_config for the steps).
@@ -449,7 +458,7 @@ def run_classifier(cfg) -> dict:
                               best_metric=cfg.best_metric)
     task = classifier_task(cfg, job, labels)
     log_head_initialisation(cfg, task)
-    trainer = fine_tuning_trainer(job, task, train_cfg)
+    trainer = trainer_for(job, task, train_cfg, job.layerwise_lr_multipliers(task))
     watch = train_watched(job, trainer,
                           lambda: job.training_input([train_file], data.shapes, train_cfg),
                           lambda: dev_results(cfg, trainer, data, splits["dev"][0]))
@@ -577,7 +586,7 @@ class FullEvaluation:
     which no additive sum gives): a second pass over the dev set, on the chief, for the tasks
     that `needs_predictions`."""
 
-    def __init__(self, trainer: training.Trainer, task: Optional[Task] = None):
+    def __init__(self, trainer: training.Trainer, task: Optional[JobTask] = None):
         """`task`: one task of a multi-task model; by default the trained one."""
         self.trainer = trainer
         self.task = trainer.task if task is None else task

@@ -187,8 +187,8 @@ def write_features(input_file: str, output_file: str, tokenizer, extractor: Feat
 
 
 def extract_features(cfg) -> int:
-    """Runs extract_features.py with a `config.ExtractFeaturesConfig`; returns the number of
-    output lines."""
+    """Runs extract_features.py with a configs/features.py `ExtractFeaturesConfig`; returns the
+    number of output lines."""
     tokenizer = make_tokenizer(cfg.model)
     extractor = FeatureExtractor(read_bert_config(cfg.model), cfg.model.init_checkpoint, cfg.layers,
                                  cfg.model.max_seq_length)

@@ -11,15 +11,14 @@ from bert_mgpu.configs import classifier as classifier_config
 from bert_mgpu.data import features as features_lib
 from bert_mgpu.data import multitask as multitask_data
 from bert_mgpu.engine import evaluation
+from bert_mgpu.engine.job import train_watched, with_dropout_layout
 from bert_mgpu.model import modeling
 from bert_mgpu.model.head_spec import head_scope
 from bert_mgpu.tasks.base import (
     BertTask,
     Tensors,
-    fine_tuning_trainer,
     make_tokenizer,
-    train_watched,
-    with_dropout_layout,
+    trainer_for,
 )
 from bert_mgpu.tasks.classifier import (
     classifier_inputs,
@@ -27,7 +26,6 @@ from bert_mgpu.tasks.classifier import (
     evaluate_classifier,
     log_head_initialisation,
     predict_classifier,
-    run_classifier,
     start_classifier_job,
 )
 
@@ -79,11 +77,37 @@ class MultiTaskClassifier(BertTask, tf.Module):
                              f"--n_gpus and --num_accumulation_steps)")
         return int(ids[0])
 
-    def _one_task_at_a_time(self, features):
-        raise TypeError("a multi-task model is evaluated and predicted one task at a time: "
-                        "Trainer.evaluate(dataset, task=model.tasks[i])")
+    def eval_sums(self, features) -> Tensors:
+        """Each task's `eval_sums` over its own rows of a multi-task batch (the training
+        batches' layout: `task_id` [B] and the union of the label features), as `<i>/<key>`;
+        a task without rows in the batch adds zeros. (The jobs evaluate each task on its own
+        records: `Trainer.evaluate(dataset, task=model.tasks[i])`.)"""
+        task_ids = tf.reshape(features[features_lib.TASK_ID], [-1])
+        out = {}
+        for i, route in enumerate(self.routes):
+            rows = tf.equal(task_ids, i)
+            own = {k: tf.boolean_mask(v, rows) for k, v in route.own(features).items()}
+            present = tf.reduce_any(rows)
+            for key, value in route.task.eval_sums(own).items():
+                out[f"{i}/{key}"] = tf.where(present, value, tf.zeros_like(value))
+        return out
 
-    eval_sums = predict = _one_task_at_a_time
+    def eval_metrics(self, sums) -> Dict[str, float]:
+        """Each task's results (its `eval_metrics` of its summed `eval_sums`) as
+        `<label>/<key>`, for the tasks that had rows."""
+        result = {}
+        for i, (label, task) in enumerate(zip(self.labels, self.tasks)):
+            own = {key[len(f"{i}/"):]: value for key, value in sums.items()
+                   if key.startswith(f"{i}/")}
+            if float(own["num_examples"]):
+                result.update({f"{label}/{k}": v for k, v in task.eval_metrics(own).items()})
+        return result
+
+    def predict(self, features) -> Tensors:
+        """Every task's `predict` outputs for every row, as `<label>/<name>`."""
+        return {f"{label}/{name}": value
+                for label, route in zip(self.labels, self.routes)
+                for name, value in route.task.predict(route.own(features)).items()}
 
 
 class _OneTaskOfBatch:
@@ -94,28 +118,22 @@ class _OneTaskOfBatch:
         self.task = task
         self.label_feature, self.width = task.task_type.label_feature, task.label_width
 
-    def _own(self, features) -> Tensors:
+    def own(self, features) -> Tensors:
+        """The task's features of a multi-task batch: the inputs, and its label feature cut
+        to its width when the batch has labels."""
         own = {k: features[k] for k in ("input_ids", "input_mask", "segment_ids")}
-        own[self.label_feature] = features[self.label_feature][:, :self.width]
+        if self.label_feature in features:
+            own[self.label_feature] = features[self.label_feature][:, :self.width]
         return own
 
     def context(self, features) -> Tensors:
-        return self.task.context(self._own(features))
+        return self.task.context(self.own(features))
 
     def tower_loss(self, features, context, training=True) -> Dict:
-        return self.task.tower_loss(self._own(features), context, training)
+        return self.task.tower_loss(self.own(features), context, training)
 
     def metrics(self, sums, context) -> Tensors:
         return self.task.metrics(sums, context)
-
-
-def run_classifier_job(cfg) -> dict:
-    """run_classifier.py's and run_classifier_mgpu.py's job: several --task_name on one encoder
-    (`run_multitask_classifier`), else Google's single task (classifier.run_classifier); returns
-    the eval results."""
-    if cfg.num_tasks > 1:
-        return run_multitask_classifier(cfg)
-    return run_classifier(cfg)
 
 
 def _sampling(cfg, labels: Sequence[str], num_train: Sequence[int], train_cfg) -> list:
@@ -157,7 +175,7 @@ def run_multitask_classifier(cfg) -> dict:
                                MultiTaskClassifier.head_scope(label))
         for label, t, (task_labels, _, _) in zip(labels, task_cfgs, inputs)})
     log_head_initialisation(cfg, model)
-    trainer = fine_tuning_trainer(job, model, train_cfg)
+    trainer = trainer_for(job, model, train_cfg, job.layerwise_lr_multipliers(model))
     watch = train_watched(
         job, trainer, lambda: multitask_data.training_dataset(
             [(splits["train"][0], data.shapes) for _, data, splits in inputs],

@@ -9,7 +9,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_mgpu.data import input_pipeline, ner_data
-from bert_mgpu.engine.job import Job, start_job
+from bert_mgpu.engine.job import Job, read_splits, start_job, train_watched, with_dropout_layout
 from bert_mgpu.metrics import collapse
 from bert_mgpu.metrics import ner as ner_metrics
 from bert_mgpu.model import heads, modeling
@@ -17,13 +17,10 @@ from bert_mgpu.tasks.base import (
     BertTask,
     Tensors,
     class_names,
-    fine_tuning_trainer,
     make_tokenizer,
     pad_positions,
     ratio,
-    read_splits,
-    train_watched,
-    with_dropout_layout,
+    trainer_for,
 )
 
 
@@ -127,11 +124,11 @@ class TaggingTask(BertTask, tf.Module):
 
 
 def run_ner(cfg) -> dict:
-    """Runs run_ner.py with a `config.NerConfig`; returns the eval results.
+    """Runs run_ner.py with a configs/ner.py `NerConfig`; returns the eval results.
 
     CoNLL files -> windowed records with labels on each word's first piece (data/ner_data.py),
     `TaggingTask` on the shared trainer; evaluation adds conlleval's entity scores
-    (ner_metrics.py) to the task's token metrics; prediction writes predictions.txt with every
+    (metrics/ner.py) to the task's token metrics; prediction writes predictions.txt with every
     test token. With --pad_to_longest every batch (training, evaluation, prediction) is cut to
     its longest window; evaluation and prediction batches stay in file order (the Estimator's
     `loss`, a mean of the file's batch means, is then the padded run's).
@@ -150,7 +147,7 @@ def run_ner(cfg) -> dict:
     task = TaggingTask(job.bert_config, len(data.labels),
                        compute_dtype=job.compute_dtype(), tag_names=data.labels,
                        padded_length=cfg.model.max_seq_length)
-    trainer = fine_tuning_trainer(job, task, train_cfg)
+    trainer = trainer_for(job, task, train_cfg, job.layerwise_lr_multipliers(task))
     watch = train_watched(
         job, trainer, lambda: job.training_input([splits["train"].path], data.shapes, train_cfg),
         lambda: _evaluate_ner(trainer, data, splits["dev"]))

@@ -131,7 +131,9 @@ class BertPretrainer(BertTask, tf.Module):
 
 
 def run_pretraining(cfg) -> dict:
-    """Runs run_pretraining.py with a `config.PretrainingConfig`; returns the eval results."""
+    """Runs run_pretraining.py with a `configs/pretraining.py` PretrainingConfig; returns the eval
+    results."""
+    warn_warmup_longer_than_training(cfg)
     job = start_job(cfg)
     input_files = input_pipeline.expand_input_files(cfg.input_file)
     masking = dynamic_masking(cfg)
@@ -165,6 +167,19 @@ def run_pretraining(cfg) -> dict:
             cfg.max_eval_steps)
         job.write_eval_results(result)
     return result
+
+
+def warn_warmup_longer_than_training(cfg) -> None:
+    """Logs a warning when the linear schedule's warmup outlasts the run: the learning rate
+    would rise for every step and never reach --learning_rate."""
+    train = cfg.train_config
+    if cfg.do_train and train.lr_schedule == "linear" and \
+            train.num_warmup_steps > train.num_train_steps:
+        peak = train.learning_rate * train.num_train_steps / train.num_warmup_steps
+        logging.warning("--num_warmup_steps=%d > --num_train_steps=%d: the learning rate rises "
+                        "for the whole run and never reaches its peak --learning_rate=%g "
+                        "(at most %g, at the last step)", train.num_warmup_steps,
+                        train.num_train_steps, train.learning_rate, peak)
 
 
 def dynamic_masking(cfg) -> Optional[input_pipeline.DynamicMasking]:

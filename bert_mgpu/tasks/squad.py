@@ -11,19 +11,16 @@ from absl import logging
 
 from bert_mgpu.data import squad_data, squad_predictions
 from bert_mgpu.engine import evaluation
-from bert_mgpu.engine.job import Job, start_job
+from bert_mgpu.engine.job import Job, eval_input, start_job, train_watched, with_dropout_layout
 from bert_mgpu.metrics import squad as squad_metrics
 from bert_mgpu.model import heads, modeling
 from bert_mgpu.tasks.base import (
     MeanOverExamples,
     Tensors,
-    eval_input,
     make_tokenizer,
     pad_positions,
     ratio,
-    train_watched,
     trainer_for,
-    with_dropout_layout,
 )
 
 

@@ -192,16 +192,8 @@ def read_splits(cfg, read: Callable[[str], Any]) -> Dict[str, Any]:
 
 def trainer_for(job: Job, task, train_cfg: TrainConfig,
                 lr_multipliers: Optional[Mapping[str, float]] = None) -> training.Trainer:
-    """The trainer of a task whose encoder is `task.bert`, with the encoder's trainer options
-    applied (`apply_encoder_options`)."""
-    apply_encoder_options(task.bert, train_cfg)
+    """The trainer of a task whose encoder is `task.bert`."""
     return job.trainer(task, train_cfg, lr_multipliers)
-
-
-def apply_encoder_options(bert, train_cfg: TrainConfig) -> None:
-    """--gradient_checkpointing and --xla_layers on the encoder `bert` (a `BertModel`)."""
-    bert.gradient_checkpointing = train_cfg.gradient_checkpointing
-    bert.compiled_layers = train_cfg.xla_layers
 
 
 def fine_tuning_trainer(job: Job, task, train_cfg: TrainConfig) -> training.Trainer:

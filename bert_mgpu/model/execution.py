@@ -63,16 +63,16 @@ class DropoutStream:
 
     Batches trimmed to their longest example (--pad_to_longest): given `full_length` (the
     layout length L: the records' padded length, or for fine-tuning the training file's
-    longest example rounded up, see `input_pipeline.dropout_layout_length`) and the batch's
-    `seq_length` S, a call that names its layout (`seq_view`) draws the values of the L-long
-    layout ([B, N, L, L], [B, L, H]) and keeps those of the S real positions, so a trimmed batch
-    gets, on its tokens, exactly the masks of the padded batch: the update is the padded run's
-    up to float rounding, whatever the trimming, the split over towers or workers, or the
-    grouping of examples by length. A batch longer than L (padded to max_seq_length) gets the
-    layout's masks and keeps every value past L: padding in every example of the file, which
-    no real token attends to. The random values of the whole L-long layout are drawn, not only
-    the trimmed ones (the cost, and the alternatives measured: docs/benchmarks.md, "Dropout's
-    random numbers").
+    longest example rounded up, see `data/input_pipeline.py`'s `dropout_layout_length`) and the
+    batch's `seq_length` S, a call that names its layout (`seq_view`) draws the values of the
+    L-long layout ([B, N, L, L], [B, L, H]) and keeps those of the S real positions, so a
+    trimmed batch gets, on its tokens, exactly the masks of the padded batch: the update is the
+    padded run's up to float rounding, whatever the trimming, the split over towers or workers,
+    or the grouping of examples by length. A batch longer than L (padded to max_seq_length)
+    gets the layout's masks and keeps every value past L: padding in every example of the file,
+    which no real token attends to. The random values of the whole L-long layout are drawn, not
+    only the trimmed ones (the cost, and the alternatives measured: docs/benchmarks.md,
+    "Dropout's random numbers").
 
     Args (of the constructor):
       seed: Python int (`--random_seed`).

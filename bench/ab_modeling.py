@@ -70,14 +70,22 @@ def workloads(tf, config_cls, modules):
     return out
 
 
+def dropout_stream(module, *args):
+    """The towers' position-keyed dropout for `module` (a modeling.py of either side)."""
+    if hasattr(module, "dropout_stream"):  # a side from before model/execution.py
+        return module.dropout_stream(*args)
+    from bert_mgpu.model import execution
+    return execution.entered(stream=execution.DropoutStream(*args))
+
+
 def make_call(tf, module, model, name, ids, mask, segments):
     if name == "train":
         variables = list(model.named_variables().values())
 
         @tf.function
         def step(seed):
-            with module.dropout_stream(1, seed, tf.constant(0, tf.int64),
-                                       tf.constant(32, tf.int64)):
+            with dropout_stream(module, 1, seed, tf.constant(0, tf.int64),
+                                tf.constant(32, tf.int64)):
                 with tf.GradientTape() as tape:
                     out = model(ids, mask, segments, training=True)
                     loss = (tf.reduce_mean(tf.square(out.sequence_output))

@@ -9,7 +9,7 @@ Run by hand (about 10 minutes on 2 cores, idle machine):
    each run in a fresh process, the two commits alternating in every round (a burst of load from
    elsewhere hits both). `--base` is checked out with `git worktree` into a temporary directory.
 2. Dropout alone, in one process, alternating: `tf.nn.dropout` (TF's stateful generator, what
-   the base used) vs `modeling.dropout` inside `modeling.dropout_stream` (Philox keyed by
+   the base used) vs `modeling.dropout` under `execution.DropoutStream` (Philox keyed by
    seed/step/position), forward and backward on the pretraining shapes of one layer.
 The results go to the "trainer-ab" section of docs/benchmarks.md, or to `--section` with
 `--title` (another comparison kept beside it); `--skip_dropout` leaves out part 2.
@@ -53,7 +53,7 @@ def dropout_worker():
     [32, 4, 128, 128])."""
     import tensorflow as tf
 
-    from bert_mgpu.model import modeling
+    from bert_mgpu.model import execution, modeling
 
     hidden = tf.random.normal([32 * 128, 256])
     probs = tf.random.normal([32, 4, 128, 128])
@@ -64,9 +64,9 @@ def dropout_worker():
             with tf.GradientTape() as tape:
                 tape.watch([h, p])
                 if stateless:
-                    with modeling.dropout_stream(1, tf.constant(5, tf.int64),
-                                                 tf.constant(0, tf.int64),
-                                                 tf.constant(32, tf.int64)):
+                    with execution.entered(stream=execution.DropoutStream(
+                            1, tf.constant(5, tf.int64), tf.constant(0, tf.int64),
+                            tf.constant(32, tf.int64))):
                         outs = [modeling.dropout(h, 0.1, True) for _ in range(3)] + \
                             [modeling.dropout(p, 0.1, True)]
                 else:
@@ -174,7 +174,7 @@ def main():
             "",
             "Dropout alone (one encoder layer's 4 dropouts at batch 32, forward + backward, "
             f"median of 10 alternating rounds): `tf.nn.dropout` {stateful:.2f} ms, position-keyed "
-            f"Philox (`modeling.dropout_stream`) {stateless:.2f} ms: "
+            f"Philox (`execution.DropoutStream`) {stateless:.2f} ms: "
             f"{stateless / stateful:.2f}x the time.",
         ]
     text = "\n".join(lines)

@@ -4,7 +4,7 @@ Run by hand (under a minute on 2 cores):
 
     .venv/bin/python bench/dropout_layout.py
 
-`modeling.DropoutStream.dropout` draws a trimmed batch's random numbers over the records'
+`execution.DropoutStream.dropout` draws a trimmed batch's random numbers over the records'
 padded layout (`full_length`) and slices the cut positions out, so that a mask never depends on
 where the batch was cut. This times one encoder layer's four dropouts (3 on hidden states
 [B*L, H], 1 on attention probabilities [B, N, L, L]) of a tower of 16 examples cut to 32
@@ -25,7 +25,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import tensorflow as tf  # noqa: E402
 
-from bert_mgpu.model import modeling  # noqa: E402
+from bert_mgpu.model import execution, modeling  # noqa: E402
 
 B, L, H, N = 16, 32, 384, 12
 
@@ -33,8 +33,8 @@ B, L, H, N = 16, 32, 384, 12
 def make(full_length, hidden, probs):
     @tf.function
     def layer_dropouts(step):
-        with modeling.dropout_stream(1, step, tf.constant(0, tf.int64),
-                                     tf.constant(B, tf.int64), L, full_length):
+        with execution.entered(stream=execution.DropoutStream(
+                1, step, tf.constant(0, tf.int64), tf.constant(B, tf.int64), L, full_length)):
             outs = [modeling.dropout(hidden, 0.1, True, seq_view=(modeling.SEQ, H))
                     for _ in range(3)]
             outs.append(modeling.dropout(probs, 0.1, True,

@@ -67,11 +67,10 @@ def worker_ours(args):
     import numpy as np
     import tensorflow as tf
 
-    from bert_mgpu.model import modeling
+    from bert_mgpu.model import execution, modeling
     from bert_mgpu.model.bert_config import BertConfig
 
     model = modeling.BertModel(BertConfig.from_dict(config(args.layers)))
-    model.gradient_checkpointing = args.checkpointing
     variables = list(model.named_variables().values())
     rng = np.random.RandomState(0)
     ids = tf.constant(rng.randint(1, 30522, [args.batch_size, SEQ]), tf.int32)
@@ -79,7 +78,8 @@ def worker_ours(args):
 
     @tf.function
     def update(step):
-        with modeling.dropout_stream(12345, step, 0, args.batch_size):
+        with execution.entered(stream=execution.DropoutStream(12345, step, 0, args.batch_size),
+                               recompute_layers=args.checkpointing):
             with tf.GradientTape() as tape:
                 out = model(ids, training=True).sequence_output
                 loss = tf.reduce_sum(out * projection)

@@ -54,7 +54,7 @@ def _fetch(out):
 
 
 def encoder_arms(tf, dropout, batch, seq_length, rounds):
-    from bert_mgpu.model import modeling
+    from bert_mgpu.model import execution, modeling
     from bert_mgpu.model.bert_config import BertConfig
     config = BertConfig(vocab_size=30522, hidden_size=384, num_hidden_layers=6,
                         num_attention_heads=12, intermediate_size=1536,
@@ -70,9 +70,9 @@ def encoder_arms(tf, dropout, batch, seq_length, rounds):
 
     def make(compiled_layers, whole):
         def step(ids, mask, update):
-            model.compiled_layers = compiled_layers
-            with modeling.dropout_stream(7, update, 0, batch, seq_length=seq_length,
-                                         full_length=seq_length):
+            stream = execution.DropoutStream(7, update, 0, batch, seq_length=seq_length,
+                                             full_length=seq_length)
+            with execution.entered(stream=stream, compile_layers=compiled_layers):
                 with tf.GradientTape() as tape:
                     loss = tf.reduce_sum(model(ids, mask, training=True).pooled_output * target)
                 grads = tape.gradient(loss, variables)

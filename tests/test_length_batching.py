@@ -24,9 +24,8 @@ from bert_mgpu.configs.ner import NerConfig
 from bert_mgpu.configs.squad import SquadConfig
 from bert_mgpu.data import features, input_pipeline, tfrecord
 from bert_mgpu.engine import checkpoint, towers, training
-from bert_mgpu.model import modeling
+from bert_mgpu.model import execution, modeling
 from bert_mgpu.model.bert_config import BertConfig
-from bert_mgpu.tasks.base import apply_encoder_options
 from bert_mgpu.tasks.classifier import BertClassifier, run_classifier
 
 SEQ, MULTIPLE, N = 32, 8, 126
@@ -73,7 +72,6 @@ def trainer(records, out, n_gpus=1, batch=8, multiple=0, steps=6, **kwargs):
                       init_checkpoint=records["init"], shuffle_buffer_size=0,
                       pad_to_multiple_of=multiple, **dict(dict(max_seq_length=SEQ), **kwargs))
     task = BertClassifier(CONFIG, 2)
-    apply_encoder_options(task.bert, cfg)  # as tasks/base.trainer_for
     return training.Trainer(task, cfg, towers.tower_devices(n_gpus))
 
 
@@ -241,12 +239,17 @@ def test_script_files_equal_the_padded_runs(records, tmp_path, monkeypatch):
 
 # -- training -------------------------------------------------------------------------------
 
+def dropout_stream(*args, **kwargs):
+    """The context of the trainer's towers: dropout from a position-keyed `DropoutStream`."""
+    return execution.entered(stream=execution.DropoutStream(*args, **kwargs))
+
+
 def layout_masks(layout):
     """masks(length, view, shape): dropout (rate 0.5) of ones of `shape`, a batch of 3
     examples cut or padded to `length`, masks laid out over `layout` positions."""
     def masks(length, view, shape):
-        with modeling.dropout_stream(1, tf.constant(2), tf.constant(5), tf.constant(3),
-                                     seq_length=length, full_length=layout):
+        with dropout_stream(1, tf.constant(2), tf.constant(5), tf.constant(3),
+                            seq_length=length, full_length=layout):
             return modeling.dropout(tf.ones(shape), 0.5, True, seq_view=view).numpy()
     return masks
 
@@ -264,7 +267,7 @@ def test_dropout_masks_of_a_trimmed_batch_are_the_padded_batchs_on_real_position
     np.testing.assert_array_equal(masks(short, attention, [3, heads, short, short]),
                                   padded[:, :, :short, :short])
     # Untrimmed, the layout is the one without `seq_view` (masks of runs before this option).
-    with modeling.dropout_stream(1, tf.constant(2), tf.constant(5), tf.constant(3)):
+    with dropout_stream(1, tf.constant(2), tf.constant(5), tf.constant(3)):
         plain = modeling.dropout(tf.ones([3, heads, full, full]), 0.5, True).numpy()
     np.testing.assert_array_equal(plain, padded)
 

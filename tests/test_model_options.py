@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 from _oracle import REPO, run_json_request
 
-from bert_mgpu.model import heads, modeling
+from bert_mgpu.model import execution, heads, modeling
 from bert_mgpu.model.bert_config import MODEL_OPTIONS, BertConfig, BertConfigError
 from bert_mgpu.tasks.pretraining import BertPretrainer
 
@@ -399,7 +399,7 @@ def test_gated_ffn_shapes_and_pre_ln_final_norm():
 
 
 def test_every_new_weight_is_read_through_param():
-    """Under `parameter_values` the model must read the given tensors, never a variable (what
+    """Under substituted `parameters` the model must read the given tensors, never a variable (what
     the XLA towers rely on): outputs with substituted values == outputs after assigning them."""
     options = dict(TINY, **CRAMMING, **ALBERT)
     config, model = build(options)
@@ -415,7 +415,7 @@ def test_every_new_weight_is_read_through_param():
         return out.sequence_output, mlm(out.sequence_output, out.embedding_table,
                                         positions)["log_probs"]
 
-    with modeling.parameter_values(variables, values):
+    with execution.entered(parameters=execution.substituted(variables, values)):
         substituted = run()
     for var, value in zip(variables, values):
         var.assign(value)

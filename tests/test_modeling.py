@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 from _oracle import REPO, run_json_request
 
-from bert_mgpu.model import heads, modeling
+from bert_mgpu.model import execution, heads, modeling
 from bert_mgpu.model.bert_config import BertConfig
 
 TINY_CONFIG = {
@@ -36,6 +36,11 @@ def build_all(config_dict=TINY_CONFIG, seed=1):
     nsp = heads.NextSentenceHead(config)
     clf = heads.ClassifierHead(config, NUM_LABELS)
     return config, model, mlm, nsp, clf
+
+
+def dropout_stream(*args, **kwargs):
+    """The context of the trainer's towers: dropout from a position-keyed `DropoutStream`."""
+    return execution.entered(stream=execution.DropoutStream(*args, **kwargs))
 
 
 def make_inputs(seed=0, batch=3, seq=16, preds=4):
@@ -159,16 +164,16 @@ def test_fused_gelu_is_googles_formula_and_its_gradient():
 
 
 def test_gelu_is_fused_in_the_trainers_towers_only():
-    """Inside `dropout_stream` (the towers) the encoder's GELU runs as XLA computations and
-    the model's outputs and gradients equal Google's formula's to 1e-5 with dropout 0.1;
-    outside it (evaluation, prediction, the export) nothing is compiled."""
+    """In the trainer's towers (a context with a dropout stream) the encoder's GELU runs as
+    XLA computations and the model's outputs and gradients equal Google's formula's to 1e-5
+    with dropout 0.1; outside it (evaluation, prediction, the export) nothing is compiled."""
     config, model, _, _, clf = build_all(dict(TINY_CONFIG, num_hidden_layers=2))
     ids = tf.constant(np.random.RandomState(3).randint(1, 100, [3, 12]), tf.int32)
     labels = tf.constant([0, 2, 1])
     variables = list(model.named_variables().values()) + list(clf.named_variables().values())
 
     def step(ids):
-        with modeling.dropout_stream(5, tf.constant(2, tf.int64), 0, 3):
+        with dropout_stream(5, tf.constant(2, tf.int64), 0, 3):
             with tf.GradientTape() as tape:
                 out = model(ids, training=True)
                 loss = clf(out.pooled_output, labels, training=True)["loss"] + \
@@ -283,7 +288,7 @@ def test_masked_lm_loss_in_the_towers_equals_evaluations_formula():
         def traced():
             if not in_towers:
                 return loss_and_grads()
-            with modeling.dropout_stream(1, tf.constant(0), tf.constant(0), tf.constant(3)):
+            with dropout_stream(1, tf.constant(0), tf.constant(0), tf.constant(3)):
                 return loss_and_grads()
 
         fn = tf.function(traced)
@@ -516,10 +521,10 @@ def test_xla_layers_give_the_outputs_and_gradients_of_the_uncompiled_layers(opti
 
     def run(compiled):
         def step(ids, mask, step):
-            model.compiled_layers = compiled
             seq_length = tf.shape(ids)[1] if trimmed else length
-            with modeling.dropout_stream(5, step, 3, batch, seq_length=seq_length,
-                                         full_length=layout if trimmed else None):
+            stream = execution.DropoutStream(5, step, 3, batch, seq_length=seq_length,
+                                             full_length=layout if trimmed else None)
+            with execution.entered(stream=stream, compile_layers=compiled):
                 with tf.GradientTape() as tape:
                     out = model(ids, mask, training=True)
                     loss = clf(out.pooled_output, labels, training=True)["loss"] + \
@@ -540,7 +545,6 @@ def test_xla_layers_give_the_outputs_and_gradients_of_the_uncompiled_layers(opti
         scale = max(1.0, float(np.abs(a).max()))
         np.testing.assert_allclose(b, a, atol=1e-5 * scale, rtol=1e-5, err_msg=v.name)
     # Dropout acted: the same model without it gives other outputs.
-    model.compiled_layers = False
     quiet = model(ids, mask, training=False).all_encoder_layers[-1]
     assert float(tf.reduce_max(tf.abs(quiet - plain_layers[-1]))) > 1e-2
 

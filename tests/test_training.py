@@ -13,13 +13,17 @@ from _pretraining_data import DROPOUT, PREDS, SEQ, TINY_CONFIG, write_records
 from bert_mgpu.configs.base import TrainConfig
 from bert_mgpu.data import features, input_pipeline
 from bert_mgpu.engine import checkpoint, optimization, towers, training
-from bert_mgpu.model import modeling
+from bert_mgpu.model import execution, modeling
 from bert_mgpu.model.bert_config import BertConfig
-from bert_mgpu.tasks.base import apply_encoder_options
 from bert_mgpu.tasks.pretraining import BertPretrainer
 
 # One layer (TINY_CONFIG's); ALBERT's cross-layer sharing keeps two.
 CONFIG = TINY_CONFIG
+
+
+def dropout_stream(*args, **kwargs):
+    """The context of the trainer's towers: dropout from a position-keyed `DropoutStream`."""
+    return execution.entered(stream=execution.DropoutStream(*args, **kwargs))
 
 # -- towers.py ------------------------------------------------------------------------------
 
@@ -71,11 +75,11 @@ def _random_ops(graph):
                                  for n in graph_def.node)
 
 
-@pytest.mark.parametrize("draws", [None, modeling.DrawnOutside])
-def test_compiled_towers_draw_dropout_outside_and_equal_uncompiled_towers(draws):
-    """Compiled towers (--use_xla) with dropout 0.1: with `modeling.DrawnOutside` (what the
-    trainer gives CPU towers) the XLA computation has no generator op and the caller's graph
-    has one per dropout call; either way the losses and gradients equal the uncompiled
+@pytest.mark.parametrize("draw_outside", [False, True])
+def test_compiled_towers_draw_dropout_outside_and_equal_uncompiled_towers(draw_outside):
+    """Compiled towers (--use_xla) with dropout 0.1: drawing outside (`execution.OutsideDraws`,
+    what the trainer gives CPU towers) the XLA computation has no generator op and the caller's
+    graph has one per dropout call; either way the losses and gradients equal the uncompiled
     towers' to 1e-5."""
     tf.random.set_seed(1)  # the weights (the suite's other tests leave the global seed anywhere)
     model = modeling.BertModel(BertConfig.from_dict(DROPOUT_CONFIG))
@@ -84,14 +88,14 @@ def test_compiled_towers_draw_dropout_outside_and_equal_uncompiled_towers(draws)
     calls_per_tower = 1 + 3 * DROPOUT_CONFIG["num_hidden_layers"]  # embeddings; 3 per layer
 
     def tower_fn(shard, position, step):
-        with modeling.dropout_stream(3, step, position, 2):
+        with dropout_stream(3, step, position, 2):
             out = model(shard["ids"], training=True)
         return {"loss": tf.reduce_sum(tf.square(out.sequence_output))
                 + tf.reduce_sum(out.pooled_output)}
 
-    def run(jit_compile, draws):
+    def run(jit_compile, draw_outside):
         grad_fn = towers.make_tower_grad_fn(tower_fn, variables, jit_compile=jit_compile,
-                                            substitute=modeling.parameter_values, draws=draws)
+                                            draw_outside=draw_outside)
 
         @tf.function(autograph=False)
         def step(ids):
@@ -102,10 +106,10 @@ def test_compiled_towers_draw_dropout_outside_and_equal_uncompiled_towers(draws)
                                                for g in towers.sum_gradients(grads)]
         return step(ids), _random_ops(step.get_concrete_function(ids).graph)
 
-    (want_losses, want_grads), _ = run(False, None)
-    (losses, grads), (inside, outside) = run(True, draws)
+    (want_losses, want_grads), _ = run(False, False)
+    (losses, grads), (inside, outside) = run(True, draw_outside)
     assert inside  # the towers did run as XLA computations (one traced for both)
-    if draws is None:
+    if not draw_outside:
         assert (inside, outside) == ([calls_per_tower] * len(inside), 0)
     else:
         assert (inside, outside) == ([0] * len(inside), 2 * calls_per_tower)
@@ -118,17 +122,20 @@ def test_compiled_towers_draw_dropout_outside_and_equal_uncompiled_towers(draws)
 def test_drawn_outside_refuses_a_different_number_of_draws():
     stream_args = (3, tf.constant(1, tf.int64), tf.constant(0, tf.int64), 2)
     x = tf.ones([2, 6])
-    with modeling.DrawnOutside.record() as drawn:
-        with modeling.dropout_stream(*stream_args):
-            want = modeling.dropout(x, 0.5, True)
+    recording = execution.OutsideDraws.recording()
+    with execution.entered(drawn_outside=recording), dropout_stream(*stream_args):
+        want = modeling.dropout(x, 0.5, True)
+    drawn = recording.drawn
     assert len(drawn) == 1
-    with modeling.DrawnOutside.supply(drawn), modeling.dropout_stream(*stream_args):
+    supplied = execution.OutsideDraws.supplied(drawn)
+    with execution.entered(drawn_outside=supplied), dropout_stream(*stream_args):
         np.testing.assert_array_equal(modeling.dropout(x, 0.5, True), want)
+    supplied.check_all_taken()
     with pytest.raises(ValueError, match="drew 0 dropout masks, 1 were drawn outside it"):
-        with modeling.DrawnOutside.supply(drawn):
-            pass
+        execution.OutsideDraws.supplied(drawn).check_all_taken()
     with pytest.raises(ValueError, match="draws more than the 1 dropout masks drawn outside"):
-        with modeling.DrawnOutside.supply(drawn), modeling.dropout_stream(*stream_args):
+        with execution.entered(drawn_outside=execution.OutsideDraws.supplied(drawn)), \
+                dropout_stream(*stream_args):
             modeling.dropout(x, 0.5, True)
             modeling.dropout(x, 0.5, True)
 
@@ -157,7 +164,6 @@ def train(data, tmp_path, name, n_gpus, batch, accum=1, steps=4, precision="fp32
     task = BertPretrainer(BertConfig.from_dict(config or CONFIG),
                                 compute_dtype=training.compute_dtype(precision),
                                 next_sentence=next_sentence)
-    apply_encoder_options(task.bert, cfg)  # as tasks/base.trainer_for
     trainer = training.Trainer(task, cfg, towers.tower_devices(n_gpus))
     dataset = input_pipeline.record_dataset(data["files"], features.pretraining_shapes(SEQ, PREDS),
                                             cfg.global_batch_size, True, seed=3,
@@ -306,11 +312,10 @@ def test_gradient_checkpointing_recomputes_the_layers():
 
     def matmuls(checkpointing):
         model = modeling.BertModel(config)
-        model.gradient_checkpointing = checkpointing
 
         @tf.function
         def grads():
-            with tf.GradientTape() as tape:
+            with tf.GradientTape() as tape, execution.entered(recompute_layers=checkpointing):
                 loss = tf.reduce_sum(model(ids, training=True).sequence_output)
             return tape.gradient(loss, list(model.named_variables().values()))
 
@@ -320,12 +325,49 @@ def test_gradient_checkpointing_recomputes_the_layers():
     assert matmuls(True) > matmuls(False)
 
 
+def _update_graph_ops(**train_options):
+    """(matmuls, compiled functions other than the towers' fused GELU and masked-LM loss and
+    the update) of the graph `UpdateStep` traces for one update of a dropout-on pretrainer,
+    its TrainConfig given `train_options`."""
+    rng = np.random.RandomState(0)
+    batch = {"input_ids": tf.constant(rng.randint(1, 50, [2, SEQ]), tf.int32),
+             "input_mask": tf.ones([2, SEQ], tf.int32), "segment_ids": tf.zeros([2, SEQ], tf.int32),
+             "masked_lm_positions": tf.constant(rng.randint(1, SEQ, [2, PREDS]), tf.int32),
+             "masked_lm_ids": tf.constant(rng.randint(1, 50, [2, PREDS]), tf.int32),
+             "masked_lm_weights": tf.ones([2, PREDS]),
+             "next_sentence_labels": tf.constant([[0], [1]], tf.int32)}
+    cfg = TrainConfig(output_dir="unused", train_batch_size=2, num_train_steps=1,
+                      **train_options)
+    update = training.UpdateStep(BertPretrainer(BertConfig.from_dict(DROPOUT_CONFIG)), cfg,
+                                 towers.tower_devices(1))
+    graph_def = update._train_step.get_concrete_function(batch, tf.constant(0.0)).graph \
+        .as_graph_def()
+    nodes = list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
+    compiled = [f.signature.name for f in graph_def.library.function
+                if f.attr.get("_XlaMustCompile") is not None and f.attr["_XlaMustCompile"].b
+                and not any(part in f.signature.name
+                            for part in ("_gelu_", "_xent_", "_apply_clipped"))]
+    return sum(n.op in ("MatMul", "BatchMatMulV2") for n in nodes), compiled
+
+
+def test_the_trainer_runs_the_layers_as_its_config_says():
+    """--gradient_checkpointing and --xla_layers are the trainer's to apply (no job sets them
+    on the model): the update `UpdateStep` traces from a TrainConfig with
+    `gradient_checkpointing` recomputes the layers in its backward pass (more matmuls), with
+    `xla_layers` calls the compiled layer, and without either has neither."""
+    plain_matmuls, plain_compiled = _update_graph_ops()
+    recomputed_matmuls, recomputed_compiled = _update_graph_ops(gradient_checkpointing=True)
+    _, compiled = _update_graph_ops(xla_layers=True)
+    assert plain_compiled == [] and recomputed_compiled == []
+    assert recomputed_matmuls > plain_matmuls
+    assert compiled  # the encoder layer's XLA computation
+
+
 def test_dropout_stream_is_a_function_of_seed_step_and_position():
     x = tf.ones([6, 5, 3])
 
     def masks(seed, step, offset, rows, calls=1):
-        with modeling.dropout_stream(seed, tf.constant(step), tf.constant(offset),
-                                     tf.constant(rows)):
+        with dropout_stream(seed, tf.constant(step), tf.constant(offset), tf.constant(rows)):
             return [modeling.dropout(x[offset:offset + rows], 0.25, True).numpy()
                     for _ in range(calls)]
 
@@ -343,16 +385,16 @@ def test_dropout_stream_is_a_function_of_seed_step_and_position():
     assert not np.array_equal(second, whole)
     # The keep rate over many values is 1 - rate (binomial s.d. ~0.4% at 10k values).
     big = tf.ones([100, 100])
-    with modeling.dropout_stream(5, tf.constant(0), tf.constant(0), tf.constant(100)):
+    with dropout_stream(5, tf.constant(0), tf.constant(0), tf.constant(100)):
         kept = float(np.mean(modeling.dropout(big, 0.25, True).numpy() > 0))
     assert abs(kept - 0.75) < 0.02
     # 16-bit draws: rate 0.1 drops with probability 6554 / 2**16 (binomial s.d. 3e-4 at 1M).
     huge = tf.ones([1000, 1000])
-    with modeling.dropout_stream(6, tf.constant(0), tf.constant(0), tf.constant(1000)):
+    with dropout_stream(6, tf.constant(0), tf.constant(0), tf.constant(1000)):
         dropped = float(np.mean(modeling.dropout(huge, 0.1, True).numpy() == 0))
     assert abs(dropped - 6554 / 65536) < 1.5e-3
     with pytest.raises(ValueError, match=r"dropout rate must be in \[0, 1\), got 1.0"):
-        with modeling.dropout_stream(6, tf.constant(0), tf.constant(0), tf.constant(1000)):
+        with dropout_stream(6, tf.constant(0), tf.constant(0), tf.constant(1000)):
             modeling.dropout(huge, 1.0, True)
 
 

@@ -3,14 +3,31 @@
 The engine knows no feature name: what a batch holds (its sequence axis, its padding) is the
 task's to say.
 
-The engine (training.py) imports nothing from `tasks/` (the layers point down), so the contract
-it trains by lives beside it. `tasks/base.py` builds on it: its `Task` adds what only jobs use
-and its `BertTask` gives the optional members their defaults (no route; BERT's sequence axis
-and padding), so the engine calls every member unconditionally and never probes a task with
-`hasattr`/`getattr`.
+The engine (`engine/training.py`) imports nothing from `tasks/` (the layers point down), so the
+contract it trains by lives beside it. `tasks/base.py` builds on it: its `Task` adds what only
+jobs use and its `BertTask` gives the optional members their defaults (no route; BERT's
+sequence axis and padding), so the engine calls every member unconditionally and never probes a
+task with `hasattr`/`getattr`.
 
 Every method may be traced several times in one graph (once per tower); none creates variables,
 sets devices or reads flags.
+
+The execution context. How the trainer runs the model a task traces is one declared object,
+`ExecutionContext` (`model/execution.py`), which the model reads while it is traced (through
+`execution.current()`, nowhere else) and the engine enters (`execution.entered`):
+
+* what the model reads: the dropout stream (position-keyed masks; while it is set the model is
+  in the trainer's towers and fuses its GELU and masked-LM loss), substituted parameter values,
+  dropout's random words drawn outside a compiled tower, whether encoder layers are recomputed
+  in the backward pass, whether they are XLA-compiled;
+* who sets it and when: `training.UpdateStep`'s tower function, around each tower's
+  `tower_loss`: the stream, `recompute_layers` = `TrainConfig.gradient_checkpointing` and
+  `compile_layers` = `TrainConfig.xla_layers`; `training.Trainer`, around tracing `eval_sums`
+  and `predict`: the same two layer fields (no stream); `towers.make_tower_grad_fn`, around
+  an XLA-compiled tower: the weight copies (`parameters`) and the outside draws.
+
+So `tower_loss` runs under `TowerContext` (an `ExecutionContext` with a `stream`), and
+`eval_sums` and `predict` under one without. A task never enters or replaces it.
 """
 
 from typing import Dict, Mapping, Optional, Protocol, Sequence, runtime_checkable
@@ -18,7 +35,12 @@ from typing import Dict, Mapping, Optional, Protocol, Sequence, runtime_checkabl
 import numpy as np
 import tensorflow as tf
 
+from bert_mgpu.model.execution import ExecutionContext
+
 Tensors = Dict[str, tf.Tensor]
+# What a tower function (`tower_loss`) runs under: the trainer's execution context, with the
+# towers' dropout stream set (`execution.current()` while it is traced).
+TowerContext = ExecutionContext
 
 
 @runtime_checkable
@@ -37,7 +59,8 @@ class TrainingLoss(Protocol):
 
     def tower_loss(self, features: Mapping[str, tf.Tensor], context: Tensors,
                    training: bool = True) -> Dict:
-        """One slice's share of the global loss.
+        """One slice's share of the global loss, traced under a `TowerContext` (the module
+        docstring).
 
         Returns:
           dict: `loss`, a float32 scalar such that the sum over the slices of a global batch is
@@ -66,7 +89,7 @@ class Task(TrainingLoss, Protocol):
 
     def sequence_length(self, features: Mapping[str, tf.Tensor]):
         """The length of a batch's sequence axis, which dropout lays its masks out along
-        (modeling.DropoutStream): a Python int when the shape is static, an int32 scalar Tensor
+        (`execution.DropoutStream`): a Python int when the shape is static, an int32 scalar Tensor
         when the trace leaves it unknown (batches cut to different lengths share one trace),
         or None when the batch has none."""
 

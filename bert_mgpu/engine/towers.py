@@ -12,11 +12,12 @@ is split into logical devices (`setup_devices`) so that exactly the same code pa
 tested, on CPU.
 """
 
-import contextlib
 from typing import Callable, Dict, List, Mapping, Sequence
 
 import tensorflow as tf
 from absl import logging
+
+from bert_mgpu.model import execution
 
 
 def setup_devices(n_towers: int) -> List[str]:
@@ -37,7 +38,7 @@ def setup_devices(n_towers: int) -> List[str]:
         raise ValueError(f"--n_gpus must be >= 1, got {n_towers}")
     # Only physical-device queries and configuration here: listing *logical* devices would
     # start the runtime, after which neither the CPU split nor the collective ops of a
-    # multi-worker job (cluster.py) can be configured any more.
+    # multi-worker job (`engine/cluster.py`) can be configured any more.
     gpus = tf.config.list_physical_devices("GPU")
     if gpus:
         return [f"/GPU:{i % len(gpus)}" for i in range(n_towers)]
@@ -129,8 +130,8 @@ def _traced_grad_fn(tower_fn: Callable, variables: List[tf.Variable]) -> Callabl
     # One trace serves every tower: the towers' calls differ only in their tensors (the
     # shard, the position) and their device, and a traced function's ops without a device
     # of their own run where its call is placed. The model's forward and backward pass is
-    # traced once instead of once per tower (4 towers of a 2-layer model: 13% less CPU in
-    # tests/test_training.py's tower tests; 2 towers: no change). The runtime inlines the
+    # traced once instead of once per tower, which saves tracing time with many towers
+    # (docs/benchmarks.md, "Start-up: the towers share one trace"). The runtime inlines the
     # calls: the same ops, results equal to float rounding (towers vs one device: 1e-5).
     @tf.function(autograph=False)
     def traced(shard, loss_scale, position, shared):
@@ -147,8 +148,7 @@ def _traced_grad_fn(tower_fn: Callable, variables: List[tf.Variable]) -> Callabl
 
 
 def make_tower_grad_fn(tower_fn: Callable, variables: Sequence[tf.Variable],
-                       jit_compile: bool = False, substitute: Callable = None,
-                       draws=None) -> Callable:
+                       jit_compile: bool = False, draw_outside: bool = False) -> Callable:
     """Wraps `tower_fn` into `grad_fn(shard, loss_scale, position, shared) -> (outputs, grads)`.
 
     Args:
@@ -162,17 +162,14 @@ def make_tower_grad_fn(tower_fn: Callable, variables: Sequence[tf.Variable],
         (not the whole multi-device step) keeps every XLA cluster on one device. An XLA
         cluster cannot read a variable that lives on another device, so the compiled tower
         receives copies of the weights made on its own device (what a GPU tower reads each step
-        anyway) and differentiates with respect to them.
-      substitute: with jit_compile, a context-manager factory `substitute(variables, values)`
-        under which the model reads `values[i]` in place of `variables[i]`
-        (`modeling.parameter_values`).
-      draws: with jit_compile, None (the tower's random numbers are drawn inside the compiled
-        function) or an object with context managers `record()`, which yields a list that the
-        tower's random draws are appended to while it is traced, and `supply(draws)`, under
-        which the tower takes those in order instead of drawing (`modeling.DrawnOutside`).
-        The tower is then traced once more outside the compiled function, only for its draws
-        (the rest of that trace is unused and pruned), and the draws are passed in: on CPU
-        TensorFlow's generator kernels are several times faster than XLA's.
+        anyway), runs under an execution context whose `parameters` are those copies, and
+        differentiates with respect to them.
+      draw_outside: with jit_compile, False (the tower's random numbers are drawn inside the
+        compiled function) or True: the tower is traced once more outside the compiled
+        function under a recording `execution.OutsideDraws`, only for its draws (the rest of
+        that trace is unused and pruned), and the compiled tower takes those in order instead
+        of drawing: on CPU TensorFlow's generator kernels are several times faster than
+        XLA's.
 
     Returns:
       grad_fn(shard, loss_scale, position, shared): loss_scale is a float scalar the loss is
@@ -183,30 +180,34 @@ def make_tower_grad_fn(tower_fn: Callable, variables: Sequence[tf.Variable],
     variables = list(variables)
     if not jit_compile:
         return _traced_grad_fn(tower_fn, variables)
-    if substitute is None:
-        raise ValueError("jit_compile needs `substitute` to run the model on weight copies")
-    return _compiled_grad_fn(tower_fn, variables, substitute, draws)
+    return _compiled_grad_fn(tower_fn, variables, draw_outside)
 
 
-def _compiled_grad_fn(tower_fn, variables, substitute, draws):
+def _compiled_grad_fn(tower_fn, variables, draw_outside: bool):
     """`make_tower_grad_fn`'s grad_fn with jit_compile: each tower one XLA computation on weight
-    copies made on its device, its random draws made outside it unless `draws` is None."""
+    copies made on its device, its random draws made outside it with `draw_outside`."""
     @tf.function(jit_compile=True, autograph=False)
     def compiled(shard, loss_scale, values, position, shared, drawn):
         with tf.GradientTape() as tape:
             tape.watch(values)
-            with substitute(variables, values), \
-                    (draws.supply(drawn) if draws is not None else contextlib.nullcontext()):
+            supplied = execution.OutsideDraws.supplied(drawn) if draw_outside else None
+            with execution.entered(parameters=execution.substituted(variables, values),
+                                   drawn_outside=supplied):
                 out = tower_fn(shard, position, shared)
+            if supplied is not None:
+                supplied.check_all_taken()
             scaled = out["loss"] * tf.cast(loss_scale, out["loss"].dtype)
         return out, tape.gradient(scaled, values)
 
     def grad_fn(shard, loss_scale, position, shared):
         values = [tf.identity(v) for v in variables]  # on the caller's (the tower's) device
         drawn = []
-        if draws is not None:
-            with draws.record() as drawn, substitute(variables, values):
+        if draw_outside:
+            recording = execution.OutsideDraws.recording()
+            with execution.entered(parameters=execution.substituted(variables, values),
+                                   drawn_outside=recording):
                 tower_fn(shard, position, shared)
+            drawn = recording.drawn
         return compiled(shard, tf.convert_to_tensor(loss_scale), values, position, shared,
                         drawn)
 

@@ -38,7 +38,7 @@ from bert_mgpu.configs.base import TrainConfig
 from bert_mgpu.data import input_pipeline
 from bert_mgpu.engine import checkpoint, contract, optimization, towers
 from bert_mgpu.engine import cluster as cluster_lib
-from bert_mgpu.model import modeling
+from bert_mgpu.model import execution
 from bert_mgpu.progress import format_duration
 
 INPUT_STATE_DIR = "input_state"
@@ -102,8 +102,8 @@ def _pad_slices(grad, full_length: int, length: tf.Tensor):
     (`full_length` positions) would give it: zero rows at index 0 appended. Its sum, norm and
     update are unchanged (x + 0.0, and 0.0 squared), and its row count no longer depends on the
     cut, so the XLA-compiled update (`_apply_clipped`) is compiled once instead of once per
-    batch length (each costs seconds: issue 33's start-up). Dense gradients are returned as
-    they are."""
+    batch length (each compilation costs seconds at start-up: docs/benchmarks.md, "Start-up:
+    one trace for every batch length"). Dense gradients are returned as they are."""
     if not isinstance(grad, tf.IndexedSlices):
         return grad
     rows = tf.shape(grad.values, out_type=tf.int32)[0]
@@ -133,12 +133,13 @@ class _LengthPolymorphic:
 
     With --pad_to_longest every batch is cut to its longest example rounded up to
     --pad_to_multiple_of, so a step function would be traced (and its graph optimised) once per
-    length: ~7 s each for MiniLM's train step on 2 CPU cores, up to max_seq_length / multiple
-    times per run. Instead `call` first asks the function for the trace whose features have an
-    unknown sequence axis (`get_concrete_function`: traced once per function and its other
-    arguments), which then runs every batch, cut or not. The ops are the same: results equal
-    the per-length traces' up to float rounding, and dropout's masks do not depend on the cut
-    (modeling.DropoutStream)."""
+    length, seconds each on a CPU and up to max_seq_length / multiple times per run
+    (docs/benchmarks.md, "Start-up: one trace for every batch length"). Instead `call` first
+    asks the function for the trace whose features have an unknown sequence axis
+    (`get_concrete_function`: traced once per function and its other arguments), which then
+    runs every batch, cut or not. The ops are the same: results equal the per-length traces'
+    up to float rounding, and dropout's masks do not depend on the cut
+    (`execution.DropoutStream`)."""
 
     def __init__(self, enabled: bool):
         self.enabled = enabled
@@ -196,17 +197,25 @@ class _TowersInput(NamedTuple):
     route: Optional[int]  # the route trained (`contract.Task.route`), None: the task's loss
 
 
-def _draws_outside_xla(devices):
-    """`modeling.DrawnOutside` when every tower runs on a CPU, else None.
+def _draws_outside_xla(devices) -> bool:
+    """Whether compiled towers draw dropout's random numbers outside XLA: when every tower runs
+    on a CPU.
 
     With --use_xla on CPU, dropout's random numbers are drawn by TensorFlow's kernels before
     the compiled tower (XLA's CPU generator is several times slower, see
-    `modeling.DrawnOutside`); all of a tower's draws are then held at once (2 bytes per
+    `execution.OutsideDraws`); all of a tower's draws are then held at once (2 bytes per
     dropped-out value), which on a GPU would cost memory for no measured gain, so GPUs draw
     inside the compilation (not measured here: no GPU)."""
-    if all(tf.DeviceSpec.from_string(d).device_type == "CPU" for d in devices):
-        return modeling.DrawnOutside
-    return None
+    return all(tf.DeviceSpec.from_string(d).device_type == "CPU" for d in devices)
+
+
+def traced_as_configured(cfg: TrainConfig, **changes):
+    """The execution context (`model/execution.py`, declared in `engine/contract.py`) the trainer
+    traces a task under: the encoder layers recomputed in the backward pass
+    (`cfg.gradient_checkpointing`) or each one XLA computation (`cfg.xla_layers`), with
+    `changes` (the towers' dropout stream) on top. A context manager."""
+    return execution.entered(recompute_layers=cfg.gradient_checkpointing,
+                             compile_layers=cfg.xla_layers, **changes)
 
 
 class UpdateStep:
@@ -241,7 +250,8 @@ class UpdateStep:
         # (docs/benchmarks.md), and on GPUs a few fused kernels instead of a dozen per
         # variable. The global norm and the finiteness check before it are TensorFlow's ops
         # (`_clip_and_apply`): XLA's CPU reductions and a conditional around the compiled
-        # update were 10 of its 22 ms in the pretraining bench.
+        # update were about half of its time (docs/benchmarks.md, "The global norm before the
+        # compiled update").
         self._apply_clipped = tf.function(self._apply_clipped_impl, jit_compile=True,
                                           autograph=False)
         self.fp16 = cfg.precision == "fp16"
@@ -251,8 +261,7 @@ class UpdateStep:
                                       name="loss_scale_good_steps")
         self._grad_fn = towers.make_tower_grad_fn(self._tower_fn, self.variables.values(),
                                                   jit_compile=cfg.use_xla,
-                                                  substitute=modeling.parameter_values,
-                                                  draws=_draws_outside_xla(self.devices))
+                                                  draw_outside=_draws_outside_xla(self.devices))
         self.accumulators = None
         self._grad_is_none = {}  # per route: which variables the traced towers leave without
         if cfg.num_accumulation_steps > 1:
@@ -278,13 +287,13 @@ class UpdateStep:
         # split over towers, micro-batches and workers, and again after a resume. With a
         # layout length (fine-tuning: the training file's longest example, rounded up), trimmed
         # (--pad_to_longest) and padded batches draw them in that layout: on the real tokens,
-        # the same masks whatever the cut (see modeling.DropoutStream). The task says where
+        # the same masks whatever the cut (see execution.DropoutStream). The task says where
         # a batch's sequence axis is.
         length = self.task.sequence_length(shard) if self.cfg.max_seq_length > 0 else None
-        with modeling.dropout_stream(
-                self.cfg.random_seed, shared.step, example_offset, _batch_rows(shard),
-                seq_length=length,
-                full_length=self.cfg.max_seq_length if length is not None else None):
+        stream = execution.DropoutStream(
+            self.cfg.random_seed, shared.step, example_offset, _batch_rows(shard),
+            seq_length=length, full_length=self.cfg.max_seq_length if length is not None else None)
+        with traced_as_configured(self.cfg, stream=stream):
             return self._task_of(shared.route).tower_loss(shard, shared.context, training=True)
 
     def towers(self, features, context, offset=0, route=None):
@@ -426,9 +435,9 @@ class UpdateStep:
           `finite`, `stop` (some worker asked to stop).
 
         The task's `route(features)` says which of its `routes` a batch trains (None: its own
-        loss; tasks.MultiTaskClassifier has one route per task); the update is traced once per
-        route, so the variables that route does not use get no gradient and are not updated at
-        all.
+        loss; `tasks/multitask.py`'s `MultiTaskClassifier` has one route per task); the update
+        is traced once per route, so the variables that route does not use get no gradient and
+        are not updated at all.
         """
         route = self.task.route(features)
         stop = tf.constant(1.0 if stop else 0.0)
@@ -715,7 +724,7 @@ class _Loop:
 
 
 class Trainer:
-    """Multi-tower training of a task (see tasks.Task) with Google's optimizer, checkpoints and
+    """Multi-tower training of a task (`contract.Task`) with Google's optimizer, checkpoints and
     logs: `UpdateStep` (the traced update), `ResumeState` (checkpoints, input positions) and
     the loop below (logging, summaries, signals), plus evaluation and prediction."""
 
@@ -724,7 +733,7 @@ class Trainer:
         """Builds the optimizer and the step functions (no tracing yet).
 
         Args:
-          task: a `contract.Task` (tasks.base.BertTask gives its optional members).
+          task: a `contract.Task` (`tasks/base.py`'s `BertTask` gives its optional members).
           cfg: `TrainConfig`.
           devices: one device name per tower (`towers.setup_devices(cfg.n_gpus)`).
           cluster: a `cluster.Cluster` for multi-worker training, or None.
@@ -956,10 +965,10 @@ class Trainer:
         the first tower's device; returns the task's eval metrics plus `global_step`.
 
         `task`: the trained task by default; else a task over some of its variables (one task
-        of a multi-task model, tasks.MultiTaskClassifier.tasks)."""
+        of a multi-task model, `tasks/multitask.py`'s `MultiTaskClassifier.tasks`)."""
         task, eval_step, _ = self._traced_steps(task)
         totals: Dict[str, np.ndarray] = {}
-        with tf.device(self.devices[0]):
+        with tf.device(self.devices[0]), traced_as_configured(self.cfg):
             for features, _ in self._batches(dataset, task, max_steps):
                 for k, v in self.update.shapes.call(eval_step, task, features,
                                                         batch=True).items():
@@ -976,7 +985,7 @@ class Trainer:
         task, _, predict_step = self._traced_steps(task)
         outputs: Dict[str, list] = {}
         indexes = []
-        with tf.device(self.devices[0]):
+        with tf.device(self.devices[0]), traced_as_configured(self.cfg):
             for features, index in self._batches(dataset, task):
                 if index is not None:
                     indexes.append(index.numpy())

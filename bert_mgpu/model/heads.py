@@ -1,6 +1,6 @@
 """Output heads with Google's variable scopes: masked LM, next sentence, classifier.
 
-Heads only: the trainer tasks that combine `BertModel` with them live in tasks.py.
+Heads only: the trainer tasks that combine `BertModel` with them live in `tasks/`.
 
 - `MaskedLMHead`: `cls/predictions/transform/dense/{kernel,bias}`,
   `cls/predictions/transform/LayerNorm/{beta,gamma}`, `cls/predictions/output_bias`; the output
@@ -23,7 +23,7 @@ from typing import Dict
 
 import tensorflow as tf
 
-from bert_mgpu.model import modeling
+from bert_mgpu.model import execution, modeling
 
 # Google adds this to the masked-LM weight total so a batch without masked tokens is not 0/0.
 MASKED_LM_DENOMINATOR_EPSILON = 1e-5
@@ -68,10 +68,10 @@ def vocabulary_cross_entropy(products, bias, label_ids):
     sum, the gradient's multiply, the one-hot's subtraction, the bias gradient's column sum);
     compiled, the forward reads the products twice (max, then the exponentials' sum) and writes
     nothing of their size, and the backward is one pass writing the gradient and its column sum.
-    Used in the trainer's towers (`modeling.in_trainer_towers`): the loss's forward and backward
-    at [640, 30522] 22.5 -> 18.8 ms, the pretraining bench's update 1.008x on the AMD host
-    (docs/benchmarks.md, "The masked-LM loss fused by XLA"). The values are Google's formula's
-    to float32 rounding (tests/test_modeling.py).
+    Used in the trainer's towers (`execution.current().in_trainer_towers`), where fewer passes
+    over the large [N, V] logits speed up the loss's forward and backward and the pretraining
+    update (docs/benchmarks.md, "The masked-LM loss fused by XLA"). The values are Google's
+    formula's to float32 rounding (tests/test_modeling.py).
     """
     label_ids = tf.cast(label_ids, tf.int32)
     bias = tf.cast(bias, tf.float32)
@@ -137,7 +137,7 @@ class MaskedLMHead(tf.Module):
         input_tensor = self.layer_norm(input_tensor)
         products = tf.matmul(input_tensor, tf.cast(embedding_table, input_tensor.dtype),
                              transpose_b=True)  # [B*P, V]
-        bias = modeling.param(self.output_bias)
+        bias = execution.current().value(self.output_bias)
         logits = tf.nn.bias_add(products, tf.cast(bias, products.dtype))
         # Only computed where used (eval, predictions): a traced train step prunes it.
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
@@ -146,7 +146,7 @@ class MaskedLMHead(tf.Module):
             return result
         label_ids = tf.reshape(label_ids, [-1])
         label_weights = tf.reshape(tf.cast(label_weights, tf.float32), [-1])
-        if modeling.in_trainer_towers():
+        if execution.current().in_trainer_towers:
             per_example_loss = vocabulary_cross_entropy(products, bias, label_ids)
         else:  # evaluation: Google's formula, nothing compiled
             per_example_loss = -tf.gather(log_probs, tf.cast(label_ids, tf.int32), batch_dims=1)
@@ -183,8 +183,9 @@ class NextSentenceHead(tf.Module):
           dict with `log_probs` float32 [B, 2] and, given labels, `per_example_loss` [B] and
           `loss` (the mean over the batch).
         """
-        return _softmax_classifier(pooled_output, modeling.param(self.output_weights),
-                                   modeling.param(self.output_bias), labels)
+        context = execution.current()
+        return _softmax_classifier(pooled_output, context.value(self.output_weights),
+                                   context.value(self.output_bias), labels)
 
 
 class ClassifierHead(tf.Module):
@@ -221,16 +222,18 @@ class ClassifierHead(tf.Module):
           `per_example_loss` [B] and `loss` (mean).
         """
         output_layer = modeling.dropout(pooled_output, self.dropout_prob, training)
-        return _softmax_classifier(output_layer, modeling.param(self.output_weights),
-                                   modeling.param(self.output_bias), labels)
+        context = execution.current()
+        return _softmax_classifier(output_layer, context.value(self.output_weights),
+                                   context.value(self.output_bias), labels)
 
     def logits(self, features, training=False) -> tf.Tensor:
         """Dropout then the linear layer, as `__call__`, without the softmax (regression and
         multi-label heads). features float [B, W] -> float32 [B, num_labels]."""
         output_layer = modeling.dropout(features, self.dropout_prob, training)
-        weights = modeling.param(self.output_weights)
+        context = execution.current()
+        weights = context.value(self.output_weights)
         logits = tf.matmul(output_layer, tf.cast(weights, output_layer.dtype), transpose_b=True)
-        bias = modeling.param(self.output_bias)
+        bias = context.value(self.output_bias)
         return tf.cast(tf.nn.bias_add(logits, tf.cast(bias, logits.dtype)), tf.float32)
 
 
@@ -291,10 +294,11 @@ class SpanHead(tf.Module):
           `per_example_loss` [B] = (start cross-entropy + end cross-entropy) / 2 and `loss`, its
           mean over the batch (Google's `(start_loss + end_loss) / 2.0`).
         """
-        weights = modeling.param(self.output_weights)
+        context = execution.current()
+        weights = context.value(self.output_weights)
         logits = tf.einsum("bsh,kh->bsk", sequence_output,
                            tf.cast(weights, sequence_output.dtype))  # [B, S, 2]
-        logits = tf.nn.bias_add(logits, tf.cast(modeling.param(self.output_bias), logits.dtype))
+        logits = tf.nn.bias_add(logits, tf.cast(context.value(self.output_bias), logits.dtype))
         logits = tf.cast(logits, tf.float32)
         if input_mask is not None:
             logits = tf.where(tf.equal(input_mask, 0)[:, :, None], PADDING_SPAN_LOGIT, logits)
@@ -418,10 +422,11 @@ class TokenTaggingHead(tf.Module):
         """
         output_layer = modeling.dropout(sequence_output, self.dropout_prob, training,
                                         seq_view=(modeling.SEQ, sequence_output.shape[-1]))
+        context = execution.current()
         logits = tf.einsum("bsh,th->bst", output_layer,
-                           tf.cast(modeling.param(self.output_weights), output_layer.dtype))
+                           tf.cast(context.value(self.output_weights), output_layer.dtype))
         logits = tf.cast(tf.nn.bias_add(
-            logits, tf.cast(modeling.param(self.output_bias), logits.dtype)), tf.float32)
+            logits, tf.cast(context.value(self.output_bias), logits.dtype)), tf.float32)
         result = {"logits": logits, "log_probs": tf.nn.log_softmax(logits, axis=-1)}
         if label_ids is None:
             return result

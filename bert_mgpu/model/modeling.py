@@ -6,10 +6,12 @@ Everything here follows Google's `modeling.py` (Devlin et al.): post-LayerNorm t
 exactly the ones in Google's checkpoints (`bert/embeddings/word_embeddings`,
 `bert/encoder/layer_N/attention/self/query/kernel`, ...). No Keras: the variables are created once
 in `__init__` (their shapes are known from the config), so calling the model N times inside one
-`tf.function` (one call per tower) creates no variables and shares all weights.
+`tf.function` (one call per tower) creates no variables and shares all weights. How a trainer
+runs these layers (position-keyed dropout, weight copies, recomputed or XLA-compiled layers) is
+not decided here: the layers read it from the one execution context (`model/execution.py`).
 
-Options of BERT's successors are keys of `bert_config.json` (see `config.py`); without them the
-model is the above exactly. What they change, and the variable names they use:
+Options of BERT's successors are keys of `bert_config.json` (see `model/bert_config.py`);
+without them the model is the above exactly. What they change, and the variable names they use:
 
 * `embedding_size` E (ALBERT): the word, token-type and position tables and the embedding
   LayerNorm are E wide, and `bert/encoder/embedding_hidden_mapping_in/{kernel [E, H], bias [H]}`
@@ -43,15 +45,15 @@ Shape legend used in comments, as in Google's code:
 """
 
 import collections
-import contextlib
 import math
-import threading
-from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence
+from typing import Dict, List, Mapping, NamedTuple
 
 import numpy as np
 import tensorflow as tf
 
+from bert_mgpu.model import execution
 from bert_mgpu.model.bert_config import BertConfig
+from bert_mgpu.model.execution import SEQ
 
 LAYER_NORM_EPSILON = 1e-12
 # Added to the attention scores of masked positions before the softmax (Google's value; large
@@ -67,9 +69,9 @@ _GELU_CUBIC = 0.044715
 def gelu(x):
     """Gaussian Error Linear Unit, the tanh approximation Google's BERT uses as `"gelu"`.
 
-    In the trainer's towers (inside `dropout_stream`) the forward pass and its gradient are each
-    one XLA computation (`_fused_gelu`); elsewhere (evaluation, prediction, the export)
-    Google's formula runs op by op.
+    In the trainer's towers (`execution.current().in_trainer_towers`) the forward pass and its
+    gradient are each one XLA computation (`_fused_gelu`); elsewhere (evaluation, prediction,
+    the export) Google's formula runs op by op.
 
     Args:
       x: float Tensor to perform activation on.
@@ -77,7 +79,7 @@ def gelu(x):
     Returns:
       `x` with the GELU activation applied, same shape and dtype.
     """
-    if in_trainer_towers():
+    if execution.current().in_trainer_towers:
         return _fused_gelu(x)
     cdf = 0.5 * (1.0 + tf.tanh(_GELU_SCALE * (x + _GELU_CUBIC * tf.pow(x, 3))))
     return x * cdf
@@ -102,10 +104,9 @@ def _fused_gelu(x):
     """Google's tanh GELU, its forward pass and its gradient each one XLA computation.
 
     TensorFlow runs the formula as ~8 element-wise ops forward and ~10 backward, each a pass
-    over the [rows, intermediate_size] activations; compiled, each direction is one pass. In
-    the pretraining bench's uncompiled towers on the AMD host: 1.063x (one tower) and 1.031x
-    (two towers) the update's speed (docs/benchmarks.md, "GELU fused by XLA"). The values
-    are Google's formula's to float rounding (tests/test_modeling.py)."""
+    over the [rows, intermediate_size] activations; compiled, each direction is one pass, which
+    speeds up the pretraining update (docs/benchmarks.md, "GELU fused by XLA"). The values are
+    Google's formula's to float rounding (tests/test_modeling.py)."""
     y, t = _gelu_forward(x)
 
     def grad(dy):
@@ -156,264 +157,27 @@ def get_activation(activation_string):
     return _ACTIVATIONS[act]
 
 
-# Marks a sequence axis in a `dropout(..., seq_view=...)` layout.
-SEQ = "S"
-
-
-class DropoutStream:
-    """Dropout masks that are a pure function of (seed, step, global example position).
-
-    Inside `dropout_stream(...)` every `dropout` call draws its mask from a counter-based
-    generator (Philox, TensorFlow's `StatelessRandomUniformFullIntV2`, one 16-bit draw per
-    value): the key is derived from the seed and the call's index in the model (the same in
-    every trace), the counter's high word is the global step and its low word the position of
-    the tower's first value in the global batch.
-    Example j of a global batch therefore gets the same mask whichever tower, accumulation
-    micro-batch or worker computes it, and a run resumed after a kill draws exactly the masks the
-    uninterrupted run drew: no hidden RNG state. XLA-compiled towers draw the same values: on
-    CPU with TensorFlow's kernel before the compiled function (`DrawnOutside`), and inside
-    it (GPUs, `--xla_layers`) XLA's Philox equals TensorFlow's kernel (tests/test_training.py:
-    XLA runs with dropout equal non-XLA ones to float rounding); on GPUs that is not measured
-    here.
-
-    Each value is dropped when its 16-bit draw is below round(rate x 2**16): the keep
-    probability is 1 - rate to 2**-16 (the generator is most of dropout's cost on CPU; why and
-    how much: docs/benchmarks.md). Masks drawn by versions that drew float32 uniforms differ: a
-    run started on such a version and resumed on this one draws other (equally valid) masks from
-    the resumed step on.
-
-    Batches trimmed to their longest example (--pad_to_longest): given `full_length` (the
-    layout length L: the records' padded length, or for fine-tuning the training file's
-    longest example rounded up, see `input_pipeline.dropout_layout_length`) and the batch's
-    `seq_length` S, a call that names its layout (`seq_view`) draws the values of the L-long
-    layout ([B, N, L, L], [B, L, H]) and keeps those of the S real positions, so a trimmed batch
-    gets, on its tokens, exactly the masks of the padded batch: the update is the padded run's
-    up to float rounding, whatever the trimming, the split over towers or workers, or the
-    grouping of examples by length. A batch longer than L (padded to max_seq_length) gets the
-    layout's masks and keeps every value past L: padding in every example of the file, which
-    no real token attends to. The random values of the whole L-long layout are drawn, not only
-    the trimmed ones (the cost, and the alternatives measured: docs/benchmarks.md, "Dropout's
-    random numbers").
-    """
-
-    def __init__(self, seed: int, step, example_offset, num_examples,
-                 seq_length: Optional[int] = None, full_length: Optional[int] = None):
-        self.seed = int(seed)
-        self.step = tf.cast(step, tf.int64)
-        self.example_offset = tf.cast(example_offset, tf.int64)
-        self.num_examples = tf.cast(num_examples, tf.int64)
-        self.seq_length, self.full_length = seq_length, full_length
-        self.calls = 0
-
-    # A compiled layer's stream (`inside`) takes its keys from here: a uint64 Tensor [K] whose
-    # entry i is the key of the outer stream's call `calls + i` (None: computed from the seed).
-    keys: Optional[tf.Tensor] = None
-
-    def key_value(self, call: int) -> int:
-        """splitmix64 of (seed, call index): a distinct Philox key per dropout call."""
-        z = (self.seed * 0x9E3779B97F4A7C15 + (call + 1) * 0xBF58476D1CE4E5B9) % 2 ** 64
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) % 2 ** 64
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) % 2 ** 64
-        return z ^ (z >> 31)
-
-    def _key(self) -> tf.Tensor:
-        call, self.calls = self.calls, self.calls + 1
-        if self.keys is not None:
-            if call >= self.keys.shape[0]:
-                raise ValueError(f"a compiled layer draws more than {self.keys.shape[0]} "
-                                 f"dropout masks")
-            return self.keys[call:call + 1]
-        return tf.constant([self.key_value(call)], tf.uint64)
-
-    def state(self, keys: int):
-        """(Tensors, statics) that `inside` rebuilds this stream from in a compiled function,
-        with the keys of this stream's next `keys` calls."""
-        tensors = [self.step, self.example_offset, self.num_examples,
-                   tf.constant(np.array([self.key_value(self.calls + i) for i in range(keys)],
-                                        np.uint64))]
-        dynamic = isinstance(self.seq_length, tf.Tensor)
-        if dynamic:
-            tensors.append(self.seq_length)
-        return tensors, (self.seed, None if dynamic else self.seq_length, self.full_length)
-
-    @classmethod
-    def inside(cls, tensors, statics) -> "DropoutStream":
-        """The stream `state` describes, drawing the outer stream's masks call for call."""
-        seed, seq_length, full_length = statics
-        step, offset, num, keys = tensors[:4]
-        stream = cls(seed, step, offset, num,
-                     tensors[4] if len(tensors) > 4 else seq_length, full_length)
-        stream.keys = keys
-        return stream
-
-    def dropout(self, x: tf.Tensor, rate: float, seq_view=None) -> tf.Tensor:
-        """x: float Tensor whose values are example-major (e.g. [B, ...] or [B*S, H] with B the
-        tower's examples); `seq_view`: optional per-example layout of x, Python ints and `SEQ`
-        for a sequence axis (e.g. (SEQ, H), (N, SEQ, SEQ)). Keeps each value with probability
-        1 - rate (to 2**-16), scaled by 1/(1 - rate), as `tf.nn.dropout`."""
-        key = self._key()
-        full_view = None
-        if seq_view is not None and self.full_length is not None:
-            full_view = [self.full_length if d == SEQ else d for d in seq_view]
-            per_example = int(np.prod(full_view))
-        else:
-            per_example = tf.size(x, out_type=tf.int64) // self.num_examples
-        # One 16-bit draw per value: Philox yields 4 32-bit words (8 draws) per counter
-        # increment, and each example takes a whole number of increments, so an example's draws
-        # start at counter offset * increments. 16 bits instead of a float32 uniform's 32 halve
-        # the generator's work (its cost dominates dropout on CPU, docs/benchmarks.md).
-        increments = (per_example + 7) // 8
-        supplied = getattr(_DRAWN_OUTSIDE, "supply", None)
-        if supplied is not None:  # drawn before the compiled function (`DrawnOutside`)
-            words = supplied.take()
-        else:
-            counter = tf.stack([tf.cast(self.example_offset * increments, tf.uint64),
-                                tf.cast(self.step, tf.uint64)])
-            words = tf.raw_ops.StatelessRandomUniformFullIntV2(
-                shape=tf.stack([self.num_examples, tf.cast(increments * 4, tf.int64)]),
-                key=key, counter=counter, alg=1, dtype=tf.uint32)  # Philox
-            recorded = getattr(_DRAWN_OUTSIDE, "record", None)
-            if recorded is not None:
-                recorded.append(words)
-        draws = tf.reshape(tf.bitcast(words, tf.uint16), tf.stack([self.num_examples, -1]))
-        draws = draws[:, :per_example]
-        if full_view is not None:
-            draws = tf.reshape(draws, [-1] + full_view)
-            # A length unknown in the trace (one trace for every cut) is a cut of the layout:
-            # a longer batch would not reshape to x below, a loud error.
-            if not isinstance(self.seq_length, int) or self.seq_length <= self.full_length:
-                real = tuple([slice(None)] + [slice(0, self.seq_length) if d == SEQ
-                                              else slice(None) for d in seq_view])
-                draws = draws[real]
-            else:  # positions past the layout are padding in every example: kept
-                past = self.seq_length - self.full_length
-                draws = tf.pad(draws, [[0, 0]] + [[0, past] if d == SEQ else [0, 0]
-                                                  for d in seq_view],
-                               constant_values=np.uint16(0xFFFF))
-        keep = tf.reshape(draws, tf.shape(x)) >= _drop_threshold(rate)
-        scale = tf.cast(1.0 / (1.0 - rate), x.dtype)
-        return tf.where(keep, x * scale, tf.zeros([], x.dtype))
-
-
-def _drop_threshold(rate: float) -> tf.Tensor:
-    """uint16 scalar t: a uniform 16-bit draw d is dropped when d < t, i.e. with probability
-    t / 2**16 = `rate` rounded to the nearest multiple of 2**-16 (0.1 -> 0.1000061)."""
-    if not 0.0 <= rate < 1.0:
-        raise ValueError(f"dropout rate must be in [0, 1), got {rate}")
-    return tf.constant(min(int(round(rate * 65536)), 65535), tf.uint16)
-
-
-_STREAM = threading.local()
-_DRAWN_OUTSIDE = threading.local()
-
-
-@contextlib.contextmanager
-def _bound(local: threading.local, name: str, value):
-    """Within the block, this thread's `local.<name>` is `value` (yielded); the previous value
-    (None if unset) is restored after. The state the model reads while it is traced (the dropout
-    stream, the parameter values, the drawn-outside words) is set this way."""
-    previous = getattr(local, name, None)
-    setattr(local, name, value)
-    try:
-        yield value
-    finally:
-        setattr(local, name, previous)
-
-
-class _Supply:
-    """The random words `DrawnOutside.supply` hands to the stream's calls, in order."""
-
-    def __init__(self, words):
-        self.words, self.taken = list(words), 0
-
-    def take(self) -> tf.Tensor:
-        if self.taken >= len(self.words):
-            raise ValueError(f"the compiled tower draws more than the {len(self.words)} dropout "
-                             f"masks drawn outside it")
-        self.taken += 1
-        return self.words[self.taken - 1]
-
-
-class DrawnOutside:
-    """Dropout's random words drawn by TensorFlow's kernels outside an XLA-compiled tower.
-
-    On CPU, XLA's Philox (the same values as TensorFlow's kernel) takes several times the time
-    of TensorFlow's `StatelessRandomUniformFullIntV2` for the same words: in the pretraining
-    bench's whole-tower compilation the draws were 73 of 436 ms per update, against ~11 ms for
-    the same draws uncompiled (docs/benchmarks.md, "XLA's random numbers on CPU"). So the
-    towers (`towers.make_tower_grad_fn`) trace the tower once under `record` outside the
-    compiled function, where every stream call's words are real draws of the caller's graph
-    (the rest of that trace is unused and pruned), and pass them into the compiled function,
-    whose stream calls take them under `supply` instead of drawing: the same words, call for
-    call, so the same masks.
-    """
-
-    @staticmethod
-    @contextlib.contextmanager
-    def record():
-        """Within the block, each stream call's words are also appended to the yielded list."""
-        with _bound(_DRAWN_OUTSIDE, "record", []) as recorded:
-            yield recorded
-
-    @staticmethod
-    @contextlib.contextmanager
-    def supply(words):
-        """Within the block, stream calls take `words` (a `record` block's list), in order,
-        instead of drawing; every one must be taken."""
-        with _bound(_DRAWN_OUTSIDE, "supply", _Supply(words)) as supply:
-            yield
-        if supply.taken != len(supply.words):
-            raise ValueError(f"the compiled tower drew {supply.taken} dropout masks, "
-                             f"{len(supply.words)} were drawn outside it")
-
-
-@contextlib.contextmanager
-def dropout_stream(seed: int, step, example_offset, num_examples,
-                   seq_length: Optional[int] = None, full_length: Optional[int] = None):
-    """Within the block (while tracing), `dropout` draws from a `DropoutStream`.
-
-    Args:
-      seed: Python int (`--random_seed`).
-      step: int Tensor, the global step of the update.
-      example_offset: int Tensor, the position in the global batch of the first example of
-        the tensors the model computes in the block (a tower's slice).
-      num_examples: int Tensor, the examples in the block's batch.
-      seq_length, full_length: Python ints, the batch's sequence length and the records'
-        padded length when the batch was trimmed (then the masks on the real positions are the
-        padded batch's); None: not trimmed. `seq_length` may be an int32 scalar Tensor (a
-        trace shared by every cut length), which is then at most `full_length`.
-    """
-    with _bound(_STREAM, "current", DropoutStream(seed, step, example_offset, num_examples,
-                                                  seq_length, full_length)) as stream:
-        yield stream
-
-
-def in_trainer_towers() -> bool:
-    """Whether the model is being traced in the trainer's towers (inside `dropout_stream`),
-    where element-wise pieces run as XLA computations (the GELU, the masked-LM loss); the rest
-    (evaluation, prediction, the export) runs TensorFlow's ops only."""
-    return getattr(_STREAM, "current", None) is not None
-
-
 def dropout(input_tensor, dropout_prob, training, seq_view=None):
     """Dropout that is the identity outside training or when `dropout_prob` is 0.
 
-    Inside `dropout_stream` (the trainer's towers) the mask is a pure function of (seed, step,
-    global example position); elsewhere it is `tf.nn.dropout`'s.
+    Under an execution context with a `stream` (the trainer's towers, `model/execution.py`) the
+    mask is a pure function of (seed, step, global example position); elsewhere it is
+    `tf.nn.dropout`'s.
 
     Args:
       input_tensor: float Tensor.
       dropout_prob: Python float, the probability of dropping out a value (not of keeping it).
       training: Python bool.
       seq_view: the per-example layout of `input_tensor` with its sequence axes marked `SEQ`
-        (e.g. (SEQ, H) for [B*S, H]; see `DropoutStream.dropout`), or None when it has none.
+        (e.g. (SEQ, H) for [B*S, H]; see `execution.DropoutStream.dropout`), or None when it
+        has none.
 
     Returns:
       A Tensor of the same shape as `input_tensor`.
     """
     if not training or dropout_prob is None or dropout_prob == 0.0:
         return input_tensor
-    stream = getattr(_STREAM, "current", None)
+    stream = execution.current().stream
     if stream is not None:
         return stream.dropout(input_tensor, dropout_prob, seq_view)
     return tf.nn.dropout(input_tensor, rate=dropout_prob)
@@ -527,125 +291,6 @@ def truncated_normal_initializer(stddev):
     return init
 
 
-_OVERRIDES = threading.local()
-
-
-def param(var):
-    """The value to use for a model variable: the variable itself, or inside
-    `parameter_values(...)` the tensor given for it.
-
-    Every read of a weight in the model and the heads goes through here, so a caller can run the
-    model on per-device copies of the weights (an XLA-compiled tower cannot touch a variable that
-    lives on another device) and differentiate with respect to those copies.
-    """
-    overrides = getattr(_OVERRIDES, "values", None)
-    if overrides is None:
-        return var
-    return overrides.get(var.ref(), var)
-
-
-@contextlib.contextmanager
-def parameter_values(variables, values):
-    """Within the block, `param(variables[i])` returns `values[i]` (same order)."""
-    with _bound(_OVERRIDES, "values", {v.ref(): t for v, t in zip(variables, values)}):
-        yield
-
-
-def recomputed(fn: Callable[[tf.Tensor], tf.Tensor], x: tf.Tensor,
-               variables: Sequence[tf.Variable]) -> tf.Tensor:
-    """fn(x), whose activations are not kept for the backward pass but computed again there
-    (gradient checkpointing, `tf.recompute_grad`): the backward pass keeps `x` and the output
-    only.
-
-    The recomputation is exact: it runs in the forward pass's dropout stream with the same
-    call indices (so the same position-keyed masks) and with the same `parameter_values`, and
-    the weights' values under `parameter_values` (per-device copies) are explicit inputs, so
-    their gradients flow as without checkpointing.
-
-    Args:
-      fn: float Tensor [M, H] -> float Tensor [M, H], reading only `variables` (through
-        `param`) and drawing its dropout from the current stream.
-      x: fn's input.
-      variables: the `tf.Variable`s fn reads.
-    """
-    stream = getattr(_STREAM, "current", None)
-    overrides = getattr(_OVERRIDES, "values", None)
-    first_call = stream.calls if stream is not None else 0
-    copied = [v for v in variables if overrides is not None and v.ref() in overrides]
-    state = {}
-
-    @tf.recompute_grad
-    def run(inputs, *copies):
-        saved_calls = stream.calls if stream is not None else 0
-        values = getattr(_OVERRIDES, "values", None) if overrides is None else \
-            {**overrides, **{v.ref(): c for v, c in zip(copied, copies)}}
-        if stream is not None:
-            stream.calls = first_call  # the forward pass's masks, call for call
-        try:
-            with _bound(_STREAM, "current", stream), _bound(_OVERRIDES, "values", values):
-                out = fn(inputs)
-            state["end_calls"] = stream.calls if stream is not None else 0
-            return out
-        finally:
-            if stream is not None:
-                stream.calls = saved_calls
-
-    out = run(x, *[overrides[v.ref()] for v in copied])
-    if stream is not None:
-        stream.calls = state["end_calls"]  # the next dropout call continues after fn's
-    return out
-
-
-# The most dropout masks one encoder layer draws (attention probabilities, attention output,
-# feed-forward output).
-_LAYER_DROPOUTS = 3
-
-
-class _CompiledLayer:
-    """Encoder layers run as one XLA computation each (`BertModel.compiled_layers`,
-    --xla_layers): one `tf.function(jit_compile=True)` per `encode` call, traced once for all
-    the stack's layers (whose shapes are the same) with their weights as arguments, so XLA fuses
-    each layer's element-wise work (bias adds, GELU, dropout, residuals, LayerNorm, softmax)
-    between the matmuls, forward and backward, and compiles once per batch shape.
-
-    The layer computes what the uncompiled one does: its dropout draws, inside the computation,
-    the masks of the current stream's next calls (the same Philox keys and counters: the keys are
-    passed in, the counters derive from the same step and positions), and its weights are the
-    values `param` gives outside (a tower's copies or the variables' values), so towers, gradient
-    accumulation and the position-keyed masks are unchanged (tests/test_modeling.py compares
-    outputs and gradients with the uncompiled layers, dropout on).
-    """
-
-    def __init__(self, template, layer_for):
-        self.variables = [v for block in template for v in block.variables()]
-        self.stream = getattr(_STREAM, "current", None)
-        self.statics = None
-        self.calls = None  # the dropout calls one layer makes (known once traced)
-
-        def run(x, attention_mask, stream_tensors, weights):
-            batch_size, _, seq_length = get_shape_list(attention_mask, expected_rank=3)
-            layer = layer_for(batch_size, seq_length, attention_mask)
-            inner = (DropoutStream.inside(stream_tensors, self.statics)
-                     if self.stream is not None else None)
-            with _bound(_STREAM, "current", inner), parameter_values(self.variables, weights):
-                out = layer(*template, x, False)
-            self.calls = inner.calls if inner is not None else 0
-            return out
-
-        self.run = tf.function(run, jit_compile=True, autograph=False)
-
-    def __call__(self, attention, ffn, x, attention_mask):
-        weights = [tf.convert_to_tensor(param(v))
-                   for block in (attention, ffn) for v in block.variables()]
-        stream_tensors = []
-        if self.stream is not None:
-            stream_tensors, self.statics = self.stream.state(_LAYER_DROPOUTS)
-        out = self.run(x, attention_mask, stream_tensors, weights)
-        if self.stream is not None:
-            self.stream.calls += self.calls
-        return out
-
-
 class ParameterStore:
     """An ordered mapping from Google's variable names to `tf.Variable`s.
 
@@ -704,9 +349,10 @@ class Dense:
 
     def __call__(self, x):
         """x: float Tensor [M, in] -> float Tensor [M, out] (rank 2, as Google keeps it)."""
-        y = tf.matmul(x, tf.cast(param(self.kernel), x.dtype))
+        context = execution.current()
+        y = tf.matmul(x, tf.cast(context.value(self.kernel), x.dtype))
         if self.bias is not None:
-            y = tf.nn.bias_add(y, tf.cast(param(self.bias), x.dtype))
+            y = tf.nn.bias_add(y, tf.cast(context.value(self.bias), x.dtype))
         return self.activation(y) if self.activation is not None else y
 
 
@@ -722,7 +368,8 @@ class LayerNorm:
         return [self.beta, self.gamma]
 
     def __call__(self, x):
-        return layer_norm(x, param(self.gamma), param(self.beta))
+        context = execution.current()
+        return layer_norm(x, context.value(self.gamma), context.value(self.beta))
 
 
 class BertOutputs(NamedTuple):
@@ -738,7 +385,7 @@ class BertOutputs(NamedTuple):
         after LayerNorm and dropout (with `embedding_size` != hidden_size, before the
         projection to the hidden size, as ALBERT's `get_embedding_output`).
       embedding_table: the word embeddings [vocab_size, embedding_size] (the Variable, or the
-        tensor standing for it under `parameter_values`).
+        tensor the execution context reads for it, `execution.ExecutionContext.value`).
     """
     sequence_output: tf.Tensor
     pooled_output: tf.Tensor
@@ -890,12 +537,6 @@ class BertModel(tf.Module):
         self.layers = self._build_layers(store, encoder, config)
         self.final_layer_norm = LayerNorm(store, encoder, h) if config.pre_layer_norm else None
         self.pooler = Dense(store, f"{scope}/pooler/dense", h, h, r, activation=tf.tanh)
-        # --gradient_checkpointing: training recomputes each layer's activations in the
-        # backward pass instead of keeping them (`recomputed`).
-        self.gradient_checkpointing = False
-        # --xla_layers: each encoder layer (forward and backward) runs as one XLA computation
-        # (`_CompiledLayer`).
-        self.compiled_layers = False
 
     @staticmethod
     def _build_layers(store, encoder, config):
@@ -968,7 +609,7 @@ class BertModel(tf.Module):
         first_token_tensor = sequence_output[:, 0, :]  # [B, H]
         pooled_output = self.pooler(first_token_tensor)
         return BertOutputs(sequence_output, pooled_output, all_encoder_layers,
-                           embedding_output, param(self.word_embeddings))
+                           embedding_output, execution.current().value(self.word_embeddings))
 
     def embed(self, input_ids, token_type_ids, training):
         """Embedding lookup, post-processing (token type, position), LayerNorm and dropout.
@@ -987,15 +628,16 @@ class BertModel(tf.Module):
         # tables are gathered from as Tensors: a gather on the variable itself (TensorFlow's
         # ResourceGather) puts it in copy-on-read mode, after which every other read of it (the
         # tied masked-LM decoder's, every update) copies the whole table.
-        output = tf.gather(tf.convert_to_tensor(param(self.word_embeddings)), input_ids)
-        output += tf.gather(tf.convert_to_tensor(param(self.token_type_embeddings)),
+        context = execution.current()
+        output = tf.gather(tf.convert_to_tensor(context.value(self.word_embeddings)), input_ids)
+        output += tf.gather(tf.convert_to_tensor(context.value(self.token_type_embeddings)),
                             token_type_ids)
         # Positions 0..S-1, broadcast over the batch.
         if self.position_embeddings is not None:
-            output += tf.expand_dims(param(self.position_embeddings)[:seq_length], 0)
+            output += tf.expand_dims(context.value(self.position_embeddings)[:seq_length], 0)
         else:
             table = tf.constant(self._sinusoid)[:seq_length]  # [S, E]
-            output += tf.expand_dims(param(self.position_embedding_scale) * table, 0)
+            output += tf.expand_dims(context.value(self.position_embedding_scale) * table, 0)
         output = self.embedding_layer_norm(output)
         # Mixed precision starts here: everything downstream follows the activations' dtype.
         output = tf.cast(output, self.compute_dtype)
@@ -1023,9 +665,7 @@ class BertModel(tf.Module):
         Returns:
           list of float Tensors [B, S, hidden_size], one per layer.
         """
-        config = self.config
         input_shape = get_shape_list(embedding_output, expected_rank=3)
-        batch_size, seq_length = input_shape[0], input_shape[1]
         # Keep the activations as a 2D [B*S, H] matrix through the stack (as Google does): every
         # dense layer is then one plain GEMM.
         prev_output = reshape_to_matrix(embedding_output)
@@ -1035,87 +675,134 @@ class BertModel(tf.Module):
             prev_output = tf.gather(prev_output, token_rows)  # [N, E]
         if self.embedding_projection is not None:
             prev_output = self.embedding_projection(prev_output)  # [B*S or N, E] -> [., H]
-        output_shape = input_shape[:-1] + [config.hidden_size]
-
-        def padded(x):
-            # Real-token rows [N, W] -> [B*S, W], zeros at the padding (identity without rows).
-            if token_rows is None:
-                return x
-            shape = tf.cast(tf.stack([batch_size * seq_length, x.shape[-1]]), tf.int64)
-            return tf.scatter_nd(token_rows[:, None], x, shape)
-
-        def first_tokens(x):
-            # [B*S, W] (or the real rows [N, W]) -> [B*1, W]: the first token of every sequence.
-            return tf.reshape(padded(x), [batch_size, seq_length, x.shape[-1]])[:, 0]
-
-        def layer_for(batch_size, seq_length, attention_mask):
-            # One encoder layer for a batch of these dimensions (in a compiled layer, its own).
-            def attend(attention, x, first_only=False):
-                from_tensor, from_length, mask = x, seq_length, attention_mask
-                # Without the padding, the projections run on the real rows and are scattered to
-                # the [B*S] layout the attention's reshapes need.
-                query, key, value = (attention.query, attention.key, attention.value) \
-                    if token_rows is None else (
-                        lambda t: padded(attention.query(t)), lambda t: padded(attention.key(t)),
-                        lambda t: padded(attention.value(t)))
-                if first_only:
-                    from_tensor, from_length, mask = first_tokens(x), 1, attention_mask[:, :1]
-                    query = attention.query
-                context = attention_layer(
-                    from_tensor, x, query, key, value,
-                    attention_mask=mask,
-                    num_attention_heads=config.num_attention_heads,
-                    attention_probs_dropout_prob=config.attention_probs_dropout_prob,
-                    training=training, batch_size=batch_size,
-                    from_seq_length=from_length, to_seq_length=seq_length)
-                if token_rows is not None and not first_only:
-                    context = tf.gather(context, token_rows)  # [B*S, H] -> [N, H]
-                return dropout(attention.output(context), config.hidden_dropout_prob, training,
-                               seq_view=(SEQ, config.hidden_size))
-
-            def feed_forward(ffn, x):
-                return dropout(ffn(x), config.hidden_dropout_prob, training,
-                               seq_view=(SEQ, config.hidden_size))
-
-            def layer(attention, ffn, layer_input, first_only):
-                residual = first_tokens(layer_input) if first_only else layer_input
-                if config.pre_layer_norm:
-                    attention_output = residual + attend(
-                        attention, attention.layer_norm(layer_input), first_only)
-                    return attention_output + feed_forward(ffn, ffn.layer_norm(attention_output))
-                attention_output = attention.layer_norm(
-                    attend(attention, layer_input, first_only) + residual)
-                return ffn.layer_norm(feed_forward(ffn, attention_output) + attention_output)
-            return layer
-
-        layer = layer_for(batch_size, seq_length, attention_mask)
-
+        layer = _EncoderLayer(self.config, training, input_shape[0], input_shape[1],
+                              attention_mask, token_rows)
+        run_layer = self._layer_runner(layer, training)
         all_layer_outputs = []
-        compiled = None
         for index, (attention, ffn) in enumerate(self.layers):
             first_only = first_token_only and index == len(self.layers) - 1
-            if training and self.gradient_checkpointing:
-                # Only the layer's input and output are kept for the backward pass.
-                prev_output = recomputed(
-                    lambda x, a=attention, f=ffn: layer(a, f, x, False), prev_output,
-                    attention.variables() + ffn.variables())
-            elif self.compiled_layers and token_rows is None and not first_only:
-                if compiled is None:
-                    compiled = _CompiledLayer(self.layers[0], layer_for)
-                prev_output = compiled(attention, ffn, prev_output, attention_mask)
-            else:
-                prev_output = layer(attention, ffn, prev_output, first_only)
+            prev_output = run_layer(attention, ffn, prev_output, first_only)
             all_layer_outputs.append(prev_output)
         if self.final_layer_norm is not None:
             # Pre-LN leaves the residual stream unnormalised: the final LayerNorm gives the
             # output (what the heads and `sequence_output` see).
             all_layer_outputs[-1] = self.final_layer_norm(all_layer_outputs[-1])
-        shapes = [output_shape] * len(all_layer_outputs)
-        # (With `first_token_only` the last layer's rows are already [B, H].)
-        rows = [x if first_token_only and i == len(all_layer_outputs) - 1 else padded(x)
-                for i, x in enumerate(all_layer_outputs)]
+        return layer.sequences(all_layer_outputs, first_token_only)
+
+    def _layer_runner(self, layer: "_EncoderLayer", training):
+        """run(attention, ffn, x, first_only): one encoder layer as the execution context says.
+
+        Training with `recompute_layers` (--gradient_checkpointing): only the layer's input
+        and output are kept for the backward pass, which recomputes the rest. With
+        `compile_layers` (--xla_layers) and every row (no `token_rows`): each layer one XLA
+        computation, except a first-token-only last layer. Otherwise op by op.
+        """
+        context = execution.current()
+        if training and context.recompute_layers:
+            def recomputed(attention, ffn, x, first_only):
+                return execution.recomputed(lambda h: layer(attention, ffn, h, False), x,
+                                            attention.variables() + ffn.variables())
+            return recomputed
+        if context.compile_layers and layer.token_rows is None:
+            compiled_layer = execution.CompiledLayer(self.layers[0], layer.for_mask)
+
+            def compiled(attention, ffn, x, first_only):
+                if first_only:
+                    return layer(attention, ffn, x, True)
+                return compiled_layer((attention, ffn), x, layer.attention_mask)
+            return compiled
+        return layer
+
+
+class _EncoderLayer:
+    """One encoder layer (Google's `transformer_model` loop body) for a batch of given
+    dimensions: post-LN as Google's, or pre-LN; on every row, or on the real tokens' rows only
+    (`token_rows`); the last layer optionally from the first token only.
+
+    Args (of the constructor):
+      config: `BertConfig`.
+      training: Python bool.
+      batch_size, seq_length: B and S, Python ints or int32 scalar Tensors.
+      attention_mask: float Tensor [B, F, T] (F = T = S), 1 = may attend.
+      token_rows: optional int64 Tensor [N] (`BertModel.encode`'s).
+    """
+
+    def __init__(self, config, training, batch_size, seq_length, attention_mask,
+                 token_rows=None):
+        self.config, self.training = config, training
+        self.batch_size, self.seq_length = batch_size, seq_length
+        self.attention_mask, self.token_rows = attention_mask, token_rows
+
+    def for_mask(self, attention_mask) -> "_EncoderLayer":
+        """This layer, on every row, for a batch of `attention_mask`'s dimensions (a compiled
+        layer's own, traced inside its XLA computation)."""
+        batch_size, _, seq_length = get_shape_list(attention_mask, expected_rank=3)
+        return _EncoderLayer(self.config, self.training, batch_size, seq_length, attention_mask)
+
+    def padded(self, x):
+        """Real-token rows [N, W] -> [B*S, W], zeros at the padding (identity without rows)."""
+        if self.token_rows is None:
+            return x
+        shape = tf.cast(tf.stack([self.batch_size * self.seq_length, x.shape[-1]]), tf.int64)
+        return tf.scatter_nd(self.token_rows[:, None], x, shape)
+
+    def first_tokens(self, x):
+        """[B*S, W] (or the real rows [N, W]) -> [B*1, W]: the first token of every sequence."""
+        return tf.reshape(self.padded(x), [self.batch_size, self.seq_length, x.shape[-1]])[:, 0]
+
+    def attend(self, attention, x, first_only=False):
+        """The attention sub-block before its residual: x [B*S or N, H] -> the same rows (with
+        `first_only`, [B, H]: the first token attends to every token)."""
+        config = self.config
+        query, key, value = attention.query, attention.key, attention.value
+        if self.token_rows is not None:
+            # The projections run on the real rows and are scattered to the [B*S] layout the
+            # attention's reshapes need.
+            query, key, value = (lambda t: self.padded(attention.query(t)),
+                                 lambda t: self.padded(attention.key(t)),
+                                 lambda t: self.padded(attention.value(t)))
+        from_tensor, from_length, mask = x, self.seq_length, self.attention_mask
+        if first_only:
+            from_tensor, from_length, mask = self.first_tokens(x), 1, self.attention_mask[:, :1]
+            query = attention.query
+        context = attention_layer(
+            from_tensor, x, query, key, value,
+            attention_mask=mask,
+            num_attention_heads=config.num_attention_heads,
+            attention_probs_dropout_prob=config.attention_probs_dropout_prob,
+            training=self.training, batch_size=self.batch_size,
+            from_seq_length=from_length, to_seq_length=self.seq_length)
+        if self.token_rows is not None and not first_only:
+            context = tf.gather(context, self.token_rows)  # [B*S, H] -> [N, H]
+        return dropout(attention.output(context), config.hidden_dropout_prob, self.training,
+                       seq_view=(SEQ, config.hidden_size))
+
+    def feed_forward(self, ffn, x):
+        """The feed-forward sub-block before its residual."""
+        return dropout(ffn(x), self.config.hidden_dropout_prob, self.training,
+                       seq_view=(SEQ, self.config.hidden_size))
+
+    def __call__(self, attention, ffn, layer_input, first_only=False):
+        """layer_input [B*S or N, H] -> the layer's output, the same rows ([B, H] with
+        `first_only`)."""
+        residual = self.first_tokens(layer_input) if first_only else layer_input
+        if self.config.pre_layer_norm:
+            attention_output = residual + self.attend(
+                attention, attention.layer_norm(layer_input), first_only)
+            return attention_output + self.feed_forward(ffn, ffn.layer_norm(attention_output))
+        attention_output = attention.layer_norm(
+            self.attend(attention, layer_input, first_only) + residual)
+        return ffn.layer_norm(self.feed_forward(ffn, attention_output) + attention_output)
+
+    def sequences(self, outputs, first_token_only):
+        """The layers' outputs [B*S or N, H] as [B, S, H], zeros at dropped padding; with
+        `first_token_only` the last one's rows are already [B, H] and it is [B, 1, H]."""
+        hidden, last = self.config.hidden_size, len(outputs) - 1
+        rows = [x if first_token_only and i == last else self.padded(x)
+                for i, x in enumerate(outputs)]
+        shapes = [[self.batch_size, self.seq_length, hidden]] * len(outputs)
         if first_token_only:
-            shapes[-1] = [batch_size, 1, config.hidden_size]
+            shapes[-1] = [self.batch_size, 1, hidden]
         return [reshape_from_matrix(x, shape) for x, shape in zip(rows, shapes)]
 
 
@@ -1226,8 +913,8 @@ def variable_shapes(named: Mapping[str, tf.Variable]) -> Dict[str, List[int]]:
 
 __all__ = [
     "BertConfig", "BertModel", "BertOutputs", "ParameterStore", "Dense", "LayerNorm",
-    "attention_layer", "create_attention_mask_from_input_mask", "dropout", "dropout_stream",
-    "DropoutStream", "gather_indexes", "in_trainer_towers", "SEQ",
+    "attention_layer", "create_attention_mask_from_input_mask", "dropout", "gather_indexes",
+    "SEQ",
     "gelu", "gelu_exact", "get_activation", "get_shape_list", "layer_norm",
     "merge_named_variables", "sinusoidal_position_table", "truncated_normal_initializer",
     "variable_shapes",

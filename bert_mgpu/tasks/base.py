@@ -31,11 +31,10 @@ import numpy as np
 import tensorflow as tf
 
 from bert_mgpu import tokenization
-from bert_mgpu.configs.base import ModelFiles, TrainConfig
+from bert_mgpu.configs.base import ModelFiles
 from bert_mgpu.data import input_pipeline
 from bert_mgpu.data.features import FILE_BATCH_WEIGHT, WINDOW_WEIGHT
-from bert_mgpu.engine import contract, training
-from bert_mgpu.engine.job import Job
+from bert_mgpu.engine import contract
 
 Tensors = contract.Tensors
 
@@ -177,20 +176,6 @@ def make_tokenizer(model: ModelFiles) -> tokenization.FullTokenizer:
     tokenization.validate_case_matches_checkpoint(model.do_lower_case, model.init_checkpoint)
     return tokenization.FullTokenizer(model.vocab_file, model.do_lower_case,
                                       spm_model_file=model.spm_model_file)
-
-
-def trainer_for(job: Job, task, train_cfg: TrainConfig,
-                lr_multipliers: Optional[Mapping[str, float]] = None) -> training.Trainer:
-    """The trainer of a task whose encoder is `task.bert`, with the encoder's trainer options
-    applied (`apply_encoder_options`)."""
-    apply_encoder_options(task.bert, train_cfg)
-    return job.trainer(task, train_cfg, lr_multipliers)
-
-
-def apply_encoder_options(bert, train_cfg: TrainConfig) -> None:
-    """--gradient_checkpointing and --xla_layers on the encoder `bert` (a `BertModel`)."""
-    bert.gradient_checkpointing = train_cfg.gradient_checkpointing
-    bert.compiled_layers = train_cfg.xla_layers
 
 
 def pad_positions(values: tf.Tensor, length: int, value=0) -> tf.Tensor:

@@ -33,7 +33,6 @@ from bert_mgpu.tasks.base import (
     inference_options,
     make_tokenizer,
     ratio,
-    trainer_for,
 )
 
 # A windowed record's label in `predict`'s outputs (--doc_stride), for the documents' metrics.
@@ -458,7 +457,7 @@ def run_classifier(cfg) -> dict:
                               best_metric=cfg.best_metric)
     task = classifier_task(cfg, job, labels)
     log_head_initialisation(cfg, task)
-    trainer = trainer_for(job, task, train_cfg, job.layerwise_lr_multipliers(task))
+    trainer = job.trainer(task, train_cfg, job.layerwise_lr_multipliers(task))
     watch = train_watched(job, trainer,
                           lambda: job.training_input([train_file], data.shapes, train_cfg),
                           lambda: dev_results(cfg, trainer, data, splits["dev"][0]))

@@ -18,7 +18,6 @@ from bert_mgpu.tasks.base import (
     BertTask,
     Tensors,
     make_tokenizer,
-    trainer_for,
 )
 from bert_mgpu.tasks.classifier import (
     classifier_inputs,
@@ -175,7 +174,7 @@ def run_multitask_classifier(cfg) -> dict:
                                MultiTaskClassifier.head_scope(label))
         for label, t, (task_labels, _, _) in zip(labels, task_cfgs, inputs)})
     log_head_initialisation(cfg, model)
-    trainer = trainer_for(job, model, train_cfg, job.layerwise_lr_multipliers(model))
+    trainer = job.trainer(model, train_cfg, job.layerwise_lr_multipliers(model))
     watch = train_watched(
         job, trainer, lambda: multitask_data.training_dataset(
             [(splits["train"][0], data.shapes) for _, data, splits in inputs],

@@ -20,7 +20,6 @@ from bert_mgpu.tasks.base import (
     make_tokenizer,
     pad_positions,
     ratio,
-    trainer_for,
 )
 
 
@@ -147,7 +146,7 @@ def run_ner(cfg) -> dict:
     task = TaggingTask(job.bert_config, len(data.labels),
                        compute_dtype=job.compute_dtype(), tag_names=data.labels,
                        padded_length=cfg.model.max_seq_length)
-    trainer = trainer_for(job, task, train_cfg, job.layerwise_lr_multipliers(task))
+    trainer = job.trainer(task, train_cfg, job.layerwise_lr_multipliers(task))
     watch = train_watched(
         job, trainer, lambda: job.training_input([splits["train"].path], data.shapes, train_cfg),
         lambda: _evaluate_ner(trainer, data, splits["dev"]))

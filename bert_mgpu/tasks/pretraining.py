@@ -9,7 +9,7 @@ from bert_mgpu import tokenization
 from bert_mgpu.data import features, input_pipeline
 from bert_mgpu.engine.job import start_job
 from bert_mgpu.model import heads, modeling
-from bert_mgpu.tasks.base import BertTask, Tensors, ratio, trainer_for
+from bert_mgpu.tasks.base import BertTask, Tensors, ratio
 
 
 class BertPretrainer(BertTask, tf.Module):
@@ -155,7 +155,7 @@ def run_pretraining(cfg) -> dict:
     job.save_effective_config()
     task = BertPretrainer(job.bert_config, compute_dtype=job.compute_dtype(),
                                 next_sentence=not cfg.no_next_sentence)
-    trainer = trainer_for(job, task, cfg.train_config)
+    trainer = job.trainer(task, cfg.train_config)
     if cfg.do_train:
         trainer.train(job.training_input(input_files, shapes, cfg.train_config, masking))
     result = {}

@@ -20,7 +20,6 @@ from bert_mgpu.tasks.base import (
     make_tokenizer,
     pad_positions,
     ratio,
-    trainer_for,
 )
 
 
@@ -123,7 +122,7 @@ def run_squad(cfg) -> dict:
     job.save_effective_config()
     task = SquadTask(job.bert_config, compute_dtype=job.compute_dtype(),
                      padded_length=cfg.model.max_seq_length if cfg.pad_to_longest else None)
-    trainer = trainer_for(job, task, train_cfg)
+    trainer = job.trainer(task, train_cfg)
     watch = train_watched(job, trainer, lambda: job.training_input(
         [train.path], squad_data.squad_train_shapes(cfg.model.max_seq_length), train_cfg))
     result = {}

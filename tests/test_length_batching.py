@@ -70,7 +70,8 @@ def trainer(records, out, n_gpus=1, batch=8, multiple=0, steps=6, **kwargs):
                       num_train_steps=steps, num_warmup_steps=1, learning_rate=1e-3,
                       save_checkpoints_steps=100, log_every_n_steps=100,
                       init_checkpoint=records["init"], shuffle_buffer_size=0,
-                      pad_to_multiple_of=multiple, **dict(dict(max_seq_length=SEQ), **kwargs))
+                      pad_to_multiple_of=multiple,
+                      **dict(dict(dropout_layout_length=SEQ), **kwargs))
     task = BertClassifier(CONFIG, 2)
     return training.Trainer(task, cfg, towers.tower_devices(n_gpus))
 
@@ -306,9 +307,9 @@ def test_short_file_trimmed_training_equals_padded_training_in_its_layout(tmp_pa
     layout = input_pipeline.dropout_layout_length([short["path"]], SEQ, MULTIPLE)
     assert layout == 24
     kwargs = dict(steps=4, group_by_length=True)
-    padded = train(short, tmp_path / "padded", max_seq_length=layout, **kwargs)
+    padded = train(short, tmp_path / "padded", dropout_layout_length=layout, **kwargs)
     trimmed = train(short, tmp_path / "trimmed", n_gpus=2, multiple=MULTIPLE,
-                    max_seq_length=layout, **kwargs)
+                    dropout_layout_length=layout, **kwargs)
     assert set(trimmed.lengths) == {16, 24}, trimmed.lengths
     assert max_diff(trimmed, padded) <= 1e-5
     # The layout shapes the masks: laid out over the records' 32 positions, other weights.

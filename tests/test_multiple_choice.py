@@ -93,7 +93,7 @@ def train(tmp_path, init, n_gpus, trim):
                       num_warmup_steps=1, learning_rate=1e-3, save_checkpoints_steps=100,
                       log_every_n_steps=1, init_checkpoint=init,
                       pad_to_multiple_of=MULTIPLE if trim else 0,
-                      max_seq_length=SEQ if trim else 0)
+                      dropout_layout_length=SEQ if trim else 0)
     task = MultipleChoice(BertConfig.from_dict(CONFIG))
     assert isinstance(task, JobTask)
     trainer = training.Trainer(task, cfg, towers.tower_devices(n_gpus))

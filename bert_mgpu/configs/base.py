@@ -423,8 +423,9 @@ class TrainConfig(TrainOptions):
     group_by_length: bool = False
     # Dropout's layout length (0: none, masks drawn in each batch's own shape): fine-tuning
     # jobs set the training file's longest example rounded up to pad_to_multiple_of (at most
-    # the records' length), so padded and trimmed batches get the same masks on real tokens.
-    max_seq_length: int = 0
+    # the records' length, --max_seq_length), so padded and trimmed batches get the same masks
+    # on real tokens.
+    dropout_layout_length: int = 0
 
     @classmethod
     def of(cls, options: TrainOptions, **run) -> "TrainConfig":
@@ -437,8 +438,9 @@ class TrainConfig(TrainOptions):
         super().validate()
         check_at_least(self, 1, "num_train_steps")
         check_at_least(self, 0, "num_warmup_steps", "pad_to_multiple_of")
-        if self.pad_to_multiple_of and self.max_seq_length < 1:
-            raise ValueError("pad_to_multiple_of needs the records' max_seq_length")
+        if self.pad_to_multiple_of and self.dropout_layout_length < 1:
+            raise ValueError("pad_to_multiple_of needs dropout's layout length (at most the "
+                             "records' --max_seq_length)")
         check_group_by_length(self.group_by_length, self.shuffle_buffer_size)
 
     def to_dict(self) -> Dict[str, Any]:
@@ -560,7 +562,7 @@ def epochs_train_config(cfg, num_items: int, num_workers: int, items: str = "exa
     """A fine-tuning job's TrainConfig: steps = the fork's formula over the global batch of
     every worker, warmup `warmup_proportion` of them (`cfg` has train, output_dir, model,
     do_train, num_train_epochs, warmup_proportion); `length_batching`: the TrainConfig fields
-    of a job that trims batches (pad_to_multiple_of, group_by_length, max_seq_length).
+    of a job that trims batches (pad_to_multiple_of, group_by_length, dropout_layout_length).
 
     Raises:
       ValueError: training was asked for and the training set makes no step.
@@ -613,7 +615,8 @@ class LengthBatching(FromFlags):
         if not self.pad_to_longest:
             return {}
         return dict(pad_to_multiple_of=self.pad_to_multiple_of,
-                    group_by_length=self.group_by_length, max_seq_length=max_seq_length)
+                    group_by_length=self.group_by_length,
+                    dropout_layout_length=max_seq_length)
 
     def validate_length_batching(self, shuffle_buffer_size: int) -> None:
         """Raises ValueError naming the flag (one line)."""

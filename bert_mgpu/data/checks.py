@@ -108,3 +108,12 @@ def check_feature_inputs(cfg) -> None:
     and the model files."""
     check_input_text_file("input_file", cfg.input_file)
     check_model_files(cfg.model)
+
+
+def tokenizer_for(model: ModelFiles) -> tokenization.FullTokenizer:
+    """The tokenizer of `model`'s vocabulary (or SentencePiece model) and casing, after
+    Google's check that the casing suits a released checkpoint (the script's config builder
+    has checked the files against the model: `check_model_files`)."""
+    tokenization.validate_case_matches_checkpoint(model.do_lower_case, model.init_checkpoint)
+    return tokenization.FullTokenizer(model.vocab_file, model.do_lower_case,
+                                      spm_model_file=model.spm_model_file)

@@ -11,6 +11,7 @@ import glob
 import os
 from typing import AbstractSet, List, Mapping, Optional, Sequence
 
+from bert_mgpu import tokenization
 from bert_mgpu.data import checks, features, file_io
 
 # TensorFlow is imported inside the functions that build pipelines: `expand_input_files` is
@@ -185,11 +186,9 @@ def record_dataset(input_files: Sequence[str], shapes: Mapping[str, int], batch_
     if is_training:
         d = _training_batches(input_files, batch_size, seed, shuffle_buffer, cycle_length,
                               num_shards, shard_index, masking, group_by_length)
-    else:
+    else:  # every record once, in file order, the last batch kept
         d = tf.data.TFRecordDataset(list(input_files))
-        if masking is not None:
-            d = _masked(d, masking)
-        d = d.batch(batch_size, drop_remainder=False)
+        d = (d if masking is None else _masked(d, masking)).batch(batch_size)
     if masking is None:
         d = d.map(lambda s: features.parse_example(s, shapes),
                   num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
@@ -449,6 +448,22 @@ class DynamicMasking:
     @property
     def shapes(self):
         return features.dynamic_pretraining_shapes(self.max_seq_length)
+
+    @classmethod
+    def from_vocab(cls, vocab_file: str, **rule) -> "DynamicMasking":
+        """The rule with the special ids and the random words' range of `vocab_file`
+        (run_pretraining.py --dynamic_masking's --vocab_file).
+
+        Raises:
+          ValueError: the vocabulary lacks [MASK], [CLS] or [SEP], naming it.
+        """
+        vocab = tokenization.load_vocab(vocab_file)
+        missing = [t for t in ("[MASK]", "[CLS]", "[SEP]") if t not in vocab]
+        if missing:
+            raise ValueError(f"--vocab_file {vocab_file} has no {', '.join(missing)} token "
+                             f"(--dynamic_masking needs them)")
+        return cls(vocab_size=len(vocab), mask_id=vocab["[MASK]"], cls_id=vocab["[CLS]"],
+                   sep_id=vocab["[SEP]"], **rule)
 
 
 def check_masking_mode(input_files: Sequence[str], dynamic: bool) -> None:

@@ -27,6 +27,7 @@ entry otherwise (for files damaged by other tools or a full disk).
 
 import codecs
 import dataclasses
+import json
 import os
 import re
 import uuid
@@ -615,3 +616,21 @@ def init_from_checkpoint(init_checkpoint: str, named_variables: Mapping[str, tf.
     ignored = sorted(n for n in shapes if n not in used)
     return InitReport(checkpoint=prefix, initialized=to_assign, not_in_checkpoint=absent,
                       shape_mismatch=skipped, ignored=ignored)
+
+
+def read_run_config(run_dir: str) -> dict:
+    """`run_dir`/run_config.json, the flags a training job saved beside its checkpoints
+    (engine/job.py `Job.save_effective_config`), as a dict ({} when there is none): what an
+    export or a conversion of the run reads back.
+
+    Raises:
+      ValueError: the file is not JSON (naming file and line).
+    """
+    path = os.path.join(run_dir, "run_config.json")
+    if not tf.io.gfile.exists(path):
+        return {}
+    with tf.io.gfile.GFile(path) as f:
+        try:
+            return json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None

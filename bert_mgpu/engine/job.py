@@ -182,4 +182,4 @@ def with_dropout_layout(cfg, train_cfg, train_files):
     logging.info("Dropout masks laid out over %d positions (the training set's longest example "
                  "rounded up to --pad_to_multiple_of=%d; --max_seq_length=%d)", length,
                  cfg.pad_to_multiple_of, cfg.model.max_seq_length)
-    return dataclasses.replace(train_cfg, max_seq_length=length)
+    return dataclasses.replace(train_cfg, dropout_layout_length=length)

@@ -289,10 +289,11 @@ class UpdateStep:
         # (--pad_to_longest) and padded batches draw them in that layout: on the real tokens,
         # the same masks whatever the cut (see execution.DropoutStream). The task says where
         # a batch's sequence axis is.
-        length = self.task.sequence_length(shard) if self.cfg.max_seq_length > 0 else None
+        length = self.task.sequence_length(shard) if self.cfg.dropout_layout_length > 0 else None
         stream = execution.DropoutStream(
             self.cfg.random_seed, shared.step, example_offset, _batch_rows(shard),
-            seq_length=length, full_length=self.cfg.max_seq_length if length is not None else None)
+            seq_length=length,
+            full_length=self.cfg.dropout_layout_length if length is not None else None)
         with traced_as_configured(self.cfg, stream=stream):
             return self._task_of(shared.route).tower_loss(shard, shared.context, training=True)
 
@@ -315,9 +316,9 @@ class UpdateStep:
                                            [offset + i * rows for i in range(len(shards))],
                                            shared)
         grads = towers.sum_gradients(grads)
-        length = self.task.sequence_length(features) if self.cfg.max_seq_length > 0 else None
+        length = self.task.sequence_length(features) if self.cfg.dropout_layout_length > 0 else None
         if isinstance(length, tf.Tensor):  # the one trace of batches cut to any length
-            grads = [_pad_slices(g, self.cfg.max_seq_length, length) for g in grads]
+            grads = [_pad_slices(g, self.cfg.dropout_layout_length, length) for g in grads]
         return grads, _sum_dicts(o["sums"] for o in outputs)
 
     def _worker_offset(self, features):

@@ -197,10 +197,11 @@ def _classifier_head(weights: Dict[str, np.ndarray], prefix: str,
     `weights` to Google's root-level `output_weights`/`output_bias`, the other tasks' heads
     dropped), read with the run_config.json next to the checkpoint (or one directory up, for a
     run's `best/`) when there is one."""
-    from bert_mgpu.serving.export import read_run_config
+    from bert_mgpu.engine import checkpoint  # TensorFlow only when converting
 
     folder = os.path.dirname(prefix)
-    run = read_run_config(folder) or read_run_config(os.path.dirname(folder))
+    run = checkpoint.read_run_config(folder) or checkpoint.read_run_config(
+        os.path.dirname(folder))
     try:
         head = classifier_head_of_run(run, list(weights), task_label,
                                       f"--init_checkpoint={prefix}")
@@ -227,25 +228,13 @@ def convert_checkpoint(bert_config_file: str, init_checkpoint: str, vocab_file: 
     A multi-task run's checkpoint: `task_label` chooses the task whose head becomes the
     classifier (its label names and task type from the run's run_config.json unless `labels`).
     """
-    import tensorflow as tf  # only to read the checkpoint
-
-    from bert_mgpu.engine import checkpoint
-
     with open(bert_config_file, encoding="utf-8") as f:
         try:
             bert_config = json.load(f)
         except json.JSONDecodeError as e:
             raise ConversionError(f"{bert_config_file}:{e.lineno}: invalid JSON ({e.msg})") \
                 from None
-    prefix = checkpoint.resolve_checkpoint_path(init_checkpoint)
-    reader = tf.train.load_checkpoint(prefix)
-    weights = {name: reader.get_tensor(name)
-               for name in reader.get_variable_to_shape_map() if not _NOT_WEIGHTS.search(name)}
-    missing = [n for n in hf_checkpoint.expected_bert_names(
-        _ConfigView(bert_config)) if n not in weights]
-    if missing:
-        raise ConversionError(f"{prefix}: {len(missing)} BERT variable(s) missing: "
-                              f"{', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}")
+    prefix, weights = _read_weights(init_checkpoint, bert_config)
     head = _classifier_head(weights, prefix, task_label)
     if labels is None and head.labels and registry.task_type(head.task_type).has_label_names:
         labels = head.labels
@@ -264,6 +253,35 @@ def convert_checkpoint(bert_config_file: str, init_checkpoint: str, vocab_file: 
     if vocab_lines != bert_config["vocab_size"]:
         raise ConversionError(f"{vocab_file}: {vocab_lines} tokens, but vocab_size is "
                               f"{bert_config['vocab_size']} in {bert_config_file}")
+    return _write_folder(output_dir, state, hf_config, vocab_file, do_lower_case,
+                         bert_config["max_position_embeddings"])
+
+
+def _read_weights(init_checkpoint: str, bert_config: dict):
+    """(the checkpoint's prefix, name -> array of its weights, optimizer slots left out).
+
+    Raises:
+      ConversionError: a BERT variable the config needs is not there (naming it).
+    """
+    import tensorflow as tf  # only to read the checkpoint
+
+    from bert_mgpu.engine import checkpoint
+
+    prefix = checkpoint.resolve_checkpoint_path(init_checkpoint)
+    reader = tf.train.load_checkpoint(prefix)
+    weights = {name: reader.get_tensor(name)
+               for name in reader.get_variable_to_shape_map() if not _NOT_WEIGHTS.search(name)}
+    missing = [n for n in hf_checkpoint.expected_bert_names(
+        _ConfigView(bert_config)) if n not in weights]
+    if missing:
+        raise ConversionError(f"{prefix}: {len(missing)} BERT variable(s) missing: "
+                              f"{', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}")
+    return prefix, weights
+
+
+def _write_folder(output_dir: str, state, hf_config: dict, vocab_file: str,
+                  do_lower_case: bool, model_max_length: int) -> Dict[str, str]:
+    """The Hugging Face folder's files, written; returns name -> path."""
     os.makedirs(output_dir, exist_ok=True)
     paths = {name: os.path.join(output_dir, name) for name in
              ("config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json",
@@ -277,7 +295,7 @@ def convert_checkpoint(bert_config_file: str, init_checkpoint: str, vocab_file: 
     _write_json(paths["tokenizer_config.json"], dict(
         _SPECIAL_TOKENS, tokenizer_class="BertTokenizer", do_lower_case=bool(do_lower_case),
         strip_accents=None, tokenize_chinese_chars=True,
-        model_max_length=bert_config["max_position_embeddings"]))
+        model_max_length=model_max_length))
     _write_json(paths["special_tokens_map.json"], _SPECIAL_TOKENS)
     return paths
 

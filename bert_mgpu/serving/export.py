@@ -87,7 +87,6 @@ tokenizer's ops); no Python code of this package is stored or needed.
 
 import dataclasses
 import importlib
-import json
 import os
 import re
 import shutil
@@ -326,29 +325,13 @@ class ResolvedExport:
     window_pooling: str = "mean"
 
 
-def read_run_config(run_dir: str) -> dict:
-    """`run_dir`/run_config.json as a dict ({} when there is none).
-
-    Raises:
-      ExportError: the file is not JSON (naming file and line).
-    """
-    path = os.path.join(run_dir, "run_config.json")
-    if not tf.io.gfile.exists(path):
-        return {}
-    with tf.io.gfile.GFile(path) as f:
-        try:
-            return json.load(f)
-        except json.JSONDecodeError as e:
-            raise ExportError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
-
-
 def resolve(cfg) -> ResolvedExport:
     """The files and options of an export: explicit flags win over the run's `run_config.json`.
 
     Raises:
       ExportError: naming the flag or file that is missing.
     """
-    run = read_run_config(cfg.output_dir) if cfg.output_dir else {}
+    run = checkpoint.read_run_config(cfg.output_dir) if cfg.output_dir else {}
     model = cfg.model
 
     def pick(name, explicit, default=None):

@@ -30,8 +30,6 @@ from typing import (
 import numpy as np
 import tensorflow as tf
 
-from bert_mgpu import tokenization
-from bert_mgpu.configs.base import ModelFiles
 from bert_mgpu.data import input_pipeline
 from bert_mgpu.data.features import FILE_BATCH_WEIGHT, WINDOW_WEIGHT
 from bert_mgpu.engine import contract
@@ -167,15 +165,6 @@ def estimator_loss_sums(per_example_loss, features) -> Tensors:
     weights = tf.cast(tf.reshape(weights, [-1]), per_example_loss.dtype)
     return {"batch_loss_sum": tf.reduce_sum(weights * per_example_loss),
             "num_batches": tf.reduce_sum(weights)}
-
-
-def make_tokenizer(model: ModelFiles) -> tokenization.FullTokenizer:
-    """The tokenizer of `model`'s vocabulary (or SentencePiece model) and casing, after
-    Google's check that the casing suits a released checkpoint (the script's config builder
-    has checked the files against the model: data/checks.py `check_model_files`)."""
-    tokenization.validate_case_matches_checkpoint(model.do_lower_case, model.init_checkpoint)
-    return tokenization.FullTokenizer(model.vocab_file, model.do_lower_case,
-                                      spm_model_file=model.spm_model_file)
 
 
 def pad_positions(values: tf.Tensor, length: int, value=0) -> tf.Tensor:

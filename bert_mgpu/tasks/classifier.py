@@ -10,7 +10,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_mgpu.configs.classifier import TASK_TYPES, TaskType
-from bert_mgpu.data import classifier_data, processors, user_processors
+from bert_mgpu.data import checks, classifier_data, processors, user_processors
 from bert_mgpu.data.features import DOC_INDEX
 from bert_mgpu.engine import checkpoint, training
 from bert_mgpu.engine.job import (
@@ -31,7 +31,6 @@ from bert_mgpu.tasks.base import (
     class_names,
     estimator_loss_sums,
     inference_options,
-    make_tokenizer,
     ratio,
 )
 
@@ -444,7 +443,7 @@ def run_classifier(cfg) -> dict:
     the files, ClassifierConfig.train_config for the steps).
     """
     job = start_classifier_job(cfg)
-    labels, data, splits = classifier_inputs(cfg, make_tokenizer(cfg.model))
+    labels, data, splits = classifier_inputs(cfg, checks.tokenizer_for(cfg.model))
     train_file, num_train = splits.get("train", (None, 0))
     train_cfg = with_dropout_layout(cfg, cfg.train_config(num_train, job.num_workers),
                                      [train_file] if cfg.do_train else [])

@@ -14,39 +14,18 @@ renamed at the end, so an interrupted run leaves no truncated file behind. A lin
 
 import json
 import os
-import re
-from typing import Iterator, List, NamedTuple, Optional
+from typing import Iterator, List, Optional
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_mgpu import tokenization
+from bert_mgpu.data import checks, text_examples
 from bert_mgpu.data.sequence import pack_tokens
 from bert_mgpu.engine import checkpoint
 from bert_mgpu.model import modeling
 from bert_mgpu.model.bert_config import BertConfig, read_bert_config
 from bert_mgpu.progress import Progress
-from bert_mgpu.tasks.base import make_tokenizer
-
-_PAIR_RE = re.compile(r"^(.*) \|\|\| (.*)$")
-
-
-class InputExample(NamedTuple):
-    unique_id: int
-    text_a: str
-    text_b: Optional[str]
-
-
-def read_examples(lines) -> Iterator[InputExample]:
-    """Google's `read_examples`: strip each line, split pairs on ' ||| '."""
-    for unique_id, line in enumerate(lines):
-        line = tokenization.convert_to_unicode(line).strip()
-        m = _PAIR_RE.match(line)
-        if m is None:
-            yield InputExample(unique_id, line, None)
-        else:
-            yield InputExample(unique_id, m.group(1), m.group(2))
 
 
 def _batches(iterable, size) -> Iterator[list]:
@@ -156,7 +135,7 @@ def write_features(input_file: str, output_file: str, tokenizer, extractor: Feat
     tmp_path = f"{output_file}.incomplete-{os.getpid()}"
     try:
         with tf.io.gfile.GFile(tmp_path, "w") as writer:
-            for batch in _batches(read_examples(lines), batch_size):
+            for batch in _batches(text_examples.read_examples(lines), batch_size):
                 tokens_a = tokenizer.tokenize_batch([ex.text_a for ex in batch])
                 pairs = [i for i, ex in enumerate(batch) if ex.text_b is not None]
                 tokens_b = dict(zip(pairs, tokenizer.tokenize_batch([batch[i].text_b
@@ -189,7 +168,7 @@ def write_features(input_file: str, output_file: str, tokenizer, extractor: Feat
 def extract_features(cfg) -> int:
     """Runs extract_features.py with a configs/features.py `ExtractFeaturesConfig`; returns the
     number of output lines."""
-    tokenizer = make_tokenizer(cfg.model)
+    tokenizer = checks.tokenizer_for(cfg.model)
     extractor = FeatureExtractor(read_bert_config(cfg.model), cfg.model.init_checkpoint, cfg.layers,
                                  cfg.model.max_seq_length)
     return write_features(cfg.input_file, cfg.output_file, tokenizer, extractor, cfg.batch_size)

@@ -8,6 +8,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_mgpu.configs import classifier as classifier_config
+from bert_mgpu.data import checks
 from bert_mgpu.data import features as features_lib
 from bert_mgpu.data import multitask as multitask_data
 from bert_mgpu.engine import evaluation
@@ -17,7 +18,6 @@ from bert_mgpu.model.head_spec import head_scope
 from bert_mgpu.tasks.base import (
     BertTask,
     Tensors,
-    make_tokenizer,
 )
 from bert_mgpu.tasks.classifier import (
     classifier_inputs,
@@ -156,7 +156,7 @@ def run_multitask_classifier(cfg) -> dict:
     task_cfgs = cfg.task_configs()
     labels = classifier_config.task_labels([t.task_name for t in task_cfgs])
     mean_metric = multitask_mean_metric([t.best_metric for t in task_cfgs])
-    tokenizer = make_tokenizer(cfg.model)
+    tokenizer = checks.tokenizer_for(cfg.model)
     inputs = [classifier_inputs(t, tokenizer) for t in task_cfgs]  # (labels, data, splits)
     num_train = [splits["train"][1] if cfg.do_train else 0 for _, _, splits in inputs]
     train_cfg = with_dropout_layout(

@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_mgpu.data import input_pipeline, ner_data
+from bert_mgpu.data import checks, input_pipeline, ner_data
 from bert_mgpu.engine.job import Job, read_splits, start_job, train_watched, with_dropout_layout
 from bert_mgpu.metrics import collapse
 from bert_mgpu.metrics import ner as ner_metrics
@@ -17,7 +17,6 @@ from bert_mgpu.tasks.base import (
     BertTask,
     Tensors,
     class_names,
-    make_tokenizer,
     pad_positions,
     ratio,
 )
@@ -133,7 +132,7 @@ def run_ner(cfg) -> dict:
     `loss`, a mean of the file's batch means, is then the padded run's).
     """
     job = start_job(cfg)
-    data = ner_data.FeatureFiles(cfg, make_tokenizer(cfg.model))
+    data = ner_data.FeatureFiles(cfg, checks.tokenizer_for(cfg.model))
     # Every input file is read and checked (and its features cached) before training starts.
     splits = read_splits(cfg, data.get)
     num_train = splits["train"].num_records if cfg.do_train else 0

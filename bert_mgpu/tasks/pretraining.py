@@ -5,7 +5,6 @@ from typing import Dict, Optional
 import tensorflow as tf
 from absl import logging
 
-from bert_mgpu import tokenization
 from bert_mgpu.data import features, input_pipeline
 from bert_mgpu.engine.job import start_job
 from bert_mgpu.model import heads, modeling
@@ -191,16 +190,10 @@ def dynamic_masking(cfg) -> Optional[input_pipeline.DynamicMasking]:
     """
     if not cfg.dynamic_masking:
         return None
-    vocab = tokenization.load_vocab(cfg.model.vocab_file)
-    missing = [t for t in ("[MASK]", "[CLS]", "[SEP]") if t not in vocab]
-    if missing:
-        raise ValueError(f"--vocab_file {cfg.model.vocab_file} has no {', '.join(missing)} "
-                         f"token (--dynamic_masking needs them)")
-    masking = input_pipeline.DynamicMasking(
-        max_seq_length=cfg.model.max_seq_length,
+    masking = input_pipeline.DynamicMasking.from_vocab(
+        cfg.model.vocab_file, max_seq_length=cfg.model.max_seq_length,
         max_predictions_per_seq=cfg.max_predictions_per_seq,
-        masked_lm_prob=cfg.masked_lm_prob, vocab_size=len(vocab), mask_id=vocab["[MASK]"],
-        cls_id=vocab["[CLS]"], sep_id=vocab["[SEP]"], seed=cfg.train.random_seed,
+        masked_lm_prob=cfg.masked_lm_prob, seed=cfg.train.random_seed,
         whole_word=cfg.do_whole_word_mask, span=cfg.span_masking, span_length=cfg.span_length)
     logging.info("Dynamic masking: %s%s, masked_lm_prob %g, up to %d predictions, keyed by "
                  "(random_seed %d, example index)",

@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_mgpu.data import squad_data, squad_predictions
+from bert_mgpu.data import checks, squad_data, squad_predictions
 from bert_mgpu.engine import evaluation
 from bert_mgpu.engine.job import Job, eval_input, start_job, train_watched, with_dropout_layout
 from bert_mgpu.metrics import squad as squad_metrics
@@ -17,7 +17,6 @@ from bert_mgpu.model import heads, modeling
 from bert_mgpu.tasks.base import (
     MeanOverExamples,
     Tensors,
-    make_tokenizer,
     pad_positions,
     ratio,
 )
@@ -107,7 +106,7 @@ def run_squad(cfg) -> dict:
     job = start_job(cfg)
     if cfg.do_eval:  # before training, not after it
         _check_has_answers(cfg.predict_file)
-    tokenizer = make_tokenizer(cfg.model)
+    tokenizer = checks.tokenizer_for(cfg.model)
     train = _squad_train_records(cfg, tokenizer) if cfg.do_train else None
     train_cfg = cfg.train_config(train.num_examples if train else 0, job.num_workers)
     if cfg.pad_to_longest:  # Google's runs (the default) draw dropout in the padded layout

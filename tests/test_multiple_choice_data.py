@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 from _oracle import DATA, run_json_request
 
+from bert_mgpu.data import input_pipeline
 from bert_mgpu.data import multiple_choice_data as mc
 from bert_mgpu.data.processors import DataError
 from bert_mgpu.tokenization import FullTokenizer
@@ -165,3 +166,18 @@ def test_records_restore_choices_by_sequence(tokenizer, tmp_path):
     one = next(iter(tf.data.TFRecordDataset(path).map(
         lambda s: mc.parse_multiple_choice(s, 4, 40))))
     assert one["input_ids"].shape == (4, 40) and one["label_ids"].shape == ()
+
+
+def test_the_input_pipeline_reads_the_records(tokenizer, tmp_path):
+    """`input_pipeline.record_dataset` with `multiple_choice_shapes`, then `unflatten_choices`:
+    evaluation batches in file order, [B, C, L]."""
+    examples = mc.read_swag_csv(DEV)[:7]
+    path = str(tmp_path / "dev.tf_record")
+    mc.write_features(examples, 24, tokenizer, path)
+    data = input_pipeline.record_dataset([path], mc.multiple_choice_shapes(4, 24), 4, False)
+    batches = [mc.unflatten_choices(b, 4, 24) for b in data]
+    assert [b["input_ids"].shape for b in batches] == [(4, 4, 24), (3, 4, 24)]
+    labels = np.concatenate([b["label_ids"].numpy() for b in batches])
+    assert labels.tolist() == [e.label for e in examples]
+    np.testing.assert_array_equal(batches[1]["segment_ids"][2],
+                                  mc.convert_example(examples[6], 24, tokenizer)["segment_ids"])

@@ -23,7 +23,8 @@ Features: per choice, Google's pair layout (`sequence.pack_tokens`: `[CLS] conte
 
 Records (`tfrecord.encode_example`, the package's one Example writer) hold the [C, L] features
 flattened to [C * L] in row-major order (choice 0's L values first) and `label_ids` as [1];
-`multiple_choice_shapes` gives those lengths and `parse_multiple_choice` restores [C, L].
+`multiple_choice_shapes` gives those lengths and `parse_multiple_choice` (or
+`unflatten_choices` after a pipeline that parsed them) restores [C, L].
 """
 
 import collections
@@ -169,6 +170,28 @@ def multiple_choice_shapes(num_choices: int, max_seq_length: int) -> Dict[str, i
     return shapes
 
 
+def unflatten_choices(parsed, num_choices: int, max_seq_length: int):
+    """Parsed multiple-choice records (`features.parse_example` or `input_pipeline`'s datasets
+    with `multiple_choice_shapes`) with their [C, L] features restored.
+
+    Args:
+      parsed: dict of int32 Tensors, `CHOICE_FEATURES` [C * L] (or [B, C * L]), `label_ids` [1]
+        (or [B, 1]); other features are passed through.
+      num_choices, max_seq_length: C and L the records were written with.
+
+    Returns:
+      dict: `CHOICE_FEATURES` [C, L] (or [B, C, L]), `label_ids` scalar (or [B]).
+    """
+    import tensorflow as tf  # the writer side needs no TensorFlow
+    outer = tf.shape(parsed["label_ids"])[:-1]  # [] or [B]
+    out = dict(parsed)
+    for name in CHOICE_FEATURES:
+        out[name] = tf.reshape(parsed[name],
+                               tf.concat([outer, [num_choices, max_seq_length]], 0))
+    out["label_ids"] = tf.reshape(parsed["label_ids"], outer)
+    return out
+
+
 def parse_multiple_choice(serialized, num_choices: int, max_seq_length: int):
     """Parses one or a batch of multiple-choice records.
 
@@ -180,14 +203,9 @@ def parse_multiple_choice(serialized, num_choices: int, max_seq_length: int):
       dict: `input_ids`, `input_mask`, `segment_ids` int32 [C, L] (or [B, C, L]); `label_ids`
       int32 scalar (or [B]).
     """
-    import tensorflow as tf  # the writer side needs no TensorFlow
-    parsed = features.parse_example(serialized,
-                                    multiple_choice_shapes(num_choices, max_seq_length))
-    outer = tf.shape(parsed["label_ids"])[:-1]  # [] or [B]
-    out = {name: tf.reshape(parsed[name], tf.concat([outer, [num_choices, max_seq_length]], 0))
-           for name in CHOICE_FEATURES}
-    out["label_ids"] = tf.reshape(parsed["label_ids"], outer)
-    return out
+    shapes = multiple_choice_shapes(num_choices, max_seq_length)
+    return unflatten_choices(features.parse_example(serialized, shapes), num_choices,
+                             max_seq_length)
 
 
 def _tokenized(chunk: Sequence[MultipleChoiceExample], tokenizer):

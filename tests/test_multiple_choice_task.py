@@ -14,7 +14,7 @@ from bert_mgpu.configs.base import TrainConfig
 from bert_mgpu.data import multiple_choice_data as mc
 from bert_mgpu.engine import checkpoint, towers, training
 from bert_mgpu.model.bert_config import BertConfig
-from bert_mgpu.tasks.base import Task
+from bert_mgpu.tasks.base import JobTask
 from bert_mgpu.tasks.multiple_choice import BertMultipleChoice
 from bert_mgpu.tokenization import FullTokenizer
 
@@ -63,7 +63,7 @@ def train(tmp_path, init, records, name, n_gpus, accum=1, config=DROPOUT_CONFIG)
                       num_warmup_steps=1, learning_rate=1e-3, save_checkpoints_steps=100,
                       log_every_n_steps=1, init_checkpoint=init)
     task = BertMultipleChoice(BertConfig.from_dict(config), CHOICES)
-    assert isinstance(task, Task)
+    assert isinstance(task, JobTask)
     trainer = training.Trainer(task, cfg, towers.tower_devices(n_gpus))
     trainer.train(dataset(records, 8))
     return trainer

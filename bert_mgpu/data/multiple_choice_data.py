@@ -31,7 +31,7 @@ import collections
 import os
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from bert_mgpu.data import features, file_io, tfrecord
+from bert_mgpu.data import checks, features, file_io, tfrecord
 from bert_mgpu.data.processors import DataError, _decode, _numbered_rows
 from bert_mgpu.data.sequence import pack_tokens
 
@@ -230,3 +230,63 @@ def write_features(examples: Sequence[MultipleChoiceExample], max_seq_length: in
                 values = convert_example(example, max_seq_length, tokenizer, context, choices)
                 writer.write(tfrecord.encode_example(flatten(values)))
     return len(examples)
+
+
+# ---------------------------------------------------------------------------------------------
+# run_multiple_choice.py's files.
+
+# SWAG's file names (rowanz/swagaf data/); the dev split is val.csv, dev.csv accepted too.
+SPLIT_FILES = {"train": ("train.csv",), "dev": ("val.csv", "dev.csv"), "test": ("test.csv",)}
+
+
+def split_path(data_dir: str, split: str) -> str:
+    """The CSV of `split` ("train", "dev", "test") in `data_dir`: the first of SPLIT_FILES'
+    names that exists (a remote directory: the first name)."""
+    names = SPLIT_FILES[split]
+    paths = [os.path.join(data_dir, name) for name in names]
+    if file_io.is_remote(data_dir):
+        return paths[0]
+    return next((p for p in paths if os.path.isfile(p)), paths[0])
+
+
+def read_split(data_dir: str, split: str, num_choices: int) -> List[MultipleChoiceExample]:
+    """The examples of `split`'s CSV in `data_dir`; train and dev rows must have a label.
+
+    Raises:
+      DataError: naming the file (and line): missing, a bad row or column, no label.
+    """
+    path = split_path(data_dir, split)
+    if not file_io.is_remote(path) and not os.path.isfile(path):
+        names = SPLIT_FILES[split]
+        either = names[0] + "".join(f" (or {name})" for name in names[1:])
+        raise DataError(f"--data_dir={data_dir}: {either} not found (--do_{_FLAG[split]} "
+                        f"reads it)")
+    examples = read_swag_csv(path, split, num_choices)
+    if split != "test":
+        unlabelled = next((e for e in examples if e.label is None), None)
+        if unlabelled is not None:
+            raise DataError(f"{path}: data row {unlabelled.guid.split('-')[-1]} has no label "
+                            f"(every {split} row needs the index of its right ending)")
+    if not examples:
+        raise DataError(f"{path}: no example (a header row only)")
+    return examples
+
+
+# The flag of the run that reads each split.
+_FLAG = {"train": "train", "dev": "eval", "test": "predict"}
+
+
+def check_multiple_choice_inputs(cfg) -> None:
+    """run_multiple_choice.py's inputs at start, before TensorFlow loads (`cfg`: a
+    MultipleChoiceConfig): --data_dir, the model files, the weights its evaluation or
+    prediction would use, and the CSV of each split the run reads, every row (the job reads
+    them again)."""
+    if not file_io.is_remote(cfg.data_dir) and not os.path.isdir(cfg.data_dir):
+        raise checks.InputFileError(f"--data_dir={cfg.data_dir} is not a directory")
+    checks.check_training_job(cfg, cfg.do_predict)
+    if file_io.is_remote(cfg.data_dir):
+        return
+    for split, wanted in (("train", cfg.do_train), ("dev", cfg.do_eval),
+                          ("test", cfg.do_predict)):
+        if wanted:
+            read_split(cfg.data_dir, split, cfg.num_choices)

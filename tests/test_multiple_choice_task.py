@@ -1,4 +1,4 @@
-"""The multiple-choice task (bert_mgpu/tasks/multiple_choice.py, a draft): Google's variable
+"""The multiple-choice task (bert_mgpu/tasks/multiple_choice.py): Google's variable
 names, and with dropout on, 2 towers (and 2 accumulated micro-batches) give the update of one
 device on the same global batch; the features are the [B, C, L] records the data module
 writes."""

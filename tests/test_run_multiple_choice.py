@@ -90,10 +90,10 @@ def _command(root, out, n_gpus, batch, **changes):
 # One changed flag of the good run, and the one line it must give.
 BAD_INPUT = [
     ({"--data_dir": "{root}/no_test"}, "test.csv not found (--do_predict reads it)"),
-    ({"--data_dir": "{root}/wrong_column", "--do_eval": "false", "--do_predict": "false"},
-     "no column named 'ending3'"),
-    ({"--data_dir": "{root}/bad_label", "--do_eval": "false", "--do_predict": "false"},
-     "label '7' is not a choice index 0-3"),
+    ({"--data_dir": "{root}/wrong_column", "--do_eval": "false", "--do_predict": "false",
+      "--eval_every_n_steps": 0}, "no column named 'ending3'"),
+    ({"--data_dir": "{root}/bad_label", "--do_eval": "false", "--do_predict": "false",
+      "--eval_every_n_steps": 0}, "label '7' is not a choice index 0-3"),
     ({"--num_choices": 1}, "--num_choices must be >= 2"),
 ]
 
@@ -102,10 +102,11 @@ _runs_with_the_module = with_the_module("runs")
 
 @pytest.fixture(scope="module")
 def runs(files):
-    """The script's runs, started together: 2 towers of 4 ("good": train, eval, predict), one
+    """The script's runs, started together: 2 towers of 4 ("good": train, eval every 2 updates
+    and at the end, predict), one
     device of 8 with dropout on ("one") and off ("nodrop"), the bad inputs and --help."""
     root = files
-    good = _command(root, root / "good", 2, 4)
+    good = _command(root, root / "good", 2, 4, **{"--eval_every_n_steps": 2})
     jobs = {
         "good": lambda: run_command(good, timeout=600),
         "one": lambda: run_command(_command(root, root / "one", 1, 8, **{
@@ -141,6 +142,8 @@ def test_trains_evaluates_and_predicts_every_example(runs, files):
     np.testing.assert_allclose(np.sum(rows, axis=1), 1.0, rtol=1e-5)
     predicted = (out / "predict.txt").read_text().split("\n")
     assert predicted[-1] == "" and predicted[:-1] == [str(int(np.argmax(r))) for r in rows]
+    history = (out / "eval_history.tsv").read_text().splitlines()
+    assert len(history) == 1 + 2 and "eval_accuracy" in history[0]  # updates 2 and 4
     run = json.loads((out / "run_config.json").read_text())
     assert run["num_choices"] == 4 and run["max_seq_length"] == SEQ
     # The evaluation's accuracy is the predictions' on the same rows (test = dev unlabelled).

@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_mgpu.data import classifier_data, input_pipeline
+from bert_mgpu.data import checks, classifier_data, input_pipeline
 from bert_mgpu.data import multiple_choice_data as mc_data
 from bert_mgpu.data.multiple_choice_data import CHOICE_FEATURES
 from bert_mgpu.engine.job import Job, read_splits, start_job, train_watched
@@ -34,7 +34,6 @@ from bert_mgpu.tasks.base import (
     Tensors,
     estimator_loss_sums,
     inference_options,
-    make_tokenizer,
     ratio,
 )
 
@@ -148,7 +147,7 @@ def run_multiple_choice(cfg) -> dict:
     test_results.tsv and predict.txt. Every batch is padded to --max_seq_length.
     """
     job = start_job(cfg)
-    tokenizer = make_tokenizer(cfg.model)
+    tokenizer = checks.tokenizer_for(cfg.model)
     # Every CSV the run needs is read, checked and written as records before training starts.
     splits = read_splits(cfg, lambda split: _write_split(cfg, tokenizer, split))
     num_train = splits["train"].num_examples if cfg.do_train else 0

@@ -43,6 +43,7 @@ OWN_FLAGS = {
     "convert_hf_checkpoint": {"hf_model_dir", "output_dir", "gelu"},
     "run_squad": {"predict_file", "doc_stride", "n_gpus", "null_score_diff_threshold"},
     "run_ner": {"data_dir", "n_gpus", "label_list"},
+    "run_multiple_choice": {"data_dir", "n_gpus", "num_choices", "output_dir"},
     "create_vocab": {"input_file", "vocab_size", "algorithm", "reserved_tokens"},
     "export_saved_model": {"export_dir", "task", "jit_compile", "length_chunks"},
     "convert_to_hf": {"init_checkpoint", "vocab_file", "output_dir", "task_label"},

@@ -28,6 +28,15 @@ from bert_mgpu.scripts import run
 cli.define_config_flags(ClassifierConfig)
 
 
+def processor_flags(path, taken):
+    """The --processors_file's own flags (its flags.DEFINE_*), parsed with the script's."""
+    from bert_mgpu.data.user_processors import declared_flags
+    return declared_flags(path, taken)
+
+
+cli.flags_from_file("processors_file", processor_flags)
+
+
 def main(_):
     from bert_mgpu.data.user_processors import check_classifier_inputs
     # Every flag and file checked before TensorFlow is loaded.

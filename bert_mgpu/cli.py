@@ -72,13 +72,46 @@ def define_config_flags(*classes) -> None:
     """Defines the flags of the configs `classes` (a script's), each once, as absl flags."""
     for cls in classes:
         for name, flag in script_flags(cls).items():
-            if name in FLAGS:
-                continue
-            if flag.kind == "enum":
-                flags.DEFINE_enum(name, flag.default, list(flag.enum), flag.help)
-            else:
-                _DEFINERS[flag.kind](name, flag.default, flag.help)
-            _DEFINED[name] = flag
+            if name not in FLAGS:
+                _define(name, flag)
+
+
+def _define(name: str, flag: Flag) -> None:
+    if flag.kind == "enum":
+        flags.DEFINE_enum(name, flag.default, list(flag.enum), flag.help)
+    else:
+        _DEFINERS[flag.kind](name, flag.default, flag.help)
+    _DEFINED[name] = flag
+
+
+# Flags that a file named by one of the script's flags declares (a --processors_file's own
+# flags.DEFINE_*): that flag's name -> a function (the file's path, the names already defined)
+# -> {name: Flag}, raising ValueError (one line) for a file that cannot give them.
+_FLAG_SOURCES: Dict[str, Callable[[str, frozenset], Dict[str, Flag]]] = {}
+
+
+def flags_from_file(flag: str, source: Callable[[str, frozenset], Dict[str, Flag]]) -> None:
+    """Declares that the file `--flag` names defines more flags of the script (`source` reads
+    them): they are defined and parsed with the script's own, their values are in the
+    config's `flags` (run_config.json) like the script's; nothing but this module reads absl.
+    """
+    _FLAG_SOURCES[flag] = source
+
+
+def _define_flags_from_files(argv: List[str]) -> None:
+    """Defines the flags of the files the command line names (`flags_from_file`): a first
+    parse of the flags known so far finds the files, then the flags are unparsed to be
+    parsed again with the files' own."""
+    if not _FLAG_SOURCES:
+        return
+    FLAGS(argv, known_only=True)
+    try:
+        for flag, source in _FLAG_SOURCES.items():
+            path = FLAGS[flag].value
+            for name, declared in (source(path, frozenset(FLAGS)) if path else {}).items():
+                _define(name, declared)
+    finally:
+        FLAGS.unparse_flags()
 
 
 def build_config(cls, *checks: Callable[[Any], None]):
@@ -142,10 +175,14 @@ def parse_flags(argv: List[str]) -> List[str]:
     exit code 1, as every other bad input."""
     script = os.path.basename(argv[0]) if argv else "bert_mgpu"
     try:
+        _define_flags_from_files(argv)
         rest = FLAGS(argv)
     except flags.Error as e:
         message = " ".join(str(e).split())
         sys.stderr.write(f"{script}: ERROR: {message} (--help lists the flags)\n")
+        sys.exit(1)
+    except ValueError as e:  # a file of _FLAG_SOURCES that cannot give its flags
+        sys.stderr.write(f"{script}: ERROR: {' '.join(str(e).split())}\n")
         sys.exit(1)
     try:
         check_remote_paths()

@@ -321,9 +321,13 @@ class ClassifierConfig(LengthBatching, EvalDuringTraining):
             raise ValueError(f"--task_type must be one of {', '.join(TASK_TYPES)}, got "
                              f"{self.task_type!r}")
         fixed = TASK_TYPE_OF.get(self.task_name.lower(), "classification")
-        if self.task_name.lower() != "tsv" and self.task_type != fixed:
+        # A --processors_file class may be multilabel: checked with the file
+        # (data/user_processors.py), which a config does not read.
+        if self.task_name.lower() != "tsv" and self.task_type != fixed and \
+                not self.processors_file:
             raise ValueError(f"--task_type={self.task_type}: --task_name={self.task_name} is a "
-                             f"{fixed} task (other task types need --task_name=tsv)")
+                             f"{fixed} task (other task types need --task_name=tsv, or a "
+                             f"--processors_file class with --task_type=multilabel)")
         if not 0 < self.multilabel_threshold < 1:
             raise ValueError(f"--multilabel_threshold must be in (0, 1), got "
                              f"{self.multilabel_threshold}")

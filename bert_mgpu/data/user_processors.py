@@ -29,6 +29,7 @@ The feature cache key covers the file's content, the class and the files the pro
 (every file it opened; none seen: every file of --data_dir).
 """
 
+import ast
 import builtins
 import contextlib
 import csv
@@ -45,9 +46,10 @@ from typing import Dict, List, Optional, Sequence
 from absl import logging
 
 from bert_mgpu import tokenization
-from bert_mgpu.configs.base import split_tasks
+from bert_mgpu.configs.base import Flag, split_tasks
+from bert_mgpu.configs.classifier import TASK_TYPE_OF
 from bert_mgpu.data import checks, processors
-from bert_mgpu.data.processors import DataError, DataProcessor, InputExample
+from bert_mgpu.data.processors import DataError, DataProcessor, InputExample, split_labels
 
 # Files the user's code opened for reading while a split was read (None: not recording).
 _reads: Optional[List[str]] = None
@@ -139,6 +141,75 @@ def _as_bytes(value, encoding: str = "utf-8") -> bytes:
     raise TypeError(f"Expected binary or unicode string, got {value!r}")
 
 
+class DuplicateFlagError(ValueError):
+    """A flag a processors file defines twice (absl's error of the same name)."""
+
+
+# The run's flag values (`cfg.flags`: the script's and the processors files' own), which
+# `FLAGS.<name>` of a processors file reads; None: no run (the file loaded in code).
+_run_flags: Optional[dict] = None
+
+
+def set_run_flags(values: Optional[dict]) -> None:
+    """Gives the processors files' `FLAGS` the run's values (`cfg.flags`, which the CLI filled
+    from absl: this module never reads absl's FLAGS); None: no run."""
+    global _run_flags
+    _run_flags = None if values is None else dict(values)
+
+
+class _FlagValues:
+    """`FLAGS` of a processors file: the run's value of any flag of the script (`FLAGS.data_dir`)
+    or of the file's own (`flags.DEFINE_*` in the file); loaded outside a run, the file's own
+    flags read their defaults."""
+
+    def __init__(self, path: str, defined: Dict[str, tuple]):
+        self._path, self._defined = path, defined
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if _run_flags is not None and name in _run_flags:
+            return _run_flags[name]
+        if name in self._defined:
+            return self._defined[name][0].default
+        known = "the script's flags and the file's own flags.DEFINE_*"
+        if _run_flags is None:
+            known = "the file's own flags.DEFINE_* (loaded outside a run: no script's flags)"
+        raise AttributeError(f"FLAGS.{name} is not a flag ({known})")
+
+    def __contains__(self, name: str) -> bool:
+        return (_run_flags is not None and name in _run_flags) or name in self._defined
+
+
+def _flags_shim(path: str, defined: Dict[str, tuple]) -> types.ModuleType:
+    """`tf.flags` (`tf.app.flags`, `absl.flags`) of the processors file `path`: DEFINE_* record
+    the file's own flags in `defined` (name -> (Flag, line)), which the script defines and
+    parses with its own (data/user_processors.declared_flags)."""
+    def record(kind, name, default, help_text, enum=()):
+        line = next((f.lineno for f in reversed(traceback.extract_stack())
+                     if f.filename == path), 0)
+        if name in defined:
+            raise DuplicateFlagError(f"flag --{name} is defined twice (first at "
+                                     f"{path}:{defined[name][1]})")
+        defined[name] = (Flag(kind, default, help_text or "", tuple(enum)), line)
+
+    def definer(kind):
+        return lambda name, default, help=None, *args, **kwargs: record(  # noqa: A002
+            kind, name, default, help)
+
+    def define_enum(name, default, enum_values, help=None, *args, **kwargs):  # noqa: A002
+        record("enum", name, default, help, enum_values)
+
+    offers = ("a --processors_file's flags module has DEFINE_string, DEFINE_bool, "
+              "DEFINE_integer, DEFINE_float, DEFINE_list, DEFINE_enum and FLAGS")
+    definers = {f"DEFINE_{name}": definer(kind) for name, kind in (
+        ("string", "string"), ("bool", "bool"), ("boolean", "bool"), ("integer", "integer"),
+        ("float", "float"), ("list", "list"))}
+    definers["DEFINE_enum"] = define_enum
+    return _shim("flags", offers, FLAGS=_FlagValues(path, defined),
+                 mark_flag_as_required=lambda name, flag_values=None: None, **definers)
+
+
 class GoogleInputExample:
     """Google's `run_classifier.InputExample`: guid, text_a, text_b=None, label=None."""
 
@@ -184,16 +255,27 @@ _NOT_NEEDED = ("a --processors_file runs processors only: Google's models and op
                "not in it")
 
 
-def _shim_modules() -> Dict[str, types.ModuleType]:
+def _shim_modules(path: str, defined: Dict[str, tuple]) -> Dict[str, types.ModuleType]:
+    """The modules the processors file `path` imports in place of Google's, TensorFlow's and
+    absl's flags (`defined`: where its flags.DEFINE_* record its own flags)."""
     run_classifier = types.ModuleType("run_classifier")
     run_classifier.DataProcessor = GoogleDataProcessor
     run_classifier.InputExample = GoogleInputExample
     run_classifier.tokenization = tokenization
     tf = _tensorflow_shim()
+    flags = _flags_shim(path, defined)
+    tf.flags = flags
+    tf.app = _shim("tensorflow.app", flags.__shim_offers__, flags=flags)
     run_classifier.tf = tf
-    return {"tensorflow": tf, "tokenization": tokenization, "run_classifier": run_classifier,
-            "modeling": _shim("modeling", _NOT_NEEDED),
-            "optimization": _shim("optimization", _NOT_NEEDED)}
+    google = {"tokenization": tokenization, "run_classifier": run_classifier,
+              "modeling": _shim("modeling", _NOT_NEEDED),
+              "optimization": _shim("optimization", _NOT_NEEDED)}
+    # `from bert import tokenization, run_classifier` (the bert-tensorflow package's layout).
+    bert = _shim("bert", "a --processors_file's bert package has tokenization, run_classifier, "
+                         "modeling and optimization", **google)
+    absl = _shim("absl", "a --processors_file's absl has flags and logging", flags=flags,
+                 logging=logging)
+    return {"tensorflow": tf, "bert": bert, "absl": absl, **google}
 
 
 def _user_builtins(shims: Dict[str, types.ModuleType]) -> dict:
@@ -249,7 +331,8 @@ def load(path: str) -> dict:
         source = f.read()
     module = types.ModuleType(f"bert_mgpu_processors_{len(_LOADED)}")
     module.__file__ = path
-    module.__builtins__ = _user_builtins(_shim_modules())
+    defined: Dict[str, tuple] = {}
+    module.__builtins__ = _user_builtins(_shim_modules(path, defined))
     # Registered so that what looks a class's module up (dataclasses, pickle) finds it.
     sys.modules[module.__name__] = module
     try:
@@ -259,7 +342,32 @@ def load(path: str) -> dict:
         raise user_error(e, path) from None
     _LOADED[key] = module.__dict__
     _LOADED[key]["__sha256__"] = hashlib.sha256(source).hexdigest()
+    _LOADED[key]["__flags__"] = defined
+    _LOADED[key]["__task_mapping__"] = task_mapping(ast.parse(source, path))
     return _LOADED[key]
+
+
+def task_mapping(tree: ast.Module) -> Dict[str, str]:
+    """--task_name key -> class name of Google's `processors = {"cola": ColaProcessor, ...}`
+    in the file (`tree`), a dict literal at module level or inside `main()`; read, not run
+    (Google's main() runs only in Google's script). Keys lower-cased, as Google's main looks
+    them up (`FLAGS.task_name.lower()`); the first of several such dicts wins."""
+    mains = [node for node in tree.body
+             if isinstance(node, ast.FunctionDef) and node.name == "main"]
+    for scope in [tree.body] + [list(ast.walk(m)) for m in mains]:
+        for node in scope:
+            if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict) and
+                    any(isinstance(t, ast.Name) and t.id == "processors"
+                        for t in node.targets)):
+                continue
+            mapping = {}
+            for k, v in zip(node.value.keys, node.value.values):
+                if isinstance(k, ast.Constant) and isinstance(k.value, str) and \
+                        isinstance(v, ast.Name):
+                    mapping.setdefault(k.value.lower(), v.id)
+            if mapping:
+                return mapping
+    return {}
 
 
 def task_names(class_name: str) -> List[str]:
@@ -280,12 +388,22 @@ def processor_classes(namespace: dict) -> Dict[str, type]:
 
 
 def find_class(path: str, task_name: str) -> Optional[type]:
-    """The class of `path` that `task_name` picks, or None.
+    """The class of `path` that `task_name` picks, or None: a key of the file's `processors`
+    mapping (task_mapping) first, then the class names (task_names).
 
     Raises:
-      DataError: the file cannot be loaded, or two classes answer to the name.
+      DataError: the file cannot be loaded, two classes answer to the name, or the mapping's
+        class for it is not in the file (and no built-in task has the name).
     """
-    classes = processor_classes(load(path))
+    namespace = load(path)
+    classes = processor_classes(namespace)
+    mapped = namespace["__task_mapping__"].get(task_name.lower())
+    if mapped in classes:
+        return classes[mapped]
+    if mapped is not None and task_name.lower() not in processors.PROCESSORS:
+        raise DataError(f"--task_name={task_name}: the processors mapping of "
+                        f"--processors_file={path} gives it {mapped}, which the file does not "
+                        f"define (its classes: {describe_classes(path)})")
     matches = [cls for name, cls in classes.items() if task_name.lower() in task_names(name)]
     if len(matches) > 1:
         raise DataError(f"--task_name={task_name}: several classes of --processors_file={path} "
@@ -295,9 +413,31 @@ def find_class(path: str, task_name: str) -> Optional[type]:
 
 
 def describe_classes(path: str) -> str:
-    """`HighLevelProcessor (high_level), ...`: the file's classes and their task names."""
-    return ", ".join(f"{name} ({task_names(name)[0]})"
-                     for name in processor_classes(load(path))) or "none"
+    """`HighLevelProcessor (high_level), ...`: the file's classes and their task names (the
+    keys of its processors mapping, else Google's convention)."""
+    namespace = load(path)
+    keys: Dict[str, List[str]] = {}
+    for key, name in namespace["__task_mapping__"].items():
+        keys.setdefault(name, []).append(key)
+    return ", ".join(f"{name} ({', '.join(keys.get(name, task_names(name)[:1]))})"
+                     for name in processor_classes(namespace)) or "none"
+
+
+def declared_flags(path: str, taken) -> Dict[str, Flag]:
+    """The processors file's own flags (its `flags.DEFINE_*`), for the script to define and
+    parse with its own; `taken`: the names of the script's flags.
+
+    Raises:
+      DataError: the file cannot be loaded, defines a flag twice, or defines one of the
+        script's flags (one line naming the file's line).
+    """
+    defined = load(path)["__flags__"]
+    for name, (flag, line) in defined.items():
+        if name in taken:
+            raise DataError(f"{path}:{line}: flags.DEFINE_{flag.kind}('{name}', ...) defines "
+                            f"--{name}, which the script already has: delete that line "
+                            f"(FLAGS.{name} reads the run's --{name})")
+    return {name: flag for name, (flag, _) in defined.items()}
 
 
 _SPLIT_METHODS = {"train": "get_train_examples", "dev": "get_dev_examples",
@@ -416,7 +556,7 @@ class UserProcessor(DataProcessor):
                 raise DataError(f"{where}: example {guid}: text_a/text_b must be strings, got "
                                 f"{type(text_a).__name__}/{type(text_b).__name__}")
             label = None if label is None else str(label)
-            if label is not None and label not in known:
+            if label is not None and not self._known(label, known):
                 if split == "test":
                     label = None  # a test file's placeholder label: predictions need none
                 else:
@@ -426,6 +566,13 @@ class UserProcessor(DataProcessor):
         self._files[data_dir, split] = list(dict.fromkeys(files))
         self._examples[data_dir, split] = examples
         return examples
+
+    def _known(self, label: str, known) -> bool:
+        """Whether every label of `label` is one of get_labels() (multilabel: the names joined
+        by commas, as the tsv task reads them; none is allowed)."""
+        if self.task_type == "multilabel":
+            return all(name in known for name in split_labels(label))
+        return label in known
 
     def get_train_examples(self, data_dir):
         return self._read(data_dir, "train")
@@ -459,9 +606,10 @@ def get_processor(path: str, task_name: str,
     cls = find_class(path, task_name)
     if cls is None:
         return None
-    if task_type != "classification":
+    if task_type not in ("classification", "multilabel"):
         raise DataError(f"--task_type={task_type}: a --processors_file class ({cls.__name__}) "
-                        f"is a classification task, as Google's DataProcessor")
+                        f"is a classification task, or with --task_type=multilabel one whose "
+                        f"labels are joined by commas")
     return UserProcessor(path, cls, task_type)
 
 
@@ -486,11 +634,19 @@ def processor_for(task_name: str, label_list: Optional[Sequence[str]] = None,
             return processor
         elsewhere = (f"; in --processors_file={processors_file}: "
                      f"{describe_classes(processors_file)}")
+        fixed = TASK_TYPE_OF.get(task_name.lower(), "classification")
+        if task_name.lower() != "tsv" and task_type != fixed:
+            # ClassifierConfig leaves this to the file's classes, which it cannot see.
+            raise ValueError(f"--task_type={task_type}: --task_name={task_name} is a {fixed} "
+                             f"task (other task types need --task_name=tsv, or a "
+                             f"--processors_file class with --task_type=multilabel)")
     return processors.get_processor(task_name, label_list, task_type, tsv_options, elsewhere)
 
 
 def for_config(cfg):
-    """The processor of a single-task ClassifierConfig."""
+    """The processor of a single-task ClassifierConfig (the processors files' `FLAGS` read its
+    run's flags)."""
+    set_run_flags(cfg.flags)
     return processor_for(cfg.task_name, cfg.label_list, cfg.task_type, cfg.processors_file,
                          dict(text_columns=cfg.text_columns, column_names=cfg.column_names,
                               data_format=cfg.data_format))
@@ -499,19 +655,19 @@ def for_config(cfg):
 def check_classifier_inputs(cfg) -> None:
     """run_classifier_mgpu.py's inputs at start (`cfg`: a ClassifierConfig): an unknown
     --task_name, a processors file that does not load or a class that does not follow Google's
-    API (the file is run here), a split the run needs missing, each task's --label_list, the
-    model files and the weights its evaluation or prediction would use."""
+    API (the file is run here), its get_labels(), a split the run needs missing, each task's
+    --label_list, the model files and the weights its evaluation or prediction would use."""
+    set_run_flags(cfg.flags)
     names = split_tasks(cfg.flags["task_name"])  # as given: a class name keeps its case
     splits = [s for s, wanted in (("train", cfg.do_train), ("dev", cfg.do_eval),
                                   ("test", cfg.do_predict)) if wanted]
     tsv_options = dict(text_columns=cfg.text_columns, column_names=cfg.column_names,
                        data_format=cfg.data_format)
-    for name in names:
-        processor = processor_for(name, cfg.label_list if len(names) == 1 else None,
+    for name, task in zip(names, cfg.task_configs()):
+        processor = processor_for(name, task.label_list, task.task_type,
                                   processors_file=cfg.processors_file, tsv_options=tsv_options)
         processor.check_splits(splits)
+        if isinstance(processor, UserProcessor):
+            processor.get_labels()  # the user's code: its errors before TensorFlow loads
     checks.check_model_files(cfg.model)
-    if cfg.num_tasks > 1:
-        for task in cfg.task_configs():  # each task's --label_list
-            processor_for(task.task_name, task.label_list, processors_file=task.processors_file)
     checks.check_weights_to_evaluate(cfg, cfg.do_predict)

@@ -1,0 +1,291 @@
+"""Processors files as users wrote them (issue 48, section 2; issue 51's processors items): real
+files from public repositories (tests/user_processors/, provenance and licence in each), each
+run by the user's own launch command with only --processors_file added:
+
+- CLUE's processors (CLUEbenchmark/CLUE): `--task_name=iflytek` picks iFLYTEKDataProcessor
+  through the `processors = {...}` mapping of the file's main(), read, not run;
+- BlueBERT's HoCProcessor (ncbi-nlp/bluebert): its own flags (`flags.DEFINE_list(
+  "aspect_value_list", ...)`) parsed from the command line with the script's, read through
+  `FLAGS` in get_labels(); its examples are multi-label (labels joined by commas) and train with
+  --task_type=multilabel;
+- a processors file with a byte-order mark and CRLF line endings, reading data files that have
+  them too."""
+
+import json
+import os
+import re
+import sys
+
+import numpy as np
+import pytest
+from _launch import env_without_tensorflow
+from _oracle import REPO
+from _tiny_bert import WORDS, tiny_bert_dir
+from _together import run_command, started
+
+from bert_mgpu.data import processors, user_processors
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "user_processors")
+CLUE = os.path.join(FIXTURES, "clue_iflytek.py")
+HOC = os.path.join(FIXTURES, "bluebert_hoc.py")
+
+
+def text(rng, n=None):
+    return " ".join(rng.choice(WORDS, size=n or rng.randint(2, 8)))
+
+
+def write(path, content, encoding="utf-8", newline=None):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding=encoding, newline=newline) as f:
+        f.write(content)
+
+
+def iflytek_rows(rng, n, test=False):
+    """CLUE's iflytek_public train/dev/test.json: one JSON object a line (label "0".."118",
+    label_des, sentence; the test file: id, sentence)."""
+    rows = []
+    for i in range(n):
+        row = {"id": i} if test else {"label": str(rng.randint(119)), "label_des": "app"}
+        row["sentence"] = text(rng)
+        rows.append(json.dumps(row, ensure_ascii=False) + "\n")
+    return "".join(rows)
+
+
+def hoc_rows(rng, n):
+    """BlueBERT's HoC train/dev/test.tsv: a header, then the labels (one `aspect_value` per
+    aspect 0..9, joined by commas) and the sentence."""
+    rows = ["labels\tsentence\tindex\n"]
+    for i in range(n):
+        labels = ",".join(f"{a}_{rng.randint(2)}" for a in range(10))
+        rows.append(f"{labels}\t{text(rng)}\t{i}\n")
+    return "".join(rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# In process: the mapping, the flags, multi-label examples (no TensorFlow needed)
+
+def test_task_name_keys_come_from_the_files_processors_mapping(tmp_path):
+    p = user_processors.processor_for("iflytek", processors_file=CLUE)
+    assert p.cls.__name__ == "iFLYTEKDataProcessor"  # Google's convention gives "iflytekdata"
+    assert p.get_labels() == [str(i) for i in range(119)]
+    assert user_processors.processor_for("IFLYTEK", processors_file=CLUE).cls is p.cls
+    # The mapping's key wins over a built-in task of the same name, as the file's classes do.
+    assert user_processors.processor_for("xnli", processors_file=CLUE).cls.__name__ == \
+        "XnliProcessor"
+    with pytest.raises(ValueError, match=r"task not found: 'ifly' \(known: cola, .*; in "
+                                         r"--processors_file=.*clue_iflytek\.py: XnliProcessor "
+                                         r"\(xnli\), TnewsProcessor \(tnews\), "
+                                         r"iFLYTEKDataProcessor \(iflytek\), "):
+        user_processors.processor_for("ifly", processors_file=CLUE)
+    # A mapping at module level works as one in main().
+    path = tmp_path / "p.py"
+    path.write_text("from run_classifier import DataProcessor\n"
+                    "class MyTaskProcessor(DataProcessor):\n"
+                    "  def get_train_examples(self, data_dir):\n    return []\n"
+                    "  def get_dev_examples(self, data_dir):\n    return []\n"
+                    "  def get_labels(self):\n    return ['a']\n"
+                    "processors = {'sentiment': MyTaskProcessor}\n")
+    assert user_processors.processor_for("sentiment", processors_file=str(path)).cls.__name__ \
+        == "MyTaskProcessor"
+
+
+def test_a_mapping_naming_a_missing_class(tmp_path):
+    path = tmp_path / "p.py"
+    path.write_text("from run_classifier import DataProcessor\n"
+                    "class MyTaskProcessor(DataProcessor):\n"
+                    "  def get_train_examples(self, data_dir):\n    return []\n"
+                    "  def get_dev_examples(self, data_dir):\n    return []\n"
+                    "  def get_labels(self):\n    return ['a']\n"
+                    "def main(_):\n"
+                    "  processors = {'sentiment': MyTaskProcessor, 'cola': ColaProcessor,\n"
+                    "                'gone': GoneProcessor}\n")
+    assert user_processors.processor_for("sentiment", processors_file=str(path)).cls.__name__ \
+        == "MyTaskProcessor"
+    assert isinstance(user_processors.processor_for("cola", processors_file=str(path)),
+                      processors.ColaProcessor)
+    with pytest.raises(processors.DataError, match=r"--task_name=gone: the processors mapping "
+                                                   r"of --processors_file=.*p\.py gives it "
+                                                   r"GoneProcessor, which the file does not "
+                                                   r"define \(its classes: MyTaskProcessor "
+                                                   r"\(sentiment\)\)"):
+        user_processors.processor_for("gone", processors_file=str(path))
+
+
+def test_the_files_own_flags_and_multilabel_examples(tmp_path):
+    rng = np.random.RandomState(0)
+    for split in ("train", "dev"):
+        write(tmp_path / f"{split}.tsv", hoc_rows(rng, 3))
+    flags = user_processors.declared_flags(HOC, {"data_dir", "task_name"})
+    assert {name: (f.kind, f.default) for name, f in flags.items()} == {
+        "num_classes": ("integer", 80), "num_aspects": ("integer", 20),
+        "aspect_value_list": ("list", [-2, -1, 0, 1])}
+    # The run's values (the script hands them over as cfg.flags).
+    user_processors.set_run_flags({"num_aspects": 10, "aspect_value_list": ["0", "1"],
+                                   "num_classes": 20, "data_dir": str(tmp_path)})
+    try:
+        p = user_processors.processor_for("hoc", processors_file=HOC, task_type="multilabel")
+        assert p.get_labels() == [f"{a}_{v}" for a in range(10) for v in (0, 1)]
+        train = p.get_train_examples(str(tmp_path))
+        rows = (tmp_path / "train.tsv").read_text().splitlines()[1:]
+        assert [e.label for e in train] == [r.split("\t")[0] for r in rows]
+        # A label outside get_labels() (aspect value 2) is named.
+        write(tmp_path / "dev.tsv", "labels\tsentence\n0_1,1_2\tthe movie\n")
+        with pytest.raises(processors.DataError, match=r"example dev-1 has the label "
+                                                       r"'0_1,1_2', not one of get_labels"):
+            p.get_dev_examples(str(tmp_path))
+    finally:
+        user_processors.set_run_flags(None)
+    # As a single-label task the comma-joined labels are not labels of get_labels().
+    with pytest.raises(processors.DataError, match=r"has the label '0_"):
+        user_processors.processor_for("hoc", processors_file=HOC).get_train_examples(
+            str(tmp_path))
+
+
+BOM_PROCESSOR = (
+    "\ufeff# -*- coding: utf-8 -*-\r\n"
+    "import os\r\n"
+    "from run_classifier import DataProcessor, InputExample\r\n"
+    "\r\n"
+    "class ReviewsProcessor(DataProcessor):\r\n"
+    "  def get_train_examples(self, data_dir):\r\n"
+    "    lines = self._read_tsv(os.path.join(data_dir, 'train.tsv'))\r\n"
+    "    return [InputExample('train-%d' % i, line[1], None, line[0])\r\n"
+    "            for i, line in enumerate(lines)]\r\n"
+    "  def get_dev_examples(self, data_dir):\r\n"
+    "    with open(os.path.join(data_dir, 'dev.tsv')) as f:\r\n"
+    "      return [InputExample('dev-%d' % i, l.rstrip('\\n').split('\\t')[1], None,\r\n"
+    "                           l.split('\\t')[0]) for i, l in enumerate(f)]\r\n"
+    "  def get_labels(self):\r\n"
+    "    return ['café', 'neg']\r\n"
+    "\r\n"
+    "processors = {'reviews': ReviewsProcessor}\r\n")
+
+
+def test_a_processors_file_and_data_with_a_bom_and_crlf(tmp_path):
+    """Saved by a Windows editor: the file and the data files it reads start with a UTF-8
+    byte-order mark and end lines with CRLF. The mark is dropped (the first label is 'café',
+    not '\\ufeffcafé'), CRLF read as Python reads text."""
+    path = tmp_path / "p.py"
+    path.write_bytes(BOM_PROCESSOR.encode("utf-8"))
+    data = tmp_path / "data"
+    for split in ("train", "dev"):
+        write(data / f"{split}.tsv", "\ufeffcafé\tthe movie\r\nneg\tbad plot\r\n")
+    p = user_processors.processor_for("reviews", processors_file=str(path))
+    assert p.get_labels() == ["café", "neg"]
+    for split in ("train", "dev"):
+        assert getattr(p, f"get_{split}_examples")(str(data)) == [
+            processors.InputExample(f"{split}-0", "the movie", None, "café"),
+            processors.InputExample(f"{split}-1", "bad plot", None, "neg")]
+
+
+# ---------------------------------------------------------------------------------------------
+# The users' launch commands, with only --processors_file added (--task_type=multilabel for the
+# multi-label one)
+
+def clue_command(root):
+    """run_classifier_iflytek.sh's command (its variables expanded into `root`)."""
+    rng = np.random.RandomState(1)
+    data = root / "CLUEdataset" / "iflytek"
+    for split, n in (("train", 24), ("dev", 6)):
+        write(data / f"{split}.json", iflytek_rows(rng, n))
+    model = tiny_bert_dir(root / "prev_trained_model" / "chinese_L-12_H-768_A-12")
+    return [sys.executable, os.path.join(REPO, "run_classifier.py"), "--task_name=iflytek",
+            "--do_train=true", "--do_eval=true", f"--data_dir={data}",
+            f"--vocab_file={model}/vocab.txt", f"--bert_config_file={model}/bert_config.json",
+            f"--init_checkpoint={model}/bert_model.ckpt", "--max_seq_length=128",
+            "--train_batch_size=32", "--learning_rate=2e-5", "--num_train_epochs=3.0",
+            f"--output_dir={root / 'iflytek_output'}/", f"--processors_file={CLUE}"]
+
+
+def hoc_command(root):
+    """BlueBERT's README command for HoC (--num_train_epochs and sizes kept)."""
+    rng = np.random.RandomState(2)
+    data = root / "hoc"
+    for split, n in (("train", 12), ("dev", 4), ("test", 5)):
+        write(data / f"{split}.tsv", hoc_rows(rng, n))
+    model = tiny_bert_dir(root / "bluebert")
+    return [sys.executable, os.path.join(REPO, "run_classifier.py"), "--task_name=hoc",
+            "--do_train=true", "--do_eval=true", "--do_predict=true",
+            f"--vocab_file={model}/vocab.txt", f"--bert_config_file={model}/bert_config.json",
+            f"--init_checkpoint={model}/bert_model.ckpt", "--max_seq_length=128",
+            "--train_batch_size=4", "--learning_rate=2e-5", "--num_train_epochs=3",
+            "--num_classes=20", "--num_aspects=10", "--aspect_value_list=0,1",
+            f"--data_dir={data}", f"--output_dir={root / 'out'}",
+            f"--processors_file={HOC}", "--task_type=multilabel"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("processors_files")
+    clue, hoc = clue_command(root / "clue"), hoc_command(root / "hoc")
+    jobs = {"clue": lambda: (run_command(clue), root / "clue"),
+            "hoc": lambda: (run_command(hoc), root / "hoc")}
+    with started(jobs) as futures:
+        yield futures
+
+
+def test_clues_launch_command_runs_with_its_task_name_key(runs):
+    proc, root = runs["clue"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = root / "iflytek_output"
+    config = json.loads((out / "run_config.json").read_text())
+    assert config["labels"] == [str(i) for i in range(119)]
+    result = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().split("\n")
+                  if line)
+    assert result["eval_examples"] == "6"
+    assert (out / "model.ckpt-2.index").exists()  # int(24 / 32 * 3)
+
+
+def test_bluebert_multilabel_command_with_its_own_flags(runs):
+    """--num_aspects=10 --aspect_value_list=0,1 reach get_labels() through FLAGS: 20 labels
+    (the file's defaults would give 80); the run trains one sigmoid per label and predict.txt
+    names the labels above the threshold."""
+    proc, root = runs["hoc"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = root / "out"
+    labels = [f"{a}_{v}" for a in range(10) for v in (0, 1)]
+    config = json.loads((out / "run_config.json").read_text())
+    assert config["labels"] == labels and config["task_type"] == "multilabel"
+    assert config["aspect_value_list"] == ["0", "1"]
+    assert config["num_aspects"] == 10
+    assert (out / "label_list.txt").read_text().splitlines() == labels
+    probabilities = np.loadtxt(out / "test_results.tsv")
+    assert probabilities.shape == (5, 20)  # the header skipped, as the processor does
+    predicted = (out / "predict.txt").read_text().splitlines()
+    assert predicted == [",".join(name for name, p in zip(labels, row) if p > 0.5)
+                         for row in probabilities]
+
+
+BAD_FLAGS = [
+    ("flags = tf.flags\nflags.DEFINE_string('aspect', 'a', 'x')\n"
+     "flags.DEFINE_integer('aspect', 1, 'y')\n",
+     r"^run_classifier\.py: ERROR: .*p\.py:5 in <module>: DuplicateFlagError: flag --aspect is "
+     r"defined twice \(first at .*p\.py:4\)$"),
+    ("flags = tf.flags\nflags.DEFINE_string('data_dir', None, 'The input data dir.')\n",
+     r"^run_classifier\.py: ERROR: .*p\.py:4: flags\.DEFINE_string\('data_dir', \.\.\.\) defines "
+     r"--data_dir, which the script already has: delete that line \(FLAGS\.data_dir reads the "
+     r"run's --data_dir\)$"),
+    ("FLAGS = tf.flags.FLAGS\n", r"^run_classifier\.py: ERROR: .*p\.py:10 in get_labels: "
+                                 r"AttributeError: FLAGS\.num_labels is not a flag"),
+]
+
+
+@pytest.mark.parametrize("flags,message", BAD_FLAGS)
+def test_a_processors_files_bad_flags_are_one_line_before_tensorflow(tmp_path, flags, message):
+    """Run where importing TensorFlow fails: the flags and get_labels() are checked before."""
+    path = tmp_path / "p.py"
+    path.write_text("import tensorflow as tf\nfrom run_classifier import DataProcessor\n"
+                    + flags + "class FooProcessor(DataProcessor):\n"
+                    "  def get_train_examples(self, data_dir):\n    return []\n"
+                    "  def get_dev_examples(self, data_dir):\n    return []\n"
+                    "  def get_labels(self):\n    return [str(FLAGS.num_labels)]\n")
+    model = tiny_bert_dir(tmp_path / "model")
+    proc = run_command([sys.executable, os.path.join(REPO, "run_classifier.py"),
+                        "--task_name=foo", "--do_train=true", f"--data_dir={tmp_path}",
+                        f"--vocab_file={model}/vocab.txt",
+                        f"--bert_config_file={model}/bert_config.json",
+                        f"--output_dir={tmp_path / 'out'}", f"--processors_file={path}"],
+                       env=env_without_tensorflow(tmp_path))
+    assert proc.returncode == 1
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert re.search(message, proc.stderr.strip()), proc.stderr

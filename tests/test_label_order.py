@@ -3,6 +3,7 @@
 (label_list.txt), and a run resumed from an output directory (or predicting from a checkpoint
 whose run_config.json is beside it) keeps the order its output layer was trained with."""
 
+import io
 import json
 import os
 import sys
@@ -83,4 +84,39 @@ def test_predict_txt_indices_are_read_with_label_list_txt(tmp_path):
     assert "Labels (index: label, as in predict.txt and label_list.txt): 0: 0, 1: 1" in \
         proc.stderr
     indices = [int(x) for x in (out / "predict.txt").read_text().split()]
-    assert len(indices) == 5 and all(0 <= i < 12 for i in indices)
+    # Index i is column i of test_results.tsv, whose columns are label_list.txt's order.
+    probabilities = np.loadtxt(out / "test_results.tsv")
+    assert probabilities.shape == (5, 12)
+    assert indices == [int(i) for i in np.argmax(probabilities, axis=1)]
+
+
+def test_a_resumed_tsv_run_predicts_with_its_saved_lexicographic_order(tmp_path):
+    """An output directory whose run_config.json holds the old lexicographic order (here made
+    by training with --label_list in that order: its head was trained with those indices).
+    Predicting again from it without --label_list (the labels made from train.tsv, numeric
+    order) keeps the saved order: label_list.txt and the predictions equal the first run's."""
+    rng = np.random.RandomState(1)
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = [[" ".join(rng.choice(WORDS, size=4)), str(i % 12)] for i in range(24)]
+    write_tsv(data / "train.tsv", [["sentence", "label"]] + rows)
+    write_tsv(data / "test.tsv", [["sentence"]] + [[r[0]] for r in rows[:6]])
+    model = tiny_bert_dir(tmp_path / "model")
+    out = tmp_path / "out"
+    cmd = [sys.executable, os.path.join(REPO, "run_classifier.py"), "--task_name=tsv",
+           f"--data_dir={data}", f"--vocab_file={model}/vocab.txt",
+           f"--bert_config_file={model}/bert_config.json", f"--output_dir={out}",
+           "--do_predict=true", "--max_seq_length=16"]
+    first = run_command(cmd + [f"--init_checkpoint={model}/bert_model.ckpt", "--do_train=true",
+                               "--train_batch_size=8", "--num_train_epochs=1",
+                               "--label_list=" + ",".join(LEXICOGRAPHIC)])
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert json.loads((out / "run_config.json").read_text())["labels"] == LEXICOGRAPHIC
+    before = {name: (out / name).read_text() for name in ("test_results.tsv", "predict.txt")}
+    again = run_command(cmd + ["--do_train=false"])
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "Keeping the label order of the run in" in again.stderr
+    assert (out / "label_list.txt").read_text().splitlines() == LEXICOGRAPHIC
+    np.testing.assert_allclose(np.loadtxt(out / "test_results.tsv"),
+                               np.loadtxt(io.StringIO(before["test_results.tsv"])), atol=1e-6)
+    assert (out / "predict.txt").read_text() == before["predict.txt"]

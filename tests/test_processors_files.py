@@ -19,19 +19,25 @@ import sys
 import numpy as np
 import pytest
 from _launch import env_without_tensorflow
-from _oracle import REPO
+from _oracle import REPO, run_json_request
 from _tiny_bert import WORDS, tiny_bert_dir
 from _together import run_command, started
 
-from bert_mgpu.data import processors, user_processors
+from bert_mgpu import tokenization
+from bert_mgpu.data import classifier_data, processors, user_processors
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "user_processors")
 CLUE = os.path.join(FIXTURES, "clue_iflytek.py")
 HOC = os.path.join(FIXTURES, "bluebert_hoc.py")
+# Beyond the tiny vocabulary's words: case, accents, punctuation, CJK (one token each).
+EXTRA = ["Café", "GOOD,", "电影", "很好!", "naïve"]
 
 
 def text(rng, n=None):
-    return " ".join(rng.choice(WORDS, size=n or rng.randint(2, 8)))
+    words = list(rng.choice(WORDS, size=n or rng.randint(2, 8)))
+    if rng.randint(3) == 0:
+        words.insert(rng.randint(len(words)), EXTRA[rng.randint(len(EXTRA))])
+    return " ".join(words)
 
 
 def write(path, content, encoding="utf-8", newline=None):
@@ -289,3 +295,132 @@ def test_a_processors_files_bad_flags_are_one_line_before_tensorflow(tmp_path, f
     assert proc.returncode == 1
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert re.search(message, proc.stderr.strip()), proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# The same files under Google's own run_classifier.py (the eedf571 oracle): the same examples,
+# labels and features (Google's convert_single_example)
+
+def fork_files(data, rng):
+    from test_user_processors import high_level_rows
+    write(data / "train_without_content_0515.txt", high_level_rows(rng, 6))
+    write(data / "test_without_content_0515.txt", high_level_rows(rng, 3))
+
+
+def emlo_files(data, rng):
+    write(data / "train.csv", "label,x_train\n" + "".join(
+        f"{rng.choice(['neutral', 'positive', 'negative'])},{text(rng)}\n" for _ in range(6)))
+    write(data / "dev.csv", "label,x_valid\npositive,great\nnegative,Café bad\n")
+
+
+def lcqmc_files(data, rng):
+    from test_user_processors import jd_rows, lcqmc_rows
+    for split in ("train", "dev", "test"):
+        write(data / f"{split}.txt", lcqmc_rows(rng, 4))
+    write(data / "jd_train.csv", jd_rows(rng, 5))
+
+
+def clue_files(data, rng):
+    write(data / "train.json", iflytek_rows(rng, 6))
+    write(data / "dev.json", iflytek_rows(rng, 3))
+    write(data / "test.json", iflytek_rows(rng, 3, test=True))
+
+
+def hoc_files(data, rng):
+    for split, n in (("train", 5), ("dev", 3), ("test", 3)):
+        write(data / f"{split}.tsv", hoc_rows(rng, n))
+
+
+# (file, --task_name, Google's class, splits, data files, the file's flags, multilabel)
+PASTED = [
+    ("high_level.py", "high_level", "HighLevelProcessor", ["train", "dev"], fork_files, [],
+     False),
+    ("emlo.py", "emlo", "EmloProcessor", ["train", "dev"], emlo_files, [], False),
+    ("lcqmc.py", "lcqmc", "LCQMCProcessor", ["train", "dev", "test"], lcqmc_files, [], False),
+    ("lcqmc.py", "jdcomment", "JDCOMMENTProcessor", ["train"], lcqmc_files, [], False),
+    ("clue_iflytek.py", "iflytek", "iFLYTEKDataProcessor", ["train", "dev", "test"], clue_files,
+     [], False),
+    ("bluebert_hoc.py", "hoc", "HoCProcessor", ["train", "dev", "test"], hoc_files,
+     ["--num_aspects=10", "--aspect_value_list=0,1"], True),
+]
+
+
+def googles(tmp_path, path, cls, splits, argv, multilabel, data, vocab, max_seq_length=24):
+    stdout = run_json_request("google_user_processors.py", {
+        "processors_file": path, "class": cls, "data_dir": str(data), "vocab_file": vocab,
+        "do_lower_case": True, "max_seq_length": max_seq_length, "splits": splits,
+        "argv": argv, "multilabel": multilabel}, tmp_path)
+    return json.loads(stdout.splitlines()[-1])  # the last line: above it, what the file prints
+
+
+@pytest.mark.parametrize("name,task,cls,splits,files,argv,multilabel", PASTED,
+                         ids=[case[1] for case in PASTED])
+def test_the_pasted_processors_give_googles_examples_and_features(
+        tmp_path, name, task, cls, splits, files, argv, multilabel):
+    path = os.path.join(FIXTURES, name)
+    data = tmp_path / "data"
+    files(data, np.random.RandomState(5))
+    vocab = os.path.join(tiny_bert_dir(tmp_path / "model"), "vocab.txt")
+    google = googles(tmp_path, path, cls, splits, argv, multilabel, data, vocab)
+    task_type = "multilabel" if multilabel else "classification"
+    user_processors.set_run_flags({"num_aspects": 10, "aspect_value_list": ["0", "1"]})
+    try:
+        p = user_processors.processor_for(task, processors_file=path, task_type=task_type)
+        labels = p.get_labels()
+        tokenizer = tokenization.FullTokenizer(vocab, do_lower_case=True)
+        ours = {split: getattr(p, f"get_{split}_examples")(str(data)) for split in splits}
+    finally:
+        user_processors.set_run_flags(None)
+    assert p.cls.__name__ == cls
+    assert labels == google["labels"]  # get_labels()'s order: the label ids
+    label_map = {label: i for i, label in enumerate(labels)}
+    for split in splits:
+        assert len(ours[split]) == len(google[split]) > 0, split
+        for example, row in zip(ours[split], google[split]):
+            guid, text_a, text_b, label, input_ids, input_mask, segment_ids, label_id = row
+            assert (example.guid, example.text_a, example.text_b) == (guid, text_a, text_b)
+            feature = classifier_data.convert_single_example(example, label_map, 24, tokenizer,
+                                                             task_type=task_type)
+            assert (feature["input_ids"], feature["input_mask"], feature["segment_ids"]) == (
+                input_ids, input_mask, segment_ids), (split, guid)
+            if example.label is None:  # a test file's placeholder label outside get_labels()
+                assert split == "test" and label not in labels
+            elif multilabel:
+                assert (example.label, feature["label_values"]) == (label, label_id)
+            else:
+                assert (example.label, feature["label_ids"]) == (label, [label_id])
+
+
+def records(path):
+    import tensorflow as tf
+
+    return [{k: list(v.int64_list.value or v.float_list.value)
+             for k, v in tf.train.Example.FromString(r.numpy()).features.feature.items()}
+            for r in tf.data.TFRecordDataset(str(path))]
+
+
+@pytest.mark.parametrize("run", ["clue", "hoc"])
+def test_the_runs_records_are_googles_features(runs, tmp_path, run):
+    """The training records the scripts wrote (the feature cache in --output_dir) equal Google's
+    convert_single_example of the same files, label ids in get_labels()'s order."""
+    proc, root = runs[run].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    if run == "clue":
+        data, out, cls = root / "CLUEdataset" / "iflytek", root / "iflytek_output", \
+            "iFLYTEKDataProcessor"
+        model, argv, path = root / "prev_trained_model" / "chinese_L-12_H-768_A-12", [], CLUE
+    else:
+        data, out, cls, model, path = root / "hoc", root / "out", "HoCProcessor", \
+            root / "bluebert", HOC
+        argv = ["--num_aspects=10", "--aspect_value_list=0,1"]
+    google = googles(tmp_path, path, cls, ["train"], argv, run == "hoc", data,
+                     str(model / "vocab.txt"), max_seq_length=128)
+    (train,) = out.glob("train.*.tf_record")
+    written = records(train)
+    assert len(written) == len(google["train"]) > 0
+    for record, row in zip(written, google["train"]):
+        assert record["input_ids"] == row[4] and record["segment_ids"] == row[6]
+        if run == "hoc":
+            assert record["label_values"] == row[7]
+        else:
+            assert record["label_ids"] == [row[7]]

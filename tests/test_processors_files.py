@@ -161,8 +161,12 @@ BOM_PROCESSOR = (
     "    with open(os.path.join(data_dir, 'dev.tsv')) as f:\r\n"
     "      return [InputExample('dev-%d' % i, l.rstrip('\\n').split('\\t')[1], None,\r\n"
     "                           l.split('\\t')[0]) for i, l in enumerate(f)]\r\n"
+    "  def get_test_examples(self, data_dir):\r\n"
+    "    return self._read_tsv(os.path.join(data_dir, 'test.tsv')) and [\r\n"
+    "        InputExample('test-%d' % i, line[1], None, line[0])\r\n"
+    "        for i, line in enumerate(self._read_tsv(os.path.join(data_dir, 'test.tsv')))]\r\n"
     "  def get_labels(self):\r\n"
-    "    return ['café', 'neg']\r\n"
+    "    return ['neg', 'café']  # not sorted: the user's order is the label ids'\r\n"
     "\r\n"
     "processors = {'reviews': ReviewsProcessor}\r\n")
 
@@ -177,7 +181,7 @@ def test_a_processors_file_and_data_with_a_bom_and_crlf(tmp_path):
     for split in ("train", "dev"):
         write(data / f"{split}.tsv", "\ufeffcafé\tthe movie\r\nneg\tbad plot\r\n")
     p = user_processors.processor_for("reviews", processors_file=str(path))
-    assert p.get_labels() == ["café", "neg"]
+    assert p.get_labels() == ["neg", "café"]
     for split in ("train", "dev"):
         assert getattr(p, f"get_{split}_examples")(str(data)) == [
             processors.InputExample(f"{split}-0", "the movie", None, "café"),
@@ -220,12 +224,31 @@ def hoc_command(root):
             f"--processors_file={HOC}", "--task_type=multilabel"]
 
 
+def bom_command(root):
+    """A Windows user's files (BOM, CRLF) through train and predict, labels in their order."""
+    path = root / "p.py"
+    write(path, BOM_PROCESSOR, newline="")
+    rng = np.random.RandomState(3)
+    for split, n in (("train", 16), ("test", 5)):
+        rows = "".join(f"{['neg', 'café'][i % 2]}\t{text(rng)}\r\n" for i in range(n))
+        write(root / "data" / f"{split}.tsv", "\ufeff" + rows, newline="")
+    model = tiny_bert_dir(root / "model")
+    return [sys.executable, os.path.join(REPO, "run_classifier.py"), "--task_name=reviews",
+            "--do_train=true", "--do_predict=true", f"--data_dir={root / 'data'}",
+            f"--vocab_file={model}/vocab.txt", f"--bert_config_file={model}/bert_config.json",
+            f"--init_checkpoint={model}/bert_model.ckpt", "--max_seq_length=16",
+            "--train_batch_size=8", "--num_train_epochs=1", f"--output_dir={root / 'out'}",
+            f"--processors_file={path}"]
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("processors_files")
     clue, hoc = clue_command(root / "clue"), hoc_command(root / "hoc")
+    bom = bom_command(root / "bom")
     jobs = {"clue": lambda: (run_command(clue), root / "clue"),
-            "hoc": lambda: (run_command(hoc), root / "hoc")}
+            "hoc": lambda: (run_command(hoc), root / "hoc"),
+            "bom": lambda: (run_command(bom), root / "bom")}
     with started(jobs) as futures:
         yield futures
 
@@ -260,6 +283,23 @@ def test_bluebert_multilabel_command_with_its_own_flags(runs):
     predicted = (out / "predict.txt").read_text().splitlines()
     assert predicted == [",".join(name for name, p in zip(labels, row) if p > 0.5)
                          for row in probabilities]
+
+
+def test_get_labels_order_is_kept_end_to_end(runs):
+    """get_labels() = ['neg', 'café'] (not sorted): label id 0 is 'neg' in the training records,
+    run_config.json and label_list.txt; test_results.tsv's columns and predict.txt's indices
+    follow it. The files have a BOM and CRLF: 'café' of the first line is a label."""
+    proc, root = runs["bom"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = root / "out"
+    assert json.loads((out / "run_config.json").read_text())["labels"] == ["neg", "café"]
+    assert (out / "label_list.txt").read_text(encoding="utf-8").splitlines() == ["neg", "café"]
+    (train,) = out.glob("train.*.tf_record")
+    assert [r["label_ids"] for r in records(train)] == [[i % 2] for i in range(16)]
+    probabilities = np.loadtxt(out / "test_results.tsv")
+    assert probabilities.shape == (5, 2)
+    assert [int(i) for i in (out / "predict.txt").read_text().split()] == \
+        [int(i) for i in np.argmax(probabilities, axis=1)]
 
 
 BAD_FLAGS = [
@@ -424,3 +464,19 @@ def test_the_runs_records_are_googles_features(runs, tmp_path, run):
             assert record["label_values"] == row[7]
         else:
             assert record["label_ids"] == [row[7]]
+
+
+def test_a_task_name_key_not_in_the_mapping_is_one_line_before_tensorflow(tmp_path):
+    model = tiny_bert_dir(tmp_path / "model")
+    proc = run_command([sys.executable, os.path.join(REPO, "run_classifier.py"),
+                        "--task_name=iflytk", "--do_train=true", f"--data_dir={tmp_path}",
+                        f"--vocab_file={model}/vocab.txt",
+                        f"--bert_config_file={model}/bert_config.json",
+                        f"--output_dir={tmp_path / 'out'}", f"--processors_file={CLUE}"],
+                       env=env_without_tensorflow(tmp_path))
+    assert proc.returncode == 1
+    assert re.fullmatch(r"run_classifier\.py: ERROR: --task_name: task not found: 'iflytk' "
+                        r"\(known: cola, .*; in --processors_file=.*clue_iflytek\.py: "
+                        r"XnliProcessor \(xnli\), TnewsProcessor \(tnews\), "
+                        r"iFLYTEKDataProcessor \(iflytek\), .*\)", proc.stderr.strip()), \
+        proc.stderr

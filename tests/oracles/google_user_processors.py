@@ -10,10 +10,11 @@ Usage: python google_user_processors.py REQUEST.json
 REQUEST: {"processors_file": ..., "class": "iFLYTEKDataProcessor", "data_dir": ...,
 "vocab_file": ..., "do_lower_case": true, "max_seq_length": 32, "splits": ["train", "dev"],
 "argv": ["--num_aspects=10"], "multilabel": false}
-Prints JSON as its last line (what the file prints comes above): {"labels": get_labels(), "<split>": [[guid, text_a, text_b, label, input_ids,
-input_mask, segment_ids, label_id], ...]}: Google's convert_single_example's features; with
-"multilabel", label_id is the multi-hot list the multi-label forks (BlueBERT) build from the
-comma-joined labels (Google's own convert_single_example takes one label).
+Prints JSON as its last line (what the file prints comes above): {"labels": get_labels(),
+"<split>": [[guid, text_a, text_b, label, input_ids, input_mask, segment_ids, label_id], ...]}:
+Google's convert_single_example's features; with "multilabel", label_id is the multi-hot list
+the multi-label forks (BlueBERT) build from the comma-joined labels (Google's own
+convert_single_example takes one label).
 """
 
 import json
@@ -37,9 +38,9 @@ def main(request_path):
     with open(request_path) as f:
         request = json.load(f)
     sys.path.insert(0, _material_oracles())
-    import run_google_latest  # noqa: E402  (Google's eedf571 modules under TF 2.x)
-
-    from _google_compat import install_contrib_shim  # bert-tensorflow's modeling imports contrib
+    # Google's eedf571 modules under TF 2.x; bert-tensorflow's modeling imports contrib.
+    import run_google_latest
+    from _google_compat import install_contrib_shim
 
     install_contrib_shim()
     run_classifier = run_google_latest.module("run_classifier")

@@ -15,14 +15,24 @@ The file is run as Google's `run_classifier.py` would have run it, with what it 
     and the name (`p.py:12 in get_labels: AttributeError: tensorflow.constant is not
     available (...)`).
   - `import modeling` / `import optimization` (the top of a pasted run_classifier.py) import
-    empty modules; using them is the same one-line error.
+    empty modules; using them is the same one-line error. `from bert import ...` (the
+    bert-tensorflow layout) gives the same modules.
+  - `tf.flags` (`tf.app.flags`, `absl.flags`): `flags.DEFINE_*` record the file's own flags,
+    which the script defines and parses with its own (`declared_flags`, called by the script
+    through cli.flags_from_file: absl stays in cli.py); `FLAGS.x` reads the run's value of any
+    flag, handed over as the config's `flags` (`set_run_flags`), never from absl here.
 
-The file is loaded once per process, at start (`check_classifier_inputs`, with the flags), so a
-syntax error, a missing class or a method of the wrong shape is one line before any work.
-`--task_name` picks a class by Google's convention (the class name lower-cased without `Processor`,
-also with underscores between its words: `HighLevelProcessor` -> `highlevel`, `high_level`) or by
-its name (`--task_name=HighLevelProcessor`); a class of the file wins over a built-in task of the
-same name. An exception raised in the user's code is one line naming their file, line and function
+The file is loaded once per process, at start (when the flags are parsed, for its own flags; then
+`check_classifier_inputs` checks the class and calls its get_labels()), so a syntax error, a
+missing class, a method of the wrong shape or an error of get_labels() is one line before any
+work and before TensorFlow loads.
+`--task_name` picks a class by a key of Google's `processors = {"cola": ColaProcessor, ...}`
+mapping when the file has one (module level or in `main()`, read with `ast`, not run), else by
+Google's convention (the class name lower-cased without `Processor`, also with underscores between
+its words: `HighLevelProcessor` -> `highlevel`, `high_level`) or by its name
+(`--task_name=HighLevelProcessor`); a class of the file wins over a built-in task of the same
+name. With `--task_type=multilabel` a class's labels are joined by commas (as the tsv task's).
+An exception raised in the user's code is one line naming their file, line and function
 (`my_processors.py:42 in get_train_examples: FileNotFoundError: ...`).
 
 The feature cache key covers the file's content, the class and the files the processor read

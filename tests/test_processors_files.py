@@ -313,6 +313,11 @@ BAD_FLAGS = [
      r"run's --data_dir\)$"),
     ("FLAGS = tf.flags.FLAGS\n", r"^run_classifier\.py: ERROR: .*p\.py:10 in get_labels: "
                                  r"AttributeError: FLAGS\.num_labels is not a flag"),
+    ("flags = tf.flags\nflags.DEFINE_integer('num_labels', 3, 'x')\nFLAGS = flags.FLAGS\n"
+     "N = FLAGS.num_labels\n",
+     r"^run_classifier\.py: ERROR: .*p\.py:6 in <module>: AttributeError: FLAGS\.num_labels is "
+     r"read while the file loads, before the flags are parsed: read it in the processor's "
+     r"methods$"),
 ]
 
 

@@ -158,6 +158,8 @@ class DuplicateFlagError(ValueError):
 # The run's flag values (`cfg.flags`: the script's and the processors files' own), which
 # `FLAGS.<name>` of a processors file reads; None: no run (the file loaded in code).
 _run_flags: Optional[dict] = None
+# The processors files being run (load) right now.
+_loading: set = set()
 
 
 def set_run_flags(values: Optional[dict]) -> None:
@@ -178,6 +180,11 @@ class _FlagValues:
     def __getattr__(self, name: str):
         if name.startswith("_"):
             raise AttributeError(name)
+        if self._path in _loading:
+            # The file runs while the flags are parsed: no value is known yet (absl's
+            # UnparsedFlagAccessError in Google's script), and a default would be silently wrong.
+            raise AttributeError(f"FLAGS.{name} is read while the file loads, before the flags "
+                                 f"are parsed: read it in the processor's methods")
         if _run_flags is not None and name in _run_flags:
             return _run_flags[name]
         if name in self._defined:
@@ -345,11 +352,14 @@ def load(path: str) -> dict:
     module.__builtins__ = _user_builtins(_shim_modules(path, defined))
     # Registered so that what looks a class's module up (dataclasses, pickle) finds it.
     sys.modules[module.__name__] = module
+    _loading.add(path)
     try:
         code = compile(source, path, "exec")
         exec(code, module.__dict__)  # noqa: S102 - the user's own processors, as Google's
     except Exception as e:  # pylint: disable=broad-except
         raise user_error(e, path) from None
+    finally:
+        _loading.discard(path)
     _LOADED[key] = module.__dict__
     _LOADED[key]["__sha256__"] = hashlib.sha256(source).hexdigest()
     _LOADED[key]["__flags__"] = defined

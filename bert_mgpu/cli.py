@@ -76,11 +76,11 @@ def define_config_flags(*classes) -> None:
                 _define(name, flag)
 
 
-def _define(name: str, flag: Flag) -> None:
+def _define(name: str, flag: Flag, **where) -> None:
     if flag.kind == "enum":
-        flags.DEFINE_enum(name, flag.default, list(flag.enum), flag.help)
+        flags.DEFINE_enum(name, flag.default, list(flag.enum), flag.help, **where)
     else:
-        _DEFINERS[flag.kind](name, flag.default, flag.help)
+        _DEFINERS[flag.kind](name, flag.default, flag.help, **where)
     _DEFINED[name] = flag
 
 
@@ -98,18 +98,23 @@ def flags_from_file(flag: str, source: Callable[[str, frozenset], Dict[str, Flag
     _FLAG_SOURCES[flag] = source
 
 
+_HELP_FLAGS = ("help", "helpshort", "helpfull", "helpxml", "h", "?")
+
+
 def _define_flags_from_files(argv: List[str]) -> None:
     """Defines the flags of the files the command line names (`flags_from_file`): a first
     parse of the flags known so far finds the files, then the flags are unparsed to be
     parsed again with the files' own."""
     if not _FLAG_SOURCES:
         return
-    FLAGS(argv, known_only=True)
+    # Without --help and its kind: they print the flags and exit, the files' flags listed too.
+    FLAGS([a for a in argv if a.split("=")[0].lstrip("-") not in _HELP_FLAGS], known_only=True)
     try:
         for flag, source in _FLAG_SOURCES.items():
             path = FLAGS[flag].value
             for name, declared in (source(path, frozenset(FLAGS)) if path else {}).items():
-                _define(name, declared)
+                # The script's own (--help lists the main module's flags).
+                _define(name, declared, module_name=sys.argv[0])
     finally:
         FLAGS.unparse_flags()
 

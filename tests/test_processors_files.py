@@ -485,3 +485,14 @@ def test_a_task_name_key_not_in_the_mapping_is_one_line_before_tensorflow(tmp_pa
                         r"XnliProcessor \(xnli\), TnewsProcessor \(tnews\), "
                         r"iFLYTEKDataProcessor \(iflytek\), .*\)", proc.stderr.strip()), \
         proc.stderr
+
+
+def test_help_lists_the_files_own_flags(tmp_path):
+    proc = run_command([sys.executable, os.path.join(REPO, "run_classifier.py"),
+                        f"--processors_file={HOC}", "--help"],
+                       env=env_without_tensorflow(tmp_path))
+    assert proc.returncode == 1, proc.stderr  # absl's --help exits with 1
+    help_text = proc.stdout + proc.stderr
+    assert "--aspect_value_list: Values that a aspect can have" in help_text
+    assert "--num_aspects: Total number of aspect" in help_text
+    assert "--data_dir:" in help_text

@@ -6,8 +6,8 @@ train op: the learning rate of `engine/optimization.learning_rate_at` (Google's 
 then polynomial decay with power 1 to 0 at `num_train_steps`) read at `global_step`, gradients of
 `loss` with respect to every trainable variable, clipped by global norm 1.0, one
 AdamWeightDecay update (no bias correction, weight decay 0.01 except LayerNorm/layer_norm/bias)
-and `global_step += 1`. The slots are `<variable>/adam_m`, `<variable>/adam_v` in TF1's variable
-store, as Google's, so a `Saver` writes the names Google's checkpoints have.
+and then `global_step += 1`. The slots are `<variable>/adam_m`, `<variable>/adam_v` in TF1's
+variable store, as Google's, so a `Saver` writes the names Google's checkpoints have.
 """
 
 import re
@@ -50,8 +50,12 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu):
     # Google clips after computing all gradients, before the update (global norm 1.0).
     grads, _ = tf1.clip_by_global_norm(grads, clip_norm=1.0)
     train_op = optimizer.apply_gradients(zip(grads, tvars), global_step=global_step)
-    # Google increments global_step here (its optimizer does not), so the op does the same.
-    return tf1.group(train_op, [global_step.assign(global_step + 1)])
+    # Google increments global_step here (its optimizer does not). Google groups the two with
+    # no order, so whether an update reads the rate of step t or t + 1 was up to the executor;
+    # here the increment runs after the update: update t uses the rate of step t, as Google's
+    # comments state.
+    with tf1.control_dependencies([train_op]):
+        return tf1.group(train_op, global_step.assign(global_step + 1))
 
 
 class AdamWeightDecayOptimizer(tf1.train.Optimizer):

@@ -1,6 +1,10 @@
 """Google's `run_classifier.py` module API (google-research/bert) for code that imports it:
 examples, processors, `convert_single_example`, `convert_examples_to_features`,
-`file_based_convert_examples_to_features` and `create_model` (TF1 graph mode).
+`file_based_convert_examples_to_features` and `create_model` (TF1 graph mode), and its
+`flags`/`FLAGS` (TF1's `tf.flags`: absl's, parsed at the first read). Google's module also
+defined its own command-line flags when imported; this one defines none, so a user's file that
+defines the same names (a copy of Google's script that imports this module for its functions)
+does not collide with it.
 
 Google's Estimator builders (`model_fn_builder`, `input_fn_builder`,
 `file_based_input_fn_builder`) need `tf.estimator`, which TF 2.21 does not have: calling one ends
@@ -12,7 +16,7 @@ import collections
 import tensorflow as tf
 
 from bert_mgpu.compat import modeling
-from bert_mgpu.compat.tf1 import unavailable
+from bert_mgpu.compat.tf1 import flags_module, unavailable
 from bert_mgpu.data.processors import (
     ColaProcessor,
     InputExample,
@@ -29,9 +33,11 @@ __all__ = ["InputExample", "PaddingInputExample", "InputFeatures", "DataProcesso
            "XnliProcessor", "MnliProcessor", "MrpcProcessor", "ColaProcessor",
            "convert_single_example", "convert_examples_to_features",
            "file_based_convert_examples_to_features", "create_model", "model_fn_builder",
-           "input_fn_builder", "file_based_input_fn_builder"]
+           "input_fn_builder", "file_based_input_fn_builder", "flags", "FLAGS"]
 
 _truncate_seq_pair = truncate_seq_pair
+flags = flags_module()
+FLAGS = flags.FLAGS
 
 
 class PaddingInputExample:

@@ -112,7 +112,18 @@ class _LazyFlagValues:
         return name in object.__getattribute__(self, "_flags")
 
 
-def _flags_module():
+_FLAGS_MODULE = None
+
+
+def flags_module():
+    """TF1's `tf.flags` (absl's flags, `FLAGS` parsing lazily); one module object."""
+    global _FLAGS_MODULE
+    if _FLAGS_MODULE is None:
+        _FLAGS_MODULE = _new_flags_module()
+    return _FLAGS_MODULE
+
+
+def _new_flags_module():
     from absl import flags as absl_flags
 
     names = {name: getattr(absl_flags, name) for name in dir(absl_flags)
@@ -192,7 +203,7 @@ def module():
     if _MODULE is None:
         facade = _TF1Module("tensorflow", tf1.__doc__)
         facade.__dict__.update(
-            flags=_flags_module(), app=tf1.app, logging=tf1.logging, gfile=tf1.gfile,
+            flags=flags_module(), app=tf1.app, logging=tf1.logging, gfile=tf1.gfile,
             layers=_Namespace("tf.layers", "tf.compat.v1.get_variable and tf.nn ops (Keras 3 "
                               "behind tf.compat.v1.layers raises)", dense=dense,
                               dropout=lambda inputs, rate=0.5, training=False, **unused:

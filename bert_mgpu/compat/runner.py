@@ -71,10 +71,11 @@ class GoogleModulesFinder(importlib.abc.MetaPathFinder):
             name = parts[-1]
             if name not in PROVIDED:
                 instead = INSTEAD.get(name, "scripts (README, 'Your own code')")
+                # No `name=`: `from bert import x` would take a ModuleNotFoundError naming
+                # bert.x for "not a submodule" and report the less clear "cannot import name".
                 raise ModuleNotFoundError(
                     f"{fullname} is not provided by bert_mgpu.compat (it provides "
-                    f"{', '.join(PROVIDED)}, also as bert.*); use the project's {instead}",
-                    name=fullname)
+                    f"{', '.join(PROVIDED)}, also as bert.*); use the project's {instead}")
             return importlib.machinery.ModuleSpec(
                 fullname, _ExistingModuleLoader(f"bert_mgpu.compat.{name}"))
         return None
@@ -148,10 +149,20 @@ def main(argv=None):
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     try:
         runpy.run_path(script, run_name="__main__")
-    except ModuleNotFoundError as error:
-        where = _user_frame(error.__traceback__)
-        message = str(error) if "bert_mgpu.compat" in str(error) else \
-            f"{error} (neither installed nor next to the script)"
-        sys.stderr.write(f"{_PREFIX}{where}{message}\n")
+    except ImportError as error:
+        sys.stderr.write(f"{_PREFIX}{_user_frame(error.__traceback__)}{_import_problem(error)}\n")
         return 1
     return 0
+
+
+def _import_problem(error):
+    """One line for an ImportError of the user's imports."""
+    module = error.name or ""
+    if module.startswith("bert_mgpu.compat."):
+        # `from modeling import X` where Google's module had X and this one does not.
+        google = module[len("bert_mgpu.compat."):]
+        return (f"{error.msg.split(' from ')[0]} from {google}: not provided by "
+                f"bert_mgpu.compat (README, 'Your own code')")
+    if isinstance(error, ModuleNotFoundError) and "bert_mgpu.compat" not in error.msg:
+        return f"{error.msg} (neither installed nor next to the script)"
+    return error.msg

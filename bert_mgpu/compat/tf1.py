@@ -39,21 +39,34 @@ class Unavailable(SystemExit):
     message (a SystemExit: no traceback, and `except Exception` in user code does not catch it)."""
 
 
-def _user_location():
-    """'file:line' of the innermost frame outside TensorFlow and this package, or ''."""
+# Google's scripts (and users' copies of them, which keep the name) -> the project's script that
+# takes the same flags.
+_SAME_JOB = ("run_classifier", "run_squad", "run_pretraining", "extract_features",
+             "create_pretraining_data")
+
+
+def _user_file_and_line():
+    """(file name, line) of the innermost frame outside TensorFlow and this package, or None."""
     frame = sys._getframe(1)
     while frame is not None:
         path = frame.f_code.co_filename
         if not path.startswith(_PACKAGE_DIR) and "site-packages" not in path:
-            return f"{os.path.basename(path)}:{frame.f_lineno}: "
+            return os.path.basename(path), frame.f_lineno
         frame = frame.f_back
-    return ""
+    return None
 
 
 def unavailable(what, instead):
-    """Raises `Unavailable`: `what` is not in TF 2.21; `instead` names what to use."""
-    raise Unavailable(f"bert_mgpu.compat: ERROR: {_user_location()}{what} is not available in "
-                      f"TensorFlow 2.21; use the project's {instead} (README, 'Your own code')")
+    """Raises `Unavailable`: `what` is not in TF 2.21; `instead` names what to use (a user's file
+    named after one of Google's scripts is pointed at the project's script of that name)."""
+    found = _user_file_and_line()
+    where = f"{found[0]}:{found[1]}: " if found else ""
+    stem = found[0][:-3] if found and found[0].endswith(".py") else ""
+    same = [name for name in _SAME_JOB if stem.startswith(name)]
+    if same:
+        instead = f"{same[0]}.py (Google's flags, the same job)"
+    raise Unavailable(f"bert_mgpu.compat: ERROR: {where}{what} is not available in TensorFlow "
+                      f"2.21; use the project's {instead} (README, 'Your own code')")
 
 
 class Missing:
@@ -170,15 +183,14 @@ def experimental_jit_scope(compile_ops=True, separate_compiled_gradients=False):
 
 
 def _contrib():
-    tpu = "run_classifier.py / run_pretraining.py (--use_tpu is warned about and ignored)"
     return _Namespace(
         "tf.contrib",
         layers=_Namespace("tf.contrib.layers", layer_norm=contrib_layer_norm,
                           xavier_initializer=tf1.glorot_uniform_initializer),
         compiler=_Namespace("tf.contrib.compiler", jit=_Namespace(
             "tf.contrib.compiler.jit", experimental_jit_scope=experimental_jit_scope)),
-        tpu=Missing("tf.contrib.tpu", tpu),
-        cluster_resolver=Missing("tf.contrib.cluster_resolver", tpu),
+        tpu=Missing("tf.contrib.tpu"),
+        cluster_resolver=Missing("tf.contrib.cluster_resolver"),
         crf=Missing("tf.contrib.crf", "run_ner.py (its CRF head)"),
         data=Missing("tf.contrib.data", "tf.data"),
     )

@@ -191,7 +191,7 @@ def _contrib():
             "tf.contrib.compiler.jit", experimental_jit_scope=experimental_jit_scope)),
         tpu=Missing("tf.contrib.tpu"),
         cluster_resolver=Missing("tf.contrib.cluster_resolver"),
-        crf=Missing("tf.contrib.crf", "run_ner.py (its CRF head)"),
+        crf=Missing("tf.contrib.crf", "run_ner.py (token tagging; a softmax head, no CRF)"),
         data=Missing("tf.contrib.data", "tf.data"),
     )
 

@@ -8,6 +8,7 @@ Users' real files through `python -m bert_mgpu.compat` are in tests/test_compat_
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -207,3 +208,44 @@ def test_installing_adds_no_top_level_modeling_or_bert(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                           text=True, env=env)
     assert proc.stdout.strip() == "[True, True, True, True, True]", proc.stderr[-2000:]
+
+
+def test_a_head_on_the_sequence_output_trains_as_with_googles_modules(ckpt, tmp_path):
+    """tests/compat_scripts/train_sequence_head.py (TF1 style: its own head on
+    get_sequence_output, Google's name map, create_optimizer, Session, Saver) through the
+    runner and with Google's modules (oracle venv): the same losses and, after three updates,
+    the same checkpoint (weights, adam_m/adam_v, global_step). The word embeddings' gradient is
+    an IndexedSlices in both (TF1's clipping counts a repeated token's rows apart), the
+    token types' dense in both (Google's one-hot lookup)."""
+    from _launch import script_env
+    from _oracle import ORACLES, require_material, require_oracle
+
+    oracle = require_oracle()
+    google_dir = require_material("oracles", "google_bert_eedf571")
+    prefix, _ = ckpt
+    config = tmp_path / "bert_config.json"
+    config.write_text(json.dumps(CONFIG))
+    script = os.path.join(REPO, "tests", "compat_scripts", "train_sequence_head.py")
+    runs = {}
+    for who, cmd in (("ours", [sys.executable, "-m", "bert_mgpu.compat"]),
+                     ("google", [oracle, os.path.join(ORACLES, "google_user_file.py"),
+                                 google_dir])):
+        runs[who] = subprocess.run(
+            cmd + [script, f"--bert_config_file={config}", f"--init_checkpoint={prefix}",
+                   f"--output={tmp_path / who / 'model.ckpt'}"], capture_output=True,
+            text=True, timeout=600, cwd=tmp_path,
+            env=script_env(PYTHONPATH=REPO, CUDA_VISIBLE_DEVICES=""))
+        assert runs[who].returncode == 0, runs[who].stderr[-3000:]
+    losses = {who: re.findall(r"step \d loss (\S+)", p.stdout) for who, p in runs.items()}
+    assert len(losses["ours"]) == 3
+    np.testing.assert_allclose(np.float64(losses["ours"]), np.float64(losses["google"]),
+                               atol=2e-6)
+    ours = tf.train.load_checkpoint(str(tmp_path / "ours" / "model.ckpt"))
+    google = tf.train.load_checkpoint(str(tmp_path / "google" / "model.ckpt"))
+    names = set(ours.get_variable_to_shape_map())
+    assert names == set(google.get_variable_to_shape_map())
+    assert {"global_step", "ner/output_weights/adam_v",
+            "bert/embeddings/word_embeddings/adam_m"} <= names
+    for name in sorted(names):
+        np.testing.assert_allclose(ours.get_tensor(name), google.get_tensor(name), atol=2e-6,
+                                   rtol=0, err_msg=name)

@@ -30,6 +30,10 @@ from bert_mgpu.model.bert_config import BertConfig
 
 tf1 = tf.compat.v1
 
+# Graph collection of the variables whose gradient Google's model computes dense where the
+# project's is an IndexedSlices (see BertModel).
+DENSE_GRADIENTS = "bert_mgpu_compat_dense_gradients"
+
 # Google's helpers whose contract the project's model keeps unchanged.
 gelu = _model.gelu
 get_activation = _model.get_activation
@@ -110,6 +114,12 @@ class BertModel:
         else:
             with _through_variable_store():
                 self._model = _model.BertModel(config, scope=name)
+            # Google looks the token types up by a one-hot matmul (a dense gradient); the
+            # project's model gathers (an IndexedSlices one). create_optimizer densifies the
+            # gradients of this collection, so clipping counts them as Google's does.
+            table = self._model.token_type_embeddings
+            if not any(table is v for v in tf1.get_collection(DENSE_GRADIENTS)):
+                tf1.add_to_collection(DENSE_GRADIENTS, table)
             with tf1.name_scope(name):
                 outputs = self._model(input_ids, input_mask, token_type_ids,
                                       training=bool(is_training))

@@ -15,6 +15,7 @@ import sys
 
 import tensorflow as tf
 
+from bert_mgpu.compat import modeling
 from bert_mgpu.engine.optimization import DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY, learning_rate_at
 
 tf1 = tf.compat.v1
@@ -47,6 +48,11 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu):
         epsilon=1e-6, exclude_from_weight_decay=list(DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY))
     tvars = tf1.trainable_variables()
     grads = tf1.gradients(loss, tvars)
+    # TF1's clip_by_global_norm counts an IndexedSlices gradient's rows apart (a repeated word's
+    # rows each, as Google's word embeddings); the token-type table's is dense in Google's model.
+    dense = tf1.get_collection(modeling.DENSE_GRADIENTS)
+    grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) and
+             any(v is d for d in dense) else g for g, v in zip(grads, tvars)]
     # Google clips after computing all gradients, before the update (global norm 1.0).
     grads, _ = tf1.clip_by_global_norm(grads, clip_norm=1.0)
     train_op = optimizer.apply_gradients(zip(grads, tvars), global_step=global_step)
@@ -92,8 +98,11 @@ class AdamWeightDecayOptimizer(tf1.train.Optimizer):
             v = tf1.get_variable(name=param_name + "/adam_v", shape=param.shape.as_list(),
                                  dtype=tf.float32, trainable=False,
                                  initializer=tf1.zeros_initializer())
-            next_m = self.beta_1 * m + (1.0 - self.beta_1) * grad
-            next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(grad)
+            # tf.multiply, not `*`: it takes the embeddings' IndexedSlices gradient (densified,
+            # as in Google's code).
+            next_m = tf.multiply(self.beta_1, m) + tf.multiply(1.0 - self.beta_1, grad)
+            next_v = tf.multiply(self.beta_2, v) + tf.multiply(1.0 - self.beta_2,
+                                                               tf.square(grad))
             update = next_m / (tf.sqrt(next_v) + self.epsilon)
             if self._do_use_weight_decay(param_name):
                 update += self.weight_decay_rate * param

@@ -12,8 +12,11 @@ numerics, same variable names):
   the caller's variable scope), so they are in the GLOBAL/TRAINABLE_VARIABLES collections with
   Google's names, a name -> name assignment map finds them, `reuse=True`/`AUTO_REUSE` scopes
   share them, and `convert_variables_to_constants` freezes them.
-* TF2 eager: the outputs are computed at construction, as in graph mode, on the given tensors;
-  the variables are the model's own `tf.Variable`s (`BertModel.named_variables()`).
+* TF2 eager: the variables are the model's own `tf.Variable`s (`BertModel.named_variables()`);
+  each getter (and attribute) runs the model on the constructor's inputs with the weights as
+  they are then, so weights loaded after construction are the ones used. There is no TF1
+  variable store, so `get_assignment_map_from_checkpoint` maps checkpoint names to the variables
+  themselves, which `tf.compat.v1.train.init_from_checkpoint` loads at once.
 
 `use_one_hot_embeddings` is accepted and ignored: a gather and Google's one-hot matmul give the
 same values. Dropout follows `is_training` (Google: the config's dropout set to 0 otherwise).
@@ -107,10 +110,12 @@ class BertModel:
         if isinstance(config, dict):
             config = BertConfig.from_dict(config)
         name = scope or "bert"
+        self.config = config
+        self._graph_outputs = None
+        self._inputs = (input_ids, input_mask, token_type_ids)
+        self._training = bool(is_training)
         if tf.executing_eagerly():
             self._model = _model.BertModel(config, scope=name)
-            outputs = self._model(input_ids, input_mask, token_type_ids,
-                                  training=bool(is_training))
         else:
             with _through_variable_store():
                 self._model = _model.BertModel(config, scope=name)
@@ -121,14 +126,31 @@ class BertModel:
             if not any(table is v for v in tf1.get_collection(DENSE_GRADIENTS)):
                 tf1.add_to_collection(DENSE_GRADIENTS, table)
             with tf1.name_scope(name):
-                outputs = self._model(input_ids, input_mask, token_type_ids,
-                                      training=bool(is_training))
-        self.config = config
-        self.embedding_output = outputs.embedding_output
-        self.all_encoder_layers = list(outputs.all_encoder_layers)
-        self.sequence_output = outputs.sequence_output
-        self.pooled_output = outputs.pooled_output
+                self._graph_outputs = self._model(input_ids, input_mask, token_type_ids,
+                                                  training=self._training)
         self.embedding_table = self._model.word_embeddings
+
+    def _outputs(self):
+        """The graph's outputs; in eager, a run with the current weights."""
+        if self._graph_outputs is not None:
+            return self._graph_outputs
+        return self._model(*self._inputs, training=self._training)
+
+    @property
+    def embedding_output(self):
+        return self._outputs().embedding_output
+
+    @property
+    def all_encoder_layers(self):
+        return list(self._outputs().all_encoder_layers)
+
+    @property
+    def sequence_output(self):
+        return self._outputs().sequence_output
+
+    @property
+    def pooled_output(self):
+        return self._outputs().pooled_output
 
     def get_pooled_output(self):
         """float Tensor [batch_size, hidden_size]: tanh(dense(first token))."""
@@ -166,7 +188,8 @@ def get_assignment_map_from_checkpoint(tvars, init_checkpoint):
 
     Returns:
       (assignment_map, initialized_variable_names): OrderedDict checkpoint name -> the same
-      name, and dict of `name` and `name:0` -> 1 for each one matched.
+      name (in eager, -> the variable), and dict of `name` and `name:0` -> 1 for each one
+      matched.
     """
     name_to_variable = collections.OrderedDict()
     for var in tvars:
@@ -180,7 +203,8 @@ def get_assignment_map_from_checkpoint(tvars, init_checkpoint):
     for name, _ in tf.train.list_variables(init_checkpoint):
         if name not in name_to_variable:
             continue
-        assignment_map[name] = name
+        # Eager code has no TF1 variable store to look a name up in: the variable itself.
+        assignment_map[name] = name_to_variable[name] if tf.executing_eagerly() else name
         initialized_variable_names[name] = 1
         initialized_variable_names[name + ":0"] = 1
     return assignment_map, initialized_variable_names

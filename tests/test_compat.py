@@ -213,6 +213,26 @@ def test_installing_adds_no_top_level_modeling_or_bert(tmp_path):
     assert proc.stdout.strip() == "[True, True, True, True, True]", proc.stderr[-2000:]
 
 
+def _run_ours_and_googles(script, args, tmp_path):
+    """Runs tests/compat_scripts/`script` through the runner and with Google's modules
+    (oracle venv); {"ours"|"google": CompletedProcess}; `args` is a function of "ours"/"google"."""
+    from _launch import script_env
+    from _oracle import ORACLES, require_material, require_oracle
+
+    oracle = require_oracle()
+    google_dir = require_material("oracles", "google_bert_eedf571")
+    path = os.path.join(REPO, "tests", "compat_scripts", script)
+    runs = {}
+    for who, cmd in (("ours", [sys.executable, "-m", "bert_mgpu.compat"]),
+                     ("google", [oracle, os.path.join(ORACLES, "google_user_file.py"),
+                                 google_dir])):
+        runs[who] = subprocess.run(cmd + [path] + args(who), capture_output=True, text=True,
+                                   timeout=600, cwd=tmp_path,
+                                   env=script_env(PYTHONPATH=REPO, CUDA_VISIBLE_DEVICES=""))
+        assert runs[who].returncode == 0, runs[who].stderr[-3000:]
+    return runs
+
+
 def test_a_head_on_the_sequence_output_trains_as_with_googles_modules(ckpt, tmp_path):
     """tests/compat_scripts/train_sequence_head.py (TF1 style: its own head on
     get_sequence_output, Google's name map, create_optimizer, Session, Saver) through the
@@ -220,25 +240,13 @@ def test_a_head_on_the_sequence_output_trains_as_with_googles_modules(ckpt, tmp_
     the same checkpoint (weights, adam_m/adam_v, global_step). The word embeddings' gradient is
     an IndexedSlices in both (TF1's clipping counts a repeated token's rows apart), the
     token types' dense in both (Google's one-hot lookup)."""
-    from _launch import script_env
-    from _oracle import ORACLES, require_material, require_oracle
-
-    oracle = require_oracle()
-    google_dir = require_material("oracles", "google_bert_eedf571")
     prefix, _ = ckpt
     config = tmp_path / "bert_config.json"
     config.write_text(json.dumps(CONFIG))
-    script = os.path.join(REPO, "tests", "compat_scripts", "train_sequence_head.py")
-    runs = {}
-    for who, cmd in (("ours", [sys.executable, "-m", "bert_mgpu.compat"]),
-                     ("google", [oracle, os.path.join(ORACLES, "google_user_file.py"),
-                                 google_dir])):
-        runs[who] = subprocess.run(
-            cmd + [script, f"--bert_config_file={config}", f"--init_checkpoint={prefix}",
-                   f"--output={tmp_path / who / 'model.ckpt'}"], capture_output=True,
-            text=True, timeout=600, cwd=tmp_path,
-            env=script_env(PYTHONPATH=REPO, CUDA_VISIBLE_DEVICES=""))
-        assert runs[who].returncode == 0, runs[who].stderr[-3000:]
+    runs = _run_ours_and_googles(
+        "train_sequence_head.py", lambda who: [
+            f"--bert_config_file={config}", f"--init_checkpoint={prefix}",
+            f"--output={tmp_path / who / 'model.ckpt'}"], tmp_path)
     losses = {who: re.findall(r"step \d loss (\S+)", p.stdout) for who, p in runs.items()}
     assert len(losses["ours"]) == 3
     np.testing.assert_allclose(np.float64(losses["ours"]), np.float64(losses["google"]),
@@ -252,3 +260,23 @@ def test_a_head_on_the_sequence_output_trains_as_with_googles_modules(ckpt, tmp_
     for name in sorted(names):
         np.testing.assert_allclose(ours.get_tensor(name), google.get_tensor(name), atol=2e-6,
                                    rtol=0, err_msg=name)
+
+
+def test_googles_layer_functions_make_googles_variables_and_numbers(ckpt, tmp_path):
+    """tests/compat_scripts/extra_layers.py: transformer_model (two more layers on the sequence
+    output, all layers returned), attention_layer, embedding_lookup + embedding_postprocessor
+    and layer_norm, under the file's own scopes: the same variable names in the same order as
+    Google's modules create, and the same outputs for the same weights."""
+    prefix, _ = ckpt
+    config = tmp_path / "bert_config.json"
+    config.write_text(json.dumps(CONFIG))
+    _run_ours_and_googles("extra_layers.py", lambda who: [
+        f"--bert_config_file={config}", f"--init_checkpoint={prefix}",
+        f"--output={tmp_path / who}.npz"], tmp_path)
+    ours, google = np.load(tmp_path / "ours.npz"), np.load(tmp_path / "google.npz")
+    assert list(ours["names"]) == list(google["names"])
+    assert {"extra/layer_1/attention/output/LayerNorm/gamma", "cross/query/kernel",
+            "second_embeddings/word_embeddings", "second_embeddings/LayerNorm/beta",
+            "second_embeddings/final_norm/gamma"} <= set(ours["names"])
+    for key in ("layer_0", "layer_1", "attended", "embedded", "normed"):
+        np.testing.assert_allclose(ours[key], google[key], atol=2e-6, rtol=0, err_msg=key)

@@ -28,6 +28,14 @@ import re
 
 import tensorflow as tf
 
+from bert_mgpu.compat.google_layers import (
+    attention_layer,
+    dropout,
+    embedding_lookup,
+    embedding_postprocessor,
+    layer_norm,
+    transformer_model,
+)
 from bert_mgpu.model import modeling as _model
 from bert_mgpu.model.bert_config import BertConfig
 
@@ -49,7 +57,8 @@ __all__ = ["BertConfig", "BertModel", "gelu", "get_activation",
            "get_assignment_map_from_checkpoint", "dropout", "layer_norm",
            "layer_norm_and_dropout", "create_initializer",
            "get_shape_list", "reshape_to_matrix", "reshape_from_matrix", "assert_rank",
-           "create_attention_mask_from_input_mask"]
+           "create_attention_mask_from_input_mask", "embedding_lookup",
+           "embedding_postprocessor", "attention_layer", "transformer_model"]
 
 
 @contextlib.contextmanager
@@ -208,23 +217,6 @@ def get_assignment_map_from_checkpoint(tvars, init_checkpoint):
         initialized_variable_names[name] = 1
         initialized_variable_names[name + ":0"] = 1
     return assignment_map, initialized_variable_names
-
-
-def dropout(input_tensor, dropout_prob):
-    """Google's: `tf.nn.dropout` with the drop probability; the identity for None or 0.0."""
-    if dropout_prob is None or dropout_prob == 0.0:
-        return input_tensor
-    return tf.nn.dropout(input_tensor, rate=dropout_prob)
-
-
-def layer_norm(input_tensor, name=None):
-    """Google's: LayerNorm over the last axis with variables `<name or LayerNorm>/{beta,gamma}`
-    (TF1's variable store), as `tf.contrib.layers.layer_norm`; epsilon 1e-12."""
-    with tf1.variable_scope(name, default_name="LayerNorm"):
-        depth = input_tensor.shape[-1]
-        beta = tf1.get_variable("beta", [depth], initializer=tf1.zeros_initializer())
-        gamma = tf1.get_variable("gamma", [depth], initializer=tf1.ones_initializer())
-        return _model.layer_norm(input_tensor, gamma, beta)
 
 
 def layer_norm_and_dropout(input_tensor, dropout_prob, name=None):

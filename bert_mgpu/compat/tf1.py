@@ -24,7 +24,7 @@ import types
 
 import tensorflow as tf
 
-from bert_mgpu.compat import modeling
+from bert_mgpu.compat.google_layers import dense, dropout, layer_norm
 
 tf1 = tf.compat.v1
 
@@ -147,32 +147,13 @@ def _new_flags_module():
     return module
 
 
-def dense(inputs, units, activation=None, use_bias=True, kernel_initializer=None,
-          bias_initializer=None, name=None, reuse=None, **unused):
-    """`tf.layers.dense` of TF1: variables `<name or dense>/kernel` [in, units], `/bias`
-    [units] (TF1's variable store; Glorot-uniform kernel and zero bias by default); applies
-    to the last axis of an input of any rank >= 2."""
-    with tf1.variable_scope(name, default_name="dense", reuse=reuse):
-        width = inputs.shape[-1]
-        initializer = kernel_initializer or tf1.glorot_uniform_initializer()
-        kernel = tf1.get_variable("kernel", [width, units], dtype=inputs.dtype,
-                                  initializer=initializer)
-        outputs = tf.tensordot(inputs, kernel, [[inputs.shape.ndims - 1], [0]]) \
-            if inputs.shape.ndims > 2 else tf.matmul(inputs, kernel)
-        if use_bias:
-            bias = tf1.get_variable("bias", [units], dtype=inputs.dtype,
-                                    initializer=bias_initializer or tf1.zeros_initializer())
-            outputs = tf.nn.bias_add(outputs, bias)
-        return activation(outputs) if activation is not None else outputs
-
-
 def contrib_layer_norm(inputs, begin_norm_axis=-1, begin_params_axis=-1, scope=None, **unused):
     """`tf.contrib.layers.layer_norm` as Google's modeling.py calls it (last axis, variables
     `<scope or LayerNorm>/{beta,gamma}`, epsilon 1e-12)."""
     if begin_norm_axis != -1 or begin_params_axis != -1:
         unavailable("tf.contrib.layers.layer_norm over axes other than the last",
                     "bert_mgpu.compat.modeling.layer_norm")
-    return modeling.layer_norm(inputs, scope)
+    return layer_norm(inputs, scope)
 
 
 @contextlib.contextmanager
@@ -219,7 +200,7 @@ def module():
             layers=_Namespace("tf.layers", "tf.compat.v1.get_variable and tf.nn ops (Keras 3 "
                               "behind tf.compat.v1.layers raises)", dense=dense,
                               dropout=lambda inputs, rate=0.5, training=False, **unused:
-                              modeling.dropout(inputs, rate) if training else inputs),
+                              dropout(inputs, rate) if training else inputs),
             contrib=_contrib(), estimator=Missing("tf.estimator"),
             __version__=tf.__version__, __path__=tf.__path__, __file__=tf.__file__)
         _MODULE = facade

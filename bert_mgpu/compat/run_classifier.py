@@ -171,15 +171,17 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids, l
 
 def model_fn_builder(*args, **kwargs):
     """Google's Estimator `model_fn` builder: TF 2.21 has no Estimator (ends the run)."""
-    unavailable("run_classifier.model_fn_builder (an Estimator model_fn)", "run_classifier.py")
+    unavailable("run_classifier.model_fn_builder (an Estimator model_fn)",
+                "the project's run_classifier.py")
 
 
 def input_fn_builder(*args, **kwargs):
     """Google's Estimator `input_fn` builder: TF 2.21 has no Estimator (ends the run)."""
-    unavailable("run_classifier.input_fn_builder (an Estimator input_fn)", "run_classifier.py")
+    unavailable("run_classifier.input_fn_builder (an Estimator input_fn)",
+                "the project's run_classifier.py")
 
 
 def file_based_input_fn_builder(*args, **kwargs):
     """Google's Estimator `input_fn` builder: TF 2.21 has no Estimator (ends the run)."""
     unavailable("run_classifier.file_based_input_fn_builder (an Estimator input_fn)",
-                "run_classifier.py")
+                "the project's run_classifier.py")

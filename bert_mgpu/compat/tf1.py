@@ -29,8 +29,9 @@ from bert_mgpu.compat.google_layers import dense, dropout, layer_norm
 tf1 = tf.compat.v1
 
 # The project's scripts that do what an Estimator / TPUEstimator job did.
-INSTEAD_OF_ESTIMATOR = ("run_classifier.py (classification), run_ner.py (tagging), run_squad.py "
-                        "(SQuAD), run_pretraining.py, extract_features.py (features)")
+INSTEAD_OF_ESTIMATOR = ("the project's run_classifier.py (classification), run_ner.py (tagging), "
+                        "run_squad.py (SQuAD), run_pretraining.py, extract_features.py "
+                        "(features)")
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -64,9 +65,9 @@ def unavailable(what, instead):
     stem = found[0][:-3] if found and found[0].endswith(".py") else ""
     same = [name for name in _SAME_JOB if stem.startswith(name)]
     if same:
-        instead = f"{same[0]}.py (Google's flags, the same job)"
+        instead = f"the project's {same[0]}.py (Google's flags, the same job)"
     raise Unavailable(f"bert_mgpu.compat: ERROR: {where}{what} is not available in TensorFlow "
-                      f"2.21; use the project's {instead} (README, 'Your own code')")
+                      f"2.21; use {instead} (README, 'Your own code')")
 
 
 class Missing:
@@ -152,7 +153,7 @@ def contrib_layer_norm(inputs, begin_norm_axis=-1, begin_params_axis=-1, scope=N
     `<scope or LayerNorm>/{beta,gamma}`, epsilon 1e-12)."""
     if begin_norm_axis != -1 or begin_params_axis != -1:
         unavailable("tf.contrib.layers.layer_norm over axes other than the last",
-                    "bert_mgpu.compat.modeling.layer_norm")
+                    "bert_mgpu.compat.modeling.layer_norm (the last axis)")
     return layer_norm(inputs, scope)
 
 
@@ -172,8 +173,9 @@ def _contrib():
             "tf.contrib.compiler.jit", experimental_jit_scope=experimental_jit_scope)),
         tpu=Missing("tf.contrib.tpu"),
         cluster_resolver=Missing("tf.contrib.cluster_resolver"),
-        crf=Missing("tf.contrib.crf", "run_ner.py (token tagging; a softmax head, no CRF)"),
-        data=Missing("tf.contrib.data", "tf.data"),
+        crf=Missing("tf.contrib.crf",
+                    "the project's run_ner.py (token tagging; a softmax head, no CRF)"),
+        data=Missing("tf.contrib.data", "tf.data (Dataset.map, then batch)"),
     )
 
 
@@ -197,7 +199,7 @@ def module():
         facade = _TF1Module("tensorflow", tf1.__doc__)
         facade.__dict__.update(
             flags=flags_module(), app=tf1.app, logging=tf1.logging, gfile=tf1.gfile,
-            layers=_Namespace("tf.layers", "tf.compat.v1.get_variable and tf.nn ops (Keras 3 "
+            layers=_Namespace("tf.layers", "tf.compat.v1.get_variable with tf.nn ops (Keras 3 "
                               "behind tf.compat.v1.layers raises)", dense=dense,
                               dropout=lambda inputs, rate=0.5, training=False, **unused:
                               dropout(inputs, rate) if training else inputs),

@@ -198,10 +198,14 @@ def test_create_optimizer_matches_googles(tmp_path):
 def test_installing_adds_no_top_level_modeling_or_bert(tmp_path):
     """Only the runner maps Google's names: the package installs `bert_mgpu` alone, and outside
     the runner `import modeling` / `import bert` find nothing."""
-    from setuptools import find_packages
+    import configparser
 
-    packages = find_packages(REPO, include=["bert_mgpu", "bert_mgpu.*"])
-    assert {p.split(".")[0] for p in packages} == {"bert_mgpu"}
+    setup = configparser.ConfigParser()
+    setup.read(os.path.join(REPO, "setup.cfg"))
+    assert setup["options"]["packages"].strip() == "find:"
+    include = [p.strip() for p in setup["options.packages.find"]["include"].split(",")]
+    assert include and all(p == "bert_mgpu" or p.startswith("bert_mgpu.") for p in include)
+    assert "py_modules" not in setup["options"]
     # The installed environment as a user's script sees it (not the checkout, whose top-level
     # scripts include a run_classifier.py).
     code = ("import importlib.util\n"

@@ -731,3 +731,61 @@ def test_stale_temporaries_of_dead_runs_are_removed(world, tmp_path):
                      proc.stderr)
     assert not any(p.exists() for p in stale)
     assert alive.exists() and other.exists() and out.stat().st_size > 0
+
+
+# -- python -m bert_mgpu.compat USER_FILE.py (users' own TF1-era files) ------------------------
+
+def run_compat(user_file, args, cwd):
+    return subprocess.run([sys.executable, "-m", "bert_mgpu.compat", str(user_file), *args],
+                          cwd=cwd, capture_output=True, text=True, timeout=300,
+                          env=script_env(PYTHONPATH=REPO, CUDA_VISIBLE_DEVICES=""))
+
+
+def assert_one_compat_error(proc, pattern):
+    """Exit code 1, one `bert_mgpu.compat: ERROR: FILE:LINE: ...` line, the last, no traceback."""
+    err = proc.stderr
+    assert proc.returncode == 1 and "Traceback" not in err, (proc.returncode, err[-3000:])
+    lines = [line for line in err.splitlines() if line.strip()]
+    errors = [line for line in lines if ": ERROR: " in line]
+    assert len(errors) == 1 and lines[-1] == errors[0], err[-3000:]
+    assert re.match(r"bert_mgpu\.compat: ERROR: \S+\.py:\d+: ", errors[0]), errors[0]
+    assert re.search(pattern, errors[0]), (pattern, errors[0])
+
+
+def test_compat_estimator_use_is_one_line_naming_the_projects_script(world, tmp_path):
+    """Google's own run_classifier.py (eedf571) through the runner: everything before its
+    TPUEstimator runs (flags, modeling, tokenization), then one line at the first Estimator
+    name, pointing at the project's run_classifier.py, which takes the same flags."""
+    google = os.path.join(REPO, "..", "shared", "material", "oracles", "google_bert_eedf571",
+                          "run_classifier.py")
+    if not os.path.exists(google):
+        google = "/work/shared/material/oracles/google_bert_eedf571/run_classifier.py"
+    if not os.path.exists(google):
+        pytest.skip("Google's scripts (material/oracles) not available")
+    mrpc = tmp_path / "MRPC"
+    mrpc.mkdir()
+    for split in ("train", "dev"):
+        write_tsv(mrpc / f"{split}.tsv", [["Quality", "#1 ID", "#2 ID", "#1 String",
+                                           "#2 String"], ["1", "1", "2", "good", "fine"]])
+    proc = run_compat(google, ["--task_name=MRPC", "--do_train=true", f"--data_dir={mrpc}",
+                               f"--vocab_file={world['vocab']}",
+                               f"--bert_config_file={world['config']}",
+                               f"--init_checkpoint={world['ckpt']}", "--max_seq_length=32",
+                               f"--output_dir={tmp_path / 'out'}"], tmp_path)
+    assert_one_compat_error(proc, r"run_classifier\.py:\d+: tf\.contrib\.tpu\.\w+ is not "
+                                  r"available in TensorFlow 2\.21; use the project's "
+                                  r"run_classifier\.py")
+    assert not any((tmp_path / "out").iterdir())
+
+
+@pytest.mark.parametrize("source, pattern", [
+    ("import tensorflow as tf\nfrom bert import modeling, run_pretraining\n",
+     r"user\.py:2: bert\.run_pretraining is not provided by bert_mgpu\.compat \(it provides "
+     r"modeling, tokenization, optimization, run_classifier, also as bert\.\*\); use the "
+     r"project's run_pretraining\.py"),
+    ("import modeling\nimport tokenization\nimport pandaz\n",
+     r"user\.py:3: No module named 'pandaz' \(neither installed nor next to the script\)"),
+], ids=["google-module-not-provided", "module-not-installed"])
+def test_compat_missing_module_is_one_line(tmp_path, source, pattern):
+    (tmp_path / "user.py").write_text(source)
+    assert_one_compat_error(run_compat(tmp_path / "user.py", [], tmp_path), pattern)

@@ -31,6 +31,7 @@ ALLOWED = {
     "tasks": {"engine", "model", "data", "metrics", "configs", "progress"},
     "serving": {"model", "tokenization", "configs", "engine.checkpoint"},
     "interop": {"model", "engine.checkpoint", "configs"},
+    "compat": {"model", "engine", "data", "tokenization"},
     "cli": {"configs"},
     "scripts": {"cli"},
 }

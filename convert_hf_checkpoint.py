@@ -25,9 +25,9 @@ cli.define_config_flags(ConvertHfConfig)
 
 
 def main(_):
-    from bert_mgpu.interop.hf_checkpoint import convert_folder
+    from bert_mgpu.interop.hf_folders import convert_hf_folder
     cfg = cli.build_config(ConvertHfConfig)
-    for what, path in convert_folder(cfg.hf_model_dir, cfg.output_dir, cfg.gelu).items():
+    for what, path in convert_hf_folder(cfg.hf_model_dir, cfg.output_dir, cfg.gelu).items():
         logging.info("wrote %s: %s", what, path)
 
 

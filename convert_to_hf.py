@@ -27,10 +27,10 @@ cli.define_config_flags(ConvertToHfConfig)
 
 
 def main(_):
-    from bert_mgpu.interop.hf_export import convert_checkpoint
+    from bert_mgpu.interop.hf_folders import convert_to_hf
     cfg = cli.build_config(ConvertToHfConfig)
     model = cfg.model
-    paths = convert_checkpoint(model.bert_config_file, model.init_checkpoint, model.vocab_file,
+    paths = convert_to_hf(model.bert_config_file, model.init_checkpoint, model.vocab_file,
                                model.do_lower_case, cfg.output_dir, cfg.label_list,
                                cfg.task_label)
     for name, path in paths.items():

@@ -10,6 +10,10 @@ writes bert_config.json, bert_model.ckpt.{index,data-00000-of-00001} and vocab.t
 script here (and Google's own code, with --gelu=tanh) takes as --bert_config_file,
 --init_checkpoint and --vocab_file.
 
+A ModernBERT folder (config.json model_type "modernbert", model.safetensors, tokenizer.json) gives
+bert_config.json with ModernBERT's keys, bert_model.ckpt.* and the tokenizer files (README,
+"ModernBERT").
+
 Hugging Face's "gelu" is the exact erf form; Google's "gelu" is the tanh approximation.
 --gelu=exact (default) keeps the model's numerics and writes hidden_act "gelu_exact";
 --gelu=tanh writes Google's "gelu".

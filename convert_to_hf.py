@@ -15,6 +15,9 @@ BertForSequenceClassification (num_labels and id2label from --label_list, else f
 run_config.json next to the checkpoint). A multi-task run of run_classifier_mgpu.py has one head
 per task: --task_label chooses the one written (its labels and task type: regression and
 multilabel become Hugging Face's problem_type).
+
+A ModernBERT-shaped config (position_embedding_type "rope") is written as ModernBertForMaskedLM
+with the tokenizer files next to --vocab_file (its tokenizer.json).
 """
 
 from absl import logging

@@ -260,3 +260,91 @@ def test_config_errors_name_the_key():
                        (dict(rope_theta=0), "rope_theta")):
         with pytest.raises(BertConfigError, match=key):
             BertConfig.from_dict(dict(base, **extra))
+
+
+def _tiny_rope_config(**changes):
+    return BertConfig.from_dict(dict(dict(
+        vocab_size=60, hidden_size=16, num_hidden_layers=3, num_attention_heads=2,
+        intermediate_size=32, hidden_act="gelu_exact", hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0, max_position_embeddings=64, type_vocab_size=0,
+        pre_layer_norm=True, use_bias=False, gated_ffn=True, position_embedding_type="rope",
+        local_attention_window=4, global_attention_every_n_layers=2, layer_norm_bias=False,
+        first_layer_attention_norm=False, head_bias=False, classifier_pooling="cls"),
+        **changes))
+
+
+def test_packed_documents_compute_what_each_document_alone_computes():
+    """Padding-free packing: documents of 9, 13 and 5 tokens in one row (and a padded tail)
+    give, per document, the outputs of that document run alone (positions restart, no
+    attention across documents, local band included)."""
+    model = modeling.BertModel(_tiny_rope_config())
+    rng = np.random.default_rng(5)
+    lengths = [9, 13, 5]
+    docs = [rng.integers(3, 60, n).astype(np.int32) for n in lengths]
+    row = np.zeros([1, 32], np.int32)
+    document_ids = np.zeros([1, 32], np.int32)
+    mask = np.zeros([1, 32], np.int32)
+    start = 0
+    for number, doc in enumerate(docs):
+        row[0, start:start + len(doc)] = doc
+        document_ids[0, start:start + len(doc)] = number
+        mask[0, start:start + len(doc)] = 1
+        start += len(doc)
+    document_ids[0, start:] = len(docs)  # the padding: a document of its own
+    packed = model(tf.constant(row), tf.constant(mask), document_ids=tf.constant(document_ids))
+    packed = [x.numpy()[0] for x in packed.all_encoder_layers]
+    start = 0
+    for doc in docs:
+        alone = model(tf.constant(doc[None]))
+        for layer, x in enumerate(alone.all_encoder_layers):
+            np.testing.assert_allclose(packed[layer][start:start + len(doc)], x.numpy()[0],
+                                       atol=1e-5, err_msg=f"layer {layer}")
+        start += len(doc)
+    positions = rotary_attention.Packing.of(tf.constant(document_ids)).positions.numpy()[0]
+    assert list(positions[:24]) == list(range(9)) + list(range(13)) + [0, 1]
+
+
+def test_first_token_only_and_drop_padding_keep_the_values():
+    """The serving shortcuts on a RoPE model with local layers: the last layer from [CLS] only
+    and the dense layers on real rows only give the full computation's values."""
+    model = modeling.BertModel(_tiny_rope_config(num_hidden_layers=2))  # last layer local
+    ids, mask = _batch(60, [30, 11], seed=7)
+    full = model(tf.constant(ids), tf.constant(mask))
+    first = model(tf.constant(ids), tf.constant(mask), first_token_only=True)
+    np.testing.assert_allclose(first.sequence_output.numpy()[:, 0],
+                               full.sequence_output.numpy()[:, 0], atol=1e-5)
+    np.testing.assert_allclose(first.pooled_output.numpy(), full.pooled_output.numpy(),
+                               atol=1e-5)
+    dropped = model(tf.constant(ids), tf.constant(mask), drop_padding=True)
+    real = mask.astype(bool)
+    np.testing.assert_allclose(dropped.sequence_output.numpy()[real],
+                               full.sequence_output.numpy()[real], atol=1e-5)
+
+
+def test_dropout_is_keyed_by_position_and_recomputation_keeps_the_gradients():
+    """Dropout 0.1 in the trainer's position-keyed stream (band probabilities included): the
+    batch split in two gives the same outputs as one batch (what towers need), and recomputed
+    layers (--gradient_checkpointing) give the same gradients."""
+    from bert_mgpu.model import execution
+
+    config = _tiny_rope_config(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+    model = modeling.BertModel(config)
+    ids, mask = _batch(60, [30, 11], seed=8)
+    variables = [v for n, v in model.named_variables().items() if "pooler" not in n]
+
+    def run(rows, offset, recompute=False):
+        stream = execution.DropoutStream(5, 7, offset, len(rows), seq_length=ids.shape[1])
+        with execution.entered(stream=stream, recompute_layers=recompute):
+            with tf.GradientTape() as tape:
+                out = model(tf.constant(ids[rows]), tf.constant(mask[rows]), training=True)
+                loss = tf.reduce_sum(out.sequence_output ** 2)
+        grads = [tf.convert_to_tensor(g).numpy() for g in tape.gradient(loss, variables)]
+        return out.sequence_output.numpy(), grads
+
+    whole, grads = run([0, 1], 0)
+    halves = np.concatenate([run([0], 0)[0], run([1], 1)[0]])
+    np.testing.assert_allclose(halves, whole, atol=1e-5)
+    evaluation = model(tf.constant(ids), tf.constant(mask)).sequence_output.numpy()
+    assert not np.allclose(whole, evaluation, atol=1e-3)  # dropout did apply
+    for a, b in zip(grads, run([0, 1], 0, recompute=True)[1]):
+        np.testing.assert_allclose(a, b, atol=1e-5)

@@ -35,6 +35,14 @@ without them the model is the above exactly. What they change, and the variable 
   (initialised to 1/sqrt(E)).
 * `gated_ffn` (Cramming's GELU-GLU): `intermediate/dense` [H, I] gives value and gate halves,
   the layer outputs value * act(gate) [I/2], and `output/dense` is [I/2, H].
+* ModernBERT (`position_embedding_type: "rope"` and the keys beside it): no position table,
+  queries and keys rotated by position (`rotary_attention.py`), each layer global or local
+  (`local_attention_window`, `global_attention_every_n_layers`; a local layer computes only the
+  band); `layer_norm_eps`, `layer_norm_bias: false` (no `beta` variables),
+  `first_layer_attention_norm: false` (no `layer_0/attention/output/LayerNorm`),
+  `type_vocab_size: 0` (no `token_type_embeddings`), `classifier_pooling` (the pooler is
+  `bert/pooler/dense` without tanh, then `bert/pooler/LayerNorm`). Names and the Hugging Face
+  table: `interop/hf_modernbert.py`.
 
 Shape legend used in comments, as in Google's code:
   B = batch size (number of sequences)
@@ -613,7 +621,7 @@ class BertModel(tf.Module):
         return self._store.as_dict()
 
     def __call__(self, input_ids, input_mask=None, token_type_ids=None, training=False,
-                 first_token_only=False, drop_padding=False):
+                 first_token_only=False, drop_padding=False, document_ids=None):
         """Runs the model.
 
         Args:
@@ -628,6 +636,11 @@ class BertModel(tf.Module):
             on the rows of real tokens only (`input_mask` 1), not on the padding: the same
             values at real positions for less work when the lengths differ; the encoder
             layers' outputs are 0 at padded positions. Shapes must be dynamic (not for XLA).
+          document_ids: optional int32 Tensor [batch_size, seq_length], RoPE models only
+            (`position_embedding_type: "rope"`): several documents packed in one row, each a
+            contiguous run of one id; a token attends only to its own document's tokens and
+            its RoPE position restarts at 0 at its document's first token, so a packed row
+            computes what each document alone computes (ModernBERT's padding-free packing).
 
         Returns:
           `BertOutputs`.
@@ -649,11 +662,18 @@ class BertModel(tf.Module):
         embedding_output = self.embed(input_ids, token_type_ids, training)  # [B, S, E]
 
         attention_mask = create_attention_mask_from_input_mask(input_ids, input_mask)  # [B,F,T]
+        packing = None
+        if document_ids is not None:
+            if config.position_embedding_type != "rope":
+                raise ValueError("document_ids (packed documents) needs position_embedding_type "
+                                 "'rope' (positions restart per document)")
+            packing = rotary_attention.Packing.of(tf.convert_to_tensor(document_ids))
+            attention_mask *= packing.same_document()  # [B, F, T]
         token_rows = None
         if drop_padding:
             token_rows = tf.where(tf.reshape(input_mask, [-1]) > 0)[:, 0]  # int64 [N]
         all_encoder_layers = self.encode(embedding_output, attention_mask, training,
-                                         first_token_only, token_rows)
+                                         first_token_only, token_rows, packing)
         sequence_output = all_encoder_layers[-1]
         pooled_output = self.pool(sequence_output, input_mask)
         return BertOutputs(sequence_output, pooled_output, all_encoder_layers,
@@ -713,7 +733,7 @@ class BertModel(tf.Module):
                        seq_view=(SEQ, output.shape[-1]))
 
     def encode(self, embedding_output, attention_mask, training, first_token_only=False,
-               token_rows=None):
+               token_rows=None, packing=None):
         """The transformer stack ("Attention is All You Need" encoder; post-LN as Google's, or
         pre-LN with a final LayerNorm).
 
@@ -729,6 +749,8 @@ class BertModel(tf.Module):
             on those N rows only; the attention scatters its keys, values (and queries) back
             to the [B, S] layout, where the mask already ignores the padding. The layers'
             outputs are 0 at the other positions.
+          packing: optional `rotary_attention.Packing` (RoPE models): the documents packed in
+            each row (`attention_mask` already keeps each token to its document).
 
         Returns:
           list of float Tensors [B, S, hidden_size], one per layer.
@@ -744,7 +766,7 @@ class BertModel(tf.Module):
         if self.embedding_projection is not None:
             prev_output = self.embedding_projection(prev_output)  # [B*S or N, E] -> [., H]
         layer = _EncoderLayer(self.config, training, input_shape[0], input_shape[1],
-                              attention_mask, token_rows)
+                              attention_mask, token_rows, packing)
         run_layer = self._layer_runner(layer, training)
         all_layer_outputs = []
         for index, (attention, ffn) in enumerate(self.layers):
@@ -796,13 +818,15 @@ class _EncoderLayer:
       batch_size, seq_length: B and S, Python ints or int32 scalar Tensors.
       attention_mask: float Tensor [B, F, T] (F = T = S), 1 = may attend.
       token_rows: optional int64 Tensor [N] (`BertModel.encode`'s).
+      packing: optional `rotary_attention.Packing` (`BertModel.encode`'s).
     """
 
     def __init__(self, config, training, batch_size, seq_length, attention_mask,
-                 token_rows=None):
+                 token_rows=None, packing=None):
         self.config, self.training = config, training
         self.batch_size, self.seq_length = batch_size, seq_length
         self.attention_mask, self.token_rows = attention_mask, token_rows
+        self.packing = packing
 
     def for_mask(self, attention_mask) -> "_EncoderLayer":
         """This layer, on every row, for a batch of `attention_mask`'s dimensions (a compiled
@@ -850,12 +874,20 @@ class _EncoderLayer:
         return dropout(attention.output(context), config.hidden_dropout_prob, self.training,
                        seq_view=(SEQ, config.hidden_size))
 
+    def key_mask(self):
+        """[B, T]: 1.0 at real tokens. The model's mask is a key mask broadcast over F
+        (`create_attention_mask_from_input_mask`) times, when packed, the same-document mask,
+        whose diagonal is 1: the diagonal of the product is the key mask."""
+        if self.packing is None:
+            return self.attention_mask[:, 0]
+        return tf.linalg.diag_part(self.attention_mask)
+
     def attend_rotary(self, attention, x, first_only=False):
         """`attend` of a RoPE layer (`position_embedding_type: "rope"`): queries and keys
         rotated by position; a local layer (`attention.half_window`) computes only the band.
 
-        The padding is masked by the key mask, row 0 of `attention_mask` (the model's masks
-        are key masks broadcast over F: `create_attention_mask_from_input_mask`).
+        A local layer masks the padding with `key_mask` and keeps each token to its document
+        with the packing's document ids.
         """
         config = self.config
         num_heads = config.num_attention_heads
@@ -874,14 +906,15 @@ class _EncoderLayer:
             return dropout(probs, config.attention_probs_dropout_prob, self.training,
                            seq_view=seq_view)
 
-        positions = tf.range(seq_length)
+        positions = tf.range(seq_length)  # the band is about index distance
+        rope_positions = positions if self.packing is None else self.packing.positions
         key = rotary_attention.apply_rotary(heads(project(attention.key, x), seq_length),
-                                            positions, attention.inv_freq)
+                                            rope_positions, attention.inv_freq)
         value = heads(project(attention.value, x), seq_length)
         scale = 1.0 / math.sqrt(float(size))
         if first_only:
             query = rotary_attention.apply_rotary(
-                heads(attention.query(self.first_tokens(x)), 1), positions[:1],
+                heads(attention.query(self.first_tokens(x)), 1), rope_positions[..., :1],
                 attention.inv_freq)
             mask = self.attention_mask[:, :1]  # [B, 1, T]
             if attention.half_window is not None:
@@ -891,12 +924,12 @@ class _EncoderLayer:
                                                         probs_dropout)
         else:
             query = rotary_attention.apply_rotary(heads(project(attention.query, x), seq_length),
-                                                  positions, attention.inv_freq)
+                                                  rope_positions, attention.inv_freq)
             if attention.half_window is not None:
                 # Dropout keyed by example position over the blocked [N, K, W, 3W] layout.
                 context = rotary_attention.band_attention(
-                    query, key, value, self.attention_mask[:, 0], attention.half_window, scale,
-                    probs_dropout)
+                    query, key, value, self.key_mask(), attention.half_window, scale,
+                    probs_dropout, None if self.packing is None else self.packing.document_ids)
             else:
                 context = rotary_attention.masked_attention(
                     query, key, value, self.attention_mask, scale,

@@ -16,6 +16,8 @@ T = to (key) length, H = size per head, S = F = T for self-attention, W = half_w
 K = number of blocks.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 import tensorflow as tf
 
@@ -42,14 +44,17 @@ def apply_rotary(x, positions, inv_freq):
 
     Args:
       x: float Tensor [B, N, S, H].
-      positions: int Tensor [S], the position of each row.
+      positions: int Tensor [S] (every sequence's) or [B, S] (per sequence: packed documents),
+        the position of each row.
       inv_freq: float32 numpy array [H / 2] (`rotary_inverse_frequencies`).
 
     Returns:
       float Tensor [B, N, S, H], x's dtype; the rotation is computed in float32.
     """
-    angles = tf.cast(positions, tf.float32)[:, None] * tf.constant(inv_freq)[None, :]  # [S, H/2]
-    angles = tf.concat([angles, angles], axis=-1)  # [S, H]
+    angles = tf.cast(positions, tf.float32)[..., None] * tf.constant(inv_freq)  # [(B,) S, H/2]
+    angles = tf.concat([angles, angles], axis=-1)  # [(B,) S, H]
+    if angles.shape.rank == 3:
+        angles = angles[:, None]  # [B, 1, S, H]: the same for every head
     cos, sin = tf.cos(angles), tf.sin(angles)
     x32 = tf.cast(x, tf.float32)
     first, second = tf.split(x32, 2, axis=-1)
@@ -84,6 +89,37 @@ def masked_attention(query, key, value, attention_mask, scale, probs_dropout):
     return tf.matmul(probs, value)
 
 
+class Packing(NamedTuple):
+    """Documents packed in the rows of a batch (ModernBERT's padding-free sequences).
+
+    Attributes:
+      document_ids: int32 Tensor [B, S]; each document a contiguous run of one id in a row.
+      positions: int32 Tensor [B, S], the position of each token in its document (its RoPE
+        position).
+    """
+    document_ids: tf.Tensor
+    positions: tf.Tensor
+
+    @classmethod
+    def of(cls, document_ids) -> "Packing":
+        """The packing of `document_ids` [B, S]: positions restart at each run's first token."""
+        document_ids = tf.cast(document_ids, tf.int32)
+        shape = tf.shape(document_ids)
+        index = tf.broadcast_to(tf.range(shape[1]), shape)  # [B, S]
+        starts = tf.concat([tf.ones_like(document_ids[:, :1], tf.bool),
+                            document_ids[:, 1:] != document_ids[:, :-1]], axis=1)
+        # Run r of row b is segment b*S + r; its first index is the segment's minimum.
+        run = tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1 + \
+            tf.range(shape[0])[:, None] * shape[1]  # [B, S]
+        first = tf.math.unsorted_segment_min(index, run, shape[0] * shape[1])
+        return cls(document_ids, index - tf.gather(first, run))
+
+    def same_document(self):
+        """float32 [B, S, S]: 1.0 where the query's and the key's documents are the same."""
+        ids = self.document_ids
+        return tf.cast(tf.equal(ids[:, :, None], ids[:, None, :]), tf.float32)
+
+
 def _blocks_with_neighbours(x, block, num_blocks):
     """x [B, N, K*W, D] -> [B, N, K, 3W, D]: block k's previous, own and next block (zeros
     beyond the ends)."""
@@ -94,7 +130,8 @@ def _blocks_with_neighbours(x, block, num_blocks):
     return tf.concat([blocks[:, :, :-2], blocks[:, :, 1:-1], blocks[:, :, 2:]], axis=3)
 
 
-def band_attention(query, key, value, key_mask, half_window, scale, probs_dropout):
+def band_attention(query, key, value, key_mask, half_window, scale, probs_dropout,
+                   document_ids=None):
     """Sliding-window self-attention computing only the band: each query attends to the keys
     at distance <= half_window (and not masked).
 
@@ -108,6 +145,8 @@ def band_attention(query, key, value, key_mask, half_window, scale, probs_dropou
       half_window: Python int W >= 1.
       scale: Python float, multiplies the scores (1 / sqrt(H)).
       probs_dropout: function probs [B, N, K, W, 3W] -> probs.
+      document_ids: optional int Tensor [B, S] (`Packing`): a query attends only to keys of
+        its own document.
 
     Returns:
       float Tensor [B, N, S, H], equal to `masked_attention` with the mask
@@ -133,6 +172,12 @@ def band_attention(query, key, value, key_mask, half_window, scale, probs_dropou
     # block: one [W, 3W] band serves every block.
     band = band_mask(tf.range(w), tf.range(3 * w) - w, w)  # [W, 3W]
     allowed = mask[:, None, :, None, :] * band  # [B, 1, K, W, 3W]
+    if document_ids is not None:
+        docs = tf.pad(tf.cast(document_ids, tf.float32), [[0, 0], [0, extra]])  # [B, K*W]
+        query_docs = tf.reshape(docs, tf.stack([shape[0], num_blocks, w]))  # [B, K, W]
+        key_docs = _blocks_with_neighbours(docs[:, None, :, None], w, num_blocks)[:, 0, :, :, 0]
+        same = tf.cast(tf.equal(query_docs[:, :, :, None], key_docs[:, :, None, :]), tf.float32)
+        allowed *= same[:, None]  # keys of other documents (or beyond the ends) are masked
 
     scores = tf.matmul(blocked_query, keys, transpose_b=True)  # [B, N, K, W, 3W]
     scores *= tf.cast(scale, scores.dtype)

@@ -348,3 +348,34 @@ def test_dropout_is_keyed_by_position_and_recomputation_keeps_the_gradients():
     assert not np.allclose(whole, evaluation, atol=1e-3)  # dropout did apply
     for a, b in zip(grads, run([0, 1], 0, recompute=True)[1]):
         np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_classifier_folder_pooled_output_and_logits_equal_transformers(tmp_path, pooling):
+    """A ModernBertForSequenceClassification folder: its `head` becomes `bert/pooler`, its
+    `classifier` Google's root-level `output_weights`/`output_bias`; our pooled output and
+    logits equal transformers' ([CLS] and mean pooling, with padding)."""
+    ids, mask = _batch(99, [21, 9], seed=11)
+    config = dict(SHAPES["every_3rd_global"], classifier_pooling=pooling, num_labels=3,
+                  classifier_bias=True, **_SPECIAL)
+    folder = str(tmp_path / "hf")
+    run_json_request("hf_modernbert.py", {
+        "save_dir": folder, "new": True, "classifier": True, "seed": 2, "config": config,
+        "out": str(tmp_path / "hf.npz"), "input_ids": ids.tolist(),
+        "attention_mask": mask.tolist()}, tmp_path)
+    ref = np.load(tmp_path / "hf.npz")
+    out_dir = str(tmp_path / "ours")
+    _convert(folder, out_dir)
+    bert_config = BertConfig.from_json_file(os.path.join(out_dir, "bert_config.json"))
+    assert bert_config.classifier_pooling == pooling
+    model = modeling.BertModel(bert_config)
+    classifier = heads.ClassifierHead(bert_config, 3)
+    named = modeling.merge_named_variables(model, classifier)
+    checkpoint.init_from_checkpoint(os.path.join(out_dir, "bert_model.ckpt"), named,
+                                    required_prefixes=("bert/", "output_"))
+    pooled = model(tf.constant(ids), tf.constant(mask)).pooled_output
+    logits = tf.matmul(pooled, classifier.output_weights, transpose_b=True) + \
+        classifier.output_bias
+    for attn in ("eager", "sdpa"):
+        np.testing.assert_allclose(pooled.numpy(), ref[f"{attn}_pooled"], atol=1e-4, rtol=0)
+        np.testing.assert_allclose(logits.numpy(), ref[f"{attn}_logits"], atol=1e-4, rtol=0)

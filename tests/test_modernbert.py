@@ -17,7 +17,7 @@ import tensorflow as tf
 from _oracle import REPO, run_json_request
 
 from bert_mgpu.engine import checkpoint
-from bert_mgpu.interop import hf_modernbert
+from bert_mgpu.interop import hf_folders, hf_modernbert
 from bert_mgpu.interop.hf_checkpoint import read_safetensors
 from bert_mgpu.model import heads, modeling, rotary_attention
 from bert_mgpu.model.bert_config import BertConfig, BertConfigError
@@ -58,16 +58,42 @@ def _batch(vocab_size, lengths, seed):
     return ids, mask
 
 
-def _hf_reference(tmp_path, shape, ids, mask, seed=0):
-    folder = str(tmp_path / "hf")
-    request = {"save_dir": folder, "new": True, "seed": seed, "out": str(tmp_path / "hf.npz"),
-               "config": dict(SHAPES[shape], **_SPECIAL), "input_ids": ids.tolist(),
-               "attention_mask": mask.tolist()}
-    run_json_request("hf_modernbert.py", request, tmp_path)
-    return folder, dict(np.load(tmp_path / "hf.npz"))
+# The models transformers builds, saves and runs (one oracle process for all of them):
+# name -> (config keys, lengths of the batch, seed, classifier?).
+CASES = {
+    "every_3rd_global": (SHAPES["every_3rd_global"], [21, 8, 37], 0, False),  # padding, B=3,
+    "every_2nd_global_biases": (SHAPES["every_2nd_global_biases"], [45, 45], 0, False),  # > w
+    "all_global": (SHAPES["all_global"], [12, 5], 0, False),
+    "round_trip": (SHAPES["every_2nd_global_biases"], [30, 19], 4, False),
+    "classifier_cls": (dict(SHAPES["every_3rd_global"], classifier_pooling="cls", num_labels=3,
+                            classifier_bias=True), [21, 9], 2, True),
+    "classifier_mean": (dict(SHAPES["every_3rd_global"], classifier_pooling="mean",
+                             num_labels=3, classifier_bias=True), [21, 9], 2, True),
+}
 
 
-def _convert(hf_folder, out_dir):
+@pytest.fixture(scope="module")
+def hf_models(tmp_path_factory):
+    """name -> (Hugging Face folder, its outputs (.npz as a dict), ids, mask)."""
+    root = tmp_path_factory.mktemp("hf_modernbert")
+    requests, batches = [], {}
+    for name, (config, lengths, seed, classifier) in CASES.items():
+        ids, mask = _batch(config["vocab_size"], lengths, seed=len(name))
+        batches[name] = ids, mask
+        requests.append({"save_dir": str(root / name), "new": True, "seed": seed,
+                         "classifier": classifier, "out": str(root / f"{name}.npz"),
+                         "config": dict(config, **_SPECIAL), "input_ids": ids.tolist(),
+                         "attention_mask": mask.tolist()})
+    run_json_request("hf_modernbert.py", requests, root)
+    return {name: (str(root / name), dict(np.load(root / f"{name}.npz")), *batches[name])
+            for name in CASES}
+
+
+def _convert(hf_folder, out_dir, script=False):
+    """convert_hf_checkpoint.py's work: the script itself, or its one call in this process."""
+    if not script:
+        hf_folders.convert_hf_folder(hf_folder, out_dir)
+        return
     proc = subprocess.run(
         [sys.executable, os.path.join(REPO, "convert_hf_checkpoint.py"),
          f"--hf_model_dir={hf_folder}", f"--output_dir={out_dir}"],
@@ -87,18 +113,15 @@ def _ours(out_dir, ids, mask):
     return config, out, tf.reshape(logits, [ids.shape[0], ids.shape[1], -1]).numpy()
 
 
-@pytest.mark.parametrize("shape,lengths", [
-    ("every_3rd_global", [21, 8, 37]),            # padding, batch 3, 37 > window 8
-    ("every_2nd_global_biases", [45, 45]),        # no padding, biases, tanh GELU, own thetas
-    ("all_global", [12, 5]),
-])
-def test_hidden_states_and_logits_equal_transformers(tmp_path, shape, lengths):
-    ids, mask = _batch(SHAPES[shape]["vocab_size"], lengths, seed=len(shape))
-    hf_folder, ref = _hf_reference(tmp_path, shape, ids, mask)
+@pytest.mark.parametrize("case", ["every_3rd_global", "every_2nd_global_biases", "all_global"])
+def test_hidden_states_and_logits_equal_transformers(hf_models, tmp_path, case):
+    """Sequences longer than the window (8, 16), global every 3rd / 2nd / every layer, padding,
+    batch 2-3, with and without biases, erf and tanh GELU, own RoPE thetas."""
+    hf_folder, ref, ids, mask = hf_models[case]
     for attn in ("eager", "sdpa"):
         assert str(ref[f"{attn}_implementation"]) == attn
     out_dir = str(tmp_path / "ours")
-    _convert(hf_folder, out_dir)
+    _convert(hf_folder, out_dir, script=case == "every_3rd_global")
     config, out, logits = _ours(out_dir, ids, mask)
     assert config.position_embedding_type == "rope" and config.type_vocab_size == 0
     real = mask.astype(bool)
@@ -113,15 +136,14 @@ def test_hidden_states_and_logits_equal_transformers(tmp_path, shape, lengths):
         np.testing.assert_allclose(logits[real], ref[f"{attn}_logits"][real], atol=1e-4, rtol=0)
 
 
-def test_round_trip_to_transformers_is_bit_exact(tmp_path):
+def test_round_trip_to_transformers_is_bit_exact(hf_models, tmp_path):
     """convert_hf_checkpoint.py then convert_to_hf.py gives back every tensor bit for bit and a
     config transformers loads to the same outputs."""
-    ids, mask = _batch(77, [30, 19], seed=3)
-    hf_folder, ref = _hf_reference(tmp_path, "every_2nd_global_biases", ids, mask, seed=4)
+    hf_folder, ref, ids, mask = hf_models["round_trip"]
     with open(os.path.join(hf_folder, "tokenizer.json"), "w", encoding="utf-8") as f:
         f.write('{"version": "1.0"}\n')  # copied both ways as it is
     ours = str(tmp_path / "ours")
-    _convert(hf_folder, ours)
+    _convert(hf_folder, ours, script=True)
     back = str(tmp_path / "back")
     proc = subprocess.run(
         [sys.executable, os.path.join(REPO, "convert_to_hf.py"),
@@ -351,19 +373,12 @@ def test_dropout_is_keyed_by_position_and_recomputation_keeps_the_gradients():
 
 
 @pytest.mark.parametrize("pooling", ["cls", "mean"])
-def test_classifier_folder_pooled_output_and_logits_equal_transformers(tmp_path, pooling):
+def test_classifier_folder_pooled_output_and_logits_equal_transformers(hf_models, tmp_path,
+                                                                       pooling):
     """A ModernBertForSequenceClassification folder: its `head` becomes `bert/pooler`, its
     `classifier` Google's root-level `output_weights`/`output_bias`; our pooled output and
     logits equal transformers' ([CLS] and mean pooling, with padding)."""
-    ids, mask = _batch(99, [21, 9], seed=11)
-    config = dict(SHAPES["every_3rd_global"], classifier_pooling=pooling, num_labels=3,
-                  classifier_bias=True, **_SPECIAL)
-    folder = str(tmp_path / "hf")
-    run_json_request("hf_modernbert.py", {
-        "save_dir": folder, "new": True, "classifier": True, "seed": 2, "config": config,
-        "out": str(tmp_path / "hf.npz"), "input_ids": ids.tolist(),
-        "attention_mask": mask.tolist()}, tmp_path)
-    ref = np.load(tmp_path / "hf.npz")
+    folder, ref, ids, mask = hf_models[f"classifier_{pooling}"]
     out_dir = str(tmp_path / "ours")
     _convert(folder, out_dir)
     bert_config = BertConfig.from_json_file(os.path.join(out_dir, "bert_config.json"))

@@ -1,6 +1,6 @@
 """Hugging Face ModernBERT as the reference (test oracle; oracle venv only).
 
-Usage: python hf_modernbert.py REQUEST.json
+Usage: python hf_modernbert.py REQUEST.json  (one request or a list of them)
 
 REQUEST: {"save_dir": folder to save a new random model into (or to load from), "new": true to
 build one (config keys in "config", seed in "seed"), "classifier": true for a
@@ -81,10 +81,12 @@ def run(request):
 
 def main(path):
     with open(path, encoding="utf-8") as f:
-        request = json.load(f)
-    if request.get("new"):
-        build(request)
-    run(request)
+        requests = json.load(f)
+    # One request, or a list of them served by one interpreter (torch loads once).
+    for request in requests if isinstance(requests, list) else [requests]:
+        if request.get("new"):
+            build(request)
+        run(request)
 
 
 if __name__ == "__main__":

@@ -394,3 +394,58 @@ def test_classifier_folder_pooled_output_and_logits_equal_transformers(hf_models
     for attn in ("eager", "sdpa"):
         np.testing.assert_allclose(pooled.numpy(), ref[f"{attn}_pooled"], atol=1e-4, rtol=0)
         np.testing.assert_allclose(logits.numpy(), ref[f"{attn}_logits"], atol=1e-4, rtol=0)
+
+
+def test_hub_style_config_keys_convert():
+    """The keys ModernBERT-base's published config.json uses (the older spelling: no
+    layer_types or rope_parameters, `global_attn_every_n_layers`, `global_rope_theta`)."""
+    hub_style = {"model_type": "modernbert", "vocab_size": 50368, "hidden_size": 768,
+                 "num_hidden_layers": 22, "num_attention_heads": 12, "intermediate_size": 1152,
+                 "hidden_activation": "gelu", "max_position_embeddings": 8192,
+                 "norm_eps": 1e-05, "norm_bias": False, "global_rope_theta": 160000.0,
+                 "local_rope_theta": 10000.0, "global_attn_every_n_layers": 3,
+                 "local_attention": 128, "attention_bias": False, "mlp_bias": False,
+                 "classifier_pooling": "mean", "pad_token_id": 50283, "cls_token_id": 50281,
+                 "sep_token_id": 50282}
+    config = BertConfig.from_dict(hf_modernbert.convert_config(hub_style))
+    assert (config.intermediate_size, config.rope_theta, config.local_rope_theta) == \
+        (2304, 160000.0, 10000.0)
+    assert [config.is_local_layer(i) for i in range(7)] == [False, True, True, False, True,
+                                                            True, False]
+    assert (config.local_attention_window, config.hidden_act, config.classifier_pooling) == \
+        (128, "gelu_exact", "mean")
+    assert config.pad_token_id == 50283  # carried for the way back
+    assert len(hf_modernbert.expected_names(config)) == 2 + 22 * 8 - 1 + 3
+
+
+def test_unsupported_folder_is_one_line_naming_the_file(tmp_path):
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(dict(
+        SHAPES["all_global"], model_type="modernbert",
+        rope_parameters={"full_attention": {"rope_type": "yarn", "rope_theta": 1.0}})))
+    proc = subprocess.run(
+        [sys.executable, os.path.join(REPO, "convert_hf_checkpoint.py"),
+         f"--hf_model_dir={folder}", f"--output_dir={tmp_path / 'out'}"],
+        capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "config.json" in last and "rope_type 'yarn'" in last and "Traceback" not in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("dtype", [tf.bfloat16, tf.float16])
+def test_mixed_precision_follows_float32(dtype):
+    """Half-precision activations through RoPE and the band (masks in float32 before the cast)."""
+    config = _tiny_rope_config()
+    full = modeling.BertModel(config)
+    half = modeling.BertModel(config, compute_dtype=dtype)
+    for a, b in zip(half.named_variables().values(), full.named_variables().values()):
+        a.assign(b)
+    ids, mask = _batch(60, [30, 11], seed=9)
+    expected = full(tf.constant(ids), tf.constant(mask)).sequence_output.numpy()
+    got = half(tf.constant(ids), tf.constant(mask)).sequence_output
+    assert got.dtype == dtype
+    real = mask.astype(bool)
+    np.testing.assert_allclose(tf.cast(got, tf.float32).numpy()[real], expected[real],
+                               atol=0.1 if dtype == tf.bfloat16 else 0.02)

@@ -173,11 +173,13 @@ def band_attention(query, key, value, key_mask, half_window, scale, probs_dropou
     band = band_mask(tf.range(w), tf.range(3 * w) - w, w)  # [W, 3W]
     allowed = mask[:, None, :, None, :] * band  # [B, 1, K, W, 3W]
     if document_ids is not None:
+        # Ids as float32 (exact below 2**24) to reuse the float blocking; the keys beyond the
+        # ends get id 0 but are already masked by `mask`.
         docs = tf.pad(tf.cast(document_ids, tf.float32), [[0, 0], [0, extra]])  # [B, K*W]
         query_docs = tf.reshape(docs, tf.stack([shape[0], num_blocks, w]))  # [B, K, W]
         key_docs = _blocks_with_neighbours(docs[:, None, :, None], w, num_blocks)[:, 0, :, :, 0]
         same = tf.cast(tf.equal(query_docs[:, :, :, None], key_docs[:, :, None, :]), tf.float32)
-        allowed *= same[:, None]  # keys of other documents (or beyond the ends) are masked
+        allowed *= same[:, None]  # keys of other documents are masked
 
     scores = tf.matmul(blocked_query, keys, transpose_b=True)  # [B, N, K, W, 3W]
     scores *= tf.cast(scale, scores.dtype)

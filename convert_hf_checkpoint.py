@@ -10,6 +10,10 @@ writes bert_config.json, bert_model.ckpt.{index,data-00000-of-00001} and vocab.t
 script here (and Google's own code, with --gelu=tanh) takes as --bert_config_file,
 --init_checkpoint and --vocab_file.
 
+A ModernBERT folder (config.json model_type "modernbert", model.safetensors, tokenizer.json) gives
+bert_config.json with ModernBERT's keys, bert_model.ckpt.* and the tokenizer files (README,
+"ModernBERT").
+
 Hugging Face's "gelu" is the exact erf form; Google's "gelu" is the tanh approximation.
 --gelu=exact (default) keeps the model's numerics and writes hidden_act "gelu_exact";
 --gelu=tanh writes Google's "gelu".
@@ -25,9 +29,9 @@ cli.define_config_flags(ConvertHfConfig)
 
 
 def main(_):
-    from bert_mgpu.interop.hf_checkpoint import convert_folder
+    from bert_mgpu.interop.hf_folders import convert_hf_folder
     cfg = cli.build_config(ConvertHfConfig)
-    for what, path in convert_folder(cfg.hf_model_dir, cfg.output_dir, cfg.gelu).items():
+    for what, path in convert_hf_folder(cfg.hf_model_dir, cfg.output_dir, cfg.gelu).items():
         logging.info("wrote %s: %s", what, path)
 
 

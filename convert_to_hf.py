@@ -15,6 +15,9 @@ BertForSequenceClassification (num_labels and id2label from --label_list, else f
 run_config.json next to the checkpoint). A multi-task run of run_classifier_mgpu.py has one head
 per task: --task_label chooses the one written (its labels and task type: regression and
 multilabel become Hugging Face's problem_type).
+
+A ModernBERT-shaped config (position_embedding_type "rope") is written as ModernBertForMaskedLM
+with the tokenizer files next to --vocab_file (its tokenizer.json).
 """
 
 from absl import logging
@@ -27,10 +30,10 @@ cli.define_config_flags(ConvertToHfConfig)
 
 
 def main(_):
-    from bert_mgpu.interop.hf_export import convert_checkpoint
+    from bert_mgpu.interop.hf_folders import convert_to_hf
     cfg = cli.build_config(ConvertToHfConfig)
     model = cfg.model
-    paths = convert_checkpoint(model.bert_config_file, model.init_checkpoint, model.vocab_file,
+    paths = convert_to_hf(model.bert_config_file, model.init_checkpoint, model.vocab_file,
                                model.do_lower_case, cfg.output_dir, cfg.label_list,
                                cfg.task_label)
     for name, path in paths.items():

@@ -34,6 +34,12 @@ measures it against Hugging Face's `tokenizers` and Google's code; docs/benchmar
 figures), it is exact by construction rather than by case-by-case normalisation fixes, and it
 needs neither an extra dependency nor a TensorFlow import to tokenize.
 
+Byte-level BPE (ModernBERT)
+---------------------------
+`BpeTokenizer(tokenizer.json)` reads a Hugging Face `tokenizer.json` with the `tokenizers`
+library and offers the same `tokenize` / `convert_tokens_to_ids` interface; --vocab_file names it
+(`is_tokenizer_json`). Its ids are the library's (tests/test_bpe_tokenizer.py).
+
 SentencePiece
 -------------
 `FullTokenizer(vocab_file=None, do_lower_case=..., spm_model_file=PATH)` follows ALBERT's
@@ -753,3 +759,75 @@ class FullTokenizer:
             KeyError: naming an id that is not in the vocabulary.
         """
         return convert_by_vocab(self.inv_vocab, ids)
+
+
+def is_tokenizer_json(path) -> bool:
+    """Whether a --vocab_file names a Hugging Face `tokenizer.json` (by its `.json` suffix; a
+    WordPiece vocabulary is a `.txt` of one token a line)."""
+    return os.fspath(path).endswith(".json")
+
+
+class BpeTokenizer:
+    """A Hugging Face `tokenizer.json` (ModernBERT's byte-level BPE, GPT-NeoX style), with the
+    `FullTokenizer` interface the scripts use: text -> tokens -> ids.
+
+    `tokenize` gives the tokens of the text alone (added tokens such as runs of spaces and
+    [MASK] recognised, no [CLS]/[SEP]: the scripts add those themselves as for BERT), so
+    [CLS] + tokenize(a) + [SEP] (+ tokenize(b) + [SEP]) has the ids of Hugging Face's
+    `Tokenizer.encode(a, b)` with ModernBERT's post-processor. Tokens are byte-level strings
+    ("Ġworld" for " world"). The Hugging Face `tokenizers` library does the work; its import is
+    deferred so the WordPiece path never needs it.
+
+    Attributes:
+        vocab: dict of str token -> int id (added tokens included).
+        inv_vocab: dict of int id -> str token.
+        do_lower_case: always False (the tokenizer.json carries its own normalizer).
+    """
+
+    def __init__(self, tokenizer_file):
+        """Args: tokenizer_file: path of a `tokenizer.json`.
+
+        Raises:
+            FileNotFoundError / ValueError: naming the file when it is missing or not a
+                tokenizer.json the library reads.
+        """
+        from tokenizers import Tokenizer  # pylint: disable=import-outside-toplevel
+
+        text = _read_file(tokenizer_file, binary=True, what="tokenizer.json file")
+        try:
+            self._tokenizer = Tokenizer.from_str(text.decode("utf-8"))
+        except Exception as e:  # the library raises its own Exception type
+            raise ValueError(f"{tokenizer_file}: not a Hugging Face tokenizer.json "
+                             f"({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+                             ) from None
+        self.do_lower_case = False
+        self.vocab = self._tokenizer.get_vocab(with_added_tokens=True)
+        self.inv_vocab = {v: k for k, v in self.vocab.items()}
+
+    def tokenize(self, text):
+        """text (str or UTF-8 bytes) -> list of str tokens, without special tokens around.
+
+        The tokens are the vocabulary's entries of the ids (`Encoding.tokens` would give an
+        added token with the text it consumed, e.g. " [MASK]" for [MASK] with its left strip).
+        """
+        inv_vocab = self.inv_vocab
+        encoding = self._tokenizer.encode(convert_to_unicode(text), add_special_tokens=False)
+        return [inv_vocab[i] for i in encoding.ids]
+
+    def tokenize_batch(self, texts):
+        """The same as `[self.tokenize(t) for t in texts]`, encoded by the library in one call."""
+        texts = [convert_to_unicode(t) for t in texts]
+        inv_vocab = self.inv_vocab
+        return [[inv_vocab[i] for i in e.ids]
+                for e in self._tokenizer.encode_batch(texts, add_special_tokens=False)]
+
+    def convert_tokens_to_ids(self, tokens):
+        """tokens -> ids; a token outside the vocabulary is a KeyError naming it."""
+        return convert_by_vocab(self.vocab, tokens)
+
+    def convert_ids_to_tokens(self, ids):
+        return convert_by_vocab(self.inv_vocab, ids)
+
+    def decode(self, ids):
+        """ids -> text (byte-level decoding, special tokens kept)."""
+        return self._tokenizer.decode(list(ids), skip_special_tokens=False)

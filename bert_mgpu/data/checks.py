@@ -35,6 +35,8 @@ def check_model_files(model: ModelFiles, casing: bool = True) -> None:
         if model.spm_model_file:
             import sentencepiece  # pylint: disable=import-outside-toplevel
             size = sentencepiece.SentencePieceProcessor(model_file=path).GetPieceSize()
+        elif tokenization.is_tokenizer_json(path):
+            size = len(tokenization.BpeTokenizer(path).vocab)
         else:
             size = len(tokenization.load_vocab(path))
         if size > bert_config.vocab_size:
@@ -110,10 +112,13 @@ def check_feature_inputs(cfg) -> None:
     check_model_files(cfg.model)
 
 
-def tokenizer_for(model: ModelFiles) -> tokenization.FullTokenizer:
+def tokenizer_for(model: ModelFiles):
     """The tokenizer of `model`'s vocabulary (or SentencePiece model) and casing, after
     Google's check that the casing suits a released checkpoint (the script's config builder
-    has checked the files against the model: `check_model_files`)."""
+    has checked the files against the model: `check_model_files`): a `FullTokenizer`, or a
+    `BpeTokenizer` when --vocab_file is a Hugging Face tokenizer.json (ModernBERT's)."""
+    if model.vocab_file and tokenization.is_tokenizer_json(model.vocab_file):
+        return tokenization.BpeTokenizer(model.vocab_file)
     tokenization.validate_case_matches_checkpoint(model.do_lower_case, model.init_checkpoint)
     return tokenization.FullTokenizer(model.vocab_file, model.do_lower_case,
                                       spm_model_file=model.spm_model_file)

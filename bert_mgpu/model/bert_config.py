@@ -20,6 +20,24 @@ them is Google's BERT (same variables, same numerics):
                                         times one learned scale
   gated_ffn                 false       Cramming: gated feed-forward; intermediate_size is the
                                         width of the first dense layer, half of it goes on
+  position_embedding_type   "rope"      ModernBERT: no position table; rotary embeddings of the
+                                        queries and keys (GPT-NeoX layout, rotate-half)
+  rope_theta                10000.0     RoPE base of the global-attention layers
+  local_rope_theta          rope_theta  RoPE base of the local (sliding-window) layers
+  local_attention_window    0           ModernBERT: a local layer's query attends to keys at
+                                        distance <= window / 2; 0 = every layer global
+  global_attention_every_n_layers  1    layer i is global when i % n == 0, local otherwise
+                                        (ModernBERT: window 128, every 3rd layer global)
+  layer_norm_eps            1e-12       every LayerNorm's epsilon (ModernBERT: 1e-5)
+  layer_norm_bias           true        false: LayerNorms have no `beta` (ModernBERT)
+  first_layer_attention_norm true       false: layer 0 has no attention LayerNorm under
+                                        pre_layer_norm (ModernBERT: the embedding LayerNorm is it)
+  head_bias                 true        false: no bias in the masked-LM transform dense layer
+                                        (and in ModernBERT's pooler head)
+  classifier_pooling        absent      absent: Google's pooler tanh(dense(first token));
+                                        "cls" / "mean": ModernBERT's head LayerNorm(act(dense(
+                                        first token / masked mean))) as the pooled output
+  type_vocab_size           (Google's)  0: no token-type table, segment ids are ignored
 """
 
 import copy
@@ -52,13 +70,25 @@ MODEL_OPTIONS = (
     ("use_bias", True),
     ("position_embedding_type", "learned"),
     ("gated_ffn", False),
+    ("rope_theta", 10000.0),
+    ("local_rope_theta", None),
+    ("local_attention_window", 0),
+    ("global_attention_every_n_layers", 1),
+    ("layer_norm_eps", 1e-12),
+    ("layer_norm_bias", True),
+    ("first_layer_attention_norm", True),
+    ("head_bias", True),
+    ("classifier_pooling", None),
 )
 
 
 SHARE_PARAMETERS = ("none", "all", "attention", "ffn")
 
 
-POSITION_EMBEDDING_TYPES = ("learned", "scaled_sinusoidal")
+POSITION_EMBEDDING_TYPES = ("learned", "scaled_sinusoidal", "rope")
+
+
+CLASSIFIER_POOLINGS = ("cls", "mean")
 
 
 class BertConfigError(ValueError):
@@ -129,8 +159,87 @@ class BertConfig:
     def gated_ffn(self) -> bool:
         return self.extra.get("gated_ffn", False)
 
+    @property
+    def rope_theta(self) -> float:
+        return self.extra.get("rope_theta", 10000.0)
+
+    @property
+    def local_rope_theta(self) -> float:
+        value = self.extra.get("local_rope_theta")
+        return self.rope_theta if value is None else value
+
+    @property
+    def local_attention_window(self) -> int:
+        return self.extra.get("local_attention_window", 0)
+
+    @property
+    def global_attention_every_n_layers(self) -> int:
+        return self.extra.get("global_attention_every_n_layers", 1)
+
+    def is_local_layer(self, index: int) -> bool:
+        """Whether encoder layer `index` attends within the sliding window only."""
+        return self.local_attention_window > 0 and \
+            index % self.global_attention_every_n_layers != 0
+
+    @property
+    def layer_norm_eps(self) -> float:
+        return self.extra.get("layer_norm_eps", 1e-12)
+
+    @property
+    def layer_norm_bias(self) -> bool:
+        return self.extra.get("layer_norm_bias", True)
+
+    @property
+    def first_layer_attention_norm(self) -> bool:
+        return self.extra.get("first_layer_attention_norm", True)
+
+    @property
+    def head_bias(self) -> bool:
+        return self.extra.get("head_bias", True)
+
+    @property
+    def classifier_pooling(self) -> Optional[str]:
+        return self.extra.get("classifier_pooling")
+
+    def _validate_modernbert_options(self, source: str) -> None:
+        extra = self.extra
+        for key in ("layer_norm_bias", "first_layer_attention_norm", "head_bias"):
+            if key in extra and not isinstance(extra[key], bool):
+                raise BertConfigError(f"{source}: '{key}' must be true or false, "
+                                      f"got {extra[key]!r}")
+        for key in ("rope_theta", "local_rope_theta", "layer_norm_eps"):
+            value = extra.get(key)
+            if value is not None and (isinstance(value, bool) or
+                                      not isinstance(value, (int, float)) or value <= 0):
+                raise BertConfigError(f"{source}: '{key}' must be a number > 0, got {value!r}")
+        for key, minimum in (("local_attention_window", 0),
+                             ("global_attention_every_n_layers", 1)):
+            value = extra.get(key, minimum)
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise BertConfigError(
+                    f"{source}: '{key}' must be an integer >= {minimum}, got {value!r}")
+        if self.local_attention_window % 2:
+            raise BertConfigError(
+                f"{source}: 'local_attention_window' must be even (keys at distance <= "
+                f"window / 2 on each side), got {self.local_attention_window}")
+        pooling = self.classifier_pooling
+        if pooling is not None and pooling not in CLASSIFIER_POOLINGS:
+            raise BertConfigError(f"{source}: 'classifier_pooling' must be one of "
+                                  f"{', '.join(CLASSIFIER_POOLINGS)}, got {pooling!r}")
+        if self.position_embedding_type == "rope" and self.hidden_size // \
+                self.num_attention_heads % 2:
+            raise BertConfigError(f"{source}: 'position_embedding_type' rope needs an even "
+                                  f"head size (hidden_size / num_attention_heads)")
+        if not self.first_layer_attention_norm and not self.extra.get("pre_layer_norm", False):
+            raise BertConfigError(f"{source}: 'first_layer_attention_norm' false needs "
+                                  f"'pre_layer_norm' true")
+        if self.local_attention_window and self.share_parameters != "none":
+            raise BertConfigError(f"{source}: 'local_attention_window' with 'share_parameters' "
+                                  f"is not supported (a shared block has one attention kind)")
+
     def _validate_model_options(self, source: str) -> None:
         extra = self.extra
+        self._validate_modernbert_options(source)
         for key in ("pre_layer_norm", "use_bias", "gated_ffn"):
             if key in extra and not isinstance(extra[key], bool):
                 raise BertConfigError(f"{source}: '{key}' must be true or false, "
@@ -212,8 +321,9 @@ class BertConfig:
                     f"{source}: '{key}' must be an integer >= {minimum}, got {value!r}")
 
         for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                    "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+                    "intermediate_size", "max_position_embeddings"):
             need_int(key)
+        need_int("type_vocab_size", minimum=0)  # 0: no token types (ModernBERT)
         if self.hidden_size % self.num_attention_heads:
             raise BertConfigError(
                 f"{source}: hidden_size ({self.hidden_size}) is not a multiple of "

@@ -103,10 +103,12 @@ class MaskedLMHead(tf.Module):
         # The transform maps to the width of the word embeddings (ALBERT's embedding_size; the
         # hidden size in BERT), so the tied decoder is a plain product with the table.
         h, e = config.hidden_size, config.embedding_size
+        # ModernBERT's head: no transform bias (`head_bias`), its LayerNorm options.
         self.transform = modeling.Dense(
             self._store, f"{scope}/transform/dense", h, e, config.initializer_range,
-            activation=modeling.get_activation(config.hidden_act))
-        self.layer_norm = modeling.LayerNorm(self._store, f"{scope}/transform", e)
+            activation=modeling.get_activation(config.hidden_act), use_bias=config.head_bias)
+        self.layer_norm = modeling.LayerNorm.for_config(self._store, f"{scope}/transform", e,
+                                                         config)
         # One bias per vocabulary entry; the weights are the word embeddings.
         self.output_bias = self._store.add(f"{scope}/output_bias", [config.vocab_size],
                                            modeling.zeros_initializer)
@@ -127,7 +129,8 @@ class MaskedLMHead(tf.Module):
           label_weights: optional float Tensor [B, P], 1.0 for real predictions, 0.0 for padding.
 
         Returns:
-          dict with `log_probs` (float32 [B*P, vocab_size]) and, when labels are given,
+          dict with `log_probs` (float32 [B*P, vocab_size]), `logits` (the same before the
+          softmax, compute dtype) and, when labels are given,
           `per_example_loss` ([B*P]), `numerator` (scalar, sum of weighted losses),
           `denominator` (scalar, sum of weights) and `loss` = numerator / (denominator + 1e-5),
           Google's per-batch normalisation.
@@ -141,7 +144,7 @@ class MaskedLMHead(tf.Module):
         logits = tf.nn.bias_add(products, tf.cast(bias, products.dtype))
         # Only computed where used (eval, predictions): a traced train step prunes it.
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
-        result = {"log_probs": log_probs}
+        result = {"log_probs": log_probs, "logits": logits}
         if label_ids is None:
             return result
         label_ids = tf.reshape(label_ids, [-1])

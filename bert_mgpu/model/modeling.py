@@ -35,6 +35,14 @@ without them the model is the above exactly. What they change, and the variable 
   (initialised to 1/sqrt(E)).
 * `gated_ffn` (Cramming's GELU-GLU): `intermediate/dense` [H, I] gives value and gate halves,
   the layer outputs value * act(gate) [I/2], and `output/dense` is [I/2, H].
+* ModernBERT (`position_embedding_type: "rope"` and the keys beside it): no position table,
+  queries and keys rotated by position (`rotary_attention.py`), each layer global or local
+  (`local_attention_window`, `global_attention_every_n_layers`; a local layer computes only the
+  band); `layer_norm_eps`, `layer_norm_bias: false` (no `beta` variables),
+  `first_layer_attention_norm: false` (no `layer_0/attention/output/LayerNorm`),
+  `type_vocab_size: 0` (no `token_type_embeddings`), `classifier_pooling` (the pooler is
+  `bert/pooler/dense` without tanh, then `bert/pooler/LayerNorm`). Names and the Hugging Face
+  table: `interop/hf_modernbert.py`.
 
 Shape legend used in comments, as in Google's code:
   B = batch size (number of sequences)
@@ -51,7 +59,7 @@ from typing import Dict, List, Mapping, NamedTuple
 import numpy as np
 import tensorflow as tf
 
-from bert_mgpu.model import execution
+from bert_mgpu.model import execution, rotary_attention
 from bert_mgpu.model.bert_config import BertConfig
 from bert_mgpu.model.execution import SEQ
 
@@ -210,7 +218,8 @@ def layer_norm(input_tensor, gamma, beta, epsilon=LAYER_NORM_EPSILON):
     Args:
       input_tensor: float Tensor of shape [..., D].
       gamma: float Variable of shape [D] (Google's `LayerNorm/gamma`).
-      beta: float Variable of shape [D] (Google's `LayerNorm/beta`).
+      beta: float Variable of shape [D] (Google's `LayerNorm/beta`), or None (no shift, as
+        ModernBERT's bias-free LayerNorms).
       epsilon: variance epsilon, 1e-12 as Google.
 
     Returns:
@@ -224,7 +233,10 @@ def layer_norm(input_tensor, gamma, beta, epsilon=LAYER_NORM_EPSILON):
     if dtype in (tf.float16, tf.bfloat16):
         x = tf.cast(x, tf.float32)
     x_hat = _normalized(x, tf.constant(epsilon, x.dtype))
-    return tf.cast(x_hat * tf.cast(gamma, x.dtype) + tf.cast(beta, x.dtype), dtype)
+    y = x_hat * tf.cast(gamma, x.dtype)
+    if beta is not None:
+        y += tf.cast(beta, x.dtype)
+    return tf.cast(y, dtype)
 
 
 def get_shape_list(tensor, expected_rank=None, name=None):
@@ -358,18 +370,30 @@ class Dense:
 
 class LayerNorm:
     """`<scope>/<name>/{beta,gamma}` and the normalization (`name` is ALBERT's `LayerNorm_1`
-    for its second LayerNorm of a block; Google's is always `LayerNorm`)."""
+    for its second LayerNorm of a block; Google's is always `LayerNorm`). With `bias=False`
+    there is no `beta` (ModernBERT); `epsilon` is Google's 1e-12 unless a config says otherwise
+    (`LayerNorm.for_config`)."""
 
-    def __init__(self, store, scope, width, name="LayerNorm"):
-        self.beta = store.add(f"{scope}/{name}/beta", [width], zeros_initializer)
+    def __init__(self, store, scope, width, name="LayerNorm", epsilon=LAYER_NORM_EPSILON,
+                 bias=True):
+        self.beta = store.add(f"{scope}/{name}/beta", [width], zeros_initializer) \
+            if bias else None
         self.gamma = store.add(f"{scope}/{name}/gamma", [width], ones_initializer)
+        self.epsilon = epsilon
+
+    @classmethod
+    def for_config(cls, store, scope, width, config, name="LayerNorm") -> "LayerNorm":
+        """A LayerNorm with the config's `layer_norm_eps` and `layer_norm_bias`."""
+        return cls(store, scope, width, name=name, epsilon=config.layer_norm_eps,
+                   bias=config.layer_norm_bias)
 
     def variables(self) -> List[tf.Variable]:
-        return [self.beta, self.gamma]
+        return ([self.beta] if self.beta is not None else []) + [self.gamma]
 
     def __call__(self, x):
         context = execution.current()
-        return layer_norm(x, context.value(self.gamma), context.value(self.beta))
+        beta = context.value(self.beta) if self.beta is not None else None
+        return layer_norm(x, context.value(self.gamma), beta, self.epsilon)
 
 
 class BertOutputs(NamedTuple):
@@ -415,19 +439,39 @@ def _albert_scopes(encoder_scope):
 
 
 class _AttentionBlock:
-    """Self-attention sub-block: Q, K, V, output projection and its LayerNorm."""
+    """Self-attention sub-block: Q, K, V, output projection and its LayerNorm.
 
-    def __init__(self, store, scopes, config):
+    With `position_embedding_type: "rope"` it also knows its layer's kind: `half_window`
+    (None for a global layer) and `inv_freq`, the RoPE frequencies of its theta. Layer 0 has no
+    LayerNorm (`layer_norm` None) when the config says `first_layer_attention_norm: false`.
+    """
+
+    def __init__(self, store, scopes, config, index=0):
         h, r, bias = config.hidden_size, config.initializer_range, config.use_bias
         self.query = Dense(store, f"{scopes['self']}/query", h, h, r, use_bias=bias)
         self.key = Dense(store, f"{scopes['self']}/key", h, h, r, use_bias=bias)
         self.value = Dense(store, f"{scopes['self']}/value", h, h, r, use_bias=bias)
         self.output = Dense(store, scopes["output"], h, h, r, use_bias=bias)
-        self.layer_norm = LayerNorm(store, scopes["norm"][0], h, name=scopes["norm"][1])
+        self.layer_norm = None
+        if index > 0 or config.first_layer_attention_norm or not config.pre_layer_norm:
+            self.layer_norm = LayerNorm.for_config(store, scopes["norm"][0], h, config,
+                                                   name=scopes["norm"][1])
+        local = config.is_local_layer(index)
+        self.half_window = config.local_attention_window // 2 if local else None
+        self.inv_freq = None
+        if config.position_embedding_type == "rope":
+            self.inv_freq = rotary_attention.rotary_inverse_frequencies(
+                h // config.num_attention_heads,
+                config.local_rope_theta if local else config.rope_theta)
+
+    def normalized(self, x):
+        """The sub-block's pre-LN input: LayerNorm(x), or x without a LayerNorm."""
+        return self.layer_norm(x) if self.layer_norm is not None else x
 
     def variables(self) -> List[tf.Variable]:
-        return [v for part in (self.query, self.key, self.value, self.output, self.layer_norm)
-                for v in part.variables()]
+        parts = (self.query, self.key, self.value, self.output) + \
+            ((self.layer_norm,) if self.layer_norm is not None else ())
+        return [v for part in parts for v in part.variables()]
 
 
 class _FeedForwardBlock:
@@ -445,7 +489,8 @@ class _FeedForwardBlock:
                                   use_bias=bias)
         self.output = Dense(store, scopes["output"], i // 2 if self.gated else i, h, r,
                             use_bias=bias)
-        self.layer_norm = LayerNorm(store, scopes["norm"][0], h, name=scopes["norm"][1])
+        self.layer_norm = LayerNorm.for_config(store, scopes["norm"][0], h, config,
+                                               name=scopes["norm"][1])
 
     def variables(self) -> List[tf.Variable]:
         return [v for part in (self.intermediate, self.output, self.layer_norm)
@@ -518,10 +563,13 @@ class BertModel(tf.Module):
         emb = f"{scope}/embeddings"
         self.word_embeddings = store.add(f"{emb}/word_embeddings", [config.vocab_size, e], init)
         self.token_type_embeddings = store.add(
-            f"{emb}/token_type_embeddings", [config.type_vocab_size, e], init)
+            f"{emb}/token_type_embeddings", [config.type_vocab_size, e], init) \
+            if config.type_vocab_size else None
         self.position_embeddings = self.position_embedding_scale = None
         self._sinusoid = None
-        if config.position_embedding_type == "scaled_sinusoidal":
+        if config.position_embedding_type == "rope":
+            pass  # positions enter in the attention (rotary_attention.apply_rotary)
+        elif config.position_embedding_type == "scaled_sinusoidal":
             self._sinusoid = sinusoidal_position_table(config.max_position_embeddings, e)
             self.position_embedding_scale = store.add(
                 f"{emb}/position_embedding_scale", [],
@@ -529,14 +577,22 @@ class BertModel(tf.Module):
         else:
             self.position_embeddings = store.add(
                 f"{emb}/position_embeddings", [config.max_position_embeddings, e], init)
-        self.embedding_layer_norm = LayerNorm(store, emb, e)
+        self.embedding_layer_norm = LayerNorm.for_config(store, emb, e, config)
         encoder = f"{scope}/encoder"
         # ALBERT projects only when the widths differ (and names the variable so).
         self.embedding_projection = Dense(store, f"{encoder}/embedding_hidden_mapping_in", e, h,
                                           r) if e != h else None
         self.layers = self._build_layers(store, encoder, config)
-        self.final_layer_norm = LayerNorm(store, encoder, h) if config.pre_layer_norm else None
-        self.pooler = Dense(store, f"{scope}/pooler/dense", h, h, r, activation=tf.tanh)
+        self.final_layer_norm = LayerNorm.for_config(store, encoder, h, config) \
+            if config.pre_layer_norm else None
+        self.pooler_norm = None
+        if config.classifier_pooling is None:
+            self.pooler = Dense(store, f"{scope}/pooler/dense", h, h, r, activation=tf.tanh)
+        else:  # ModernBERT's classification head: LayerNorm(act(dense(pooled)))
+            self.pooler = Dense(store, f"{scope}/pooler/dense", h, h, r,
+                                activation=get_activation(config.hidden_act),
+                                use_bias=config.head_bias)
+            self.pooler_norm = LayerNorm.for_config(store, f"{scope}/pooler", h, config)
 
     @staticmethod
     def _build_layers(store, encoder, config):
@@ -553,6 +609,8 @@ class BertModel(tf.Module):
                     if kind not in shared:
                         shared[kind] = block(store, albert, config)
                     blocks.append(shared[kind])
+                elif kind == "attention":
+                    blocks.append(block(store, bert, config, i))
                 else:
                     blocks.append(block(store, bert, config))
             layers.append(tuple(blocks))
@@ -563,7 +621,7 @@ class BertModel(tf.Module):
         return self._store.as_dict()
 
     def __call__(self, input_ids, input_mask=None, token_type_ids=None, training=False,
-                 first_token_only=False, drop_padding=False):
+                 first_token_only=False, drop_padding=False, document_ids=None):
         """Runs the model.
 
         Args:
@@ -578,6 +636,11 @@ class BertModel(tf.Module):
             on the rows of real tokens only (`input_mask` 1), not on the padding: the same
             values at real positions for less work when the lengths differ; the encoder
             layers' outputs are 0 at padded positions. Shapes must be dynamic (not for XLA).
+          document_ids: optional int32 Tensor [batch_size, seq_length], RoPE models only
+            (`position_embedding_type: "rope"`): several documents packed in one row, each a
+            contiguous run of one id; a token attends only to its own document's tokens and
+            its RoPE position restarts at 0 at its document's first token, so a packed row
+            computes what each document alone computes (ModernBERT's padding-free packing).
 
         Returns:
           `BertOutputs`.
@@ -599,17 +662,41 @@ class BertModel(tf.Module):
         embedding_output = self.embed(input_ids, token_type_ids, training)  # [B, S, E]
 
         attention_mask = create_attention_mask_from_input_mask(input_ids, input_mask)  # [B,F,T]
+        packing = None
+        if document_ids is not None:
+            if config.position_embedding_type != "rope":
+                raise ValueError("document_ids (packed documents) needs position_embedding_type "
+                                 "'rope' (positions restart per document)")
+            packing = rotary_attention.Packing.of(tf.convert_to_tensor(document_ids))
+            attention_mask *= packing.same_document()  # [B, F, T]
         token_rows = None
         if drop_padding:
             token_rows = tf.where(tf.reshape(input_mask, [-1]) > 0)[:, 0]  # int64 [N]
         all_encoder_layers = self.encode(embedding_output, attention_mask, training,
-                                         first_token_only, token_rows)
+                                         first_token_only, token_rows, packing)
         sequence_output = all_encoder_layers[-1]
-        # The pooler takes the hidden state of the first token ([CLS]).
-        first_token_tensor = sequence_output[:, 0, :]  # [B, H]
-        pooled_output = self.pooler(first_token_tensor)
+        pooled_output = self.pool(sequence_output, input_mask)
         return BertOutputs(sequence_output, pooled_output, all_encoder_layers,
                            embedding_output, execution.current().value(self.word_embeddings))
+
+    def pool(self, sequence_output, input_mask):
+        """The pooled output [B, H] of sequence_output [B, S, H] (S may be 1: first token only).
+
+        Google's pooler is tanh(dense(first token)). With `classifier_pooling` (ModernBERT's
+        head) it is LayerNorm(act(dense(x))), x the first token ("cls") or the mean over the
+        real tokens ("mean", `input_mask` [B, S] int32: 1 = real token).
+        """
+        if self.config.classifier_pooling == "mean":
+            if sequence_output.shape[1] == 1 and input_mask.shape[1] != 1:
+                raise ValueError("classifier_pooling 'mean' needs every token's output "
+                                 "(not first_token_only)")
+            weights = tf.cast(input_mask, sequence_output.dtype)[:, :, None]  # [B, S, 1]
+            pooled = tf.reduce_sum(sequence_output * weights, axis=1) / \
+                tf.reduce_sum(weights, axis=1)
+        else:  # the hidden state of the first token ([CLS])
+            pooled = sequence_output[:, 0, :]  # [B, H]
+        pooled = self.pooler(pooled)
+        return self.pooler_norm(pooled) if self.pooler_norm is not None else pooled
 
     def embed(self, input_ids, token_type_ids, training):
         """Embedding lookup, post-processing (token type, position), LayerNorm and dropout.
@@ -630,12 +717,13 @@ class BertModel(tf.Module):
         # tied masked-LM decoder's, every update) copies the whole table.
         context = execution.current()
         output = tf.gather(tf.convert_to_tensor(context.value(self.word_embeddings)), input_ids)
-        output += tf.gather(tf.convert_to_tensor(context.value(self.token_type_embeddings)),
-                            token_type_ids)
-        # Positions 0..S-1, broadcast over the batch.
+        if self.token_type_embeddings is not None:
+            output += tf.gather(tf.convert_to_tensor(context.value(self.token_type_embeddings)),
+                                token_type_ids)
+        # Positions 0..S-1, broadcast over the batch (RoPE: in the attention instead).
         if self.position_embeddings is not None:
             output += tf.expand_dims(context.value(self.position_embeddings)[:seq_length], 0)
-        else:
+        elif self._sinusoid is not None:
             table = tf.constant(self._sinusoid)[:seq_length]  # [S, E]
             output += tf.expand_dims(context.value(self.position_embedding_scale) * table, 0)
         output = self.embedding_layer_norm(output)
@@ -645,7 +733,7 @@ class BertModel(tf.Module):
                        seq_view=(SEQ, output.shape[-1]))
 
     def encode(self, embedding_output, attention_mask, training, first_token_only=False,
-               token_rows=None):
+               token_rows=None, packing=None):
         """The transformer stack ("Attention is All You Need" encoder; post-LN as Google's, or
         pre-LN with a final LayerNorm).
 
@@ -661,6 +749,8 @@ class BertModel(tf.Module):
             on those N rows only; the attention scatters its keys, values (and queries) back
             to the [B, S] layout, where the mask already ignores the padding. The layers'
             outputs are 0 at the other positions.
+          packing: optional `rotary_attention.Packing` (RoPE models): the documents packed in
+            each row (`attention_mask` already keeps each token to its document).
 
         Returns:
           list of float Tensors [B, S, hidden_size], one per layer.
@@ -676,7 +766,7 @@ class BertModel(tf.Module):
         if self.embedding_projection is not None:
             prev_output = self.embedding_projection(prev_output)  # [B*S or N, E] -> [., H]
         layer = _EncoderLayer(self.config, training, input_shape[0], input_shape[1],
-                              attention_mask, token_rows)
+                              attention_mask, token_rows, packing)
         run_layer = self._layer_runner(layer, training)
         all_layer_outputs = []
         for index, (attention, ffn) in enumerate(self.layers):
@@ -698,12 +788,15 @@ class BertModel(tf.Module):
         computation, except a first-token-only last layer. Otherwise op by op.
         """
         context = execution.current()
+        # Rotary layers are not all alike (global or local, layer 0 without its attention
+        # LayerNorm): they run op by op, never as one compiled template layer.
+        rotary = self.config.position_embedding_type == "rope"
         if training and context.recompute_layers:
             def recomputed(attention, ffn, x, first_only):
                 return execution.recomputed(lambda h: layer(attention, ffn, h, False), x,
                                             attention.variables() + ffn.variables())
             return recomputed
-        if context.compile_layers and layer.token_rows is None:
+        if context.compile_layers and layer.token_rows is None and not rotary:
             compiled_layer = execution.CompiledLayer(self.layers[0], layer.for_mask)
 
             def compiled(attention, ffn, x, first_only):
@@ -725,13 +818,15 @@ class _EncoderLayer:
       batch_size, seq_length: B and S, Python ints or int32 scalar Tensors.
       attention_mask: float Tensor [B, F, T] (F = T = S), 1 = may attend.
       token_rows: optional int64 Tensor [N] (`BertModel.encode`'s).
+      packing: optional `rotary_attention.Packing` (`BertModel.encode`'s).
     """
 
     def __init__(self, config, training, batch_size, seq_length, attention_mask,
-                 token_rows=None):
+                 token_rows=None, packing=None):
         self.config, self.training = config, training
         self.batch_size, self.seq_length = batch_size, seq_length
         self.attention_mask, self.token_rows = attention_mask, token_rows
+        self.packing = packing
 
     def for_mask(self, attention_mask) -> "_EncoderLayer":
         """This layer, on every row, for a batch of `attention_mask`'s dimensions (a compiled
@@ -754,6 +849,8 @@ class _EncoderLayer:
         """The attention sub-block before its residual: x [B*S or N, H] -> the same rows (with
         `first_only`, [B, H]: the first token attends to every token)."""
         config = self.config
+        if attention.inv_freq is not None:
+            return self.attend_rotary(attention, x, first_only)
         query, key, value = attention.query, attention.key, attention.value
         if self.token_rows is not None:
             # The projections run on the real rows and are scattered to the [B*S] layout the
@@ -777,6 +874,72 @@ class _EncoderLayer:
         return dropout(attention.output(context), config.hidden_dropout_prob, self.training,
                        seq_view=(SEQ, config.hidden_size))
 
+    def key_mask(self):
+        """[B, T]: 1.0 at real tokens. The model's mask is a key mask broadcast over F
+        (`create_attention_mask_from_input_mask`) times, when packed, the same-document mask,
+        whose diagonal is 1: the diagonal of the product is the key mask."""
+        if self.packing is None:
+            return self.attention_mask[:, 0]
+        return tf.linalg.diag_part(self.attention_mask)
+
+    def attend_rotary(self, attention, x, first_only=False):
+        """`attend` of a RoPE layer (`position_embedding_type: "rope"`): queries and keys
+        rotated by position; a local layer (`attention.half_window`) computes only the band.
+
+        A local layer masks the padding with `key_mask` and keeps each token to its document
+        with the packing's document ids.
+        """
+        config = self.config
+        num_heads = config.num_attention_heads
+        size = config.hidden_size // num_heads
+        batch_size, seq_length = self.batch_size, self.seq_length
+
+        def heads(t, length):  # [B*length, N*H] -> [B, N, length, H]
+            t = tf.reshape(t, [batch_size, length, num_heads, size])
+            return tf.transpose(t, [0, 2, 1, 3])
+
+        def project(dense, t):  # real rows are scattered to the [B*S] layout
+            y = dense(t)
+            return self.padded(y) if self.token_rows is not None else y
+
+        def probs_dropout(probs, seq_view=None):
+            return dropout(probs, config.attention_probs_dropout_prob, self.training,
+                           seq_view=seq_view)
+
+        positions = tf.range(seq_length)  # the band is about index distance
+        rope_positions = positions if self.packing is None else self.packing.positions
+        key = rotary_attention.apply_rotary(heads(project(attention.key, x), seq_length),
+                                            rope_positions, attention.inv_freq)
+        value = heads(project(attention.value, x), seq_length)
+        scale = 1.0 / math.sqrt(float(size))
+        if first_only:
+            query = rotary_attention.apply_rotary(
+                heads(attention.query(self.first_tokens(x)), 1), rope_positions[..., :1],
+                attention.inv_freq)
+            mask = self.attention_mask[:, :1]  # [B, 1, T]
+            if attention.half_window is not None:
+                mask *= rotary_attention.band_mask(positions[:1], positions,
+                                                   attention.half_window)
+            context = rotary_attention.masked_attention(query, key, value, mask, scale,
+                                                        probs_dropout)
+        else:
+            query = rotary_attention.apply_rotary(heads(project(attention.query, x), seq_length),
+                                                  rope_positions, attention.inv_freq)
+            if attention.half_window is not None:
+                # Dropout keyed by example position over the blocked [N, K, W, 3W] layout.
+                context = rotary_attention.band_attention(
+                    query, key, value, self.key_mask(), attention.half_window, scale,
+                    probs_dropout, None if self.packing is None else self.packing.document_ids)
+            else:
+                context = rotary_attention.masked_attention(
+                    query, key, value, self.attention_mask, scale,
+                    lambda p: probs_dropout(p, (num_heads, SEQ, SEQ)))
+        context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, num_heads * size])
+        if self.token_rows is not None and not first_only:
+            context = tf.gather(context, self.token_rows)  # [B*S, H] -> [N, H]
+        return dropout(attention.output(context), config.hidden_dropout_prob, self.training,
+                       seq_view=(SEQ, config.hidden_size))
+
     def feed_forward(self, ffn, x):
         """The feed-forward sub-block before its residual."""
         return dropout(ffn(x), self.config.hidden_dropout_prob, self.training,
@@ -788,7 +951,7 @@ class _EncoderLayer:
         residual = self.first_tokens(layer_input) if first_only else layer_input
         if self.config.pre_layer_norm:
             attention_output = residual + self.attend(
-                attention, attention.layer_norm(layer_input), first_only)
+                attention, attention.normalized(layer_input), first_only)
             return attention_output + self.feed_forward(ffn, ffn.layer_norm(attention_output))
         attention_output = attention.layer_norm(
             self.attend(attention, layer_input, first_only) + residual)

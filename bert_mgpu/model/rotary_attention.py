@@ -1,0 +1,190 @@
+"""ModernBERT's attention: rotary position embeddings and sliding-window (local) attention.
+
+Used by `modeling.py` when `bert_config.json` says `position_embedding_type: "rope"` (see
+`model/bert_config.py`). Queries and keys are rotated by their position (RoPE, Su et al. 2021, in
+GPT-NeoX's rotate-half layout, as ModernBERT and Hugging Face's `ModernBertModel`); a global layer
+attends to every key, a local layer to the keys at distance <= `half_window` of its query.
+
+The local layer computes only the band: the sequence is cut into blocks of `half_window`
+positions and each query block scores the keys of its own block and of its two neighbours
+(3 * half_window keys), so scores, softmax and context cost O(S * window), not O(S^2). The
+values equal masked full attention with the band mask (`masked_attention`, which is also the
+reference the tests compare with).
+
+Shape legend, as in Google's code: B = batch size, N = heads, F = from (query) length,
+T = to (key) length, H = size per head, S = F = T for self-attention, W = half_window,
+K = number of blocks.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+import tensorflow as tf
+
+# Added to the scores of masked keys before the softmax, as modeling.ATTENTION_MASK_ADDER.
+MASK_ADDER = -10000.0
+
+
+def rotary_inverse_frequencies(head_size, theta):
+    """The RoPE frequencies 1 / theta^(2i / head_size), i < head_size / 2.
+
+    Computed in float32 as Hugging Face's `compute_default_rope_parameters` (a float32 power), so
+    the angles position * frequency round the same way.
+
+    Returns:
+      float32 numpy array [head_size / 2].
+    """
+    exponents = np.arange(0, head_size, 2, dtype=np.float32) / np.float32(head_size)
+    return (np.float32(1.0) / np.power(np.float32(theta), exponents)).astype(np.float32)
+
+
+def apply_rotary(x, positions, inv_freq):
+    """Rotates each head's vector by its position (rotate-half layout: the first half of the
+    head's dimensions are the pairs' first components, the second half their second).
+
+    Args:
+      x: float Tensor [B, N, S, H].
+      positions: int Tensor [S] (every sequence's) or [B, S] (per sequence: packed documents),
+        the position of each row.
+      inv_freq: float32 numpy array [H / 2] (`rotary_inverse_frequencies`).
+
+    Returns:
+      float Tensor [B, N, S, H], x's dtype; the rotation is computed in float32.
+    """
+    angles = tf.cast(positions, tf.float32)[..., None] * tf.constant(inv_freq)  # [(B,) S, H/2]
+    angles = tf.concat([angles, angles], axis=-1)  # [(B,) S, H]
+    if angles.shape.rank == 3:
+        angles = angles[:, None]  # [B, 1, S, H]: the same for every head
+    cos, sin = tf.cos(angles), tf.sin(angles)
+    x32 = tf.cast(x, tf.float32)
+    first, second = tf.split(x32, 2, axis=-1)
+    rotated = tf.concat([-second, first], axis=-1)
+    return tf.cast(x32 * cos + rotated * sin, x.dtype)
+
+
+def band_mask(from_positions, to_positions, half_window):
+    """1.0 where |from - to| <= half_window: float32 Tensor [F, T]."""
+    distance = tf.abs(from_positions[:, None] - to_positions[None, :])
+    return tf.cast(distance <= half_window, tf.float32)
+
+
+def masked_attention(query, key, value, attention_mask, scale, probs_dropout):
+    """Scaled dot-product attention over every key, masked (Google's attention core).
+
+    Args:
+      query: float Tensor [B, N, F, H]; key, value: float Tensors [B, N, T, H].
+      attention_mask: float Tensor [B, F, T] (or broadcastable), 1 = may attend, or None.
+      scale: Python float, multiplies the scores (1 / sqrt(H)).
+      probs_dropout: function probs [B, N, F, T] -> probs (dropout on the probabilities).
+
+    Returns:
+      float Tensor [B, N, F, H].
+    """
+    scores = tf.matmul(query, key, transpose_b=True)  # [B, N, F, T]
+    scores *= tf.cast(scale, scores.dtype)
+    if attention_mask is not None:
+        adder = (1.0 - tf.cast(attention_mask, tf.float32)) * MASK_ADDER
+        scores += tf.cast(tf.expand_dims(adder, 1), scores.dtype)  # [B, 1, F, T]
+    probs = probs_dropout(tf.nn.softmax(scores))
+    return tf.matmul(probs, value)
+
+
+class Packing(NamedTuple):
+    """Documents packed in the rows of a batch (ModernBERT's padding-free sequences).
+
+    Attributes:
+      document_ids: int32 Tensor [B, S]; each document a contiguous run of one id in a row.
+      positions: int32 Tensor [B, S], the position of each token in its document (its RoPE
+        position).
+    """
+    document_ids: tf.Tensor
+    positions: tf.Tensor
+
+    @classmethod
+    def of(cls, document_ids) -> "Packing":
+        """The packing of `document_ids` [B, S]: positions restart at each run's first token."""
+        document_ids = tf.cast(document_ids, tf.int32)
+        shape = tf.shape(document_ids)
+        index = tf.broadcast_to(tf.range(shape[1]), shape)  # [B, S]
+        starts = tf.concat([tf.ones_like(document_ids[:, :1], tf.bool),
+                            document_ids[:, 1:] != document_ids[:, :-1]], axis=1)
+        # Run r of row b is segment b*S + r; its first index is the segment's minimum.
+        run = tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1 + \
+            tf.range(shape[0])[:, None] * shape[1]  # [B, S]
+        first = tf.math.unsorted_segment_min(index, run, shape[0] * shape[1])
+        return cls(document_ids, index - tf.gather(first, run))
+
+    def same_document(self):
+        """float32 [B, S, S]: 1.0 where the query's and the key's documents are the same."""
+        ids = self.document_ids
+        return tf.cast(tf.equal(ids[:, :, None], ids[:, None, :]), tf.float32)
+
+
+def _blocks_with_neighbours(x, block, num_blocks):
+    """x [B, N, K*W, D] -> [B, N, K, 3W, D]: block k's previous, own and next block (zeros
+    beyond the ends)."""
+    shape = tf.shape(x)
+    padded = tf.pad(x, [[0, 0], [0, 0], [block, block], [0, 0]])
+    blocks = tf.reshape(padded, tf.stack([shape[0], shape[1], num_blocks + 2, block,
+                                          shape[3]]))
+    return tf.concat([blocks[:, :, :-2], blocks[:, :, 1:-1], blocks[:, :, 2:]], axis=3)
+
+
+def band_attention(query, key, value, key_mask, half_window, scale, probs_dropout,
+                   document_ids=None):
+    """Sliding-window self-attention computing only the band: each query attends to the keys
+    at distance <= half_window (and not masked).
+
+    Queries are taken in blocks of W = half_window rows; block k scores the 3W keys of blocks
+    k - 1, k, k + 1, which hold every key within W of any of its queries. Work and memory are
+    O(B * N * S * 3W * H), linear in S.
+
+    Args:
+      query, key, value: float Tensors [B, N, S, H] (S may be dynamic).
+      key_mask: float or int Tensor [B, S], 1 = real key, 0 = padding.
+      half_window: Python int W >= 1.
+      scale: Python float, multiplies the scores (1 / sqrt(H)).
+      probs_dropout: function probs [B, N, K, W, 3W] -> probs.
+      document_ids: optional int Tensor [B, S] (`Packing`): a query attends only to keys of
+        its own document.
+
+    Returns:
+      float Tensor [B, N, S, H], equal to `masked_attention` with the mask
+      key_mask * band_mask(positions, positions, half_window) at every query with a key to
+      attend to (a padded query whose window holds only padding gets an average of values).
+    """
+    w = half_window
+    shape = tf.shape(query)
+    seq_length = shape[2]
+    num_blocks = (seq_length + w - 1) // w
+    extra = num_blocks * w - seq_length  # pad S up to K*W
+
+    def pad_rows(t):
+        return tf.pad(t, [[0, 0], [0, 0], [0, extra], [0, 0]])
+
+    blocked_query = tf.reshape(pad_rows(query),
+                               tf.stack([shape[0], shape[1], num_blocks, w, shape[3]]))
+    keys = _blocks_with_neighbours(pad_rows(key), w, num_blocks)  # [B, N, K, 3W, H]
+    values = _blocks_with_neighbours(pad_rows(value), w, num_blocks)  # [B, N, K, 3W, H]
+    mask = tf.pad(tf.cast(key_mask, tf.float32), [[0, 0], [0, extra]])[:, None, :, None]
+    mask = _blocks_with_neighbours(mask, w, num_blocks)[:, 0, :, :, 0]  # [B, K, 3W]
+    # Query i of a block and key j of its window are (j - W) - i positions apart, whatever the
+    # block: one [W, 3W] band serves every block.
+    band = band_mask(tf.range(w), tf.range(3 * w) - w, w)  # [W, 3W]
+    allowed = mask[:, None, :, None, :] * band  # [B, 1, K, W, 3W]
+    if document_ids is not None:
+        # Ids as float32 (exact below 2**24) to reuse the float blocking; the keys beyond the
+        # ends get id 0 but are already masked by `mask`.
+        docs = tf.pad(tf.cast(document_ids, tf.float32), [[0, 0], [0, extra]])  # [B, K*W]
+        query_docs = tf.reshape(docs, tf.stack([shape[0], num_blocks, w]))  # [B, K, W]
+        key_docs = _blocks_with_neighbours(docs[:, None, :, None], w, num_blocks)[:, 0, :, :, 0]
+        same = tf.cast(tf.equal(query_docs[:, :, :, None], key_docs[:, :, None, :]), tf.float32)
+        allowed *= same[:, None]  # keys of other documents are masked
+
+    scores = tf.matmul(blocked_query, keys, transpose_b=True)  # [B, N, K, W, 3W]
+    scores *= tf.cast(scale, scores.dtype)
+    scores += tf.cast((1.0 - allowed) * MASK_ADDER, scores.dtype)
+    probs = probs_dropout(tf.nn.softmax(scores))
+    context = tf.matmul(probs, values)  # [B, N, K, W, H]
+    context = tf.reshape(context, tf.stack([shape[0], shape[1], num_blocks * w, shape[3]]))
+    return context[:, :, :seq_length]

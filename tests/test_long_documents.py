@@ -302,11 +302,19 @@ def read_rows(path):
 
 
 @pytest.mark.parametrize("pooling", ["mean", "max"])
-def test_one_line_per_document_pooled_by_hand(runs, pooling):
+def test_one_line_per_document_pooled_by_hand(runs, pooling, data_root, tokenizer):
+    """test_results.tsv: each document's windows pooled as --window_pooling says; the script's
+    windows start --doc_stride pieces apart (each document has the windows
+    test_windows_cover_every_piece_and_start_doc_stride_apart counts for its length)."""
     proc, out = runs[pooling].result()
     assert proc.returncode == 0, proc.stderr[-3000:]
     probabilities, docs, _ = window_probabilities(runs["mean"].result()[1], "predict")
     assert len(docs) > 7 and sorted(set(docs)) == list(range(7))  # long documents: windows
+    texts = [line.split("\t")[0] for line in
+             (data_root / "test.tsv").read_text(encoding="utf-8").splitlines()[1:]]
+    lengths = [len(tokenizer.tokenize(t)) for t in texts]
+    assert [int((docs == d).sum()) for d in range(7)] == [
+        1 if n <= SEQ - 2 else -(-(n - SEQ + 2) // STRIDE) + 1 for n in lengths]
     rows = read_rows(out / "test_results.tsv")
     assert rows.shape == (7, 2)
     np.testing.assert_allclose(rows, by_hand(probabilities, docs, pooling), atol=1e-5)

@@ -2,7 +2,8 @@
 
 2 workers x 1 tower x 4 == 1 worker x 2 towers x 4 == 1 worker x 1 tower x 8 (same init, dropout
 0.1: masks are keyed by the example's position in the global batch, and the workers together read
-exactly one process's global batches); input shards are disjoint; only the chief writes; a dead
+exactly one process's global batches: one file and Google's shuffle buffer for pretraining, the
+classifier's default epoch permutations); input shards are disjoint; only the chief writes; a dead
 worker stops the others within the timeout and a relaunch resumes exactly; SIGTERM on a worker
 (launched by TF_CONFIG) checkpoints and ends every worker cleanly.
 """
@@ -40,7 +41,7 @@ def command(files, output_dir, n_gpus, batch, extra=()):
             "--max_seq_length=16", "--max_predictions_per_seq=4", "--do_train=true",
             f"--train_batch_size={batch}", f"--n_gpus={n_gpus}", f"--num_train_steps={STEPS}",
             "--num_warmup_steps=3", "--learning_rate=1e-3", "--save_checkpoints_steps=10",
-            "--log_every_n_steps=10", "--random_seed=11", "--shuffle_buffer_size=1", *extra]
+            "--log_every_n_steps=10", "--random_seed=11", "--shuffle_buffer_size=100", *extra]
 
 
 def env():
@@ -75,15 +76,13 @@ def trained(files):
     """The 2-worker run and the single-process ones (1 worker x 2 towers x 4, 1 worker x 1
     tower x 8), side by side: (output_dir by (n_gpus, batch), (2-worker output_dir, its
     (returncode, stderr) per worker)). One file (fewer than the workers) and Google's shuffle
-    buffer of 100 records: the workers take turns with the batches of one record stream, which
-    a worker shuffling with a seed of its own would break."""
-    buffer = ["--shuffle_buffer_size=100"]
+    buffer of 100 records (`command`): the workers take turns with the batches of one record
+    stream, which a worker shuffling with a seed of its own would break."""
     singles = {(n_gpus, batch): str(files["dir"] / f"single_{n_gpus}x{batch}")
                for n_gpus, batch in ((2, 4), (1, 8))}
-    runs = [Launched(command(files, path, *key, buffer), env())
-            for key, path in singles.items()]
+    runs = [Launched(command(files, path, *key), env()) for key, path in singles.items()]
     path = str(files["dir"] / "two_workers")
-    results = wait_all(start_workers(files, path, buffer))
+    results = wait_all(start_workers(files, path))
     for run in runs:
         proc = run.finish()
         assert proc.returncode == 0, proc.stderr[-3000:]

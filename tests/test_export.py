@@ -509,6 +509,7 @@ def cased_run(tmp_path_factory):
     return root, run_loaded(root / "fresh", export_dir / "1", body, {"texts": CASED_TEXTS})
 
 
+@pytest.mark.slow  # a training run, an export, a fresh TensorFlow process
 def test_cased_export_keeps_case_and_accents_and_equals_test_results(cased_run):
     """README (export): casing is the run's unless --do_lower_case is given. A cased run's
     export neither lower-cases nor strips accents: its `tokenize` gives the cased features

@@ -233,7 +233,10 @@ def data_root(tmp_path_factory):
             body = text(rng, rng.randint(4, 45)) + (" good" if i % 2 else " bad")
             rows.append([body, str(i % 2)] if split != "test" else [body])
         write_tsv(root / f"{split}.tsv", rows)
-    (root / "bert_config.json").write_text(json.dumps(dict(TINY_CONFIG, vocab_size=30522)))
+    # Weights drawn 10x wider than Google's 0.02: the windows of a document differ enough
+    # that mean and max pooling give rows the tests tell apart.
+    (root / "bert_config.json").write_text(json.dumps(dict(TINY_CONFIG, vocab_size=30522,
+                                                           initializer_range=0.2)))
     return root
 
 
@@ -318,6 +321,8 @@ def test_one_line_per_document_pooled_by_hand(runs, pooling, data_root, tokenize
     rows = read_rows(out / "test_results.tsv")
     assert rows.shape == (7, 2)
     np.testing.assert_allclose(rows, by_hand(probabilities, docs, pooling), atol=1e-5)
+    other = by_hand(probabilities, docs, "max" if pooling == "mean" else "mean")
+    assert np.abs(rows - other).max() > 1e-4  # the other pooling would not pass the line above
     predicted = [int(x) for x in (out / "predict.txt").read_text().split()]
     assert predicted == list(np.argmax(rows, axis=1))
 
@@ -335,6 +340,11 @@ def test_eval_metrics_per_document(runs):
         np.mean(np.argmax(pooled, 1) == truth), abs=1e-6)
     loss = -np.mean(np.log(pooled[np.arange(9), truth]))
     assert float(result["eval_loss"]) == pytest.approx(loss, abs=1e-5)
+    # Max pooling's loss would be further off than float rounding, though not by much: the
+    # windows of a barely trained model pool alike.
+    max_pooled = by_hand(probabilities, docs, "max")
+    assert float(result["eval_loss"]) == pytest.approx(loss, abs=3e-6)
+    assert abs(-np.mean(np.log(max_pooled[np.arange(9), truth])) - loss) > 1e-5
     assert float(result["loss"]) == pytest.approx(loss, abs=1e-5)
     assert "windows of 24 documents" in proc.stderr
     # Evaluations during training are the documents' too (the last one is the final model's).

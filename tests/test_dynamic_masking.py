@@ -537,3 +537,26 @@ def test_masking_flags_without_dynamic_masking_are_refused():
                             input_file="i", do_train=True, span_masking=True)
     with pytest.raises(ValueError, match="--span_masking needs --dynamic_masking"):
         cfg.validate()
+
+
+def test_the_jobs_masking_rule_is_its_flags():
+    """run_pretraining.py's config reaches the pipeline's rule (`tasks.pretraining
+    .dynamic_masking`, what the job passes to its training input): the seed is --random_seed
+    (another seed, other masks: test_masks_change_every_epoch_and_follow_the_seed), and the
+    probability, the predictions per sequence and whole-word masking are the flags'; none
+    without --dynamic_masking."""
+    from bert_mgpu.configs.base import ModelFiles, TrainOptions
+    from bert_mgpu.tasks import pretraining
+
+    def rule(**flags):
+        return pretraining.dynamic_masking(PretrainingConfig(
+            model=ModelFiles(bert_config_file="unused", vocab_file=EN_VOCAB, max_seq_length=48),
+            train=TrainOptions(random_seed=flags.pop("seed", 12345)), output_dir="unused",
+            input_file="unused", do_train=True, **flags))
+
+    assert rule() is None
+    masking = rule(dynamic_masking=True, seed=8, masked_lm_prob=0.25,
+                   max_predictions_per_seq=7, do_whole_word_mask=True)
+    assert (masking.seed, masking.masked_lm_prob, masking.max_predictions_per_seq,
+            masking.whole_word, masking.max_seq_length) == (8, 0.25, 7, True, 48)
+    assert rule(dynamic_masking=True, seed=9).seed == 9

@@ -452,3 +452,76 @@ def test_length_chunks_give_the_unchunked_outputs(run, exported, fresh):
         if text in run["texts"]:
             np.testing.assert_allclose(out["batch"]["probabilities"][i],
                                        reference[run["texts"].index(text)], atol=1e-5, rtol=0)
+
+
+# -- a cased run: the export keeps the run's --do_lower_case=false ----------------------------
+
+CASED_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "Good", "good", "Bad", "bad",
+               "Café", "café", "Cafe", "cafe", "Über", "über", "uber", "Naïve", "naive", "fun",
+               "dull"]
+CASED_TEXTS = ["Good Café fun", "good cafe fun", "Bad Über dull", "bad uber dull",
+               "Naïve café", "naive cafe", "GOOD CAFÉ", "Cafe über good"]
+
+
+def _cased_features(texts, vocab_file, do_lower_case):
+    tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+    return [convert_single_example(InputExample(str(i), text, None, None), {}, 16, tokenizer)
+            for i, text in enumerate(texts)]
+
+
+@pytest.fixture(scope="module")
+def cased_run(tmp_path_factory):
+    """run_classifier_mgpu.py --do_lower_case=false (a cased vocabulary whose words differ by
+    case and accents) trained 2 steps with dropout on and predicting CASED_TEXTS, exported by
+    the script from --output_dir alone; the SavedModel's `serving_default` and `tokenize` on
+    CASED_TEXTS, from a fresh process: (run directory, those outputs)."""
+    root = tmp_path_factory.mktemp("cased")
+    (root / "vocab.txt").write_text("\n".join(CASED_VOCAB) + "\n", encoding="utf-8")
+    config = dict(CONFIG, vocab_size=len(CASED_VOCAB))
+    (root / "bert_config.json").write_text(json.dumps(config))
+    data = root / "data"
+    data.mkdir()
+    rows = [(CASED_TEXTS[i % 4], str(i % 2)) for i in range(16)]
+    (data / "train.tsv").write_text("sentence\tlabel\n" + "".join(
+        f"{text}\t{label}\n" for text, label in rows), encoding="utf-8")
+    (data / "test.tsv").write_text("sentence\n" + "".join(t + "\n" for t in CASED_TEXTS),
+                                   encoding="utf-8")
+    out = root / "run"
+    cmd = [sys.executable, os.path.join(REPO, "run_classifier_mgpu.py"), "--task_name=tsv",
+           f"--data_dir={data}", f"--vocab_file={root / 'vocab.txt'}",
+           f"--bert_config_file={root / 'bert_config.json'}", f"--output_dir={out}",
+           "--do_lower_case=false", "--do_train=true", "--do_predict=true",
+           "--max_seq_length=16", "--train_batch_size=8", "--num_train_epochs=1",
+           "--learning_rate=1e-2", "--predict_batch_size=3"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=ENV)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    export_dir = root / "export"
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "export_saved_model.py"),
+                           f"--output_dir={out}", f"--export_dir={export_dir}"],
+                          capture_output=True, text=True, timeout=300, env=ENV)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (root / "fresh").mkdir()
+    body = """
+    a = tf.constant(request["texts"])
+    out = {"default": plain(model.signatures["serving_default"](text_a=a)),
+           "tokenize": plain(model.signatures["tokenize"](text_a=a))}
+    """
+    return root, run_loaded(root / "fresh", export_dir / "1", body, {"texts": CASED_TEXTS})
+
+
+@pytest.mark.slow  # a training run, an export, a fresh TensorFlow process
+def test_cased_export_keeps_case_and_accents_and_equals_test_results(cased_run):
+    """README (export): casing is the run's unless --do_lower_case is given. A cased run's
+    export neither lower-cases nor strips accents: its `tokenize` gives the cased features
+    (which differ from the uncased ones on these texts) and its probabilities equal the
+    run's test_results.tsv. An export that lower-cased would map these texts to other ids."""
+    root, out = cased_run
+    vocab = str(root / "vocab.txt")
+    cased = _cased_features(CASED_TEXTS, vocab, do_lower_case=False)
+    uncased = _cased_features(CASED_TEXTS, vocab, do_lower_case=True)
+    assert sum(c["input_ids"] != u["input_ids"] for c, u in zip(cased, uncased)) == 5
+    assert all(1 not in f["input_ids"][:4] for f in cased[:6])  # no [UNK]: the words are in
+    assert out["tokenize"]["input_ids"] == [f["input_ids"] for f in cased]
+    reference = np.loadtxt(root / "run" / "test_results.tsv", ndmin=2)
+    assert reference.shape == (len(CASED_TEXTS), 2)
+    np.testing.assert_allclose(out["default"]["probabilities"], reference, atol=1e-5, rtol=0)

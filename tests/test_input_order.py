@@ -13,7 +13,9 @@ import tensorflow as tf
 from _oracle import DATA, REPO
 from _together import started
 
+from bert_mgpu.configs.base import ClusterConfig, TrainConfig
 from bert_mgpu.data import input_pipeline, tfrecord
+from bert_mgpu.engine.job import Job
 
 SHAPES = {"input_ids": 2, "input_mask": 2, "segment_ids": 2, "label_ids": 1,
           "is_real_example": 1}
@@ -92,6 +94,39 @@ def test_workers_sharing_one_stream_of_several_files_read_one_process_batches(
                                                    num_shards=workers, shard_index=w), 12)
              for w in range(workers)]
     assert [sum(batches, []) for batches in zip(*parts)] == one
+
+
+def _job_batches(files, train_cfg, workers, batches):
+    """Each worker's first `batches` batches as the jobs read them (`Job.training_input`, the
+    path every training script takes), for `workers` = 1 (one process) or more. The cluster
+    is its config alone: the input reads no more of it (no collective runtime started)."""
+    reads = []
+    for w in range(workers):
+        cluster = ClusterConfig(tuple(f"127.0.0.1:{1 + i}" for i in range(workers)), w) \
+            if workers > 1 else None
+        job = Job(cfg=None, devices=["/CPU:0"], cluster=cluster, bert_config=None)
+        reads.append(numbers(job.training_input(files, SHAPES, train_cfg), batches))
+    return reads
+
+
+@pytest.mark.parametrize("n_files,shuffle_buffer", [(1, 100), (2, 0)])
+def test_workers_of_a_job_read_one_process_global_batches(tmp_path, n_files, shuffle_buffer):
+    """Through the jobs' own input (`Job.training_input`) in the regimes README calls exact:
+    fewer files than workers with pretraining's buffer (100), and several files with the
+    fine-tuning scripts' default (--shuffle_buffer_size=0, epoch permutations): 2 workers of
+    batch 4 read, side by side, one process's global batches of 8 (into the second epoch), and
+    another --random_seed gives another order. A seed of each worker's own (e.g. the seed plus
+    its index) makes them read some records twice and others never: this fails."""
+    files = [write_numbered(tmp_path / f"f{k}", 100 * k, 20) for k in range(n_files)]
+
+    def config(batch, seed=5):
+        return TrainConfig(output_dir="unused", train_batch_size=batch, random_seed=seed,
+                           shuffle_buffer_size=shuffle_buffer)
+
+    (one,) = _job_batches(files, config(8), 1, 8)
+    parts = _job_batches(files, config(4), 2, 8)
+    assert [a + b for a, b in zip(*parts)] == one
+    assert _job_batches(files, config(8, seed=6), 1, 8)[0] != one
 
 
 def test_workers_with_as_many_files_read_their_own_not_one_process_batches(tmp_path):

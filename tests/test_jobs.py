@@ -124,6 +124,20 @@ def test_start_job_is_the_shared_start_up(tmp_path):
         start_job(too_long)
 
 
+@pytest.mark.parametrize("precision,dtype", [("fp32", tf.float32), ("bf16", tf.bfloat16),
+                                             ("fp16", tf.float16)])
+def test_the_job_computes_in_the_precision_of_its_flag(tmp_path, precision, dtype):
+    """--precision reaches the model: every job builds its task with `job.compute_dtype()`,
+    which must be the flag's dtype (the trainer's side, fp16's loss scale, is held by
+    test_training.py's test_mixed_precision_close_to_fp32; that the model then computes in it,
+    by test_modeling.py)."""
+    cfg = PretrainingConfig(model=ModelFiles(bert_config_file=_config_file(tmp_path),
+                                             max_seq_length=16),
+                            train=TrainOptions(precision=precision), output_dir=str(tmp_path),
+                            input_file="unused", do_train=True)
+    assert start_job(cfg).compute_dtype() == dtype
+
+
 def test_classifier_steps_are_derived_from_the_data():
     cfg = ClassifierConfig(model=ModelFiles(bert_config_file="x", vocab_file="v"),
                            train=TrainOptions(train_batch_size=4, n_gpus=2,

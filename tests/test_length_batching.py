@@ -24,6 +24,7 @@ from bert_mgpu.configs.ner import NerConfig
 from bert_mgpu.configs.squad import SquadConfig
 from bert_mgpu.data import features, input_pipeline, tfrecord
 from bert_mgpu.engine import checkpoint, towers, training
+from bert_mgpu.engine.job import Job
 from bert_mgpu.model import execution, modeling
 from bert_mgpu.model.bert_config import BertConfig
 from bert_mgpu.tasks.classifier import BertClassifier, run_classifier
@@ -207,6 +208,16 @@ def test_script_files_equal_the_padded_runs(records, tmp_path, monkeypatch):
     layouts, layout_length = [], input_pipeline.dropout_layout_length
     monkeypatch.setattr(input_pipeline, "dropout_layout_length",
                         lambda *args: layouts.append(layout_length(*args)) or layouts[-1])
+    # The lengths of the batches the trainer ran (training, eval and predict), per run: the
+    # flag must reach the trainer (both runs equal each other when it does not).
+    cut_lengths, trim = {False: [], True: []}, training.Trainer._trim
+
+    def recorded_trim(self, features, task):
+        out = trim(self, features, task)
+        cut_lengths[pad].append(int(out["input_ids"].shape[1]))
+        return out
+
+    monkeypatch.setattr(training.Trainer, "_trim", recorded_trim)
     outputs = {}
     for pad in (False, True):
         out = tmp_path / f"out_{pad}"
@@ -236,6 +247,8 @@ def test_script_files_equal_the_padded_runs(records, tmp_path, monkeypatch):
     assert predict == padded_predict and len(predict.split()) == 23
     assert layouts == [48, 48]
     assert float(padded_results["global_step"]) == 8  # int(23 / 8 * 3) updates were trained
+    assert set(cut_lengths[False]) == {2 * SEQ}
+    assert min(cut_lengths[True]) < SEQ and max(cut_lengths[True]) < 2 * SEQ
 
 
 # -- training -------------------------------------------------------------------------------
@@ -370,6 +383,30 @@ def test_group_by_length_batches_are_a_function_of_seed_and_epoch(tmp_path):
     assert flat[:n] != flat[n:2 * n]  # each epoch grouped anew
     # Grouped batches need far less padding than random ones: the sum of their longest.
     assert sum(map(max, grouped)) < 0.7 * sum(map(max, stream(3, group=False)))
+
+
+def test_the_classifier_job_reads_grouped_batches_as_its_flags_say(tmp_path):
+    """--group_by_length through the job's own path (the config's TrainConfig, then
+    `Job.training_input`): the batches are the grouped stream of the same seed, with far less
+    padding than the flag-off job's; --random_seed is the grouping's seed."""
+    path = write_records(tmp_path / "many.tf_record", lengths_by_label(250))
+
+    def job_stream(group_by_length, seed=3):
+        cfg = ClassifierConfig(
+            model=ModelFiles(bert_config_file="unused", max_seq_length=SEQ, vocab_file="v"),
+            train=TrainOptions(train_batch_size=8, random_seed=seed, shuffle_buffer_size=0),
+            output_dir="unused", data_dir="unused", task_name="tsv", do_train=True,
+            group_by_length=group_by_length)
+        job = Job(cfg=cfg, devices=["/CPU:0"], cluster=None, bert_config=None)
+        dataset = job.training_input([path], SHAPES, cfg.train_config(250))
+        return [b["input_mask"].numpy().sum(1).tolist() for b in dataset.take(40)]
+
+    grouped = job_stream(True)
+    direct = input_pipeline.record_dataset([path], SHAPES, 8, True, seed=3, shuffle_buffer=0,
+                                           group_by_length=True)
+    assert grouped == [b["input_mask"].numpy().sum(1).tolist() for b in direct.take(40)]
+    assert grouped != job_stream(True, seed=4)
+    assert sum(map(max, grouped)) < 0.7 * sum(map(max, job_stream(False)))
 
 
 def test_group_by_length_resumes_exactly_and_ignores_the_towers(records, tmp_path):

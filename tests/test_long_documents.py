@@ -233,7 +233,10 @@ def data_root(tmp_path_factory):
             body = text(rng, rng.randint(4, 45)) + (" good" if i % 2 else " bad")
             rows.append([body, str(i % 2)] if split != "test" else [body])
         write_tsv(root / f"{split}.tsv", rows)
-    (root / "bert_config.json").write_text(json.dumps(dict(TINY_CONFIG, vocab_size=30522)))
+    # Weights drawn 10x wider than Google's 0.02: the windows of a document differ enough
+    # that mean and max pooling give rows the tests tell apart.
+    (root / "bert_config.json").write_text(json.dumps(dict(TINY_CONFIG, vocab_size=30522,
+                                                           initializer_range=0.2)))
     return root
 
 
@@ -302,14 +305,24 @@ def read_rows(path):
 
 
 @pytest.mark.parametrize("pooling", ["mean", "max"])
-def test_one_line_per_document_pooled_by_hand(runs, pooling):
+def test_one_line_per_document_pooled_by_hand(runs, pooling, data_root, tokenizer):
+    """test_results.tsv: each document's windows pooled as --window_pooling says; the script's
+    windows start --doc_stride pieces apart (each document has the windows
+    test_windows_cover_every_piece_and_start_doc_stride_apart counts for its length)."""
     proc, out = runs[pooling].result()
     assert proc.returncode == 0, proc.stderr[-3000:]
     probabilities, docs, _ = window_probabilities(runs["mean"].result()[1], "predict")
     assert len(docs) > 7 and sorted(set(docs)) == list(range(7))  # long documents: windows
+    texts = [line.split("\t")[0] for line in
+             (data_root / "test.tsv").read_text(encoding="utf-8").splitlines()[1:]]
+    lengths = [len(tokenizer.tokenize(t)) for t in texts]
+    assert [int((docs == d).sum()) for d in range(7)] == [
+        1 if n <= SEQ - 2 else -(-(n - SEQ + 2) // STRIDE) + 1 for n in lengths]
     rows = read_rows(out / "test_results.tsv")
     assert rows.shape == (7, 2)
     np.testing.assert_allclose(rows, by_hand(probabilities, docs, pooling), atol=1e-5)
+    other = by_hand(probabilities, docs, "max" if pooling == "mean" else "mean")
+    assert np.abs(rows - other).max() > 1e-4  # the other pooling would not pass the line above
     predicted = [int(x) for x in (out / "predict.txt").read_text().split()]
     assert predicted == list(np.argmax(rows, axis=1))
 
@@ -327,6 +340,11 @@ def test_eval_metrics_per_document(runs):
         np.mean(np.argmax(pooled, 1) == truth), abs=1e-6)
     loss = -np.mean(np.log(pooled[np.arange(9), truth]))
     assert float(result["eval_loss"]) == pytest.approx(loss, abs=1e-5)
+    # Max pooling's loss would be further off than float rounding, though not by much: the
+    # windows of a barely trained model pool alike.
+    max_pooled = by_hand(probabilities, docs, "max")
+    assert float(result["eval_loss"]) == pytest.approx(loss, abs=3e-6)
+    assert abs(-np.mean(np.log(max_pooled[np.arange(9), truth])) - loss) > 1e-5
     assert float(result["loss"]) == pytest.approx(loss, abs=1e-5)
     assert "windows of 24 documents" in proc.stderr
     # Evaluations during training are the documents' too (the last one is the final model's).

@@ -260,6 +260,17 @@ def one_device_dropout(data, tmp_path_factory):
                  config=DROPOUT_CONFIG)
 
 
+def test_another_random_seed_draws_other_dropout_masks(data, tmp_path, one_device_dropout):
+    """--random_seed reaches dropout: the same run (same init, same batches: the input's seed
+    is the helper's own) with another seed ends with other weights, by far more than the
+    rounding the exactness tests allow. Every exactness test compares runs of equal seeds, so
+    a seed ignored by the masks would pass them all."""
+    assert one_device_dropout[0].cfg.random_seed == TrainConfig.random_seed
+    reseeded, _ = train(data, tmp_path, "reseeded", n_gpus=1, batch=8, config=DROPOUT_CONFIG,
+                        random_seed=TrainConfig.random_seed + 1)
+    assert max_diff(weights(reseeded), weights(one_device_dropout[0])) > 1e-4
+
+
 @pytest.mark.parametrize("n_gpus,batch,accum", [(2, 4, 1), (1, 4, 2), (4, 1, 2)])
 def test_with_dropout_on_towers_and_accumulation_equal_one_device(
         data, tmp_path, one_device, one_device_dropout, n_gpus, batch, accum):
@@ -351,16 +362,20 @@ def _update_graph_ops(**train_options):
 
 
 def test_the_trainer_runs_the_layers_as_its_config_says():
-    """--gradient_checkpointing and --xla_layers are the trainer's to apply (no job sets them
-    on the model): the update `UpdateStep` traces from a TrainConfig with
+    """--gradient_checkpointing, --xla_layers and --use_xla are the trainer's to apply (no job
+    sets them on the model): the update `UpdateStep` traces from a TrainConfig with
     `gradient_checkpointing` recomputes the layers in its backward pass (more matmuls), with
-    `xla_layers` calls the compiled layer, and without either has neither."""
+    `xla_layers` calls the compiled layer, with `use_xla` compiles the towers, and without
+    any has none of these (the exactness tests compare weights only, which an ignored option
+    would pass too)."""
     plain_matmuls, plain_compiled = _update_graph_ops()
     recomputed_matmuls, recomputed_compiled = _update_graph_ops(gradient_checkpointing=True)
     _, compiled = _update_graph_ops(xla_layers=True)
+    _, compiled_towers = _update_graph_ops(use_xla=True)
     assert plain_compiled == [] and recomputed_compiled == []
     assert recomputed_matmuls > plain_matmuls
     assert compiled  # the encoder layer's XLA computation
+    assert compiled_towers  # the towers' forward and backward pass
 
 
 def test_dropout_stream_is_a_function_of_seed_step_and_position():

@@ -25,6 +25,7 @@ from _oracle import DATA, REPO
 from _pretraining_data import TINY_CONFIG, write_records
 from _together import started
 
+from bert_mgpu import cli
 from bert_mgpu.engine import checkpoint
 from bert_mgpu.model import modeling
 from bert_mgpu.model.bert_config import BertConfig
@@ -648,7 +649,15 @@ def test_every_top_level_script_has_its_help_tested():
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
 def test_help_lists_the_scripts_own_flags(script, results):
     proc = results[f"help:{script}"]
-    listed = set(re.findall(r"^  --(?:\[no\])?(\w+)", proc.stdout, re.M))
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    in_order = re.findall(r"^  --(?:\[no\])?(\w+)", proc.stdout, re.M)
+    listed = set(in_order)
+    # Each flag once; Google's flags (those it has) first, then the project's in groups.
+    assert len(in_order) == len(listed), proc.stdout[-2000:]
+    google = [name in cli.GOOGLE_FLAGS for name in in_order]
+    assert google == sorted(google, reverse=True), in_order
+    first_title = proc.stdout[:proc.stdout.index("\n  --")].splitlines()[-1]
+    assert first_title.startswith("Google's flags") == any(google), first_title
     own = OWN_FLAGS[script]
     assert own <= listed, (own - listed, proc.stdout[-2000:])
     assert "task_name" not in listed or script in ("run_classifier_mgpu", "run_classifier")

@@ -104,8 +104,8 @@ def build_config(cls, *checks: Callable[[Any], None]):
     the config that read the files it names, before TensorFlow loads).
 
     In order: the required flags (`cls.required_flags`), the output paths (writable), a
-    warning for each ignored flag given, the config filled by field name and validated (a
-    ValueError becomes a one-line FlagError), then `checks`.
+    warning for each ignored flag given, the log level (`--verbose`: DEBUG), the config filled
+    by field name and validated (a ValueError becomes a one-line FlagError), then `checks`.
     """
     require(*cls.required_flags)
     for name, flag in script_flags(cls).items():
@@ -114,6 +114,9 @@ def build_config(cls, *checks: Callable[[Any], None]):
         elif flag.output == "files":
             check_output_files(name)
     warn_ignored_flags(cls)
+    if "verbose" in _DEFINED and FLAGS.verbose:
+        # Google's full logs (configs/base.py Verbosity) are logged at DEBUG.
+        logging.set_verbosity(logging.DEBUG)
     given = frozenset(name for name in _declared_names() if FLAGS[name].present)
     try:
         cfg = _filled(cls, None, given)

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from _oracle import REPO
+from _oracle import DATA, REPO
 
 from bert_mgpu import scripts
 
@@ -58,3 +58,27 @@ def test_tensorflow_starts_without_notices_on_a_machine_without_a_gpu():
     assert quiet.returncode == 0 and quiet.stdout == "0\n", quiet.stderr
     assert quiet.stderr == "", quiet.stderr
     assert "cuInit" in loud.stderr and "oneDNN" in loud.stderr, loud.stderr
+
+
+def _create_pretraining_data(tmp_path, *extra):
+    out = tmp_path / f"out{len(extra)}.tfrecord"
+    return subprocess.run(
+        [sys.executable, os.path.join(REPO, "create_pretraining_data.py"),
+         f"--input_file={os.path.join(DATA, 'pretraining', 'kjv_bible_one_verse_per_line.txt.gz')}",
+         f"--output_file={out}", "--max_seq_length=32", "--max_predictions_per_seq=5",
+         f"--vocab_file={os.path.join(DATA, 'vocab', 'bert_uncased_vocab.txt')}",
+         "--dupe_factor=1", *extra], capture_output=True, text=True, timeout=600)
+
+
+def test_google_example_dumps_only_with_verbose(tmp_path):
+    """create_pretraining_data.py: quiet by default; --verbose shows Google's 20 `*** Example
+    ***` dumps (tokens, then each feature), as Google's script logged them."""
+    quiet, verbose = _create_pretraining_data(tmp_path), \
+        _create_pretraining_data(tmp_path, "--verbose")
+    assert quiet.returncode == 0 and verbose.returncode == 0, verbose.stderr[-2000:]
+    assert "*** Example ***" not in quiet.stderr and "tokens: " not in quiet.stderr
+    assert verbose.stderr.count("] *** Example ***\n") == 20, verbose.stderr[-2000:]
+    dump = verbose.stderr[verbose.stderr.index("*** Example ***"):].splitlines()[1:8]
+    assert [line.split("] ", 1)[1].split(":")[0] for line in dump] == [
+        "tokens", "input_ids", "input_mask", "segment_ids", "masked_lm_positions",
+        "masked_lm_ids", "masked_lm_weights"], dump

@@ -544,19 +544,19 @@ class InitReport:
 def _log_initialisation(logger, prefix: str, named_variables, initialised, skipped,
                         shapes) -> None:
     """Google's log of an initialisation: a count, each skipped (mis-shaped optional) variable,
-    then `**** Trainable Variables ****` and one line per variable, tagged `*INIT_FROM_CKPT*`
-    when it came from the checkpoint."""
+    then (at DEBUG level: shown with --verbose) `**** Trainable Variables ****` and one line per
+    variable, tagged `*INIT_FROM_CKPT*` when it came from the checkpoint."""
     logger.info("Initialised %d of %d variables from %s", len(initialised),
                 len(named_variables), prefix)
     for name in skipped:
         logger.warning("Not initialised from %s: %s has shape %s there, %s in the model", prefix,
                        name, list(shapes[name]), named_variables[name].shape.as_list())
     initialised = set(initialised)
-    logger.info("**** Trainable Variables ****")
+    logger.debug("**** Trainable Variables ****")
     for name, var in named_variables.items():
         # Google printed TF1 `var.name` (with the `:0` output suffix) and `var.shape`.
         tag = ", *INIT_FROM_CKPT*" if name in initialised else ""
-        logger.info("  name = %s:0, shape = %s%s", name, tuple(var.shape.as_list()), tag)
+        logger.debug("  name = %s:0, shape = %s%s", name, tuple(var.shape.as_list()), tag)
 
 
 def init_from_checkpoint(init_checkpoint: str, named_variables: Mapping[str, tf.Variable],
@@ -572,14 +572,15 @@ def init_from_checkpoint(init_checkpoint: str, named_variables: Mapping[str, tf.
     `.../adam_m`, `global_step`) are ignored. Pass trainable variables, as Google did
     (`tf.trainable_variables()`), so a fine-tuning run does not inherit `global_step` or slots.
 
-    Logs like Google's scripts: `**** Trainable Variables ****`, then per variable
-    `  name = NAME:0, shape = (d0, d1), *INIT_FROM_CKPT*` (the tag only when initialised).
+    Logs like Google's scripts (at DEBUG level, the scripts' --verbose): `**** Trainable
+    Variables ****`, then per variable `  name = NAME:0, shape = (d0, d1), *INIT_FROM_CKPT*`
+    (the tag only when initialised).
 
     Args:
       init_checkpoint: a prefix, bundle file or directory (see `resolve_checkpoint_path`).
       named_variables: Google-style name -> `tf.Variable`.
       required_prefixes: name prefixes that must all come from the checkpoint.
-      logger: object with `info` and `warning` (absl logging by default).
+      logger: object with `info`, `warning` and `debug` (absl logging by default).
 
     Returns:
       InitReport.

@@ -7,7 +7,8 @@ Usage:
     --do_lower_case=true --max_seq_length=128 --task=features --export_dir=path/to/export
   python export_saved_model.py --output_dir=path/to/squad_run --task=squad --export_dir=...
 
-From --output_dir of a run it reads the latest checkpoint, bert_config.json and run_config.json
+From --output_dir of a run it reads the checkpoint its --do_predict used (the kept best one of a
+--keep_best_checkpoint run, else the latest), bert_config.json and run_config.json
 (vocabulary, casing, max_seq_length, truncation, the label names, a classifier's --doc_stride
 and --window_pooling, and run_squad.py's window and answer flags); explicit flags win. Writes
 EXPORT_DIR/<version>/{saved_model.pb, variables/, assets/vocab.txt} with the signatures

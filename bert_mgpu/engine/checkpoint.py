@@ -619,6 +619,33 @@ def init_from_checkpoint(init_checkpoint: str, named_variables: Mapping[str, tf.
                       shape_mismatch=skipped, ignored=ignored)
 
 
+# What engine/evaluation.py writes in a run's output directory when it keeps the best model:
+# `checkpoint = best/model.ckpt-STEP` among `key = value` lines.
+BEST_FILE = "best_checkpoint.txt"
+
+
+def best_checkpoint(output_dir: str) -> Optional[str]:
+    """The prefix of the kept best model of a run (--keep_best_checkpoint), or None."""
+    path = os.path.join(output_dir, BEST_FILE)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        fields = dict(line.split(" = ", 1) for line in f.read().splitlines() if " = " in line)
+    prefix = os.path.join(output_dir, fields.get("checkpoint", ""))
+    return prefix if tf.io.gfile.exists(prefix + ".index") else None
+
+
+def prediction_checkpoint(output_dir: str) -> Tuple[Optional[str], str]:
+    """The checkpoint of a run that its `--do_predict` used, so an export or a later predict
+    serves the same model: the kept best one when the run's last invocation had
+    --keep_best_checkpoint and one was kept (engine/job.py `Job.weights_for_prediction`), else
+    the latest. Returns (prefix or None when the run has none, which one in words)."""
+    best = best_checkpoint(output_dir)
+    if best is not None and read_run_config(output_dir).get("keep_best_checkpoint"):
+        return best, "the best checkpoint (--keep_best_checkpoint)"
+    return latest_checkpoint(output_dir), "the latest checkpoint"
+
+
 def read_run_config(run_dir: str) -> dict:
     """`run_dir`/run_config.json, the flags a training job saved beside its checkpoints
     (engine/job.py `Job.save_effective_config`), as a dict ({} when there is none): what an

@@ -4,6 +4,7 @@ resume of the best value and the patience counter; and the script end to end."""
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -256,6 +257,34 @@ def test_export_of_a_run_serves_the_checkpoint_its_predictions_came_from(scripts
     served = model.signatures["serving_default"](text_a=tf.constant(sentences))
     np.testing.assert_allclose(served["probabilities"].numpy(), probabilities(out), atol=1e-5,
                                rtol=0)
+
+
+def test_a_rerun_with_other_values_says_it_resumes_the_run_and_what_differs(scripts, tsv_data,
+                                                                            tmp_path):
+    """--output_dir holding a run: a rerun with another --learning_rate (and --n_gpus) gets one
+    warning naming the run's checkpoint and each differing value; a rerun with the same values
+    (a resume after a kill) gets none. Both on copies of the "best" run."""
+    proc, out = scripts["best"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "recorded with other values" not in proc.stderr  # a fresh --output_dir
+    same = ["--learning_rate=1e-3", "--eval_every_n_steps=6", "--keep_best_checkpoint",
+            "--keep_checkpoint_max=1", "--save_checkpoints_steps=6"]
+    runs = {}
+    for name, extra in (("same", same), ("other", same[1:] + ["--learning_rate=2e-3"])):
+        copy = tmp_path / name
+        shutil.copytree(out, copy)
+        runs[name] = run_script(tsv_data, copy, *extra,
+                                *(["--n_gpus=1"] if name == "other" else []))
+    for run in runs.values():
+        assert run.returncode == 0, run.stderr[-3000:]
+    assert "recorded with other values" not in runs["same"].stderr
+    warnings = [line for line in runs["other"].stderr.splitlines()
+                if "recorded with other values" in line]
+    assert len(warnings) == 1, runs["other"].stderr[-3000:]
+    assert warnings[0].endswith(
+        f"--output_dir={tmp_path / 'other'} holds a run (model.ckpt-36) recorded with other "
+        f"values: this resumes that run, differing in --learning_rate 0.001 -> 0.002, --n_gpus "
+        f"2 -> 1; a new run needs another --output_dir"), warnings[0]
 
 
 PLOT = """

@@ -14,6 +14,7 @@ is exported, a serving module (serving/). cli.py builds the script's flags from 
 """
 
 import dataclasses
+import json
 import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
@@ -45,10 +46,13 @@ class Job:
         return self.cluster.num_workers if self.cluster is not None else 1
 
     def save_effective_config(self, **extra) -> None:
-        """run_config.json (every flag, plus `extra`) and bert_config.json: chief only."""
+        """run_config.json (every flag, plus `extra`) and bert_config.json: chief only. When
+        --output_dir holds a run (a checkpoint) recorded with other values, one warning says
+        that this run resumes it and which values differ."""
         if self.chief:
-            training.save_effective_config(self.cfg.output_dir, dict(self.cfg.flags, **extra),
-                                           self.bert_config)
+            run_config = dict(self.cfg.flags, **extra)
+            warn_rerun_with_other_values(self.cfg.output_dir, run_config)
+            training.save_effective_config(self.cfg.output_dir, run_config, self.bert_config)
 
     def compute_dtype(self):
         return training.compute_dtype(self.cfg.train.precision)
@@ -106,6 +110,40 @@ class Job:
         return modeling.layerwise_lr_multipliers(task.named_variables(),
                                                  self.bert_config.num_hidden_layers,
                                                  self.cfg.layerwise_lr_decay)
+
+
+# Flags that say what this invocation does or how much it logs, not what the run is: a rerun
+# that changes them continues the same run.
+_NOT_THE_RUN = frozenset((
+    "do_train", "do_eval", "do_predict", "output_dir", "verbose", "log_every_n_steps",
+    "eval_batch_size", "predict_batch_size", "max_eval_steps", "allow_random_weights",
+    "save_checkpoints_steps", "keep_checkpoint_max", "use_tpu", "tpu_name", "tpu_zone",
+    "gcp_project", "master", "num_tpu_cores", "iterations_per_loop", "use_one_hot_embeddings"))
+
+
+def rerun_differences(recorded: Mapping[str, Any], run_config: Mapping[str, Any]) -> List[str]:
+    """`name recorded -> now` for each value of `run_config` (this invocation's flags and
+    extras) that differs from the run_config.json `recorded` by the run in the same
+    --output_dir, except `_NOT_THE_RUN`; values compared as JSON stores them."""
+    now = json.loads(json.dumps(dict(run_config), default=str))
+    return [f"--{name} {recorded[name]!r} -> {now[name]!r}" for name in sorted(now)
+            if name in recorded and name not in _NOT_THE_RUN and recorded[name] != now[name]]
+
+
+def warn_rerun_with_other_values(output_dir: str, run_config: Mapping[str, Any]) -> None:
+    """One warning when this invocation trains (--do_train) and `output_dir` holds a checkpoint
+    of a run whose recorded values differ from `run_config`: the run is resumed (Google resumed
+    silently), with what differs. (An eval or predict run only reads the checkpoint.)"""
+    if not run_config.get("do_train"):
+        return
+    latest = checkpoint.latest_checkpoint(output_dir)
+    differences = rerun_differences(checkpoint.read_run_config(output_dir), run_config) \
+        if latest is not None else []
+    if differences:
+        logging.warning("--output_dir=%s holds a run (%s) recorded with other values: this "
+                        "resumes that run, differing in %s; a new run needs another "
+                        "--output_dir", output_dir, os.path.basename(latest),
+                        ", ".join(differences))
 
 
 def start_job(cfg) -> Job:

@@ -17,9 +17,11 @@ per task: --task_label chooses the one written (its labels and task type: regres
 multilabel become Hugging Face's problem_type).
 """
 
+import time
+
 from absl import logging
 
-from bert_mgpu import cli
+from bert_mgpu import cli, summary
 from bert_mgpu.configs.serving import ConvertToHfConfig
 from bert_mgpu.scripts import run
 
@@ -28,6 +30,7 @@ cli.define_config_flags(ConvertToHfConfig)
 
 def main(_):
     from bert_mgpu.interop.hf_export import convert_checkpoint
+    started = time.time()
     cfg = cli.build_config(ConvertToHfConfig)
     model = cfg.model
     paths = convert_checkpoint(model.bert_config_file, model.init_checkpoint, model.vocab_file,
@@ -35,6 +38,10 @@ def main(_):
                                cfg.task_label)
     for name, path in paths.items():
         logging.info("wrote %s: %s", name, path)
+    summary.print_summary(started, [], (cfg.output_dir, summary.files_written(cfg.output_dir,
+                                                                             started)),
+                          None, "transformers: AutoModel.from_pretrained("
+                                f"{summary.shown_path(cfg.output_dir)!r})")
 
 
 if __name__ == "__main__":

@@ -22,9 +22,12 @@ bert_mgpu/serving/export.py). Loading it needs tensorflow and tensorflow-text on
   model.signatures["serving_default"](text_a=tf.constant(["a raw sentence"]))
 """
 
+import os
+import time
+
 from absl import logging
 
-from bert_mgpu import cli
+from bert_mgpu import cli, summary
 from bert_mgpu.configs.serving import ExportConfig
 from bert_mgpu.scripts import run
 
@@ -34,9 +37,14 @@ cli.define_config_flags(ExportConfig)
 def main(_):
     cfg = cli.build_config(ExportConfig)  # every flag and file checked before TensorFlow is loaded
     from bert_mgpu.serving.export import export_saved_model
+    started = time.time()
     path = export_saved_model(cfg)
     logging.info("SavedModel: %s", path)
     print(path)
+    summary.print_summary(
+        started, [("result", f"a SavedModel taking raw text (--task={cfg.task})")],
+        (path, sorted(os.listdir(path))), None,
+        "saved_model_cli show --all --dir " + summary.shown_path(path))
 
 
 if __name__ == "__main__":

@@ -130,9 +130,12 @@ class _QuietTensorFlowFinder(importlib.abc.MetaPathFinder):
 
 def quiet_tensorflow_start() -> None:
     """On a machine without a GPU, TensorFlow loads (whenever the job first imports it) without
-    its start-up notices; a machine with a GPU shows all of them."""
+    its start-up notices, and its C++ INFO lines (XLA service, dataset buffer notices) are off
+    unless TF_CPP_MIN_LOG_LEVEL says otherwise (warnings and errors always show); a machine
+    with a GPU shows all of them."""
     if "tensorflow" not in sys.modules and not machine_has_gpu() and \
             not any(isinstance(f, _QuietTensorFlowFinder) for f in sys.meta_path):
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
         sys.meta_path.insert(0, _QuietTensorFlowFinder())
 
 

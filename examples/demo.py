@@ -53,7 +53,7 @@ def run_script(script, *args):
     cmd = [sys.executable, os.path.join(REPO, script), *args]
     print("$ python", " ".join(os.path.relpath(c, REPO) if c.startswith(REPO) else c
                                 for c in cmd[1:]), flush=True)
-    subprocess.run(cmd, check=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    subprocess.run(cmd, check=True)
 
 
 def write_pretraining_corpus(path):

@@ -4,6 +4,8 @@ resume of the best value and the patience counter; and the script end to end."""
 import importlib.util
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -234,24 +236,34 @@ def test_script_keeps_the_best_checkpoint_after_pruning_and_predicts_with_it(scr
     assert np.abs(ours - probabilities(final_out)).max() > 1e-4
 
 
-def test_export_of_a_run_serves_the_checkpoint_its_predictions_came_from(scripts, tsv_data,
-                                                                         tmp_path):
-    """export_saved_model.py --output_dir of a --keep_best_checkpoint run exports the kept best
-    model (not the latest, model.ckpt-36) and says so: raw test sentences through the SavedModel
-    give the run's test_results.tsv."""
+def test_export_of_a_run_serves_the_checkpoint_its_predictions_came_from(scripts, tsv_data):
+    """The run's closing summary (best step, checkpoint, next command) and its next command,
+    run as printed: export_saved_model.py --output_dir of a --keep_best_checkpoint run exports
+    the kept best model (not the latest, model.ckpt-36) and says so: raw test sentences through
+    the SavedModel give the run's test_results.tsv."""
     import tensorflow_text  # noqa: F401  (registers the exported tokenizer's ops)
     proc, out = scripts["best"].result()
     assert proc.returncode == 0, proc.stderr[-3000:]
     best = evaluation.best_checkpoint(str(out))
     assert not best.endswith("model.ckpt-36")
+    # The run's summary names that checkpoint and the export command, run here as printed.
+    summary = proc.stdout[proc.stdout.index("== run_classifier_mgpu.py finished in "):]
+    best_step = int(best.rsplit("-", 1)[1])
+    assert re.search(rf"^  best: +eval_accuracy = [01]\.\d{{4}} at step {best_step} of 6 "
+                     rf"evaluations \(eval_history\.tsv\)$", summary, re.M), summary
+    assert f"  checkpoint: best/model.ckpt-{best_step}: the best checkpoint " \
+           f"(--keep_best_checkpoint), used by predict and export\n" in summary, summary
+    next_command = re.search(r"^  next: +(.*)$", summary, re.M).group(1)
+    assert next_command == f"python export_saved_model.py --output_dir={out} " \
+                           f"--export_dir={out / 'export'}", summary
     export = subprocess.run(
-        [sys.executable, os.path.join(REPO, "export_saved_model.py"), f"--output_dir={out}",
-         f"--export_dir={tmp_path / 'export'}"], capture_output=True, text=True, timeout=300,
+        [sys.executable, os.path.join(REPO, "export_saved_model.py"),
+         *shlex.split(next_command)[2:]], capture_output=True, text=True, timeout=300,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert export.returncode == 0, export.stderr[-3000:]
     assert f"Exporting the best checkpoint (--keep_best_checkpoint) of the run: {best} " \
            f"(--init_checkpoint chooses another)" in export.stderr, export.stderr[-3000:]
-    model = tf.saved_model.load(str(tmp_path / "export" / "1"))
+    model = tf.saved_model.load(str(out / "export" / "1"))
     sentences = [line.split("\t")[0] for line in
                  (tsv_data / "data" / "test.tsv").read_text().splitlines()[1:]]
     served = model.signatures["serving_default"](text_a=tf.constant(sentences))

@@ -359,6 +359,11 @@ class UserProcessor(DataProcessor):
             flag = {"train": "--do_train", "dev": "--do_eval", "test": "--do_predict"}[split]
             self._check(_SPLIT_METHODS[split], ["d"], f", which {flag} needs")
 
+    def check_files(self, data_dir: str, splits: Sequence[str]) -> None:
+        """--data_dir only: which files the class reads is known once its code has run."""
+        del splits
+        processors.check_data_dir(data_dir)
+
     @contextlib.contextmanager
     def _user_code(self, files: Optional[List[str]] = None):
         global _reads
@@ -499,17 +504,21 @@ def for_config(cfg):
 def check_classifier_inputs(cfg) -> None:
     """run_classifier_mgpu.py's inputs at start (`cfg`: a ClassifierConfig): an unknown
     --task_name, a processors file that does not load or a class that does not follow Google's
-    API (the file is run here), a split the run needs missing, each task's --label_list, the
-    model files and the weights its evaluation or prediction would use."""
+    API (the file is run here), a split the run needs missing, --data_dir and the split files
+    (a tsv/csv file's columns), each task's --label_list, the model files and the weights its
+    evaluation or prediction would use."""
     names = split_tasks(cfg.flags["task_name"])  # as given: a class name keeps its case
     splits = [s for s, wanted in (("train", cfg.do_train), ("dev", cfg.do_eval),
                                   ("test", cfg.do_predict)) if wanted]
     tsv_options = dict(text_columns=cfg.text_columns, column_names=cfg.column_names,
                        data_format=cfg.data_format)
-    for name in names:
+    data_dirs = split_tasks(cfg.data_dir) if len(names) > 1 else [cfg.data_dir]
+    for name, data_dir in zip(names, data_dirs * len(names) if len(data_dirs) == 1
+                              else data_dirs):
         processor = processor_for(name, cfg.label_list if len(names) == 1 else None,
                                   processors_file=cfg.processors_file, tsv_options=tsv_options)
         processor.check_splits(splits)
+        processor.check_files(data_dir, splits)
     checks.check_model_files(cfg.model)
     if cfg.num_tasks > 1:
         for task in cfg.task_configs():  # each task's --label_list

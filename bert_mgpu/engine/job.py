@@ -16,11 +16,13 @@ is exported, a serving module (serving/). cli.py builds the script's flags from 
 import dataclasses
 import json
 import os
+import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 from absl import logging
 
+from bert_mgpu import summary
 from bert_mgpu.configs.base import TrainConfig
 from bert_mgpu.data import input_pipeline
 from bert_mgpu.engine import checkpoint, evaluation, towers, training
@@ -36,6 +38,8 @@ class Job:
     devices: List[str]
     cluster: Optional[Cluster]
     bert_config: BertConfig
+    # time.time() when the job started: the summary's duration and what counts as written.
+    started: float = dataclasses.field(default_factory=time.time)
 
     @property
     def chief(self) -> bool:
@@ -53,6 +57,45 @@ class Job:
             run_config = dict(self.cfg.flags, **extra)
             warn_rerun_with_other_values(self.cfg.output_dir, run_config)
             training.save_effective_config(self.cfg.output_dir, run_config, self.bert_config)
+
+    def print_summary(self, metric: Optional[str], result: Mapping[str, Any],
+                      next_command: Optional[str]) -> None:
+        """The run's closing summary (summary.py; chief only): `metric` of `result` (the final
+        evaluation) and its best value during training (eval_history.tsv), what was written in
+        --output_dir, the checkpoint a predict or export of the run uses
+        (checkpoint.prediction_checkpoint), and `next_command`."""
+        if not self.chief:
+            return
+        out, lines = self.cfg.output_dir, []
+        if metric and metric in result:
+            lines.append(("result", f"{metric} = {float(result[metric]):.4f} at step "
+                                    f"{result.get('global_step', '?')} (eval_results.txt)"))
+        rows = [r for r in evaluation.read_history(out) if metric in r] if metric else []
+        if rows:
+            pick = min if evaluation.lower_is_better(metric) else max
+            best = pick(rows, key=lambda r: r[metric])
+            lines.append(("best", f"{metric} = {best[metric]:.4f} at step {best['step']} of "
+                                  f"{len(rows)} evaluations (eval_history.tsv)"))
+        prefix, which = checkpoint.prediction_checkpoint(out)
+        summary.print_summary(
+            self.started, lines, (out, summary.files_written(out, self.started)),
+            f"{os.path.relpath(prefix, out)}: {which}, used by predict and export"
+            if prefix else None, next_command)
+
+    def command(self, script: str, *args: str, **flags) -> str:
+        """A command of `script` for the summary's next step: `output_dir` and `export_dir`
+        values (paths) shown relative to the working directory when under it."""
+        shown = {name: summary.shown_path(value) if name.endswith("_dir") else value
+                 for name, value in flags.items()}
+        return summary.command(script, *args, **shown)
+
+    def export_command(self, task: Optional[str] = None) -> str:
+        """export_saved_model.py of this run, into OUTPUT_DIR/export (`task`: its --task when
+        not the classifier)."""
+        out = self.cfg.output_dir
+        return self.command("export_saved_model.py", output_dir=out,
+                            export_dir=os.path.join(out, "export"),
+                            **({"task": task} if task else {}))
 
     def compute_dtype(self):
         return training.compute_dtype(self.cfg.train.precision)

@@ -5,6 +5,7 @@ import functools
 import glob
 import importlib.abc
 import importlib.util
+import logging
 import os
 import re
 import sys
@@ -141,10 +142,14 @@ def quiet_tensorflow_start() -> None:
 
 def run(main) -> None:
     """`app.run(main)` for a script: flag errors, user errors and Ctrl-C are one line each; on a
-    machine without a GPU TensorFlow starts without its notices."""
+    machine without a GPU TensorFlow starts without its notices; TensorFlow's Python log from
+    warnings up."""
     from absl import app
 
     from bert_mgpu import cli
 
     quiet_tensorflow_start()
+    # TensorFlow's own Python INFO lines (saver callbacks, SavedModel asset notices) say nothing
+    # a user acts on; its warnings and errors show.
+    logging.getLogger("tensorflow").setLevel(logging.WARNING)
     app.run(run_main(main), flags_parser=cli.parse_flags)

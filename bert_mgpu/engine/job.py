@@ -59,11 +59,13 @@ class Job:
             training.save_effective_config(self.cfg.output_dir, run_config, self.bert_config)
 
     def print_summary(self, metric: Optional[str], result: Mapping[str, Any],
-                      next_command: Optional[str]) -> None:
+                      next_command: Optional[str],
+                      checkpoint_use: str = "predict and export") -> None:
         """The run's closing summary (summary.py; chief only): `metric` of `result` (the final
         evaluation) and its best value during training (eval_history.tsv), what was written in
         --output_dir, the checkpoint a predict or export of the run uses
-        (checkpoint.prediction_checkpoint), and `next_command`."""
+        (checkpoint.prediction_checkpoint; `checkpoint_use`: what uses it), and
+        `next_command`."""
         if not self.chief:
             return
         out, lines = self.cfg.output_dir, []
@@ -79,13 +81,13 @@ class Job:
         prefix, which = checkpoint.prediction_checkpoint(out)
         summary.print_summary(
             self.started, lines, (out, summary.files_written(out, self.started)),
-            f"{os.path.relpath(prefix, out)}: {which}, used by predict and export"
+            f"{os.path.relpath(prefix, out)}: {which}, used by {checkpoint_use}"
             if prefix else None, next_command)
 
     def command(self, script: str, *args: str, **flags) -> str:
-        """A command of `script` for the summary's next step: `output_dir` and `export_dir`
-        values (paths) shown relative to the working directory when under it."""
-        shown = {name: summary.shown_path(value) if name.endswith("_dir") else value
+        """A command of `script` for the summary's next step: absolute paths shown relative to
+        the working directory when under it."""
+        shown = {name: summary.shown_path(value) if os.path.isabs(str(value)) else value
                  for name, value in flags.items()}
         return summary.command(script, *args, **shown)
 

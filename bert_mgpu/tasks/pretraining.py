@@ -169,7 +169,8 @@ def run_pretraining(cfg) -> dict:
     job.print_summary("masked_lm_accuracy", result, job.command(
         "run_classifier.py", "--task_name=tsv --data_dir=YOUR_DATA --vocab_file=VOCAB "
         "--do_train --do_eval --output_dir=YOUR_OUTPUT", init_checkpoint=cfg.output_dir,
-        bert_config_file=os.path.join(cfg.output_dir, "bert_config.json")))
+        bert_config_file=os.path.join(cfg.output_dir, "bert_config.json")),
+        checkpoint_use="fine-tuning (--init_checkpoint)")
     return result
 
 

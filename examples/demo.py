@@ -84,7 +84,7 @@ def main():
     run_script("create_pretraining_data.py", f"--input_file={corpus}",
                f"--output_file={records}", f"--vocab_file={VOCAB}", "--do_lower_case=true",
                f"--max_seq_length={MAX_SEQ_LENGTH}", "--max_predictions_per_seq=10",
-               "--dupe_factor=2", "--random_seed=12345")
+               "--dupe_factor=2", "--random_seed=12345", "--progress_interval=60")
 
     step("2. run_pretraining.py with 2 towers (train + eval)")
     config_file = os.path.join(OUT, "bert_config.json")
@@ -100,7 +100,7 @@ def main():
                "--do_eval=true", "--train_batch_size=32", "--n_gpus=2",
                f"--max_seq_length={MAX_SEQ_LENGTH}", "--max_predictions_per_seq=10",
                "--num_train_steps=300", "--num_warmup_steps=30", "--learning_rate=5e-4",
-               "--save_checkpoints_steps=100", "--log_every_n_steps=50",
+               "--save_checkpoints_steps=100", "--log_every_n_steps=100",
                "--eval_batch_size=64", "--max_eval_steps=10")
 
     step("3. run_classifier_mgpu.py with 2 towers: fine-tune, eval, predict")
@@ -111,7 +111,7 @@ def main():
                "--do_train=true", "--do_eval=true", "--do_predict=true",
                f"--max_seq_length={MAX_SEQ_LENGTH}", "--train_batch_size=16", "--n_gpus=2",
                "--num_train_epochs=2", "--learning_rate=1e-4", "--warmup_proportion=0.1",
-               "--eval_batch_size=64", "--predict_batch_size=64", "--log_every_n_steps=100",
+               "--eval_batch_size=64", "--predict_batch_size=64", "--log_every_n_steps=200",
                "--eval_every_n_steps=200", "--keep_best_checkpoint")
 
     step("4. export_saved_model.py: a SavedModel that takes raw text")

@@ -185,7 +185,9 @@ class PeriodicEvaluator:
             f.write(f"checkpoint = {os.path.relpath(prefix, self.output_dir)}\n"
                     f"step = {step}\n{self.best.metric} = {self.best.value}\n")
         tf.io.gfile.rename(tmp, os.path.join(self.output_dir, BEST_FILE), overwrite=True)
-        training.write_eval_results(os.path.join(self.output_dir, BEST_RESULTS_FILE), result)
+        # Not logged: the evaluation's line says it is a new best; the file holds its results.
+        training.write_eval_results(os.path.join(self.output_dir, BEST_RESULTS_FILE), result,
+                                    log=False)
 
 
 class CollapseWatch:

@@ -216,11 +216,16 @@ def warn_ignored_flags(cls) -> None:
 def parse_flags(argv: List[str]) -> List[str]:
     """absl's flag parsing for `app.run(..., flags_parser=parse_flags)`: a bad flag (unknown
     name, a value of the wrong type or outside its enum) is one line `SCRIPT: ERROR: ...` and
-    exit code 1, as every other bad input. `--help` (or -h) prints `help_text` and exits 0."""
+    exit code 1, as every other bad input. `--help` (or -h) prints `help_text`, `--helpfull`
+    absl's list of every flag; both exit 0."""
     script = os.path.basename(argv[0]) if argv else "bert_mgpu"
-    if _HELP_ARGS.intersection(argv[1:argv.index("--") if "--" in argv else None]):
+    given = argv[1:argv.index("--") if "--" in argv else None]
+    if _HELP_ARGS.intersection(given):
         main = sys.modules.get("__main__")
         sys.stdout.write(help_text(main.__doc__ if main else ""))
+        sys.exit(0)
+    if {"--helpfull", "-helpfull"}.intersection(given):
+        sys.stdout.write(FLAGS.get_help() + "\n")
         sys.exit(0)
     try:
         rest = FLAGS(argv)

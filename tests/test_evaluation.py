@@ -299,6 +299,16 @@ def test_a_rerun_with_other_values_says_it_resumes_the_run_and_what_differs(scri
         f"2 -> 1; a new run needs another --output_dir"), warnings[0]
 
 
+def test_the_variable_list_is_shown_with_verbose_only(scripts):
+    """A run from --init_checkpoint without --verbose: the one-line count of what the checkpoint
+    initialised, not Google's `**** Trainable Variables ****` list (test_run_squad.py and
+    test_run_pretraining.py read the list with --verbose)."""
+    proc, _ = scripts["collapsed"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(r"Initialised (\d+) of \1 variables from ", proc.stderr), proc.stderr[-3000:]
+    assert "Trainable Variables" not in proc.stderr and "INIT_FROM_CKPT" not in proc.stderr
+
+
 PLOT = """
 import json, sys
 sys.path.insert(0, REPO)

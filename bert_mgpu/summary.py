@@ -1,7 +1,9 @@
 """The summary every script ends with, in one format: the result, the files written, the
 checkpoint a predict or export would use, and the next command. Each job supplies its facts
 (engine/job.py `Job.print_summary` for the training jobs, which reads them from the run's
-directory); this module only lays them out. Printed to stdout, after the log.
+directory); this module only lays them out. Printed to stderr, where the log goes, after it:
+stdout stays what a script prints for other programs (export_saved_model.py: the SavedModel's
+path).
 
 Example:
   == run_classifier.py finished in 4m10s
@@ -68,7 +70,7 @@ def print_summary(started: float, result: Sequence[Tuple[str, str]] = (),
       written: (directory, names in it) of the files written, or None.
       checkpoint: the checkpoint a predict or export would use, in words, or None.
       next_command: the command to run next, or None.
-      stream: where to print (stdout).
+      stream: where to print (stderr).
     """
     script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "bert_mgpu"
     lines = [f"== {script} finished in {format_duration(time.time() - started)}"]
@@ -82,6 +84,6 @@ def print_summary(started: float, result: Sequence[Tuple[str, str]] = (),
     if next_command:
         rows.append(("next", next_command))
     lines += [f"  {label + ':':<11} {text}" for label, text in rows]
-    stream = stream or sys.stdout
+    stream = stream or sys.stderr
     stream.write("\n".join(lines) + "\n")
     stream.flush()

@@ -247,7 +247,7 @@ def test_export_of_a_run_serves_the_checkpoint_its_predictions_came_from(scripts
     best = evaluation.best_checkpoint(str(out))
     assert not best.endswith("model.ckpt-36")
     # The run's summary names that checkpoint and the export command, run here as printed.
-    summary = proc.stdout[proc.stdout.index("== run_classifier_mgpu.py finished in "):]
+    summary = proc.stderr[proc.stderr.index("== run_classifier_mgpu.py finished in "):]
     best_step = int(best.rsplit("-", 1)[1])
     assert re.search(rf"^  best: +eval_accuracy = [01]\.\d{{4}} at step {best_step} of 6 "
                      rf"evaluations \(eval_history\.tsv\)$", summary, re.M), summary

@@ -81,9 +81,9 @@ def test_google_example_dumps_only_with_verbose(tmp_path):
         _create_pretraining_data(tmp_path, "--verbose")
     assert quiet.returncode == 0 and verbose.returncode == 0, verbose.stderr[-2000:]
     assert "*** Example ***" not in quiet.stderr and "tokens: " not in quiet.stderr
-    # The closing summary, on stdout: what was made and the next step.
-    lines = quiet.stdout.splitlines()
-    assert lines[0].startswith("== create_pretraining_data.py finished in "), quiet.stdout
+    # The closing summary, the last lines on stderr: what was made and the next step.
+    lines = quiet.stderr[quiet.stderr.index("== create_pretraining_data.py finished in "):]\
+        .splitlines()
     assert re.fullmatch(r"  result: +[\d,]+ instances from [\d,]+ documents", lines[1]), lines
     assert lines[-1].startswith("  next:       python run_pretraining.py --input_file="), lines
     assert verbose.stderr.count("] *** Example ***\n") == 20, verbose.stderr[-2000:]

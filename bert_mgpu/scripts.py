@@ -140,16 +140,31 @@ def quiet_tensorflow_start() -> None:
         sys.meta_path.insert(0, _QuietTensorFlowFinder())
 
 
+class TensorFlowInfoFilter(logging.Filter):
+    """Drops the INFO (and DEBUG) records of TensorFlow's own Python modules (saver callbacks,
+    SavedModel signature and fingerprint notices: nothing a user acts on); their warnings and
+    errors, and every record of other code, pass. TensorFlow logs through absl's logger, so the
+    filter goes on absl's handler; it knows TensorFlow's folder once TensorFlow is imported."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING or "tensorflow" not in sys.modules:
+            return True
+        tensorflow_dir = os.path.dirname(sys.modules["tensorflow"].__file__ or "")
+        return not record.pathname.startswith(tensorflow_dir + os.sep)
+
+
 def run(main) -> None:
     """`app.run(main)` for a script: flag errors, user errors and Ctrl-C are one line each; on a
     machine without a GPU TensorFlow starts without its notices; TensorFlow's Python log from
     warnings up."""
     from absl import app
+    from absl import logging as absl_logging
 
     from bert_mgpu import cli
 
     quiet_tensorflow_start()
-    # TensorFlow's own Python INFO lines (saver callbacks, SavedModel asset notices) say nothing
-    # a user acts on; its warnings and errors show.
+    # TensorFlow's own Python INFO lines say nothing a user acts on; its warnings and errors
+    # show. It logs through absl (most modules) or its "tensorflow" logger.
+    absl_logging.get_absl_handler().addFilter(TensorFlowInfoFilter())
     logging.getLogger("tensorflow").setLevel(logging.WARNING)
     app.run(run_main(main), flags_parser=cli.parse_flags)

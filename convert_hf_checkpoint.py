@@ -19,9 +19,12 @@ Hugging Face's "gelu" is the exact erf form; Google's "gelu" is the tanh approxi
 --gelu=tanh writes Google's "gelu".
 """
 
+import os
+import time
+
 from absl import logging
 
-from bert_mgpu import cli
+from bert_mgpu import cli, summary
 from bert_mgpu.configs.serving import ConvertHfConfig
 from bert_mgpu.scripts import run
 
@@ -30,9 +33,19 @@ cli.define_config_flags(ConvertHfConfig)
 
 def main(_):
     from bert_mgpu.interop.hf_folders import convert_hf_folder
+    started = time.time()
     cfg = cli.build_config(ConvertHfConfig)
-    for what, path in convert_hf_folder(cfg.hf_model_dir, cfg.output_dir, cfg.gelu).items():
+    paths = convert_hf_folder(cfg.hf_model_dir, cfg.output_dir, cfg.gelu)
+    for what, path in paths.items():
         logging.info("wrote %s: %s", what, path)
+    out = summary.shown_path(cfg.output_dir)
+    summary.print_summary(
+        started, [], (cfg.output_dir, summary.files_written(cfg.output_dir, started)),
+        f"{os.path.join(out, 'bert_model.ckpt')} (Google's layout)", summary.command(
+            "run_classifier.py", "--task_name=tsv --data_dir=YOUR_DATA --do_train --do_eval "
+            "--output_dir=YOUR_OUTPUT", init_checkpoint=os.path.join(out, "bert_model.ckpt"),
+            vocab_file=os.path.join(out, "vocab.txt"),
+            bert_config_file=os.path.join(out, "bert_config.json")))
 
 
 if __name__ == "__main__":

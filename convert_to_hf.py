@@ -20,9 +20,11 @@ A ModernBERT-shaped config (position_embedding_type "rope") is written as Modern
 with the tokenizer files next to --vocab_file (its tokenizer.json).
 """
 
+import time
+
 from absl import logging
 
-from bert_mgpu import cli
+from bert_mgpu import cli, summary
 from bert_mgpu.configs.serving import ConvertToHfConfig
 from bert_mgpu.scripts import run
 
@@ -31,13 +33,17 @@ cli.define_config_flags(ConvertToHfConfig)
 
 def main(_):
     from bert_mgpu.interop.hf_folders import convert_to_hf
+    started = time.time()
     cfg = cli.build_config(ConvertToHfConfig)
     model = cfg.model
     paths = convert_to_hf(model.bert_config_file, model.init_checkpoint, model.vocab_file,
-                               model.do_lower_case, cfg.output_dir, cfg.label_list,
-                               cfg.task_label)
+                          model.do_lower_case, cfg.output_dir, cfg.label_list, cfg.task_label)
     for name, path in paths.items():
         logging.info("wrote %s: %s", name, path)
+    summary.print_summary(started, [], (cfg.output_dir, summary.files_written(cfg.output_dir,
+                                                                             started)),
+                          None, "transformers: AutoModel.from_pretrained("
+                                f"{summary.shown_path(cfg.output_dir)!r})")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,10 @@ have: --sentence_order_prediction, --no_next_sentence, --span_masking [--span_le
 epoch by run_pretraining.py --dynamic_masking). TensorFlow is not imported.
 """
 
-from bert_mgpu import cli
+import os
+import time
+
+from bert_mgpu import cli, summary
 from bert_mgpu.configs.pretraining import CreatePretrainingDataConfig
 from bert_mgpu.scripts import run
 
@@ -24,7 +27,19 @@ cli.define_config_flags(CreatePretrainingDataConfig)
 
 def main(_):
     from bert_mgpu.data.pretraining_data import create_pretraining_data
-    create_pretraining_data(cli.build_config(CreatePretrainingDataConfig))
+    started = time.time()
+    cfg = cli.build_config(CreatePretrainingDataConfig)
+    stats = create_pretraining_data(cfg)
+    outputs = [path.strip() for path in cfg.output_file.split(",") if path.strip()]
+    summary.print_summary(
+        started, [("result", f"{stats.instances:,} instances from {stats.documents:,} "
+                             f"documents")],
+        (os.path.dirname(os.path.abspath(outputs[0])), [os.path.basename(p) for p in outputs]),
+        None, summary.command(
+            "run_pretraining.py", "--bert_config_file=BERT_CONFIG --output_dir=OUTPUT_DIR",
+            input_file=summary.shown_path(cfg.output_file), do_train="true",
+            max_seq_length=cfg.max_seq_length,
+            max_predictions_per_seq=cfg.max_predictions_per_seq))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,10 @@ the pieces, the ## characters): exactly --vocab_size lines, every character seen
 unchanged by FullTokenizer here and by Google's tokenization.py. TensorFlow is not imported.
 """
 
-from bert_mgpu import cli
+import os
+import time
+
+from bert_mgpu import cli, summary
 from bert_mgpu.configs.vocab import CreateVocabConfig
 from bert_mgpu.scripts import run
 
@@ -24,7 +27,16 @@ cli.define_config_flags(CreateVocabConfig)
 
 def main(_):
     from bert_mgpu.data.vocab_builder import create_vocab
-    create_vocab(cli.build_config(CreateVocabConfig))
+    started = time.time()
+    cfg = cli.build_config(CreateVocabConfig)
+    stats = create_vocab(cfg)
+    summary.print_summary(
+        started, [("result", f"{stats.special + stats.learned:,} entries from "
+                             f"{stats.lines:,} lines")],
+        (os.path.dirname(os.path.abspath(cfg.output_file)), [os.path.basename(cfg.output_file)]),
+        None, summary.command("create_pretraining_data.py", "--input_file=CORPUS "
+                              "--output_file=RECORDS.tfrecord",
+                              vocab_file=summary.shown_path(cfg.output_file)))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ Usage:
     --do_lower_case=true --max_seq_length=128 --task=features --export_dir=path/to/export
   python export_saved_model.py --output_dir=path/to/squad_run --task=squad --export_dir=...
 
-From --output_dir of a run it reads the latest checkpoint, bert_config.json and run_config.json
+From --output_dir of a run it reads the checkpoint its --do_predict used (the kept best one of a
+--keep_best_checkpoint run, else the latest), bert_config.json and run_config.json
 (vocabulary, casing, max_seq_length, truncation, the label names, a classifier's --doc_stride
 and --window_pooling, and run_squad.py's window and answer flags); explicit flags win. Writes
 EXPORT_DIR/<version>/{saved_model.pb, variables/, assets/vocab.txt} with the signatures
@@ -21,9 +22,12 @@ bert_mgpu/serving/export.py). Loading it needs tensorflow and tensorflow-text on
   model.signatures["serving_default"](text_a=tf.constant(["a raw sentence"]))
 """
 
+import os
+import time
+
 from absl import logging
 
-from bert_mgpu import cli
+from bert_mgpu import cli, summary
 from bert_mgpu.configs.serving import ExportConfig
 from bert_mgpu.scripts import run
 
@@ -33,9 +37,14 @@ cli.define_config_flags(ExportConfig)
 def main(_):
     cfg = cli.build_config(ExportConfig)  # every flag and file checked before TensorFlow is loaded
     from bert_mgpu.serving.export import export_saved_model
+    started = time.time()
     path = export_saved_model(cfg)
     logging.info("SavedModel: %s", path)
     print(path)
+    summary.print_summary(
+        started, [("result", f"a SavedModel taking raw text (--task={cfg.task})")],
+        (path, sorted(os.listdir(path))), None,
+        "saved_model_cli show --all --dir " + summary.shown_path(path))
 
 
 if __name__ == "__main__":

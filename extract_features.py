@@ -12,7 +12,10 @@ Usage (Google's flags):
 One example per input line; a sentence pair is written `text_a ||| text_b`.
 """
 
-from bert_mgpu import cli
+import os
+import time
+
+from bert_mgpu import cli, summary
 from bert_mgpu.configs.features import ExtractFeaturesConfig
 from bert_mgpu.scripts import run
 
@@ -24,7 +27,11 @@ def main(_):
     # Every flag and file checked before TensorFlow is loaded.
     cfg = cli.build_config(ExtractFeaturesConfig, check_feature_inputs)
     from bert_mgpu.tasks.features import extract_features
-    extract_features(cfg)
+    started = time.time()
+    count = extract_features(cfg)
+    summary.print_summary(started, [("result", f"features of {count:,} input lines")],
+                          (os.path.dirname(os.path.abspath(cfg.output_file)),
+                           [os.path.basename(cfg.output_file)]))
 
 
 if __name__ == "__main__":

@@ -12,8 +12,10 @@ knows a job; nothing below this layer reads FLAGS.
 
 import dataclasses
 import os
+import re
 import sys
 import tempfile
+import textwrap
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from absl import flags, logging
@@ -43,6 +45,21 @@ _DEFINERS = {"string": flags.DEFINE_string, "bool": flags.DEFINE_bool,
 
 # Every flag this module defined for the running script, in definition order -> its `Flag`.
 _DEFINED: Dict[str, Flag] = {}
+# The config classes the running script defined its flags from (`--help` groups by them).
+_CLASSES: List[type] = []
+
+# The flags of Google's scripts (create_pretraining_data.py, run_pretraining.py,
+# run_classifier.py, run_squad.py, extract_features.py at eedf571): `--help` lists them first.
+GOOGLE_FLAGS = frozenset("""
+    batch_size bert_config_file data_dir do_eval do_lower_case do_predict do_train
+    do_whole_word_mask doc_stride dupe_factor eval_batch_size init_checkpoint input_file layers
+    learning_rate masked_lm_prob max_answer_length max_eval_steps max_predictions_per_seq
+    max_query_length max_seq_length n_best_size null_score_diff_threshold num_train_epochs
+    num_train_steps num_warmup_steps output_dir output_file predict_batch_size predict_file
+    random_seed save_checkpoints_steps short_seq_prob task_name train_batch_size train_file
+    verbose_logging version_2_with_negative vocab_file warmup_proportion""".split())
+# The arguments that ask for `--help` (absl's spellings, and -h).
+_HELP_ARGS = frozenset(("--help", "-help", "-h", "-?", "--helpshort", "-helpshort"))
 
 
 def _flags_of(cls, only=None, narrowed=None) -> Iterator[Tuple[str, Flag]]:
@@ -74,6 +91,7 @@ def define_config_flags(*classes) -> None:
         for name, flag in script_flags(cls).items():
             if name not in FLAGS:
                 _define(name, flag)
+        _CLASSES.append(cls)
 
 
 def _define(name: str, flag: Flag, **where) -> None:
@@ -124,8 +142,8 @@ def build_config(cls, *checks: Callable[[Any], None]):
     the config that read the files it names, before TensorFlow loads).
 
     In order: the required flags (`cls.required_flags`), the output paths (writable), a
-    warning for each ignored flag given, the config filled by field name and validated (a
-    ValueError becomes a one-line FlagError), then `checks`.
+    warning for each ignored flag given, the log level (`--verbose`: DEBUG), the config filled
+    by field name and validated (a ValueError becomes a one-line FlagError), then `checks`.
     """
     require(*cls.required_flags)
     for name, flag in script_flags(cls).items():
@@ -134,6 +152,9 @@ def build_config(cls, *checks: Callable[[Any], None]):
         elif flag.output == "files":
             check_output_files(name)
     warn_ignored_flags(cls)
+    if "verbose" in _DEFINED and FLAGS.verbose:
+        # Google's full logs (configs/base.py Verbosity) are logged at DEBUG.
+        logging.set_verbosity(logging.DEBUG)
     given = frozenset(name for name in _declared_names() if FLAGS[name].present)
     try:
         cfg = _filled(cls, None, given)
@@ -165,6 +186,62 @@ def _filled(cls, only, given):
     return cls.build(values, given)
 
 
+def _group_title(cls) -> str:
+    """'EvalDuringTraining' -> 'eval during training'."""
+    return " ".join(re.findall(r"[A-Z][a-z]*", cls.__name__)).lower()
+
+
+def _flag_groups(cls) -> Dict[str, List[str]]:
+    """Group title -> the names of the script's flags declared by that config class (a subtree's
+    own class, the script's config, or a class of `accepted_flags`), in definition order."""
+    groups: Dict[str, List[str]] = {}
+
+    def walk(owner, only, title):
+        for f in dataclasses.fields(owner):
+            if SUBTREE in f.metadata:
+                sub = f.metadata[SUBTREE]
+                walk(sub.cls, sub.flags, _group_title(sub.cls))
+            elif FLAG in f.metadata:
+                name = f.metadata[FLAG].name or f.name
+                if only is None or name in only:
+                    groups.setdefault(title, []).append(name)
+
+    walk(cls, None, "this script's own")
+    for group in cls.accepted_flags:
+        walk(group, None, _group_title(group))
+    return groups
+
+
+def _flag_help(name: str) -> str:
+    """One flag as absl's `--help` shows it: `--[no]name: help` wrapped, then its default."""
+    fl = FLAGS[name]
+    prefix = "--[no]" if isinstance(fl, flags.BooleanFlag) else "--"
+    text = textwrap.fill(f"{prefix}{name}: {fl.help}", width=100, initial_indent="  ",
+                         subsequent_indent="    ", break_on_hyphens=False)
+    return f"{text}\n    (default: {fl.default_as_str})\n"
+
+
+def help_text(doc: str) -> str:
+    """The script's `--help`: its docstring, Google's flags, the project's flags by group, then
+    the flags accepted for compatibility and ignored."""
+    names = [name for cls in _CLASSES for group in _flag_groups(cls).values() for name in group]
+    ignored = [n for n in dict.fromkeys(names) if _DEFINED[n].ignored]
+    google = [n for n in dict.fromkeys(names) if n in GOOGLE_FLAGS and n not in ignored]
+    sections = [("Google's flags (same names and defaults as Google's scripts)", google)]
+    for cls in _CLASSES:
+        for title, group in _flag_groups(cls).items():
+            rest = [n for n in group if n not in google and n not in ignored]
+            if rest:
+                sections.append((f"Flags of this implementation: {title}", rest))
+    sections.append(("Google's TPU flags, accepted for compatibility and ignored", ignored))
+    out = [doc.strip() + "\n"] if doc else []
+    for title, group in sections:
+        if group:
+            out.append(f"\n{title}:\n" + "".join(_flag_help(n) for n in group))
+    out.append("\n--helpfull also lists absl's own flags (logging, verbosity).\n")
+    return "".join(out)
+
+
 def warn_ignored_flags(cls) -> None:
     """Logs a warning for every flag of the script accepted for compatibility and ignored that
     is set on the command line."""
@@ -177,8 +254,17 @@ def warn_ignored_flags(cls) -> None:
 def parse_flags(argv: List[str]) -> List[str]:
     """absl's flag parsing for `app.run(..., flags_parser=parse_flags)`: a bad flag (unknown
     name, a value of the wrong type or outside its enum) is one line `SCRIPT: ERROR: ...` and
-    exit code 1, as every other bad input."""
+    exit code 1, as every other bad input. `--help` (or -h) prints `help_text`, `--helpfull`
+    absl's list of every flag; both exit 0."""
     script = os.path.basename(argv[0]) if argv else "bert_mgpu"
+    given = argv[1:argv.index("--") if "--" in argv else None]
+    if _HELP_ARGS.intersection(given):
+        main = sys.modules.get("__main__")
+        sys.stdout.write(help_text(main.__doc__ if main else ""))
+        sys.exit(0)
+    if {"--helpfull", "-helpfull"}.intersection(given):
+        sys.stdout.write(FLAGS.get_help() + "\n")
+        sys.exit(0)
     try:
         _define_flags_from_files(argv)
         rest = FLAGS(argv)

@@ -1,8 +1,15 @@
-"""What every top-level script shares: one-line errors for bad input, a clean exit code."""
+"""What every top-level script shares: one-line errors for bad input, a clean exit code, and
+TensorFlow's start-up notices of a machine without a GPU kept off the user's screen."""
 
 import functools
+import glob
+import importlib.abc
+import importlib.util
+import logging
 import os
+import re
 import sys
+import tempfile
 import traceback
 
 # Errors that mean "bad input" (a flag, a file, a config, a checkpoint): the user gets one line
@@ -52,10 +59,112 @@ def run_main(main):
     return wrapped
 
 
+# What TensorFlow prints while it loads on a machine without a GPU, none of it actionable there:
+# absl's notice that logs come before its initialisation (TF_CPP_MIN_LOG_LEVEL cannot silence
+# those lines), the oneDNN and CPU-instruction notices, and the CUDA probe's failure. Matched per
+# line; any other line printed meanwhile is shown.
+_CPU_ONLY_NOISE = re.compile(
+    r"All log messages before absl::InitializeLog\(\) is called are written to STDERR"
+    r"|port\.cc:\d+\] oneDNN custom operations are on\."
+    r"|cudart_stub\.cc:\d+\] Could not find cuda drivers on your machine"
+    r"|cuda_(platform|executor|diagnostics)\.cc:\d+\] "
+    r"|cpu_feature_guard\.cc:\d+\] This TensorFlow binary is optimized"
+    r"|^To enable the following instructions: .* rebuild TensorFlow")
+
+
+def machine_has_gpu() -> bool:
+    """Whether the machine has an NVIDIA or AMD GPU driver (read without TensorFlow)."""
+    return (os.path.exists("/proc/driver/nvidia/version") or bool(glob.glob("/dev/nvidia[0-9]*"))
+            or os.path.exists("/dev/kfd"))
+
+
+def call_without_noise(fn, noise=_CPU_ONLY_NOISE):
+    """`fn()` with everything written to file descriptor 2 meanwhile (C++ logs included) held
+    back, then written to stderr without the lines `noise` matches; the other lines are shown
+    even when `fn` raises."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            return fn()
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            lines = held.read().decode("utf-8", "replace").splitlines(keepends=True)
+            sys.stderr.write("".join(line for line in lines if not noise.search(line)))
+            sys.stderr.flush()
+
+
+class _QuietTensorFlowLoader(importlib.abc.Loader):
+    """TensorFlow's own loader, run (with the first device probe, which tries CUDA) under
+    `call_without_noise`."""
+
+    def __init__(self, loader):
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        def load():
+            self._loader.exec_module(module)
+            module.config.list_physical_devices("GPU")
+        call_without_noise(load)
+
+
+class _QuietTensorFlowFinder(importlib.abc.MetaPathFinder):
+    """Finds `tensorflow` the first time it is imported, with `_QuietTensorFlowLoader`."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        del path, target
+        if fullname != "tensorflow":
+            return None
+        sys.meta_path.remove(self)  # once: the real finders locate it
+        spec = importlib.util.find_spec(fullname)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _QuietTensorFlowLoader(spec.loader)
+        return spec
+
+
+def quiet_tensorflow_start() -> None:
+    """On a machine without a GPU, TensorFlow loads (whenever the job first imports it) without
+    its start-up notices, and its C++ INFO lines (XLA service, dataset buffer notices) are off
+    unless TF_CPP_MIN_LOG_LEVEL says otherwise (warnings and errors always show); a machine
+    with a GPU shows all of them."""
+    if "tensorflow" not in sys.modules and not machine_has_gpu() and \
+            not any(isinstance(f, _QuietTensorFlowFinder) for f in sys.meta_path):
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+        sys.meta_path.insert(0, _QuietTensorFlowFinder())
+
+
+class TensorFlowInfoFilter(logging.Filter):
+    """Drops the INFO (and DEBUG) records of TensorFlow's own Python modules (saver callbacks,
+    SavedModel signature and fingerprint notices: nothing a user acts on); their warnings and
+    errors, and every record of other code, pass. TensorFlow logs through absl's logger, so the
+    filter goes on absl's handler; it knows TensorFlow's folder once TensorFlow is imported."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING or "tensorflow" not in sys.modules:
+            return True
+        tensorflow_dir = os.path.dirname(sys.modules["tensorflow"].__file__ or "")
+        return not record.pathname.startswith(tensorflow_dir + os.sep)
+
+
 def run(main) -> None:
-    """`app.run(main)` for a script: flag errors, user errors and Ctrl-C are one line each."""
+    """`app.run(main)` for a script: flag errors, user errors and Ctrl-C are one line each; on a
+    machine without a GPU TensorFlow starts without its notices; TensorFlow's Python log from
+    warnings up."""
     from absl import app
+    from absl import logging as absl_logging
 
     from bert_mgpu import cli
 
+    quiet_tensorflow_start()
+    # TensorFlow's own Python INFO lines say nothing a user acts on; its warnings and errors
+    # show. It logs through absl (most modules) or its "tensorflow" logger.
+    absl_logging.get_absl_handler().addFilter(TensorFlowInfoFilter())
+    logging.getLogger("tensorflow").setLevel(logging.WARNING)
     app.run(run_main(main), flags_parser=cli.parse_flags)

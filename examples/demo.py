@@ -49,11 +49,10 @@ def step(title):
 
 
 def run_script(script, *args):
-    """Runs one of the repo's scripts as a user would, showing the command."""
-    cmd = [sys.executable, os.path.join(REPO, script), *args]
-    print("$ python", " ".join(os.path.relpath(c, REPO) if c.startswith(REPO) else c
-                                for c in cmd[1:]), flush=True)
-    subprocess.run(cmd, check=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    """Runs one of the repo's scripts as a user would (from the repository), showing the
+    command."""
+    print("$ python", script, " ".join(a.replace(REPO + os.sep, "") for a in args), flush=True)
+    subprocess.run([sys.executable, os.path.join(REPO, script), *args], check=True, cwd=REPO)
 
 
 def write_pretraining_corpus(path):
@@ -85,7 +84,7 @@ def main():
     run_script("create_pretraining_data.py", f"--input_file={corpus}",
                f"--output_file={records}", f"--vocab_file={VOCAB}", "--do_lower_case=true",
                f"--max_seq_length={MAX_SEQ_LENGTH}", "--max_predictions_per_seq=10",
-               "--dupe_factor=2", "--random_seed=12345")
+               "--dupe_factor=2", "--random_seed=12345", "--progress_interval=60")
 
     step("2. run_pretraining.py with 2 towers (train + eval)")
     config_file = os.path.join(OUT, "bert_config.json")
@@ -101,7 +100,7 @@ def main():
                "--do_eval=true", "--train_batch_size=32", "--n_gpus=2",
                f"--max_seq_length={MAX_SEQ_LENGTH}", "--max_predictions_per_seq=10",
                "--num_train_steps=300", "--num_warmup_steps=30", "--learning_rate=5e-4",
-               "--save_checkpoints_steps=100", "--log_every_n_steps=50",
+               "--save_checkpoints_steps=100", "--log_every_n_steps=100",
                "--eval_batch_size=64", "--max_eval_steps=10")
 
     step("3. run_classifier_mgpu.py with 2 towers: fine-tune, eval, predict")
@@ -112,7 +111,7 @@ def main():
                "--do_train=true", "--do_eval=true", "--do_predict=true",
                f"--max_seq_length={MAX_SEQ_LENGTH}", "--train_batch_size=16", "--n_gpus=2",
                "--num_train_epochs=2", "--learning_rate=1e-4", "--warmup_proportion=0.1",
-               "--eval_batch_size=64", "--predict_batch_size=64", "--log_every_n_steps=100",
+               "--eval_batch_size=64", "--predict_batch_size=64", "--log_every_n_steps=200",
                "--eval_every_n_steps=200", "--keep_best_checkpoint")
 
     step("4. export_saved_model.py: a SavedModel that takes raw text")
@@ -123,29 +122,29 @@ def main():
     sentence = "房间很干净，服务也很周到，下次还会再来。"
     print(f"raw text through {os.path.relpath(os.path.join(export_dir, '1'), REPO)} "
           f"(tensorflow + tensorflow_text only): {sentence}", flush=True)
-    subprocess.run([sys.executable, "-c", _SERVE_ONE, os.path.join(export_dir, "1"), sentence],
-                   check=True, cwd=OUT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    # TensorFlow's start-up notices of this bare process (it loads no bert_mgpu) are shown only
+    # when it fails.
+    served = subprocess.run([sys.executable, "-c", _SERVE_ONE, os.path.join(export_dir, "1"),
+                             sentence], capture_output=True, text=True, cwd=OUT)
+    if served.returncode:
+        sys.exit(f"{served.stderr}serving the export failed (exit code {served.returncode})")
+    print(served.stdout, end="", flush=True)
 
-    results = dict(line.split(" = ") for line in
-                   open(os.path.join(classifier_dir, "eval_results.txt")).read().splitlines())
-    with open(os.path.join(classifier_dir, "predict.txt")) as f:
-        n_predictions = sum(1 for _ in f)
-    print(f"\nDemo finished in {time.time() - start:.0f} s.")
-    print(f"  eval_results.txt: {os.path.join(classifier_dir, 'eval_results.txt')}")
-    print(f"  predict.txt:      {os.path.join(classifier_dir, 'predict.txt')} "
-          f"({n_predictions} test predictions)")
-    print(f"  dev accuracy {float(results['eval_accuracy']):.4f}, macro-F1 "
-          f"{float(results['eval_f1_macro']):.4f} on {results['eval_examples']} reviews")
-    history = os.path.join(classifier_dir, "eval_history.tsv")
-    print(f"  dev accuracy during training ({history}):")
-    with open(history) as f:
+    show_results(classifier_dir, start)
+
+
+def show_results(classifier_dir, start):
+    """The demo's last lines: the dev accuracy after each evaluation during training (the
+    run's eval_history.tsv) and where its curve is."""
+    with open(os.path.join(classifier_dir, "eval_history.tsv")) as f:
         rows = [line.split("\t") for line in f.read().splitlines()]
     column = rows[0].index("eval_accuracy")
-    for row in rows[1:]:
-        print(f"    step {row[0]:>4}: {float(row[column]):.4f}")
+    print(f"\nDemo finished in {time.time() - start:.0f} s. Dev accuracy by update: "
+          + ", ".join(f"{row[0]}: {float(row[column]):.3f}" for row in rows[1:]))
     curve = os.path.join(classifier_dir, "eval_curve.png")
-    if os.path.exists(curve):
-        print(f"  curve: {curve}")
+    print(f"The curve (dev accuracy and training loss): {os.path.relpath(curve, REPO)}"
+          if os.path.exists(curve) else "No curve: matplotlib is not installed (make demo "
+          "installs it)")
 
 
 if __name__ == "__main__":

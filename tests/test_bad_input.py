@@ -25,6 +25,7 @@ from _oracle import DATA, REPO
 from _pretraining_data import TINY_CONFIG, write_records
 from _together import started
 
+from bert_mgpu import cli
 from bert_mgpu.engine import checkpoint
 from bert_mgpu.model import modeling
 from bert_mgpu.model.bert_config import BertConfig
@@ -394,9 +395,27 @@ CASES = [
      lambda w: {"--data_dir": w["csv_broken_quote"], "--data_format": "csv"},
      r"train\.csv:3: ',' expected after '\"' \(a quoted field ends with '\"' before the next "
      r"','", "tf"),
+    # --data_dir, its split files and their columns: checked before TensorFlow loads.
     ("run_classifier", "tsv-id-column", lambda w: {"--data_dir": w["tsv_id_column"]},
      r"train\.tsv:1: the column\(s\) 'id' are not named as a text or label column \(columns: "
-     r"'id', 'text', 'label'.*--text_columns=NAME", "tf"),
+     r"'id', 'text', 'label'.*--text_columns=NAME"),
+    ("run_classifier_mgpu", "data-dir-missing", lambda w: {"--data_dir": "/x/no_such_dir"},
+     r"--data_dir=/x/no_such_dir: no such directory$"),
+    ("run_classifier", "data-dir-file", lambda w: {"--data_dir": w["a_file"]},
+     r"--data_dir=.*: not a directory$"),
+    ("run_classifier_mgpu", "dev-file-missing", lambda w: {"--data_dir": w["tsv_no_dev"]},
+     r"--data_dir=.*tsv_no_dev: no dev\.tsv \(the dev split, which --do_eval needs\)$"),
+    ("run_classifier", "google-task-file-missing",
+     lambda w: {"--data_dir": w["tsv_no_dev"], "--task_name": "cola"},
+     r"--data_dir=.*tsv_no_dev: no dev\.tsv \(the dev split, which --do_eval needs\)$"),
+    ("run_classifier_mgpu", "dev-label-column-missing",
+     lambda w: {"--data_dir": w["tsv_dev_no_label"]},
+     r"dev\.tsv:1: no column named 'label' among the columns 'sentence', 'score'$"),
+    ("run_classifier_mgpu", "csv-text-column-missing",
+     lambda w: {"--data_dir": w["csv_broken_quote"], "--data_format": "csv",
+                "--text_columns": "review"},
+     r"train\.csv:1: --text_columns=review: no column 'review' among the columns 'label', "
+     r"'text'$"),
     ("run_classifier_mgpu", "processors-user-exception",
      lambda w: {"--processors_file": w["high_level_py"], "--task_name": "high_level"},
      r"high_level\.py:\d+ in _read_tsv: FileNotFoundError: \[Errno 2\] No such file or "
@@ -453,6 +472,10 @@ def _prepare_variants(w):
         "sentence\tlabel\ngood fun\t1\nthe caf\xe9 was bad\t0\n".encode("latin-1")))
     w["tsv_dev_label"] = tsv_variant(w, "dev_label", dev=header + [["good", "1"], ["x", "7"]])
     w["tsv_dev_empty"] = tsv_variant(w, "dev_empty", dev=header)
+    w["tsv_dev_no_label"] = tsv_variant(w, "dev_no_label", dev=[["sentence", "score"],
+                                                                ["good", "1"]])
+    w["tsv_no_dev"] = tsv_variant(w, "no_dev")
+    os.remove(os.path.join(w["tsv_no_dev"], "dev.tsv"))
     w["tsv_test_empty"] = tsv_variant(w, "test_empty", test=[["sentence"]])
     # A tutorial's layout: id, text, label with a header.
     w["tsv_id_column"] = tsv_variant(w, "id_column", train=[["id", "text", "label"]] + [
@@ -648,7 +671,15 @@ def test_every_top_level_script_has_its_help_tested():
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
 def test_help_lists_the_scripts_own_flags(script, results):
     proc = results[f"help:{script}"]
-    listed = set(re.findall(r"^  --(?:\[no\])?(\w+)", proc.stdout, re.M))
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    in_order = re.findall(r"^  --(?:\[no\])?(\w+)", proc.stdout, re.M)
+    listed = set(in_order)
+    # Each flag once; Google's flags (those it has) first, then the project's in groups.
+    assert len(in_order) == len(listed), proc.stdout[-2000:]
+    google = [name in cli.GOOGLE_FLAGS for name in in_order]
+    assert google == sorted(google, reverse=True), in_order
+    first_title = proc.stdout[:proc.stdout.index("\n  --")].splitlines()[-1]
+    assert first_title.startswith("Google's flags") == any(google), first_title
     own = OWN_FLAGS[script]
     assert own <= listed, (own - listed, proc.stdout[-2000:])
     assert "task_name" not in listed or script in ("run_classifier_mgpu", "run_classifier")

@@ -306,7 +306,7 @@ class _ListLogger:
     def info(self, fmt, *args):
         self.lines.append(fmt % args)
 
-    warning = info
+    warning = debug = info
 
 
 def _classifier_model():

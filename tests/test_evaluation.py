@@ -4,6 +4,9 @@ resume of the best value and the patience counter; and the script end to end."""
 import importlib.util
 import json
 import os
+import re
+import shlex
+import shutil
 import subprocess
 import sys
 
@@ -231,6 +234,79 @@ def test_script_keeps_the_best_checkpoint_after_pruning_and_predicts_with_it(scr
     assert ours.shape == (20, 2)
     np.testing.assert_allclose(ours, probabilities(best_out), atol=1e-6, rtol=0)
     assert np.abs(ours - probabilities(final_out)).max() > 1e-4
+
+
+def test_export_of_a_run_serves_the_checkpoint_its_predictions_came_from(scripts, tsv_data):
+    """The run's closing summary (best step, checkpoint, next command) and its next command,
+    run as printed: export_saved_model.py --output_dir of a --keep_best_checkpoint run exports
+    the kept best model (not the latest, model.ckpt-36) and says so: raw test sentences through
+    the SavedModel give the run's test_results.tsv."""
+    import tensorflow_text  # noqa: F401  (registers the exported tokenizer's ops)
+    proc, out = scripts["best"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    best = evaluation.best_checkpoint(str(out))
+    assert not best.endswith("model.ckpt-36")
+    # The run's summary names that checkpoint and the export command, run here as printed.
+    summary = proc.stderr[proc.stderr.index("== run_classifier_mgpu.py finished in "):]
+    best_step = int(best.rsplit("-", 1)[1])
+    assert re.search(rf"^  best: +eval_accuracy = [01]\.\d{{4}} at step {best_step} of 6 "
+                     rf"evaluations \(eval_history\.tsv\)$", summary, re.M), summary
+    assert f"  checkpoint: best/model.ckpt-{best_step}: the best checkpoint " \
+           f"(--keep_best_checkpoint), used by predict and export\n" in summary, summary
+    next_command = re.search(r"^  next: +(.*)$", summary, re.M).group(1)
+    assert next_command == f"python export_saved_model.py --output_dir={out} " \
+                           f"--export_dir={out / 'export'}", summary
+    export = subprocess.run(
+        [sys.executable, os.path.join(REPO, "export_saved_model.py"),
+         *shlex.split(next_command)[2:]], capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert export.returncode == 0, export.stderr[-3000:]
+    assert f"Exporting the best checkpoint (--keep_best_checkpoint) of the run: {best} " \
+           f"(--init_checkpoint chooses another)" in export.stderr, export.stderr[-3000:]
+    model = tf.saved_model.load(str(out / "export" / "1"))
+    sentences = [line.split("\t")[0] for line in
+                 (tsv_data / "data" / "test.tsv").read_text().splitlines()[1:]]
+    served = model.signatures["serving_default"](text_a=tf.constant(sentences))
+    np.testing.assert_allclose(served["probabilities"].numpy(), probabilities(out), atol=1e-5,
+                               rtol=0)
+
+
+def test_a_rerun_with_other_values_says_it_resumes_the_run_and_what_differs(scripts, tsv_data,
+                                                                            tmp_path):
+    """--output_dir holding a run: a rerun with another --learning_rate (and --n_gpus) gets one
+    warning naming the run's checkpoint and each differing value; a rerun with the same values
+    (a resume after a kill) gets none. Both on copies of the "best" run."""
+    proc, out = scripts["best"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "recorded with other values" not in proc.stderr  # a fresh --output_dir
+    same = ["--learning_rate=1e-3", "--eval_every_n_steps=6", "--keep_best_checkpoint",
+            "--keep_checkpoint_max=1", "--save_checkpoints_steps=6"]
+    runs = {}
+    for name, extra in (("same", same), ("other", same[1:] + ["--learning_rate=2e-3"])):
+        copy = tmp_path / name
+        shutil.copytree(out, copy)
+        runs[name] = run_script(tsv_data, copy, *extra,
+                                *(["--n_gpus=1"] if name == "other" else []))
+    for run in runs.values():
+        assert run.returncode == 0, run.stderr[-3000:]
+    assert "recorded with other values" not in runs["same"].stderr
+    warnings = [line for line in runs["other"].stderr.splitlines()
+                if "recorded with other values" in line]
+    assert len(warnings) == 1, runs["other"].stderr[-3000:]
+    assert warnings[0].endswith(
+        f"--output_dir={tmp_path / 'other'} holds a run (model.ckpt-36) recorded with other "
+        f"values: this resumes that run, differing in --learning_rate 0.001 -> 0.002, --n_gpus "
+        f"2 -> 1; a new run needs another --output_dir"), warnings[0]
+
+
+def test_the_variable_list_is_shown_with_verbose_only(scripts):
+    """A run from --init_checkpoint without --verbose: the one-line count of what the checkpoint
+    initialised, not Google's `**** Trainable Variables ****` list (test_run_squad.py and
+    test_run_pretraining.py read the list with --verbose)."""
+    proc, _ = scripts["collapsed"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(r"Initialised (\d+) of \1 variables from ", proc.stderr), proc.stderr[-3000:]
+    assert "Trainable Variables" not in proc.stderr and "INIT_FROM_CKPT" not in proc.stderr
 
 
 PLOT = """

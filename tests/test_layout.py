@@ -18,16 +18,19 @@ PACKAGE = os.path.join(REPO, "bert_mgpu")
 # the serving export and the converters read checkpoints, nothing else of the trainer). Two
 # departures, named in the map's notes: data's file checks read a run's bert_config.json
 # (model.bert_config, TensorFlow-free) before TensorFlow loads; `progress` (progress lines with
-# counts, rate and ETA) is a leaf every long job uses, and `scripts` (what every top-level script
-# shares) sits on cli. `test_every_allowed_edge_is_used` keeps this table from growing stale.
+# counts, rate and ETA) is a leaf every long job uses, as is `summary` (the block every script
+# ends with: result, files, checkpoint, next command), and `scripts` (what every top-level
+# script shares) sits on cli. `test_every_allowed_edge_is_used` keeps this table from growing stale.
 ALLOWED = {
     "progress": set(),
+    "summary": {"progress"},
     "configs": set(),
     "tokenization": set(),
     "metrics": set(),
     "model": set(),  # the map allows configs; nothing of model/ needs it now
     "data": {"tokenization", "configs", "metrics", "model.bert_config", "progress"},
-    "engine": {"configs", "model", "data.input_pipeline", "metrics.collapse", "progress"},
+    "engine": {"configs", "model", "data.input_pipeline", "metrics.collapse", "progress",
+               "summary"},
     "tasks": {"engine", "model", "data", "metrics", "configs", "progress"},
     "serving": {"model", "tokenization", "configs", "engine.checkpoint"},
     "interop": {"model", "engine.checkpoint", "configs"},

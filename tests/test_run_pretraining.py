@@ -155,7 +155,8 @@ def side_runs(files, uninterrupted, tmp_path_factory):
     phase2_cmd = [a.replace(files["data"], files["data32"]) for a in phase2_cmd]
     phase2_cmd = [a for a in phase2_cmd
                   if not a.startswith(("--max_seq_length", "--max_predictions"))]
-    phase2_cmd += ["--max_seq_length=32", "--max_predictions_per_seq=5"]
+    # --verbose: Google's variable list, which the test reads.
+    phase2_cmd += ["--max_seq_length=32", "--max_predictions_per_seq=5", "--verbose"]
     cramming = str(d / "cramming")
     config = write_config(d / "cramming_config.json", pre_layer_norm=True,
                           use_bias=False, position_embedding_type="scaled_sinusoidal",

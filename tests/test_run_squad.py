@@ -512,7 +512,7 @@ def test_script_predicts_v11_from_a_squad_checkpoint(squad_run):
     v11 = require_material("squad", V11_FILE)
     out = squad_run["root"] / "v11"
     proc = run_script(*squad_run["common"], f"--output_dir={out}", "--do_predict=true",
-                      "--do_eval=true", f"--predict_file={v11}",
+                      "--do_eval=true", f"--predict_file={v11}", "--verbose",
                       f"--init_checkpoint={squad_run['out'] / 'model.ckpt-2'}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "name = cls/squad/output_weights:0, shape = (2, 32), *INIT_FROM_CKPT*" in proc.stderr

@@ -133,7 +133,8 @@ class FromFlags:
       required_flags: flags that must be given, checked in this order before anything else.
       narrowed_flags: flag name -> `Flag.narrowed` changes, for flags of its subtrees whose
         help or default differ in this script (its own fields narrow their declaration).
-      accepted_flags: classes of flags the script accepts without a field (Google's TPU flags).
+      accepted_flags: classes of flags the script accepts without a field (Google's TPU flags,
+        `Verbosity`).
     """
     required_flags: ClassVar[Tuple[str, ...]] = ()
     narrowed_flags: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
@@ -512,6 +513,16 @@ class TpuCompatibility(FromFlags):
     num_tpu_cores: int = Flag("integer", 8, _IGNORED, ignored=True).field()
     iterations_per_loop: int = Flag("integer", 1000, _IGNORED, ignored=True).field()
     use_one_hot_embeddings: bool = Flag("bool", False, _IGNORED, ignored=True).field()
+
+
+@dataclasses.dataclass(frozen=True)
+class Verbosity(FromFlags):
+    """What a script logs beyond its progress and results (cli.py sets the log level; no job
+    reads it)."""
+    verbose: bool = Flag("bool", False, "Also log what Google's scripts logged in full: the "
+                                        "`*** Example ***` dumps of the first records and the "
+                                        "`**** Trainable Variables ****` list of a checkpoint's "
+                                        "initialisation (Google's format).").field()
 
 
 def resolve_cluster(worker_hosts: Optional[str] = None, task_index: Optional[int] = None,

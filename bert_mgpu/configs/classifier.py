@@ -30,6 +30,7 @@ from bert_mgpu.configs.base import (
     TpuCompatibility,
     TrainConfig,
     TrainOptions,
+    Verbosity,
     as_tuple,
     check_at_least,
     check_eval_during_training,
@@ -123,7 +124,7 @@ class ClassifierConfig(LengthBatching, EvalDuringTraining):
     batching flags of `LengthBatching`: on for every batch by default, the results are the
     padded run's up to float rounding, grouping changes the order of training examples)."""
     required_flags = ("data_dir", "task_name", "bert_config_file", "output_dir")
-    accepted_flags = (TpuCompatibility,)
+    accepted_flags = (TpuCompatibility, Verbosity)
     narrowed_flags = FINE_TUNING_FLAGS
     model: ModelFiles = subtree(ModelFiles)
     train: TrainOptions = subtree(TrainOptions)

@@ -9,6 +9,7 @@ from bert_mgpu.configs.base import (
     FromFlags,
     ModelFiles,
     TpuCompatibility,
+    Verbosity,
     check_at_least,
     subtree,
 )
@@ -37,7 +38,7 @@ register(RegisteredTask(
 class ExtractFeaturesConfig(FromFlags):
     """extract_features.py (Google's flags, same meaning)."""
     required_flags = ("input_file", "output_file", "bert_config_file", "init_checkpoint")
-    accepted_flags = (TpuCompatibility,)
+    accepted_flags = (TpuCompatibility, Verbosity)
     model: ModelFiles = subtree(ModelFiles)
     input_file: str = INPUT_FILE.field(
         required=True, help="Input text: one example per line, pairs as 'text_a ||| text_b'.")

@@ -23,6 +23,7 @@ from bert_mgpu.configs.base import (
     TpuCompatibility,
     TrainConfig,
     TrainOptions,
+    Verbosity,
     check_at_least,
     check_eval_during_training,
     check_fine_tuning,
@@ -52,7 +53,7 @@ class MultipleChoiceConfig(EvalDuringTraining):
     (tasks/multiple_choice.py).
     """
     required_flags = ("data_dir", "bert_config_file", "output_dir")
-    accepted_flags = (TpuCompatibility,)
+    accepted_flags = (TpuCompatibility, Verbosity)
     narrowed_flags = dict(FINE_TUNING_FLAGS, max_seq_length={"help": (
         "The maximum total length of each (context, choice) sequence after WordPiece "
         "tokenization. Longer ones are truncated; every choice is padded to it (no "

@@ -26,6 +26,7 @@ from bert_mgpu.configs.base import (
     TpuCompatibility,
     TrainConfig,
     TrainOptions,
+    Verbosity,
     check_eval_during_training,
     check_fine_tuning,
     epochs_train_config,
@@ -49,7 +50,7 @@ class NerConfig(LengthBatching, EvalDuringTraining):
     sentence's windows (None: half a window).
     """
     required_flags = ("data_dir", "bert_config_file", "output_dir")
-    accepted_flags = (TpuCompatibility,)
+    accepted_flags = (TpuCompatibility, Verbosity)
     narrowed_flags = FINE_TUNING_FLAGS
     model: ModelFiles = subtree(ModelFiles)
     train: TrainOptions = subtree(TrainOptions)

@@ -31,6 +31,7 @@ from bert_mgpu.configs.base import (
     TpuCompatibility,
     TrainConfig,
     TrainOptions,
+    Verbosity,
     check_at_least,
     flag_values,
     subtree,
@@ -47,7 +48,7 @@ class PretrainingConfig(FromFlags):
                                              "max_seq_length", "vocab_file"))
     train: TrainOptions = subtree(TrainOptions)
     cluster: Optional[ClusterConfig] = subtree(ClusterOptions, default=None)
-    accepted_flags = (TpuCompatibility,)
+    accepted_flags = (TpuCompatibility, Verbosity)
     narrowed_flags = {"vocab_file": {"help": "With --dynamic_masking: the vocabulary the "
                                              "records were made with ([MASK], [CLS], [SEP] ids; "
                                              "random words are drawn from it)."}}
@@ -113,6 +114,7 @@ class CreatePretrainingDataConfig(FromFlags):
     """create_pretraining_data.py: Google's flags (same meaning) and the new ones (defaults keep
     Google's output)."""
     required_flags = ("input_file", "output_file", "vocab_file")
+    accepted_flags = (Verbosity,)
     input_file: str = INPUT_FILE.field(
         required=True, help="Input raw text file (or comma-separated list of files; globs "
                             "allowed). One sentence per line, a blank line between documents; "

@@ -24,6 +24,7 @@ from bert_mgpu.configs.base import (
     TpuCompatibility,
     TrainConfig,
     TrainOptions,
+    Verbosity,
     check_at_least,
     check_epochs,
     epochs_train_config,
@@ -80,7 +81,7 @@ class SquadConfig(LengthBatching):
     and padded batches give the same weights and predictions, and neither is Google's exactly.
     """
     required_flags = ("vocab_file", "bert_config_file", "output_dir")
-    accepted_flags = (TpuCompatibility,)
+    accepted_flags = (TpuCompatibility, Verbosity)
     # Google's run_squad.py length; fine-tuning shuffles the whole training set every epoch.
     narrowed_flags = {
         **FINE_TUNING_FLAGS,

@@ -844,15 +844,16 @@ def write_records(records: Sequence[bytes], files: Sequence) -> None:
 
 def log_examples(records: Sequence[bytes], vocab: VocabInfo, limit: int = 20,
                  names: Sequence[str] = features_lib.PRETRAINING_FEATURES) -> None:
-    """Google's `*** Example ***` log of the first records (features `names`)."""
+    """Google's `*** Example ***` log of the first records (features `names`), at DEBUG level
+    (shown with --verbose)."""
     for serialized in records[:limit]:
         values = tfrecord.decode_example(serialized)
         n = sum(values["input_mask"])
         tokens = " ".join(vocab.inv_vocab[t] for t in values["input_ids"][:n])
-        logging.info("*** Example ***")
-        logging.info("tokens: %s", tokens)
+        logging.debug("*** Example ***")
+        logging.debug("tokens: %s", tokens)
         for name in names:
-            logging.info("%s: %s", name, " ".join(str(x) for x in values[name]))
+            logging.debug("%s: %s", name, " ".join(str(x) for x in values[name]))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -108,6 +108,21 @@ def read_tsv(input_file: str) -> List[List[str]]:
         return _tsv_rows(_decode(f.read(), input_file))
 
 
+# The flag that makes a run read each split.
+SPLIT_FLAGS = {"train": "--do_train", "dev": "--do_eval", "test": "--do_predict"}
+
+
+def check_data_dir(data_dir: str) -> bool:
+    """Raises DataError unless the local `data_dir` is a directory; False for a remote one
+    (gs://...: only TensorFlow reads it)."""
+    if "://" in data_dir:
+        return False
+    if not os.path.isdir(data_dir):
+        what = "not a directory" if os.path.exists(data_dir) else "no such directory"
+        raise DataError(f"--data_dir={data_dir}: {what}")
+    return True
+
+
 def _need(line: Sequence[str], n: int, path: str, line_number: int) -> None:
     if len(line) < n:
         raise DataError(f"{path}:{line_number}: expected at least {n} tab-separated columns, "
@@ -143,6 +158,18 @@ class DataProcessor:
 
     def check_splits(self, splits: Sequence[str]) -> None:
         """Raises DataError unless the processor can read `splits` (checked at start)."""
+
+    def check_files(self, data_dir: str, splits: Sequence[str]) -> None:
+        """Raises DataError naming --data_dir and the file when `data_dir` is not a directory or
+        a file of `splits` is missing: at start, before TensorFlow loads (a remote data_dir is
+        left to the reading)."""
+        if not check_data_dir(data_dir):
+            return
+        for split in splits:
+            for path in self.input_files(data_dir, split):
+                if not os.path.exists(path):
+                    raise DataError(f"--data_dir={data_dir}: no {os.path.basename(path)} (the "
+                                    f"{split} split, which {SPLIT_FLAGS[split]} needs)")
 
     def cache_parts(self) -> dict:
         """What else keys the feature cache (a users' processor: its file's content)."""
@@ -302,6 +329,36 @@ class TsvProcessor(DataProcessor):
         gz = plain + ".gz"
         return [gz if not os.path.exists(plain) and os.path.exists(gz) else plain]
 
+    def check_files(self, data_dir, splits):
+        """The base class's checks, then each split file's columns (its header, or
+        --column_names): a missing label column, an unnamed or unknown text column is an
+        error naming the file, before TensorFlow loads."""
+        super().check_files(data_dir, splits)
+        if "://" in data_dir:
+            return
+        for split in splits:
+            (path,) = self.input_files(data_dir, split)
+            header = self.column_names or self._header(path)
+            self._columns(header, path, split, log=False)
+
+    def _header(self, path):
+        """The first row of a local file, as `_read_split` reads it, without reading the rest
+        (a CSV record may span lines: it is parsed from the first 1 MiB)."""
+        import gzip
+        limit = 1 << 20
+        with (gzip.open if path.endswith(".gz") else open)(path, "rb") as f:
+            head = f.read(limit)
+        # A whole small file is decoded as the reading will (an invalid byte names its line);
+        # a cut one may end inside a character, which the full reading checks later.
+        text = _decode(head, path) if len(head) < limit else head.decode("utf-8-sig", "replace")
+        options = {} if self.data_format == "csv" else dict(delimiter="\t",
+                                                             quoting=csv.QUOTE_NONE)
+        row = next(csv.reader(io.StringIO(text, newline=""), **options), None)
+        if not row:
+            raise DataError(f"{path}: empty file (a header row is required, or give the "
+                            f"columns' names with --column_names)")
+        return [h.strip() for h in row]
+
     def _rows(self, path):
         """[(line number, row)] of the file (a CSV row may span lines: the line it starts on)."""
         if path.endswith(".gz"):
@@ -320,8 +377,9 @@ class TsvProcessor(DataProcessor):
             return _numbered_rows(text, path, strict=True)  # a broken quote is an error
         return _numbered_rows(text, path, delimiter="\t", quoting=csv.QUOTE_NONE)
 
-    def _columns(self, header, path, split):
-        """(label column or None, text_a column, text_b column or None) of a file's header."""
+    def _columns(self, header, path, split, log=True):
+        """(label column or None, text_a column, text_b column or None) of a file's header;
+        `log`: the mapping is logged (once per split)."""
         where = "--column_names" if self.column_names else f"{path}:1"
         shown = ", ".join(repr(h) for h in header)
         label_col = _first_named(header, LABEL_NAMES)
@@ -351,7 +409,7 @@ class TsvProcessor(DataProcessor):
                                 f"text, sentence, ...; a second text: text_b, sentence2, ...): "
                                 f"give the text column(s) with --text_columns=NAME[,NAME], the "
                                 f"others are then ignored")
-        if split not in self._logged:
+        if log and split not in self._logged:
             self._logged.add(split)
             ignored = [header[i] for i in range(len(header))
                        if i not in (label_col, text_a, text_b)]

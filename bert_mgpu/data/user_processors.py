@@ -519,6 +519,11 @@ class UserProcessor(DataProcessor):
             flag = {"train": "--do_train", "dev": "--do_eval", "test": "--do_predict"}[split]
             self._check(_SPLIT_METHODS[split], ["d"], f", which {flag} needs")
 
+    def check_files(self, data_dir: str, splits: Sequence[str]) -> None:
+        """--data_dir only: which files the class reads is known once its code has run."""
+        del splits
+        processors.check_data_dir(data_dir)
+
     @contextlib.contextmanager
     def _user_code(self, files: Optional[List[str]] = None):
         global _reads
@@ -675,8 +680,9 @@ def for_config(cfg):
 def check_classifier_inputs(cfg) -> None:
     """run_classifier_mgpu.py's inputs at start (`cfg`: a ClassifierConfig): an unknown
     --task_name, a processors file that does not load or a class that does not follow Google's
-    API (the file is run here), its get_labels(), a split the run needs missing, each task's
-    --label_list, the model files and the weights its evaluation or prediction would use."""
+    API (the file is run here), its get_labels(), a split the run needs missing, --data_dir
+    and the split files (a tsv/csv file's columns), each task's --label_list, the model
+    files and the weights its evaluation or prediction would use."""
     set_run_flags(cfg.flags)
     names = split_tasks(cfg.flags["task_name"])  # as given: a class name keeps its case
     splits = [s for s, wanted in (("train", cfg.do_train), ("dev", cfg.do_eval),
@@ -687,6 +693,7 @@ def check_classifier_inputs(cfg) -> None:
         processor = processor_for(name, task.label_list, task.task_type,
                                   processors_file=cfg.processors_file, tsv_options=tsv_options)
         processor.check_splits(splits)
+        processor.check_files(task.data_dir, splits)
         if isinstance(processor, UserProcessor):
             processor.get_labels()  # the user's code: its errors before TensorFlow loads
     checks.check_model_files(cfg.model)

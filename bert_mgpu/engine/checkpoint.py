@@ -544,19 +544,19 @@ class InitReport:
 def _log_initialisation(logger, prefix: str, named_variables, initialised, skipped,
                         shapes) -> None:
     """Google's log of an initialisation: a count, each skipped (mis-shaped optional) variable,
-    then `**** Trainable Variables ****` and one line per variable, tagged `*INIT_FROM_CKPT*`
-    when it came from the checkpoint."""
+    then (at DEBUG level: shown with --verbose) `**** Trainable Variables ****` and one line per
+    variable, tagged `*INIT_FROM_CKPT*` when it came from the checkpoint."""
     logger.info("Initialised %d of %d variables from %s", len(initialised),
                 len(named_variables), prefix)
     for name in skipped:
         logger.warning("Not initialised from %s: %s has shape %s there, %s in the model", prefix,
                        name, list(shapes[name]), named_variables[name].shape.as_list())
     initialised = set(initialised)
-    logger.info("**** Trainable Variables ****")
+    logger.debug("**** Trainable Variables ****")
     for name, var in named_variables.items():
         # Google printed TF1 `var.name` (with the `:0` output suffix) and `var.shape`.
         tag = ", *INIT_FROM_CKPT*" if name in initialised else ""
-        logger.info("  name = %s:0, shape = %s%s", name, tuple(var.shape.as_list()), tag)
+        logger.debug("  name = %s:0, shape = %s%s", name, tuple(var.shape.as_list()), tag)
 
 
 def init_from_checkpoint(init_checkpoint: str, named_variables: Mapping[str, tf.Variable],
@@ -572,14 +572,15 @@ def init_from_checkpoint(init_checkpoint: str, named_variables: Mapping[str, tf.
     `.../adam_m`, `global_step`) are ignored. Pass trainable variables, as Google did
     (`tf.trainable_variables()`), so a fine-tuning run does not inherit `global_step` or slots.
 
-    Logs like Google's scripts: `**** Trainable Variables ****`, then per variable
-    `  name = NAME:0, shape = (d0, d1), *INIT_FROM_CKPT*` (the tag only when initialised).
+    Logs like Google's scripts (at DEBUG level, the scripts' --verbose): `**** Trainable
+    Variables ****`, then per variable `  name = NAME:0, shape = (d0, d1), *INIT_FROM_CKPT*`
+    (the tag only when initialised).
 
     Args:
       init_checkpoint: a prefix, bundle file or directory (see `resolve_checkpoint_path`).
       named_variables: Google-style name -> `tf.Variable`.
       required_prefixes: name prefixes that must all come from the checkpoint.
-      logger: object with `info` and `warning` (absl logging by default).
+      logger: object with `info`, `warning` and `debug` (absl logging by default).
 
     Returns:
       InitReport.
@@ -616,6 +617,33 @@ def init_from_checkpoint(init_checkpoint: str, named_variables: Mapping[str, tf.
     ignored = sorted(n for n in shapes if n not in used)
     return InitReport(checkpoint=prefix, initialized=to_assign, not_in_checkpoint=absent,
                       shape_mismatch=skipped, ignored=ignored)
+
+
+# What engine/evaluation.py writes in a run's output directory when it keeps the best model:
+# `checkpoint = best/model.ckpt-STEP` among `key = value` lines.
+BEST_FILE = "best_checkpoint.txt"
+
+
+def best_checkpoint(output_dir: str) -> Optional[str]:
+    """The prefix of the kept best model of a run (--keep_best_checkpoint), or None."""
+    path = os.path.join(output_dir, BEST_FILE)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        fields = dict(line.split(" = ", 1) for line in f.read().splitlines() if " = " in line)
+    prefix = os.path.join(output_dir, fields.get("checkpoint", ""))
+    return prefix if tf.io.gfile.exists(prefix + ".index") else None
+
+
+def prediction_checkpoint(output_dir: str) -> Tuple[Optional[str], str]:
+    """The checkpoint of a run that its `--do_predict` used, so an export or a later predict
+    serves the same model: the kept best one when the run's last invocation had
+    --keep_best_checkpoint and one was kept (engine/job.py `Job.weights_for_prediction`), else
+    the latest. Returns (prefix or None when the run has none, which one in words)."""
+    best = best_checkpoint(output_dir)
+    if best is not None and read_run_config(output_dir).get("keep_best_checkpoint"):
+        return best, "the best checkpoint (--keep_best_checkpoint)"
+    return latest_checkpoint(output_dir), "the latest checkpoint"
 
 
 def read_run_config(run_dir: str) -> dict:

@@ -31,7 +31,7 @@ from bert_mgpu.metrics import collapse
 
 HISTORY_FILE = "eval_history.tsv"
 BEST_DIR = "best"
-BEST_FILE = "best_checkpoint.txt"
+BEST_FILE = checkpoint.BEST_FILE
 BEST_RESULTS_FILE = "best_eval_results.txt"
 LOSS_FILE = "train_loss.tsv"
 CURVE_FILE = "eval_curve.png"
@@ -185,7 +185,9 @@ class PeriodicEvaluator:
             f.write(f"checkpoint = {os.path.relpath(prefix, self.output_dir)}\n"
                     f"step = {step}\n{self.best.metric} = {self.best.value}\n")
         tf.io.gfile.rename(tmp, os.path.join(self.output_dir, BEST_FILE), overwrite=True)
-        training.write_eval_results(os.path.join(self.output_dir, BEST_RESULTS_FILE), result)
+        # Not logged: the evaluation's line says it is a new best; the file holds its results.
+        training.write_eval_results(os.path.join(self.output_dir, BEST_RESULTS_FILE), result,
+                                    log=False)
 
 
 class CollapseWatch:
@@ -309,14 +311,8 @@ def collapse_advice(cfg) -> str:
 
 
 def best_checkpoint(output_dir: str) -> Optional[str]:
-    """The prefix of the kept best model of a run, or None."""
-    path = os.path.join(output_dir, BEST_FILE)
-    if not tf.io.gfile.exists(path):
-        return None
-    with tf.io.gfile.GFile(path) as f:
-        fields = dict(line.split(" = ", 1) for line in f.read().splitlines() if " = " in line)
-    prefix = os.path.join(output_dir, fields.get("checkpoint", ""))
-    return prefix if tf.io.gfile.exists(prefix + ".index") else None
+    """The prefix of the kept best model of a run, or None (engine/checkpoint.py)."""
+    return checkpoint.best_checkpoint(output_dir)
 
 
 def history_columns(rows: List[Dict[str, float]]) -> List[str]:

@@ -14,12 +14,15 @@ is exported, a serving module (serving/). cli.py builds the script's flags from 
 """
 
 import dataclasses
+import json
 import os
+import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 from absl import logging
 
+from bert_mgpu import summary
 from bert_mgpu.configs.base import TrainConfig
 from bert_mgpu.data import input_pipeline
 from bert_mgpu.engine import checkpoint, evaluation, towers, training
@@ -35,6 +38,8 @@ class Job:
     devices: List[str]
     cluster: Optional[Cluster]
     bert_config: BertConfig
+    # time.time() when the job started: the summary's duration and what counts as written.
+    started: float = dataclasses.field(default_factory=time.time)
 
     @property
     def chief(self) -> bool:
@@ -45,10 +50,54 @@ class Job:
         return self.cluster.num_workers if self.cluster is not None else 1
 
     def save_effective_config(self, **extra) -> None:
-        """run_config.json (every flag, plus `extra`) and bert_config.json: chief only."""
+        """run_config.json (every flag, plus `extra`) and bert_config.json: chief only. When
+        --output_dir holds a run (a checkpoint) recorded with other values, one warning says
+        that this run resumes it and which values differ."""
         if self.chief:
-            training.save_effective_config(self.cfg.output_dir, dict(self.cfg.flags, **extra),
-                                           self.bert_config)
+            run_config = dict(self.cfg.flags, **extra)
+            warn_rerun_with_other_values(self.cfg.output_dir, run_config)
+            training.save_effective_config(self.cfg.output_dir, run_config, self.bert_config)
+
+    def print_summary(self, metric: Optional[str], result: Mapping[str, Any],
+                      next_command: Optional[str],
+                      checkpoint_use: str = "predict and export") -> None:
+        """The run's closing summary (summary.py; chief only): `metric` of `result` (the final
+        evaluation) and its best value during training (eval_history.tsv), what was written in
+        --output_dir, the checkpoint a predict or export of the run uses
+        (checkpoint.prediction_checkpoint; `checkpoint_use`: what uses it), and
+        `next_command`."""
+        if not self.chief:
+            return
+        out, lines = self.cfg.output_dir, []
+        if metric and metric in result:
+            lines.append(("result", f"{metric} = {float(result[metric]):.4f} at step "
+                                    f"{result.get('global_step', '?')} (eval_results.txt)"))
+        rows = [r for r in evaluation.read_history(out) if metric in r] if metric else []
+        if rows:
+            pick = min if evaluation.lower_is_better(metric) else max
+            best = pick(rows, key=lambda r: r[metric])
+            lines.append(("best", f"{metric} = {best[metric]:.4f} at step {best['step']} of "
+                                  f"{len(rows)} evaluations (eval_history.tsv)"))
+        prefix, which = checkpoint.prediction_checkpoint(out)
+        summary.print_summary(
+            self.started, lines, (out, summary.files_written(out, self.started)),
+            f"{os.path.relpath(prefix, out)}: {which}, used by {checkpoint_use}"
+            if prefix else None, next_command)
+
+    def command(self, script: str, *args: str, **flags) -> str:
+        """A command of `script` for the summary's next step: absolute paths shown relative to
+        the working directory when under it."""
+        shown = {name: summary.shown_path(value) if os.path.isabs(str(value)) else value
+                 for name, value in flags.items()}
+        return summary.command(script, *args, **shown)
+
+    def export_command(self, task: Optional[str] = None) -> str:
+        """export_saved_model.py of this run, into OUTPUT_DIR/export (`task`: its --task when
+        not the classifier)."""
+        out = self.cfg.output_dir
+        return self.command("export_saved_model.py", output_dir=out,
+                            export_dir=os.path.join(out, "export"),
+                            **({"task": task} if task else {}))
 
     def compute_dtype(self):
         return training.compute_dtype(self.cfg.train.precision)
@@ -106,6 +155,40 @@ class Job:
         return modeling.layerwise_lr_multipliers(task.named_variables(),
                                                  self.bert_config.num_hidden_layers,
                                                  self.cfg.layerwise_lr_decay)
+
+
+# Flags that say what this invocation does or how much it logs, not what the run is: a rerun
+# that changes them continues the same run.
+_NOT_THE_RUN = frozenset((
+    "do_train", "do_eval", "do_predict", "output_dir", "verbose", "log_every_n_steps",
+    "eval_batch_size", "predict_batch_size", "max_eval_steps", "allow_random_weights",
+    "save_checkpoints_steps", "keep_checkpoint_max", "use_tpu", "tpu_name", "tpu_zone",
+    "gcp_project", "master", "num_tpu_cores", "iterations_per_loop", "use_one_hot_embeddings"))
+
+
+def rerun_differences(recorded: Mapping[str, Any], run_config: Mapping[str, Any]) -> List[str]:
+    """`name recorded -> now` for each value of `run_config` (this invocation's flags and
+    extras) that differs from the run_config.json `recorded` by the run in the same
+    --output_dir, except `_NOT_THE_RUN`; values compared as JSON stores them."""
+    now = json.loads(json.dumps(dict(run_config), default=str))
+    return [f"--{name} {recorded[name]!r} -> {now[name]!r}" for name in sorted(now)
+            if name in recorded and name not in _NOT_THE_RUN and recorded[name] != now[name]]
+
+
+def warn_rerun_with_other_values(output_dir: str, run_config: Mapping[str, Any]) -> None:
+    """One warning when this invocation trains (--do_train) and `output_dir` holds a checkpoint
+    of a run whose recorded values differ from `run_config`: the run is resumed (Google resumed
+    silently), with what differs. (An eval or predict run only reads the checkpoint.)"""
+    if not run_config.get("do_train"):
+        return
+    latest = checkpoint.latest_checkpoint(output_dir)
+    differences = rerun_differences(checkpoint.read_run_config(output_dir), run_config) \
+        if latest is not None else []
+    if differences:
+        logging.warning("--output_dir=%s holds a run (%s) recorded with other values: this "
+                        "resumes that run, differing in %s; a new run needs another "
+                        "--output_dir", output_dir, os.path.basename(latest),
+                        ", ".join(differences))
 
 
 def start_job(cfg) -> Job:

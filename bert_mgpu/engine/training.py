@@ -1013,13 +1013,16 @@ def write_scalar_summary(name: str, value: float, step: int) -> None:
     tf.summary.write(name, tf.constant(value, tf.float32), step=step, metadata=_SCALAR_METADATA)
 
 
-def write_eval_results(path: str, result: Mapping) -> None:
-    """Google's eval_results.txt: `key = value` lines, sorted by key; written atomically."""
+def write_eval_results(path: str, result: Mapping, log: bool = True) -> None:
+    """Google's eval_results.txt: `key = value` lines, sorted by key; written atomically; with
+    `log`, also logged as Google's `***** Eval results *****` block."""
     tmp = path + ".tmp"
     with tf.io.gfile.GFile(tmp, "w") as f:
         for key in sorted(result):
             f.write(f"{key} = {result[key]}\n")
     tf.io.gfile.rename(tmp, path, overwrite=True)
+    if not log:
+        return
     logging.info("***** Eval results (%s) *****", path)
     for key in sorted(result):
         logging.info("  %s = %s", key, result[key])

@@ -347,9 +347,12 @@ def resolve(cfg) -> ResolvedExport:
         if not bert_config_file:
             bert_config_file = os.path.join(cfg.output_dir, "bert_config.json")
         if not init_checkpoint:
-            init_checkpoint = checkpoint.latest_checkpoint(cfg.output_dir)
+            # The model the run's --do_predict used: its kept best one, else the latest.
+            init_checkpoint, which = checkpoint.prediction_checkpoint(cfg.output_dir)
             if init_checkpoint is None:
                 raise ExportError(f"--output_dir={cfg.output_dir}: no checkpoint")
+            logging.info("Exporting %s of the run: %s (--init_checkpoint chooses another)",
+                         which, init_checkpoint)
     if not bert_config_file:
         raise ExportError("--bert_config_file (or --output_dir of a run) is required")
     if not init_checkpoint:

@@ -466,6 +466,7 @@ def run_classifier(cfg) -> dict:
     if job.chief and cfg.do_predict:
         job.weights_for_prediction(trainer, job.cfg.keep_best_checkpoint)
         predict_classifier(cfg, trainer, data, *splits["test"], task=task)
+    job.print_summary(cfg.best_metric, result, job.export_command())
     return result
 
 

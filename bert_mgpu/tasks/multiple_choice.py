@@ -174,6 +174,7 @@ def run_multiple_choice(cfg) -> dict:
         job.write_eval_results(result)
     if job.chief and cfg.do_predict:
         _predict(job, trainer, splits["test"])
+    job.print_summary(cfg.best_metric, result, job.export_command("multiple_choice"))
     return result
 
 

@@ -192,6 +192,7 @@ def run_multitask_classifier(cfg) -> dict:
         job.weights_for_prediction(trainer, job.cfg.keep_best_checkpoint)
         for t, task, (_, data, splits) in zip(task_cfgs, model.tasks, inputs):
             predict_classifier(t, trainer, data, *splits["test"], task=task)
+    job.print_summary(mean_metric, result, job.export_command())
     return result
 
 

@@ -158,6 +158,7 @@ def run_ner(cfg) -> dict:
         job.write_eval_results(result)
     if job.chief and cfg.do_predict:
         _predict_ner(job, trainer, data, splits["test"])
+    job.print_summary(cfg.best_metric, result, None)
     return result
 
 

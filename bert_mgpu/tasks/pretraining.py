@@ -1,5 +1,6 @@
 """run_pretraining.py: Google's pretraining model (masked LM + next sentence) and its job."""
 
+import os
 from typing import Dict, Optional
 
 import tensorflow as tf
@@ -165,6 +166,11 @@ def run_pretraining(cfg) -> dict:
             input_files, shapes, cfg.eval_batch_size, is_training=False, masking=masking),
             cfg.max_eval_steps)
         job.write_eval_results(result)
+    job.print_summary("masked_lm_accuracy", result, job.command(
+        "run_classifier.py", "--task_name=tsv --data_dir=YOUR_DATA --vocab_file=VOCAB "
+        "--do_train --do_eval --output_dir=YOUR_OUTPUT", init_checkpoint=cfg.output_dir,
+        bert_config_file=os.path.join(cfg.output_dir, "bert_config.json")),
+        checkpoint_use="fine-tuning (--init_checkpoint)")
     return result
 
 

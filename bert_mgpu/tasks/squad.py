@@ -129,6 +129,7 @@ def run_squad(cfg) -> dict:
         predictions, null_odds = _predict_squad(job, trainer, tokenizer)
         if cfg.do_eval:
             result = _evaluate_squad(job, trainer, predictions, null_odds, watch)
+    job.print_summary("f1", result, job.export_command("squad"))
     return result
 
 

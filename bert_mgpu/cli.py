@@ -118,6 +118,9 @@ def flags_from_file(flag: str, source: Callable[[str, frozenset], Dict[str, Flag
 
 _HELP_FLAGS = ("help", "helpshort", "helpfull", "helpxml", "h", "?")
 
+# The flags each such file defined: "--flag=path" -> their names (a section of --help).
+_FILE_FLAGS: Dict[str, List[str]] = {}
+
 
 def _define_flags_from_files(argv: List[str]) -> None:
     """Defines the flags of the files the command line names (`flags_from_file`): a first
@@ -133,6 +136,7 @@ def _define_flags_from_files(argv: List[str]) -> None:
             for name, declared in (source(path, frozenset(FLAGS)) if path else {}).items():
                 # The script's own (--help lists the main module's flags).
                 _define(name, declared, module_name=sys.argv[0])
+                _FILE_FLAGS.setdefault(f"--{flag}={path}", []).append(name)
     finally:
         FLAGS.unparse_flags()
 
@@ -233,6 +237,8 @@ def help_text(doc: str) -> str:
             rest = [n for n in group if n not in google and n not in ignored]
             if rest:
                 sections.append((f"Flags of this implementation: {title}", rest))
+    sections.extend((f"Flags defined by {source}", names)
+                    for source, names in _FILE_FLAGS.items())
     sections.append(("Google's TPU flags, accepted for compatibility and ignored", ignored))
     out = [doc.strip() + "\n"] if doc else []
     for title, group in sections:
@@ -258,15 +264,15 @@ def parse_flags(argv: List[str]) -> List[str]:
     absl's list of every flag; both exit 0."""
     script = os.path.basename(argv[0]) if argv else "bert_mgpu"
     given = argv[1:argv.index("--") if "--" in argv else None]
-    if _HELP_ARGS.intersection(given):
-        main = sys.modules.get("__main__")
-        sys.stdout.write(help_text(main.__doc__ if main else ""))
-        sys.exit(0)
-    if {"--helpfull", "-helpfull"}.intersection(given):
-        sys.stdout.write(FLAGS.get_help() + "\n")
-        sys.exit(0)
     try:
-        _define_flags_from_files(argv)
+        _define_flags_from_files(argv)  # first: --help lists the files' flags too
+        if _HELP_ARGS.intersection(given):
+            main = sys.modules.get("__main__")
+            sys.stdout.write(help_text(main.__doc__ if main else ""))
+            sys.exit(0)
+        if {"--helpfull", "-helpfull"}.intersection(given):
+            sys.stdout.write(FLAGS.get_help() + "\n")
+            sys.exit(0)
         rest = FLAGS(argv)
     except flags.Error as e:
         message = " ".join(str(e).split())

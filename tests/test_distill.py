@@ -19,6 +19,8 @@ from _oracle import DATA, REPO
 from _pretraining_data import TINY_CONFIG
 from _together import bad_input_jobs, run_command, started, with_the_module
 
+from bert_mgpu.engine import checkpoint
+from bert_mgpu.model import modeling
 from bert_mgpu.model.bert_config import BertConfig
 from bert_mgpu.tasks import distill
 
@@ -63,7 +65,22 @@ def teacher(tmp_path_factory):
         (root / "teacher" / "run_config.json").read_text())
     (root / "not_classifier" / "run_config.json").write_text(json.dumps(
         {"vocab_file": VOCAB, "max_seq_length": SEQ, "doc_stride": 128}))
+    _smaller_pretrained(root, config)
     return root
+
+
+def _smaller_pretrained(root, teacher_config):
+    """root/small/{bert_config.json, bert_model.ckpt}: a 2-layer, hidden-16 BERT of the
+    teacher's vocabulary (random weights standing for a smaller pretrained model), and
+    root/wide_config.json: one wider than the teacher."""
+    config = dict(teacher_config, hidden_size=16, num_hidden_layers=2, intermediate_size=24,
+                  num_attention_heads=2)
+    (root / "small").mkdir()
+    (root / "small" / "bert_config.json").write_text(json.dumps(config))
+    tf.random.set_seed(7)
+    model = modeling.BertModel(BertConfig.from_dict(config))
+    checkpoint.write_bundle(str(root / "small" / "bert_model.ckpt"), model.named_variables())
+    (root / "wide_config.json").write_text(json.dumps(dict(teacher_config, hidden_size=64)))
 
 
 def _command(root, out, n_gpus, batch, **changes):
@@ -83,7 +100,26 @@ BAD_INPUT = [
     ({"--student_num_layers": 5}, "--student_num_layers=5 is larger than the teacher's 4"),
     ({"--teacher_dir": "{root}/missing"}, "run_config.json not found"),
     ({"--temperature": 0}, "--temperature must be > 0"),
+    ({"--student_config": "{root}/wide_config.json", "--student_num_layers": 0,
+      "--init_checkpoint": "{root}/small/bert_model.ckpt"},
+     "hidden_size=64 is larger than the teacher's 32"),
+    ({"--init_checkpoint": "{root}/small/bert_model.ckpt"},
+     "--init_checkpoint is the weights of --student_config"),
 ]
+
+# One device of 8 without evaluation and prediction ("one"), and the runs that differ from it
+# in one distillation flag.
+SINGLE = {"--n_gpus": 1, "--train_batch_size": 8, "--do_eval": "false",
+          "--do_predict": "false"}
+VARIANTS = {
+    "alpha0": {"--alpha": 0.0},
+    # Low: at temperatures well above the logits' spread the T^2-scaled gradient tends to
+    # the difference of the logits whatever T is (Hinton et al.'s high-temperature limit).
+    "cold": {"--temperature": 0.1},
+    "first": {"--student_layers": "first", "--student_num_layers": 3},
+    "small": {"--student_config": "{root}/small/bert_config.json", "--student_num_layers": 0,
+              "--init_checkpoint": "{root}/small/bert_model.ckpt", "--do_eval": "true"},
+}
 
 _runs_with_the_module = with_the_module("runs")
 
@@ -97,6 +133,10 @@ def runs(teacher):
     jobs = {"good": lambda: run_command(good, timeout=600),
             "one": lambda: run_command(_command(root, root / "one", 1, 8, **{
                 "--do_eval": "false", "--do_predict": "false"}), timeout=600)}
+    for key, change in VARIANTS.items():
+        flags = dict(SINGLE, **{k: str(v).format(root=root) for k, v in change.items()})
+        cmd = _command(root, root / key, 1, 8, **flags)
+        jobs[key] = lambda cmd=cmd: run_command(cmd, timeout=600)
     bad = [({k: str(v).format(root=root) for k, v in change.items()}, message)
            for change, message in BAD_INPUT]
     jobs.update(bad_input_jobs(good, bad, root))
@@ -239,6 +279,44 @@ def test_sigkill_then_rerun_ends_with_the_same_weights(runs, teacher):
     for name in reference:
         np.testing.assert_allclose(ours[name], reference[name], atol=1e-5, rtol=0,
                                    err_msg=name)
+
+
+def test_temperature_and_alpha_act_through_the_script(runs, teacher):
+    """--alpha=0 and --temperature=0.1, each the only change from the "one" run, end elsewhere
+    (the same start, data and dropout)."""
+    for key in ("one", "alpha0", "cold"):
+        assert runs[key].result().returncode == 0, runs[key].result().stderr[-3000:]
+    one = final_tensors(str(teacher / "one"))
+    for key in ("alpha0", "cold"):
+        other = final_tensors(str(teacher / key))
+        assert max(float(np.abs(other[n] - one[n]).max()) for n in one) > 1e-4, key
+
+
+def test_first_layers_student(runs, teacher):
+    """--student_layers=first --student_num_layers=3: student layer i = teacher layer i."""
+    proc = runs["first"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    init = tf.train.load_checkpoint(str(teacher / "first" / "student_init" / "model.ckpt"))
+    source = final_tensors(str(teacher / "teacher"))
+    for i in range(3):
+        name = f"bert/encoder/layer_{i}/intermediate/dense/kernel"
+        np.testing.assert_array_equal(init.get_tensor(name), source[name])
+    assert json.loads((teacher / "first" / "bert_config.json").read_text())[
+        "num_hidden_layers"] == 3
+
+
+def test_smaller_pretrained_student(runs, teacher):
+    """--student_config (hidden 16) with --init_checkpoint: the student's encoder starts from
+    that checkpoint (its output layer random), trains and evaluates; its run records its own
+    config."""
+    proc = runs["small"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = teacher / "small"
+    assert json.loads((out / "bert_config.json").read_text())["hidden_size"] == 16
+    assert not (out / "student_init").exists()
+    assert "INIT_FROM_CKPT" in proc.stderr and int(_result(out)["global_step"]) == 12
+    weights = final_tensors(str(out))
+    assert weights["output_weights"].shape == (2, 16)
 
 
 def _config(layers):

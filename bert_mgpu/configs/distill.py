@@ -78,9 +78,10 @@ def _from_teacher(cls, values: Dict[str, Any], given, run: Mapping[str, Any]) ->
         if name not in given and name in run:
             filled[name] = run[name]
             values[name] = cls.flag(name).field_value(run[name])
-    teacher_config = os.path.join(values["teacher_dir"], "bert_config.json")
-    model_changes["bert_config_file"] = teacher_config
-    filled["bert_config_file"] = teacher_config
+    if "bert_config_file" not in given:
+        teacher_config = os.path.join(values["teacher_dir"], "bert_config.json")
+        model_changes["bert_config_file"] = teacher_config
+        filled["bert_config_file"] = teacher_config
     values["model"] = dataclasses.replace(values["model"], **model_changes)
     if "label_list" not in given:
         values["label_list"] = cls.flag("label_list").field_value(list(run["labels"]))
@@ -95,10 +96,13 @@ class DistillConfig(ClassifierConfig):
     the student) plus the teacher and the distillation's own. Data and text flags default to
     the teacher run's; --bert_config_file is the teacher's (TEACHER_DIR/bert_config.json)."""
     required_flags = ("teacher_dir", "output_dir")
-    narrowed_flags = dict(ClassifierConfig.narrowed_flags, init_checkpoint={
-        "help": "With --student_config: the student's pretrained weights (a smaller BERT of "
-                "the teacher's vocabulary). Without: unused (the student starts from the "
-                "teacher's layers)."})
+    narrowed_flags = dict(
+        ClassifierConfig.narrowed_flags,
+        init_checkpoint={"help": "With --student_config: the student's pretrained weights (a "
+                                 "smaller BERT of the teacher's vocabulary). Without: not "
+                                 "allowed (the student starts from the teacher's layers)."},
+        bert_config_file={"help": "The teacher's model config (default: "
+                                  "TEACHER_DIR/bert_config.json)."})
     teacher_dir: str = Flag("string", None, "The teacher: a run_classifier_mgpu.py --output_dir "
                                             "(run_config.json, bert_config.json, its latest "
                                             "checkpoint).").field(required=True)

@@ -203,16 +203,21 @@ def _distill_task(cfg, job: Job, teacher_config: BertConfig, labels) -> DistillC
 def _student_train_config(cfg, job: Job, task: DistillClassifier, student: Student,
                           teacher_checkpoint: str, splits, data):
     """The trainer's config of the student: the classifier's steps, initialised from
-    `student.init_checkpoint` or from its layers cut from the teacher (written once, before the
-    first checkpoint, by the chief)."""
+    `student.init_checkpoint` or from its layers cut from the teacher (STUDENT_INIT, written
+    once before the first checkpoint by the chief)."""
     train_file, num_train = splits.get("train", (None, 0))
     train_cfg = with_dropout_layout(cfg, cfg.train_config(num_train, job.num_workers),
                                     [train_file] if cfg.do_train else [])
     init = student.init_checkpoint
-    if not init:
+    if not init and not job.chief:
+        # The chief's initial (or restored) weights are broadcast to every worker before the
+        # first update (Trainer.train), so the others need no file the chief may not have
+        # written yet.
+        init = None
+    elif not init:
         init = os.path.join(cfg.output_dir, STUDENT_INIT)
         fresh = checkpoint.latest_checkpoint(cfg.output_dir) is None
-        if job.chief and fresh and not tf.io.gfile.exists(init + ".index"):
+        if fresh and not tf.io.gfile.exists(init + ".index"):
             write_student_init(init, teacher_checkpoint, task.named_variables(),
                                student.layer_map)
             logging.info("Student of %d layers initialised from the teacher's layers %s (%s)",

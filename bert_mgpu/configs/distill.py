@@ -125,6 +125,10 @@ class DistillConfig(ClassifierConfig):
                         "hidden size and depth up to the teacher's), initialised from "
                         "--init_checkpoint (its output layer random). Default: the teacher's "
                         "config with --student_num_layers layers.").field()
+    unlabeled_file: Optional[str] = Flag(
+        "string", None, "Unlabelled text the student also learns from, soft targets only: a "
+                        "UTF-8 file, one example per line (a pair task: text_a<TAB>text_b); "
+                        "its lines count as training examples (epochs and steps).").field()
     temperature: float = Flag("float", 2.0, "The softmax temperature T of the soft targets: the "
                                             "loss is T^2 * KL(teacher_T || student_T) + alpha * "
                                             "cross-entropy(labels) (Hinton et al. 2015).").field()
@@ -161,6 +165,8 @@ class DistillConfig(ClassifierConfig):
             raise ValueError("--init_checkpoint is the weights of --student_config; without it "
                              "the student starts from the teacher's layers")
         self._validate_student_size()
+        if self.unlabeled_file and not os.path.isfile(self.unlabeled_file):
+            raise ValueError(f"--unlabeled_file={self.unlabeled_file}: not found")
 
     def _validate_student_size(self) -> None:
         """The student is no larger than the teacher (depth, width) and reads its vocabulary."""

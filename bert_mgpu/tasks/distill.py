@@ -10,12 +10,13 @@ the task's `named_variables`: the trainer neither updates nor saves them) and wi
 
 import dataclasses
 import os
-from typing import List, Mapping, Sequence
+from typing import List, Mapping, Sequence, Tuple
 
 import tensorflow as tf
 from absl import logging
 
-from bert_mgpu.data import checks
+from bert_mgpu.data import checks, classifier_data, tfrecord
+from bert_mgpu.data.processors import InputExample
 from bert_mgpu.engine import checkpoint
 from bert_mgpu.engine.job import Job, start_job, train_watched, with_dropout_layout
 from bert_mgpu.model import heads
@@ -80,12 +81,17 @@ class DistillClassifier(BertClassifier):
         return tf.stop_gradient(teacher.classifier.logits(head_input, training=False))
 
     def per_example_loss(self, features, training) -> tf.Tensor:
+        """float32 [B]; an unlabelled example (`is_real_example` 0, --unlabeled_file) has the
+        soft-target term only."""
         student = self._forward(features, training)
         soft = distillation_loss(self.teacher_logits(features), student["logits"],
                                  self.temperature)
         if not self.alpha:
             return soft
-        return soft + self.alpha * student["per_example_loss"]
+        hard = self.alpha * student["per_example_loss"]
+        if "is_real_example" in features:
+            hard *= tf.cast(tf.reshape(features["is_real_example"], [-1]), tf.float32)
+        return soft + hard
 
 
 def student_layer_map(teacher_layers: int, student_layers: int, choice: str) -> List[int]:
@@ -173,17 +179,23 @@ def run_distill(cfg) -> dict:
                          f"{teacher_labels} (--label_list, in the teacher's order)")
     task = _distill_task(cfg, job, teacher_config, labels)
     checkpoint.restore_checkpoint(teacher_checkpoint, task.teacher.named_variables())
+    train_files, num_train = [], 0
+    if cfg.do_train:
+        train_files, num_train = [splits["train"][0]], splits["train"][1]
+        if cfg.unlabeled_file:
+            unlabeled, count = unlabeled_records(cfg, data, checks.tokenizer_for(cfg.model),
+                                                 labels)
+            train_files, num_train = train_files + [unlabeled], num_train + count
     train_cfg = _student_train_config(cfg, job, task, student, teacher_checkpoint,
-                                      splits, data)
+                                      train_files, num_train)
     job.save_effective_config(
         labels=labels, task_type=cfg.task_type, best_metric=cfg.best_metric,
         bert_config_file=os.path.join(cfg.output_dir, "bert_config.json"),
         init_checkpoint=train_cfg.init_checkpoint, teacher_checkpoint=teacher_checkpoint,
         student_layer_map=student.layer_map)
     trainer = job.trainer(task, train_cfg, job.layerwise_lr_multipliers(task))
-    train_file = splits.get("train", (None, 0))[0]
     watch = train_watched(job, trainer,
-                          lambda: job.training_input([train_file], data.shapes, train_cfg),
+                          lambda: job.training_input(train_files, data.shapes, train_cfg),
                           lambda: dev_results(cfg, trainer, data, splits["dev"][0]))
     result = {}
     if job.chief and cfg.do_eval:
@@ -194,6 +206,40 @@ def run_distill(cfg) -> dict:
     return result
 
 
+def unlabeled_records(cfg, data, tokenizer, labels) -> Tuple[str, int]:
+    """(path, number of records) of --unlabeled_file's examples as classifier records with
+    `is_real_example` 0 (and the first label as a placeholder `label_ids`), written into
+    --output_dir once (keyed as the classifier's feature caches)."""
+    model = cfg.model
+    key = classifier_data.cache_key(
+        cfg.task_name, "unlabeled", [cfg.unlabeled_file], model.vocab_file, model.spm_model_file,
+        model.do_lower_case, model.max_seq_length, labels, cfg.truncation, cfg.head_tokens,
+        processor=data.processor.cache_parts())
+    path = os.path.join(cfg.output_dir, f"unlabeled.{key}.tf_record")
+    if tf.io.gfile.exists(path):
+        return path, sum(1 for _ in tf.data.TFRecordDataset(path))
+    with tf.io.gfile.GFile(cfg.unlabeled_file) as f:
+        lines = [line.rstrip("\r\n") for line in f]
+    if not any(line.strip() for line in lines):
+        raise ValueError(f"--unlabeled_file={cfg.unlabeled_file}: no text")
+    label_map = {label: i for i, label in enumerate(labels)}
+    count = 0
+    with tfrecord.RecordFileWriter(path) as writer:
+        for i, line in enumerate(lines):
+            if not line.strip():
+                continue
+            text_a, _, text_b = line.partition("\t")
+            example = InputExample(f"unlabeled-{i}", text_a, text_b or None, labels[0])
+            values = classifier_data.convert_single_example(
+                example, label_map, model.max_seq_length, tokenizer, cfg.truncation,
+                cfg.head_tokens)
+            values["is_real_example"] = [0]
+            writer.write(tfrecord.encode_example(values))
+            count += 1
+    logging.info("Wrote %d unlabelled examples (soft targets only): %s", count, path)
+    return path, count
+
+
 def _distill_task(cfg, job: Job, teacher_config: BertConfig, labels) -> DistillClassifier:
     return DistillClassifier(job.bert_config, teacher_config, len(labels), cfg.temperature,
                              cfg.alpha, compute_dtype=job.compute_dtype(), label_names=labels,
@@ -201,13 +247,13 @@ def _distill_task(cfg, job: Job, teacher_config: BertConfig, labels) -> DistillC
 
 
 def _student_train_config(cfg, job: Job, task: DistillClassifier, student: Student,
-                          teacher_checkpoint: str, splits, data):
-    """The trainer's config of the student: the classifier's steps, initialised from
-    `student.init_checkpoint` or from its layers cut from the teacher (STUDENT_INIT, written
-    once before the first checkpoint by the chief)."""
-    train_file, num_train = splits.get("train", (None, 0))
+                          teacher_checkpoint: str, train_files: Sequence[str], num_train: int):
+    """The trainer's config of the student: the classifier's steps over `num_train` examples
+    (the training set's and the unlabelled ones'), initialised from `student.init_checkpoint`
+    or from its layers cut from the teacher (STUDENT_INIT, written once before the first
+    checkpoint by the chief)."""
     train_cfg = with_dropout_layout(cfg, cfg.train_config(num_train, job.num_workers),
-                                    [train_file] if cfg.do_train else [])
+                                    train_files)
     init = student.init_checkpoint
     if not init and not job.chief:
         # The chief's initial (or restored) weights are broadcast to every worker before the

@@ -172,7 +172,8 @@ def run_distill(cfg) -> dict:
         raise ValueError(f"--classifier_input=cls_last4 needs at least 4 layers; the student "
                          f"has {student.config.num_hidden_layers}")
     job.bert_config = student.config
-    labels, data, splits = classifier_inputs(cfg, checks.tokenizer_for(cfg.model))
+    tokenizer = checks.tokenizer_for(cfg.model)
+    labels, data, splits = classifier_inputs(cfg, tokenizer)
     teacher_labels = list(checkpoint.read_run_config(cfg.teacher_dir)["labels"])
     if list(labels) != teacher_labels:
         raise ValueError(f"the student's labels {list(labels)} are not the teacher's "
@@ -183,8 +184,7 @@ def run_distill(cfg) -> dict:
     if cfg.do_train:
         train_files, num_train = [splits["train"][0]], splits["train"][1]
         if cfg.unlabeled_file:
-            unlabeled, count = unlabeled_records(cfg, data, checks.tokenizer_for(cfg.model),
-                                                 labels)
+            unlabeled, count = unlabeled_records(cfg, data, tokenizer, labels)
             train_files, num_train = train_files + [unlabeled], num_train + count
     train_cfg = _student_train_config(cfg, job, task, student, teacher_checkpoint,
                                       train_files, num_train)

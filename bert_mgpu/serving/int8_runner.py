@@ -26,22 +26,29 @@ import tensorflow as tf
 # The LiteRT model's file name in the export (serving/int8.py writes it).
 TFLITE_FILE = "model_int8.tflite"
 _IDS = ("input_ids", "input_mask", "segment_ids")
+# The fewest texts of a length chunk (the fp32 export's MIN_CHUNK_EXAMPLES): below that the
+# products get thin and each piece pays an interpreter resize.
+MIN_CHUNK_ROWS = 8
 
 
 class Int8Classifier:
     """The tokenizer SavedModel and the LiteRT int8 model of one export, as one callable.
 
-    Each call tokenizes in TensorFlow (the export's `tokenize`/`tokenize_pair`), cuts the
-    padding to the batch's longest text and runs the LiteRT model on that shape; the
-    interpreter is resized only when the shape changes. Calls are serialised by a lock (a LiteRT
+    Each call tokenizes in TensorFlow (the export's `tokenize`/`tokenize_pair`), sorts the
+    batch by length into up to `length_chunks` pieces, cuts each piece's padding to its longest
+    text and runs the LiteRT model on that shape; the interpreter is resized only when the
+    shape changes. Calls are serialised by a lock (a LiteRT
     interpreter runs one call at a time).
     """
 
-    def __init__(self, export_dir: str, num_threads: int = 0):
+    def __init__(self, export_dir: str, num_threads: int = 0, length_chunks: int = 4):
         """Args:
           export_dir: the version directory of an int8 export.
           num_threads: LiteRT's threads (0: one per CPU core).
+          length_chunks: a batch is sorted by length and run in up to this many pieces of at
+            least MIN_CHUNK_ROWS texts, each cut to its own longest text (1: one piece).
         """
+        self.length_chunks = length_chunks
         import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
 
         self._tokenizer = tf.saved_model.load(export_dir)
@@ -74,6 +81,17 @@ class Int8Classifier:
             self._interpreter.invoke()
             return self._interpreter.get_tensor(self._output).copy()
 
+    def _chunks(self, input_mask):
+        """The rows of a batch in up to `length_chunks` groups of similar lengths (at least
+        MIN_CHUNK_ROWS rows each), as the fp32 export's --length_chunks: each group is cut to
+        its own longest text. Activations are quantized per row, so a text's outputs do not
+        depend on the rows it is run with."""
+        lengths = input_mask.sum(axis=1)
+        chunks = int(np.clip(len(lengths) // MIN_CHUNK_ROWS, 1, self.length_chunks))
+        order = np.argsort(lengths, kind="stable")
+        return [order[i * len(order) // chunks:(i + 1) * len(order) // chunks]
+                for i in range(chunks) if len(order)]
+
     def __call__(self, text_a, text_b=None) -> dict:
         """Texts (str list [batch]; `text_b` as the fp32 export's `serving_pair`) ->
         `probabilities` float32 [batch, labels], `label_id` int32 [batch], `label` str
@@ -83,13 +101,12 @@ class Int8Classifier:
         else:
             features = self._tokenize_pair(text_a=tf.constant(text_a, tf.string),
                                            text_b=tf.constant(text_b, tf.string))
-        ids = {name: features[name].numpy() for name in _IDS}
-        if not len(ids["input_ids"]):
-            return {"probabilities": np.zeros([0, len(self.labels)], np.float32),
-                    "label_id": np.zeros([0], np.int32), "label": self.labels[:0]}
-        # Masks are prefixes: the longest text ends where the last column with a 1 is.
-        longest = int(np.max(np.nonzero(ids["input_mask"].any(axis=0))[0], initial=0)) + 1
-        probabilities = self.predict_ids(*(ids[name][:, :longest] for name in _IDS))
+        ids = [features[name].numpy() for name in _IDS]
+        probabilities = np.zeros([len(ids[0]), len(self.labels)], np.float32)
+        for rows in self._chunks(ids[1]):
+            # Masks are prefixes: a chunk is cut after its longest text.
+            longest = max(int(ids[1][rows].sum(axis=1).max()), 1)
+            probabilities[rows] = self.predict_ids(*(x[rows, :longest] for x in ids))
         label_id = probabilities.argmax(axis=-1).astype(np.int32)
         return {"probabilities": probabilities, "label_id": label_id,
                 "label": self.labels[label_id]}

@@ -72,7 +72,7 @@ def arm_ours_int8(export_dir, texts, latency_texts):
     return result
 
 
-def arm_ort(onnx_file, hf_dir, texts, latency_texts):
+def arm_ort(onnx_file, hf_dir, texts, latency_texts, max_seq_length):
     import numpy as np
     import onnxruntime as ort
     import transformers
@@ -82,7 +82,7 @@ def arm_ort(onnx_file, hf_dir, texts, latency_texts):
     names = {i.name for i in session.get_inputs()}
 
     def predict(batch):
-        inputs = tokenizer(batch, padding=True, truncation=True, max_length=MAX_SEQ_LENGTH,
+        inputs = tokenizer(batch, padding=True, truncation=True, max_length=max_seq_length,
                            return_tensors="np")
         feed = {k: v.astype(np.int64) for k, v in inputs.items() if k in names}
         logits = session.run(None, feed)[0]
@@ -194,6 +194,8 @@ def main():
     parser.add_argument("--hf_dir")
     parser.add_argument("--heads", type=int)
     parser.add_argument("--hidden", type=int)
+    parser.add_argument("--max_seq_length", type=int, default=MAX_SEQ_LENGTH,
+                        help="(set from --run_dir's run_config.json)")
     add_max_isa_flag(parser)
     args = parser.parse_args()
     cap_isa(args.max_isa)
@@ -202,6 +204,9 @@ def main():
     if args.worker:
         return run_one_worker(args)
     texts, labels = read_labelled(args.data, args.texts)
+    if args.run_dir:  # every arm truncates where the run (and so our exports) does
+        with open(os.path.join(args.run_dir, "run_config.json")) as f:
+            args.max_seq_length = int(json.load(f)["max_seq_length"])
     arms = args.arms.split(",")
     started = datetime.datetime.now(datetime.timezone.utc)
     with tempfile.TemporaryDirectory(prefix="bench_int8_") as tmp:
@@ -216,7 +221,8 @@ def main():
             for arm in arms if r % 2 == 0 else reversed(arms):
                 python = sys.executable if arm.startswith("ours") else fp32_bench.ORACLE_PYTHON
                 target = targets[arm] if arm.startswith("ours") else f"{targets[arm]}|{hf_dir}"
-                result = run_worker(python, arm, target, texts_file, args.latency_texts, work)
+                result = run_worker(python, arm, target, texts_file, args.latency_texts, work,
+                                    args.max_seq_length)
                 result["size_mib"] = _size_mib(targets[arm])
                 print(f"[int8] round {r} {arm}: {result['texts_per_sec']:.1f} texts/s, p50 "
                       f"{result['p50_ms']:.1f} ms, peak {result['peak_mib']:.0f} MiB, load "
@@ -230,11 +236,12 @@ def main():
         write_section("serving-int8-benchmark", section)
 
 
-def run_worker(python, arm, target, texts_file, latency_texts, work):
+def run_worker(python, arm, target, texts_file, latency_texts, work, max_seq_length):
     """Runs one arm of this script in its own process; returns its result with the load."""
     out = os.path.join(work, f"{arm}.json")
     cmd = [python, os.path.abspath(__file__), "--worker", arm, "--target", target,
-           "--texts_file", texts_file, "--latency_texts", str(latency_texts), "--out", out]
+           "--texts_file", texts_file, "--latency_texts", str(latency_texts), "--out", out,
+           "--max_seq_length", str(max_seq_length)]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="",
                HF_HUB_OFFLINE="1")
     env.pop("PYTHONPATH", None)
@@ -255,7 +262,7 @@ def run_one_worker(args):
         result = arm_ours_int8(args.target, texts, args.latency_texts)
     else:
         onnx_file, hf_dir = args.target.split("|")
-        result = arm_ort(onnx_file, hf_dir, texts, args.latency_texts)
+        result = arm_ort(onnx_file, hf_dir, texts, args.latency_texts, args.max_seq_length)
     result["peak_mib"] = _peak_mib()
     with open(args.out, "w") as f:
         json.dump(result, f)

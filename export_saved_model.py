@@ -6,6 +6,7 @@ Usage:
   python export_saved_model.py --bert_config_file=... --init_checkpoint=... --vocab_file=... \
     --do_lower_case=true --max_seq_length=128 --task=features --export_dir=path/to/export
   python export_saved_model.py --output_dir=path/to/squad_run --task=squad --export_dir=...
+  python export_saved_model.py --output_dir=path/to/classifier_run --export_dir=... --quantize=int8
 
 From --output_dir of a run it reads the checkpoint its --do_predict used (the kept best one of a
 --keep_best_checkpoint run, else the latest), bert_config.json and run_config.json
@@ -15,7 +16,9 @@ EXPORT_DIR/<version>/{saved_model.pb, variables/, assets/vocab.txt} with the sig
 serving_default (text_a), serving_pair (text_a, text_b), tokenize, tokenize_pair and serve_ids
 (a --doc_stride run: each text read in windows, pooled per text); --task=squad:
 serving_default (question, context -> answer), tokenize and serve_ids (see
-bert_mgpu/serving/export.py). Loading it needs tensorflow and tensorflow-text only:
+bert_mgpu/serving/export.py); --quantize=int8: a LiteRT int8 model beside a SavedModel holding
+the tokenizer, served by `python -m bert_mgpu.serving.int8_runner EXPORT_DIR/1 "a text"` (see
+bert_mgpu/serving/int8.py). Loading the SavedModel needs tensorflow and tensorflow-text only:
 
   import tensorflow as tf, tensorflow_text  # tensorflow_text registers the tokenizer's ops
   model = tf.saved_model.load("path/to/export/1")

@@ -24,6 +24,8 @@ from bert_mgpu.configs.squad import SquadAnswerOptions
 
 # export_saved_model.py --length_chunks (see serving/export.py).
 DEFAULT_LENGTH_CHUNKS = 4
+# export_saved_model.py --quantize (see serving/int8.py).
+QUANTIZATIONS = ("none", "int8")
 
 
 def _task_flag() -> Flag:
@@ -85,6 +87,13 @@ class ExportConfig(FromFlags):
              "float32).")
     jit_compile: bool = Flag("bool", False, "Compile the exported encoder with XLA "
                                             "(jit_compile).").field()
+    quantize: str = Flag(
+        "enum", "none", "int8: the classifier's weights in int8 with dynamically quantized "
+                        "activations, as a LiteRT model (model_int8.tflite) beside a SavedModel "
+                        "holding the tokenizer; serve it with python -m "
+                        "bert_mgpu.serving.int8_runner. --task=classifier, single-label "
+                        "classification, no --doc_stride. none: the float SavedModel.",
+        QUANTIZATIONS).field()
     truncation: str = TRUNCATION.field()
     head_tokens: int = HEAD_TOKENS.field()
     label_list: Optional[tuple] = LABEL_LIST.field(
@@ -125,6 +134,9 @@ class ExportConfig(FromFlags):
                              "are required")
         check_at_least(self, 0, "export_version", "head_tokens")
         check_at_least(self, 1, "length_chunks")
+        if self.quantize == "int8" and self.task != "classifier":
+            raise ValueError(f"--quantize=int8 exports --task=classifier only, not "
+                             f"--task={self.task}")
         if self.task_label and self.task != "classifier":
             raise ValueError(f"--task_label chooses a classifier head; --task={self.task} has "
                              f"none")

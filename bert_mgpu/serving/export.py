@@ -104,6 +104,7 @@ from bert_mgpu.engine import checkpoint
 from bert_mgpu.model import modeling
 from bert_mgpu.model.bert_config import BertConfig
 from bert_mgpu.model.head_spec import ClassifierHeadSpec
+from bert_mgpu.serving import int8
 from bert_mgpu.serving import windows as serving_windows
 from bert_mgpu.serving.task import ExportError, TaskServing
 
@@ -446,6 +447,8 @@ def export_saved_model(cfg) -> str:
     place, so TF Serving never sees a half-written version.
     """
     spec = resolve(cfg)
+    if cfg.quantize == "int8":
+        int8.check(cfg.task, spec, cfg.precision, cfg.jit_compile)
     model = build_serving_model(spec, cfg.task, cfg.precision, cfg.jit_compile,
                                 cfg.length_chunks)
     version = cfg.export_version or next_version(cfg.export_dir)
@@ -456,12 +459,16 @@ def export_saved_model(cfg) -> str:
     tmp = os.path.join(cfg.export_dir, f".tmp-{version}-{os.getpid()}-{int(time.time())}")
     tf.io.gfile.makedirs(cfg.export_dir)
     try:
-        tf.saved_model.save(model, tmp, signatures=_signatures(model))
+        if cfg.quantize == "int8":
+            int8.write_int8(model, tmp)
+        else:
+            tf.saved_model.save(model, tmp, signatures=_signatures(model))
         tf.io.gfile.rename(tmp, target)
     finally:
         if tf.io.gfile.exists(tmp):
             shutil.rmtree(tmp, ignore_errors=True)
     logging.info("Exported %s (task %s, %s%s) from %s to %s", os.path.basename(
-        spec.vocab_file or spec.spm_model_file), cfg.task, cfg.precision,
+        spec.vocab_file or spec.spm_model_file), cfg.task,
+        "int8 (LiteRT)" if cfg.quantize == "int8" else cfg.precision,
         ", XLA" if cfg.jit_compile else "", spec.init_checkpoint, target)
     return target

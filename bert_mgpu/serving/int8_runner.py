@@ -1,0 +1,127 @@
+"""Serves an int8 export (export_saved_model.py --quantize=int8, see serving/int8.py): raw text
+in, the fp32 export's classifier outputs out.
+
+One line, from a shell::
+
+    python -m bert_mgpu.serving.int8_runner EXPORT_DIR/1 "a raw sentence" "another one"
+
+or from Python::
+
+    from bert_mgpu.serving.int8_runner import Int8Classifier
+    model = Int8Classifier("EXPORT_DIR/1")
+    model(["a raw sentence"])  # {"probabilities": float32 [1, labels], "label_id", "label"}
+
+This module imports tensorflow, tensorflow-text and numpy only (nothing else of bert_mgpu), so
+it can be copied next to a server as it is.
+"""
+
+import json
+import os
+import sys
+import threading
+
+import numpy as np
+import tensorflow as tf
+
+# The LiteRT model's file name in the export (serving/int8.py writes it).
+TFLITE_FILE = "model_int8.tflite"
+_IDS = ("input_ids", "input_mask", "segment_ids")
+# The fewest texts of a length chunk (the fp32 export's MIN_CHUNK_EXAMPLES): below that the
+# products get thin and each piece pays an interpreter resize.
+MIN_CHUNK_ROWS = 8
+
+
+class Int8Classifier:
+    """The tokenizer SavedModel and the LiteRT int8 model of one export, as one callable.
+
+    Each call tokenizes in TensorFlow (the export's `tokenize`/`tokenize_pair`), sorts the
+    batch by length into up to `length_chunks` pieces, cuts each piece's padding to its longest
+    text and runs the LiteRT model on that shape; the interpreter is resized only when the
+    shape changes. Calls are serialised by a lock (a LiteRT
+    interpreter runs one call at a time).
+    """
+
+    def __init__(self, export_dir: str, num_threads: int = 0, length_chunks: int = 4):
+        """Args:
+          export_dir: the version directory of an int8 export.
+          num_threads: LiteRT's threads (0: one per CPU core).
+          length_chunks: a batch is sorted by length and run in up to this many pieces of at
+            least MIN_CHUNK_ROWS texts, each cut to its own longest text (1: one piece).
+        """
+        self.length_chunks = length_chunks
+        import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
+
+        self._tokenizer = tf.saved_model.load(export_dir)
+        signatures = self._tokenizer.signatures
+        self._tokenize, self._tokenize_pair = signatures["tokenize"], signatures["tokenize_pair"]
+        self.labels = np.array([s.decode("utf-8") for s in
+                                signatures["labels"]()["label"].numpy().tolist()])
+        self._interpreter = tf.lite.Interpreter(
+            model_path=os.path.join(export_dir, TFLITE_FILE),
+            num_threads=num_threads or os.cpu_count())
+        runner = self._interpreter.get_signature_runner()
+        self._inputs = {name: d["index"] for name, d in runner.get_input_details().items()}
+        self._output = runner.get_output_details()["probabilities"]["index"]
+        self._shape = None
+        self._lock = threading.Lock()
+
+    def predict_ids(self, input_ids, input_mask, segment_ids) -> np.ndarray:
+        """int32 arrays [batch, seq_length] -> probabilities float32 [batch, labels]."""
+        arrays = dict(zip(_IDS, (np.ascontiguousarray(x, np.int32)
+                                 for x in (input_ids, input_mask, segment_ids))))
+        with self._lock:
+            shape = arrays["input_ids"].shape
+            if shape != self._shape:
+                for name, index in self._inputs.items():
+                    self._interpreter.resize_tensor_input(index, shape)
+                self._interpreter.allocate_tensors()
+                self._shape = shape
+            for name, index in self._inputs.items():
+                self._interpreter.set_tensor(index, arrays[name])
+            self._interpreter.invoke()
+            return self._interpreter.get_tensor(self._output).copy()
+
+    def _chunks(self, input_mask):
+        """The rows of a batch in up to `length_chunks` groups of similar lengths (at least
+        MIN_CHUNK_ROWS rows each), as the fp32 export's --length_chunks: each group is cut to
+        its own longest text. Activations are quantized per row, so a text's outputs do not
+        depend on the rows it is run with."""
+        lengths = input_mask.sum(axis=1)
+        chunks = int(np.clip(len(lengths) // MIN_CHUNK_ROWS, 1, self.length_chunks))
+        order = np.argsort(lengths, kind="stable")
+        return [order[i * len(order) // chunks:(i + 1) * len(order) // chunks]
+                for i in range(chunks) if len(order)]
+
+    def __call__(self, text_a, text_b=None) -> dict:
+        """Texts (str list [batch]; `text_b` as the fp32 export's `serving_pair`) ->
+        `probabilities` float32 [batch, labels], `label_id` int32 [batch], `label` str
+        [batch]."""
+        if text_b is None:
+            features = self._tokenize(text_a=tf.constant(text_a, tf.string))
+        else:
+            features = self._tokenize_pair(text_a=tf.constant(text_a, tf.string),
+                                           text_b=tf.constant(text_b, tf.string))
+        ids = [features[name].numpy() for name in _IDS]
+        probabilities = np.zeros([len(ids[0]), len(self.labels)], np.float32)
+        for rows in self._chunks(ids[1]):
+            # Masks are prefixes: a chunk is cut after its longest text.
+            longest = max(int(ids[1][rows].sum(axis=1).max()), 1)
+            probabilities[rows] = self.predict_ids(*(x[rows, :longest] for x in ids))
+        label_id = probabilities.argmax(axis=-1).astype(np.int32)
+        return {"probabilities": probabilities, "label_id": label_id,
+                "label": self.labels[label_id]}
+
+
+def main(argv) -> None:
+    """`python -m bert_mgpu.serving.int8_runner EXPORT_DIR/1 TEXT...`: one JSON line per text."""
+    if len(argv) < 3:
+        sys.exit("usage: python -m bert_mgpu.serving.int8_runner EXPORT_DIR/VERSION TEXT...")
+    out = Int8Classifier(argv[1])(argv[2:])
+    for i, _ in enumerate(argv[2:]):
+        print(json.dumps({"probabilities": out["probabilities"][i].tolist(),
+                          "label_id": int(out["label_id"][i]), "label": str(out["label"][i])},
+                         ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main(sys.argv)

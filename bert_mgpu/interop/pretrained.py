@@ -218,7 +218,11 @@ def _remove_stale_tmp(parent: str) -> None:
     now = time.time()
     for name in os.listdir(parent):
         path = os.path.join(parent, name)
-        if name.startswith(".tmp-") and now - os.path.getmtime(path) > _STALE_TMP_SECONDS:
+        try:
+            stale = name.startswith(".tmp-") and now - os.path.getmtime(path) > _STALE_TMP_SECONDS
+        except OSError:  # removed meanwhile by another process
+            continue
+        if stale:
             shutil.rmtree(path, ignore_errors=True)
 
 
@@ -237,7 +241,7 @@ def convert_into_cache(folder: str, entry: str, source: str) -> None:
             json.dump({"source": source, "folder": folder, "format": FORMAT, "files": files},
                       f, indent=2)
         if os.path.isdir(entry) and not is_complete_entry(entry):
-            shutil.rmtree(entry)
+            shutil.rmtree(entry, ignore_errors=True)
         try:
             os.rename(tmp, entry)
         except OSError:

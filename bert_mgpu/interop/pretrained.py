@@ -120,11 +120,10 @@ def _hub_failure(error: Exception) -> str:
         return "no such model on the Hugging Face Hub (or it is gated/private: log in first)"
     if kind == "RevisionNotFoundError":
         return "no such revision on the Hugging Face Hub"
-    hub_cache = os.environ.get("HF_HUB_CACHE") or os.path.join(
-        os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache",
-                                                  "huggingface"), "hub")
-    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
-    why = "HF_HUB_OFFLINE is set" if offline else "the Hub cannot be reached"
+    from huggingface_hub import constants  # pylint: disable=import-outside-toplevel
+
+    hub_cache = constants.HF_HUB_CACHE  # where HF_HOME / HF_HUB_CACHE put it
+    why = "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else "the Hub cannot be reached"
     detail = " ".join(str(error).split())[:200]
     return (f"not in the Hugging Face cache {hub_cache} and {why} ({kind}: {detail}); download "
             f"it on a connected machine (the same name fills that cache) or give a local folder")

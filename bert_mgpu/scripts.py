@@ -45,6 +45,7 @@ def run_main(main):
     @functools.wraps(main)
     def wrapped(argv):
         try:
+            use_pretrained_model()
             return main(argv)
         except KeyboardInterrupt:
             if os.environ.get("BERT_MGPU_TRACEBACK"):
@@ -151,6 +152,24 @@ class TensorFlowInfoFilter(logging.Filter):
             return True
         tensorflow_dir = os.path.dirname(sys.modules["tensorflow"].__file__ or "")
         return not record.pathname.startswith(tensorflow_dir + os.sep)
+
+
+def use_pretrained_model() -> None:
+    """When --init_checkpoint names a Hugging Face model (a folder or `hf:ORG/NAME`), runs the
+    script on its Google-layout conversion (interop/pretrained.py: fetched, checked before
+    TensorFlow loads, converted once and cached), with --vocab_file, --bert_config_file and
+    --do_lower_case the model's unless given. Scripts without the flag are left alone."""
+    from absl import logging
+
+    from bert_mgpu import cli
+    from bert_mgpu.interop import pretrained
+
+    values = cli.flag_values_dict()
+    derived = pretrained.derived_flags(values, cli.given_flags())
+    if derived:
+        logging.info("--init_checkpoint=%s: using its conversion to Google's layout %s",
+                     values["init_checkpoint"], derived["init_checkpoint"])
+        cli.set_derived_flags(derived)
 
 
 def run(main) -> None:

@@ -13,6 +13,8 @@
 # for a real model raise the sizes below, e.g.
 #   VOCAB_SIZE=30522 HIDDEN=768 LAYERS=12 HEADS=12 NUM_TRAIN_STEPS=100000 N_GPUS=4 \
 #     examples/domain_vocab.sh
+# Needs: the project's venv active (`make install`, then `. .venv/bin/activate`);
+# nothing else: it runs as written on the data shipped in the repo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python}

@@ -3,6 +3,9 @@
 # train_batch_size is per tower: one update sees train_batch_size x n_gpus examples.
 # Re-run the same command after a crash to resume from the last checkpoint in OUTPUT_DIR;
 # `kill -TERM <pid>` (or a closed terminal's SIGHUP) writes a checkpoint and exits cleanly.
+# Needs: the project's venv active (`make install`, then `. .venv/bin/activate`);
+# Google's release in BERT_BASE_DIR (vocab.txt, bert_config.json, bert_model.ckpt), your corpus
+# as DATA/corpus-*.txt, and GPUs.
 set -euo pipefail
 export CUDA_VISIBLE_DEVICES=0,1,2,3
 BERT_BASE_DIR=${BERT_BASE_DIR:-./uncased_L-12_H-768_A-12}

@@ -4,6 +4,9 @@
 # checkpoints, summaries and eval results). OUTPUT_DIR must be shared storage (NFS, gs://...):
 # every worker resumes from the chief's checkpoints. Global batch =
 # train_batch_size x n_gpus x num_accumulation_steps x number of workers (here 32 x 8 x 1 x 4).
+# Needs: the project's venv active (`make install`, then `. .venv/bin/activate`);
+# several machines with GPUs, shared storage, a bert_config.json in BERT_BASE_DIR and
+# pretraining records in DATA (create_pretraining_data.py).
 set -euo pipefail
 export CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7
 WORKERS=${WORKERS:-node0:2222,node1:2222,node2:2222,node3:2222}

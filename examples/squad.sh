@@ -10,7 +10,7 @@ SQUAD_DIR=${SQUAD_DIR:-./squad}   # train-v1.1.json, dev-v1.1.json (or the v2.0 
 OUTPUT_DIR=${OUTPUT_DIR:-./squad_output}
 
 # The model: MODEL, a Hugging Face name downloaded once (or found in the Hugging Face cache
-# offline) and converted to Google's layout (README: "Pretrained models"); or Google's release
+# offline) and converted to Google's layout (docs/checkpoints.md, "Pretrained models"); or Google's release
 # in BERT_BASE_DIR (uncased_L-12_H-768_A-12: vocab.txt, bert_config.json, bert_model.ckpt).
 MODEL=${MODEL:-hf:google-bert/bert-base-uncased}
 if [ -n "${BERT_BASE_DIR:-}" ]; then

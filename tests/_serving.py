@@ -1,5 +1,5 @@
 """Loading an exported SavedModel as a server would: in a fresh process that cannot import
-bert_mgpu, and with TF Serving's REST request mapping (the JSON payloads of README "Serving").
+bert_mgpu, and with TF Serving's REST request mapping (the JSON payloads of docs/serving.md).
 
 `run_loaded(tmp_path, saved_model, body, request)` runs `body` (Python source; `model`,
 `request`, `plain` and `rest_predict` are defined, `out` is written back as JSON) in such a
@@ -85,9 +85,9 @@ def run_loaded(tmp_path, saved_model, body, request):
 
 
 def readme_rest_payloads():
-    """The JSON bodies of README.md's `curl -d '...' .../v1/models/NAME:predict` examples:
+    """The JSON bodies of docs/serving.md's `curl -d '...' .../v1/models/NAME:predict` examples:
     {model name: [payload, ...]}."""
-    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+    with open(os.path.join(REPO, "docs", "serving.md"), encoding="utf-8") as f:
         readme = f.read()
     payloads = {}
     for body, name in re.findall(r"curl -d '(.*?)'\s*\\?\s*http://localhost:8501/v1/models/"

@@ -627,8 +627,8 @@ def _commands(shell_text):
 
 
 def test_launch_scripts_and_readme_commands_use_flags_that_exist(results):
-    """examples/*.sh (users copy them) and README's code blocks: every flag given to one of
-    our scripts is one its --help lists; the shell scripts parse (bash -n)."""
+    """examples/*.sh (users copy them) and the code blocks of README.md and docs/: every flag
+    given to one of our scripts is one its --help lists; the shell scripts parse (bash -n)."""
     listed = {script: set(re.findall(r"^  --(?:\[no\])?(\w+)", results[f"help:{script}"].stdout,
                                      re.M)) for script in OWN_FLAGS}
     sources = {}
@@ -638,12 +638,17 @@ def test_launch_scripts_and_readme_commands_use_flags_that_exist(results):
             syntax = subprocess.run(["bash", "-n", path], capture_output=True, text=True)
             assert syntax.returncode == 0, (name, syntax.stderr)
             sources[name] = open(path, encoding="utf-8").read()
-    readme = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
-    sources["README.md"] = "\n".join(re.findall(r"^```[a-z]*\n(.*?)^```", readme, re.M | re.S))
+    docs = ["README.md"] + [os.path.join("docs", name)
+                            for name in sorted(os.listdir(os.path.join(REPO, "docs")))
+                            if name.endswith(".md")]
+    for name in docs:
+        with open(os.path.join(REPO, name), encoding="utf-8") as f:
+            text = f.read()
+        sources[name] = "\n".join(re.findall(r"^\s*```[a-z]*\n(.*?)^\s*```", text, re.M | re.S))
     checked = 0
     for source, text in sources.items():
         for script, flags in _commands(text):
-            unknown = set(flags) - listed[script]
+            unknown = set(flags) - listed[script] - {"help", "helpfull"}  # absl's own
             assert not unknown, f"{source}: {script}.py has no flag(s) {sorted(unknown)}"
             checked += len(flags)
     assert len(sources) >= 8 and checked > 200

@@ -70,7 +70,7 @@ class GoogleModulesFinder(importlib.abc.MetaPathFinder):
         if len(parts) == 2 and parts[0] == "bert" or len(parts) == 1 and parts[0] in PROVIDED:
             name = parts[-1]
             if name not in PROVIDED:
-                instead = INSTEAD.get(name, "scripts (README, 'Your own code')")
+                instead = INSTEAD.get(name, "scripts (docs/your_own_code.md)")
                 # No `name=`: `from bert import x` would take a ModuleNotFoundError naming
                 # bert.x for "not a submodule" and report the less clear "cannot import name".
                 raise ModuleNotFoundError(
@@ -162,7 +162,7 @@ def _import_problem(error):
         # `from modeling import X` where Google's module had X and this one does not.
         google = module[len("bert_mgpu.compat."):]
         return (f"{error.msg.split(' from ')[0]} from {google}: not provided by "
-                f"bert_mgpu.compat (README, 'Your own code')")
+                f"bert_mgpu.compat (docs/your_own_code.md)")
     if isinstance(error, ModuleNotFoundError) and "bert_mgpu.compat" not in error.msg:
         return f"{error.msg} (neither installed nor next to the script)"
     return error.msg

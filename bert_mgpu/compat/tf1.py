@@ -67,7 +67,7 @@ def unavailable(what, instead):
     if same:
         instead = f"the project's {same[0]}.py (Google's flags, the same job)"
     raise Unavailable(f"bert_mgpu.compat: ERROR: {where}{what} is not available in TensorFlow "
-                      f"2.21; use {instead} (README, 'Your own code')")
+                      f"2.21; use {instead} (docs/your_own_code.md)")
 
 
 class Missing:

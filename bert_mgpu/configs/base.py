@@ -304,8 +304,8 @@ class TrainOptions(FromFlags):
     adam_bias_correction: bool = Flag(
         "bool", False, "With --optimizer=adamw: bias-corrected Adam moments, as PyTorch's "
                        "AdamW; false = Google's AdamWeightDecay exactly. Default true in the "
-                       "fine-tuning scripts, false in run_pretraining.py (README: deliberate "
-                       "differences).").field()
+                       "fine-tuning scripts, false in run_pretraining.py (docs/migrating.md: "
+                       "deliberate differences).").field()
     precision: str = Flag("enum", "fp32", "Activation precision: fp16 uses dynamic loss scaling "
                                           "(non-finite steps are skipped), bf16 none; variables "
                                           "stay fp32.", PRECISIONS).field()
@@ -664,10 +664,10 @@ class EvalDuringTraining(FromFlags):
                                                       "--best_metric (0 = never).").field()
 
 
-# The fine-tuning scripts' trainer defaults that differ from Google's (README, "Deliberate
-# differences"): bias-corrected Adam, as Mosbach et al. and Zhang et al. (ICLR 2021) fine-tune
-# (--adam_bias_correction=false is Google's AdamWeightDecay exactly), and the whole training set
-# shuffled every epoch (Google's buffer of 100 learns nothing from a file sorted by label).
+# The fine-tuning scripts' trainer defaults that differ from Google's (docs/migrating.md,
+# "Deliberate differences"): bias-corrected Adam, as Mosbach et al. and Zhang et al. (ICLR 2021)
+# fine-tune (--adam_bias_correction=false is Google's AdamWeightDecay exactly), and the whole
+# training set shuffled every epoch (Google's buffer of 100 learns nothing from a file sorted by label).
 FINE_TUNING_FLAGS = {"adam_bias_correction": {"default": True},
                      "shuffle_buffer_size": {"default": 0}}
 

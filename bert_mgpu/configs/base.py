@@ -667,7 +667,8 @@ class EvalDuringTraining(FromFlags):
 # The fine-tuning scripts' trainer defaults that differ from Google's (docs/migrating.md,
 # "Deliberate differences"): bias-corrected Adam, as Mosbach et al. and Zhang et al. (ICLR 2021)
 # fine-tune (--adam_bias_correction=false is Google's AdamWeightDecay exactly), and the whole
-# training set shuffled every epoch (Google's buffer of 100 learns nothing from a file sorted by label).
+# training set shuffled every epoch (Google's buffer of 100 learns nothing from a file sorted by
+# label).
 FINE_TUNING_FLAGS = {"adam_bias_correction": {"default": True},
                      "shuffle_buffer_size": {"default": 0}}
 

@@ -125,7 +125,8 @@ VARIANTS = {
     "first": {"--student_layers": "first", "--student_num_layers": 3},
     "unlabeled": {"--unlabeled_file": "{root}/unlabeled.txt"},
     "small": {"--student_config": "{root}/small/bert_config.json", "--student_num_layers": 0,
-              "--init_checkpoint": "{root}/small/bert_model.ckpt", "--do_eval": "true"},
+              "--init_checkpoint": "{root}/small/bert_model.ckpt", "--do_eval": "true",
+              "--verbose": "true"},  # the variable list, tagged *INIT_FROM_CKPT*
 }
 
 _runs_with_the_module = with_the_module("runs")

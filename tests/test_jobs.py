@@ -196,7 +196,14 @@ print(json.dumps(out, default=str))
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _tsv_data_dir(tmp_path):
+    """`d/train.tsv`: the classifier's --data_dir=d, checked (with its columns) at start."""
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "train.tsv").write_text("sentence\tlabel\nfine\ta\n")
+
+
 def test_flags_fill_the_configs_by_field_name(tmp_path):
+    _tsv_data_dir(tmp_path)
     (tmp_path / "c.json").write_text(json.dumps(dict(TINY, max_position_embeddings=64)))
     (tmp_path / "v.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n")
     (tmp_path / "x").write_text("")
@@ -273,6 +280,7 @@ def test_fine_tuning_scripts_default_to_bias_corrected_adam(tmp_path):
     AdamWeightDecay); run_pretraining.py keeps Google's. LAMB corrects its moments anyway: the
     fine-tuning default does not stop --optimizer=lamb, an explicit
     --adam_bias_correction=true with it is refused naming the flag."""
+    _tsv_data_dir(tmp_path)
     (tmp_path / "c.json").write_text(json.dumps(dict(TINY, max_position_embeddings=64)))
     (tmp_path / "v.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n")
     (tmp_path / "x").write_text("")

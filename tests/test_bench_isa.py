@@ -58,7 +58,7 @@ def test_avx2_cap_on_an_amx_host_caps_every_library_and_keeps_the_rest():
         "MKL_ENABLE_INSTRUCTIONS": "AVX2",
         "OPENBLAS_CORETYPE": "Haswell",
         "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",
-        "TF_ENABLE_ONEDNN_OPTS": "0",  # TensorFlow's own default on an AVX2 host
+        "TF_ENABLE_ONEDNN_OPTS": "1",  # what our scripts set on an AVX2 host
     }
     assert environ == {"PATH": "/bin", "XLA_FLAGS": "--xla_cpu_enable_fast_math=false"}
 
@@ -78,12 +78,12 @@ def test_avx512_cap_leaves_tensorflow_onednn_default_alone():
 def test_a_cap_replaces_the_caps_already_set_and_keeps_the_users_onednn_choice():
     environ = {"DNNL_MAX_CPU_ISA": "SSE41", "ATEN_CPU_CAPABILITY": "default",
                "XLA_FLAGS": "--xla_cpu_max_isa=AVX --xla_dump_to=/tmp/x",
-               "TF_ENABLE_ONEDNN_OPTS": "1"}
+               "TF_ENABLE_ONEDNN_OPTS": "0"}
     env = common.isa_environment("avx2", "avx512_bf16", environ)
     assert "DNNL_MAX_CPU_ISA" not in env
     assert env["ATEN_CPU_CAPABILITY"] == "avx2"
     assert env["XLA_FLAGS"] == "--xla_dump_to=/tmp/x --xla_cpu_max_isa=AVX2"
-    assert env["TF_ENABLE_ONEDNN_OPTS"] == "1"
+    assert env["TF_ENABLE_ONEDNN_OPTS"] == "0"
 
 
 @pytest.mark.parametrize("max_isa, host", [
@@ -100,7 +100,7 @@ def test_summary_names_the_host_the_cap_and_tensorflow_onednn_switch():
     assert common.isa_summary("amx", {"PATH": "/bin"}) == "amx"
     capped = common.isa_environment("avx2", "amx", {})
     assert (common.isa_summary("amx", capped)
-            == "avx2 (--max_isa=avx2; host amx), TF_ENABLE_ONEDNN_OPTS=0")
+            == "avx2 (--max_isa=avx2; host amx), TF_ENABLE_ONEDNN_OPTS=1")
     capped = common.isa_environment("avx512", "amx", {})
     assert common.isa_summary("amx", capped) == "avx512_bf16 (--max_isa=avx512; host amx)"
     assert (common.isa_summary("amx", {"ONEDNN_MAX_CPU_ISA": "AVX2",
@@ -142,7 +142,7 @@ def test_cap_isa_restarts_a_process_that_loaded_a_capped_library_once():
            if k not in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "TF_ENABLE_ONEDNN_OPTS")}
     out = subprocess.run([sys.executable, "-c", _CHILD, BENCH, "avx2"], env=env, check=True,
                          stdout=subprocess.PIPE, text=True).stdout.split("\n")
-    assert out[:3] == ["start None", "start AVX2", "capped AVX2 0"]
+    assert out[:3] == ["start None", "start AVX2", "capped AVX2 1"]
     out = subprocess.run([sys.executable, "-c", _CHILD, BENCH, "native"],
                          env=dict(env, ONEDNN_MAX_CPU_ISA="AVX2"), check=True,
                          stdout=subprocess.PIPE, text=True).stdout.split("\n")

@@ -65,6 +65,41 @@ def test_tensorflow_starts_without_notices_on_a_machine_without_a_gpu():
     assert "cuInit" in loud.stderr and "oneDNN" in loud.stderr, loud.stderr
 
 
+_ONEDNN_SCRIPT = """import os, sys
+sys.path.insert(0, {repo!r})
+from bert_mgpu import scripts
+
+
+def main(argv):
+    from tensorflow.python.util import _pywrap_util_port
+    print(os.environ.get("TF_ENABLE_ONEDNN_OPTS"), _pywrap_util_port.IsMklEnabled())
+
+
+scripts.run(main)
+"""
+
+
+@pytest.mark.skipif(scripts.machine_has_gpu(), reason="a machine with a GPU keeps TensorFlow's "
+                    "own oneDNN default")
+def test_a_script_runs_tensorflow_with_onednn_operations_on_unless_the_user_says(tmp_path):
+    """Through scripts.run, as every script starts: TF_ENABLE_ONEDNN_OPTS unset gives "1" (and
+    TensorFlow reports its oneDNN operations on, whatever this CPU's own default); a user's
+    "0" is kept and turns them off."""
+    script = tmp_path / "job.py"
+    script.write_text(_ONEDNN_SCRIPT.format(repo=REPO))
+    env = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
+    outputs = {}
+    for setting in (None, "0"):
+        run_env = dict(env, BERT_MGPU_TEST_ZYGOTE="0")
+        if setting is not None:
+            run_env["TF_ENABLE_ONEDNN_OPTS"] = setting
+        proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                              timeout=300, env=run_env)
+        assert proc.returncode == 0, proc.stderr
+        outputs[setting] = proc.stdout
+    assert outputs == {None: "1 True\n", "0": "0 False\n"}
+
+
 def _create_pretraining_data(tmp_path, *extra):
     out = tmp_path / f"out{len(extra)}.tfrecord"
     return subprocess.run(

@@ -611,10 +611,13 @@ class LengthBatching(FromFlags):
                                               "--max_seq_length; evaluation and prediction "
                                               "sorted by length, written in file order. "
                                               "Results equal the fully padded run's.").field()
-    pad_to_multiple_of: int = Flag("integer", 16, "With --pad_to_longest: batch lengths are "
-                                                  "multiples of this (bounds the shapes, hence "
-                                                  "the traces and XLA compilations, to "
-                                                  "max_seq_length / N).").field()
+    pad_to_multiple_of: int = Flag("integer", 0, "With --pad_to_longest: batch lengths are "
+                                                 "multiples of this. 0: 1 when the towers run "
+                                                 "uncompiled (one trace serves every length), "
+                                                 "16 with --use_xla or --xla_layers (XLA "
+                                                 "compiles once per length: at most "
+                                                 "max_seq_length / 16 "
+                                                 "compilations).").field()
     group_by_length: bool = Flag("bool", False, "Hugging Face's group_by_length: each epoch's "
                                                 "shuffled order is cut into mega-batches of 50 "
                                                 "global batches, each sorted by length, and the "
@@ -623,18 +626,27 @@ class LengthBatching(FromFlags):
                                                 "changes the batches examples are seen "
                                                 "in.").field()
 
+    def pad_multiple(self) -> int:
+        """The multiple batch lengths and dropout's layout length are rounded up to:
+        --pad_to_multiple_of, or when 0 its default for this run (the flag's help). Without
+        XLA nothing is gained by rounding (the trainer traces once for every length), and
+        every position of rounding is a padded token each layer computes."""
+        if self.pad_to_multiple_of:
+            return self.pad_to_multiple_of
+        return 16 if (self.train.use_xla or self.train.xla_layers) else 1
+
     def length_batching(self, max_seq_length: int) -> Dict[str, Any]:
         """The TrainConfig fields of these flags (`epochs_train_config`'s `length_batching`),
         for records of `max_seq_length`; none without --pad_to_longest."""
         if not self.pad_to_longest:
             return {}
-        return dict(pad_to_multiple_of=self.pad_to_multiple_of,
+        return dict(pad_to_multiple_of=self.pad_multiple(),
                     group_by_length=self.group_by_length,
                     dropout_layout_length=max_seq_length)
 
     def validate_length_batching(self, shuffle_buffer_size: int) -> None:
         """Raises ValueError naming the flag (one line)."""
-        check_at_least(self, 1, "pad_to_multiple_of")
+        check_at_least(self, 0, "pad_to_multiple_of")
         if self.group_by_length and not self.pad_to_longest:
             raise ValueError("--group_by_length needs --pad_to_longest (grouped batches are "
                              "only faster when trimmed)")

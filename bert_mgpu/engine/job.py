@@ -261,8 +261,8 @@ def with_dropout_layout(cfg, train_cfg, train_files):
     if not train_files:
         return train_cfg
     length = input_pipeline.dropout_layout_length(train_files, cfg.model.max_seq_length,
-                                                  cfg.pad_to_multiple_of)
+                                                  cfg.pad_multiple())
     logging.info("Dropout masks laid out over %d positions (the training set's longest example "
-                 "rounded up to --pad_to_multiple_of=%d; --max_seq_length=%d)", length,
-                 cfg.pad_to_multiple_of, cfg.model.max_seq_length)
+                 "rounded up to a multiple of %d; --max_seq_length=%d)", length,
+                 cfg.pad_multiple(), cfg.model.max_seq_length)
     return dataclasses.replace(train_cfg, dropout_layout_length=length)

@@ -163,11 +163,38 @@ def test_fused_gelu_is_googles_formula_and_its_gradient():
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=name)
 
 
-def test_gelu_is_fused_in_the_trainers_towers_only():
+def test_fused_exact_gelu_is_the_erf_formula_and_its_gradient():
+    # The reference: the erf formula in float64, differentiated by autodiff.
+    x = np.linspace(-8, 8, 3202).astype(np.float32).reshape(1601, 2)
+    dy = np.random.default_rng(7).standard_normal(x.shape).astype(np.float32)
+
+    def run(fn, dtype):
+        xs = tf.constant(x, dtype)
+        with tf.GradientTape() as tape:
+            tape.watch(xs)
+            y = fn(xs)
+        dx = tape.gradient(y, xs, output_gradients=tf.constant(dy, dtype))
+        return [y.numpy(), dx.numpy()]
+
+    want = run(_erf_gelu, tf.float64)
+    for got in (run(modeling._fused_gelu_exact, tf.float32),
+                run(tf.function(modeling._fused_gelu_exact), tf.float32)):
+        for name, g, w in zip(["y", "dx"], got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def _erf_gelu(x):
+    """The erf GELU, op by op."""
+    return 0.5 * x * (1.0 + tf.math.erf(x / math.sqrt(2.0)))
+
+
+@pytest.mark.parametrize("act, fused_name, plain", [
+    ("gelu", "_fused_gelu", _google_gelu), ("gelu_exact", "_fused_gelu_exact", _erf_gelu)])
+def test_gelu_is_fused_in_the_trainers_towers_only(act, fused_name, plain):
     """In the trainer's towers (a context with a dropout stream) the encoder's GELU runs as
     XLA computations and the model's outputs and gradients equal Google's formula's to 1e-5
     with dropout 0.1; outside it (evaluation, prediction, the export) nothing is compiled."""
-    config, model, _, _, clf = build_all(dict(TINY_CONFIG, num_hidden_layers=2))
+    config, model, _, _, clf = build_all(dict(TINY_CONFIG, num_hidden_layers=2, hidden_act=act))
     ids = tf.constant(np.random.RandomState(3).randint(1, 100, [3, 12]), tf.int32)
     labels = tf.constant([0, 2, 1])
     variables = list(model.named_variables().values()) + list(clf.named_variables().values())
@@ -182,14 +209,14 @@ def test_gelu_is_fused_in_the_trainers_towers_only():
         return out.sequence_output, [tf.convert_to_tensor(g) for g in grads]
 
     def run(fused):
-        original = modeling._fused_gelu
-        if not fused:  # Google's formula op by op, in the same towers' setting
-            modeling._fused_gelu = _google_gelu
+        original = getattr(modeling, fused_name)
+        if not fused:  # the formula op by op, in the same towers' setting
+            setattr(modeling, fused_name, plain)
         try:
             fn = tf.function(step, autograph=False)
             return fn(ids), _xla_compiled_calls(fn.get_concrete_function(ids).graph)
         finally:
-            modeling._fused_gelu = original
+            setattr(modeling, fused_name, original)
 
     (plain_out, plain_grads), plain_compiled = run(False)
     (out, grads), compiled = run(True)

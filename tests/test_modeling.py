@@ -520,6 +520,28 @@ def test_config_errors_name_file_and_key(tmp_path):
 
 # -- --xla_layers: each encoder layer one XLA computation ------------------------------------
 
+@pytest.mark.parametrize("act", ["gelu", "gelu_exact"])
+def test_gelu_is_not_compiled_when_the_trace_does_not_know_the_length(act):
+    """Batches cut to their longest example run through one trace whose sequence axis is
+    unknown; XLA would compile the activation again for every new length, so there it runs
+    op by op (the same function of the inputs: the values of the fused trace's, to 1e-5)."""
+    config, model, _, _, clf = build_all(dict(TINY_CONFIG, num_hidden_layers=2, hidden_act=act))
+    ids = tf.constant(np.random.RandomState(3).randint(1, 100, [3, 12]), tf.int32)
+
+    def step(ids):
+        with dropout_stream(5, tf.constant(2, tf.int64), 0, 3):
+            return model(ids, training=True).sequence_output
+
+    # Two functions: one would serve the known shape with its any-length trace.
+    any_length = tf.function(step, autograph=False).get_concrete_function(
+        tf.TensorSpec([3, None], tf.int32))
+    known_length = tf.function(step, autograph=False).get_concrete_function(
+        tf.TensorSpec([3, 12], tf.int32))
+    assert not _xla_compiled_calls(any_length.graph)
+    assert _xla_compiled_calls(known_length.graph)
+    np.testing.assert_allclose(any_length(ids), known_length(ids), atol=1e-5, rtol=1e-5)
+
+
 def _xla_compiled_calls(graph, gelu=True):
     """Names of the functions the graph calls that must be compiled by XLA (with `gelu`
     False, not counting the towers' fused GELU, `modeling._fused_gelu`)."""

@@ -78,9 +78,10 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 def gelu(x):
     """Gaussian Error Linear Unit, the tanh approximation Google's BERT uses as `"gelu"`.
 
-    In the trainer's towers (`execution.current().in_trainer_towers`) the forward pass and its
-    gradient are each one XLA computation (`_fused_gelu`); elsewhere (evaluation, prediction,
-    the export) Google's formula runs op by op.
+    In the trainer's towers (`execution.current().in_trainer_towers`), on a shape the trace
+    knows, the forward pass and its gradient are each one XLA computation (`_fused_gelu`);
+    elsewhere (evaluation, prediction, the export, batches cut to any length) Google's formula
+    runs op by op (`_fuse_activation`).
 
     Args:
       x: float Tensor to perform activation on.
@@ -88,10 +89,19 @@ def gelu(x):
     Returns:
       `x` with the GELU activation applied, same shape and dtype.
     """
-    if execution.current().in_trainer_towers:
+    if _fuse_activation(x):
         return _fused_gelu(x)
     cdf = 0.5 * (1.0 + tf.tanh(_GELU_SCALE * (x + _GELU_CUBIC * tf.pow(x, 3))))
     return x * cdf
+
+
+def _fuse_activation(x) -> bool:
+    """Whether the activation of `x` runs as XLA computations: in the trainer's towers, when
+    the trace knows `x`'s shape. XLA compiles once per shape, so a trace whose sequence axis
+    is unknown (batches cut to their longest example, every length run by the one trace) would
+    compile again for every new length, each costing more than fusing saves; there the formula
+    runs op by op."""
+    return execution.current().in_trainer_towers and x.shape.is_fully_defined()
 
 
 @tf.function(jit_compile=True, autograph=False)
@@ -126,10 +136,9 @@ def _fused_gelu(x):
 
 def gelu_exact(x):
     """GELU with the exact Gaussian CDF (erf), which Hugging Face calls `"gelu"` (so most
-    converted checkpoints use it). In the trainer's towers the forward pass and its gradient
-    are each one XLA computation (`_fused_gelu_exact`), as `gelu`'s; elsewhere the formula runs
-    op by op."""
-    if execution.current().in_trainer_towers:
+    converted checkpoints use it). Fused in the trainer's towers (`_fused_gelu_exact`) where
+    `gelu` is (`_fuse_activation`); elsewhere the formula runs op by op."""
+    if _fuse_activation(x):
         return _fused_gelu_exact(x)
     return 0.5 * x * (1.0 + tf.math.erf(x / math.sqrt(2.0)))
 

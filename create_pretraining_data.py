@@ -12,7 +12,9 @@ Input: one sentence per line, a blank line between documents. Large corpora: add
 --num_workers=N (sharded mode, memory bounded by --shard_size_mb). Options Google's script does not
 have: --sentence_order_prediction, --no_next_sentence, --span_masking [--span_length],
 --word_segmented_input, --dynamic_masking (unmasked records with word_starts, masked anew every
-epoch by run_pretraining.py --dynamic_masking). TensorFlow is not imported.
+epoch by run_pretraining.py --dynamic_masking), --pack_sequences [--document_ids]. A ModernBERT
+tokenizer.json as --vocab_file makes masked-LM-only records (docs/modernbert.md). TensorFlow is
+not imported.
 """
 
 import os

@@ -28,7 +28,7 @@ from _launch import (
 )
 from _oracle import DATA, ORACLES, REPO, run_json_request
 
-from bert_mgpu.data import tfrecord
+from bert_mgpu.data import input_pipeline, tfrecord
 from bert_mgpu.engine import checkpoint, optimization
 from bert_mgpu.model import heads, modeling
 from bert_mgpu.model.bert_config import BertConfig
@@ -240,9 +240,10 @@ def runs(files, tmp_path_factory):
     """Side by side, the same global batch of 8 with dropout 0.1: "towers" (2 x 4),
     "one_device" (1 x 8), "recompute" (2 x 4, --gradient_checkpointing) and "killed" (2 x 4,
     SIGKILL after its checkpoint 6, then rerun as 1 x 8); then "phase2" (64 tokens from
-    towers' checkpoint). Each (CompletedProcess, output_dir); "killed" also its kill report."""
+    towers' checkpoint) and "eval" (evaluation of `_large_weights`). Each (CompletedProcess,
+    output_dir, or the evaluated checkpoint for "eval"); "killed" also its kill report."""
     outs = {name: str(tmp_path_factory.mktemp(name))
-            for name in ("towers", "one_device", "recompute", "killed", "phase2")}
+            for name in ("towers", "one_device", "recompute", "killed", "phase2", "eval")}
     launched = {"towers": Launched(_train_args(files, outs["towers"], *TWO_TOWERS)),
                 "one_device": Launched(_train_args(files, outs["one_device"], *ONE_DEVICE)),
                 "recompute": Launched(_train_args(files, outs["recompute"], *TWO_TOWERS,
@@ -258,8 +259,25 @@ def runs(files, tmp_path_factory):
     phase2 = _train_args(files, outs["phase2"], *TWO_TOWERS, "--verbose",
                          f"--init_checkpoint={outs['towers']}", data="dyn64", length=64,
                          steps=3, warmup=0, decay=3)
-    result["phase2"] = (run_all([phase2])[0], outs["phase2"])
+    weights = _large_weights(files, tmp_path_factory.mktemp("large"))
+    evaluate = [a for a in _train_args(files, outs["eval"]) if a != "--do_train=true"] + [
+        "--do_eval=true", "--eval_batch_size=8", "--max_eval_steps=3",
+        f"--init_checkpoint={weights}"]
+    result["phase2"], result["eval"] = zip(run_all([phase2, evaluate]),
+                                           (outs["phase2"], weights))
     return result
+
+
+def _large_weights(files, directory):
+    """A checkpoint of the model with random weights far larger than the initializer's (whose
+    attention is nearly uniform): attending across documents then changes the loss clearly."""
+    config = BertConfig.from_json_file(files["config"])
+    task = BertPretrainer(config, next_sentence=False)
+    rng = np.random.RandomState(4)
+    named = task.named_variables()
+    for var in named.values():
+        var.assign(rng.normal(0, 0.5, var.shape))
+    return checkpoint.write_bundle(str(directory / "model.ckpt"), named)
 
 
 def _assert_same_weights(ours, reference, atol=1e-5):
@@ -317,6 +335,39 @@ def test_second_phase_at_64_tokens_starts_from_the_first(runs):
     for name in model:
         diff = np.abs(phase2[name] - phase1[name]).max()
         assert diff < 0.05, name  # moved from phase 1's values, not from a fresh init
+
+
+def _restored_task(config_file, prefix, packed):
+    task = BertPretrainer(BertConfig.from_json_file(config_file), next_sentence=False,
+                          packed=packed)
+    checkpoint.init_from_checkpoint(prefix, task.named_variables(),
+                                    required_prefixes=("bert/", "cls/"))
+    return task
+
+
+def test_evaluation_keeps_packed_documents_apart(files, runs):
+    """run_pretraining.py --do_eval on packed records: its masked_lm_loss is the task's with
+    document_ids (each document alone), not the one attending across documents (the script
+    would give that if it dropped the records' document_ids)."""
+    proc, weights = runs["eval"]
+    _check(proc)
+    out = re.search(r"--output_dir=(\S+)", " ".join(proc.args)).group(1)
+    result = dict(line.split(" = ") for line in
+                  open(os.path.join(out, "eval_results.txt")).read().splitlines())
+    masking = input_pipeline.DynamicMasking.from_vocab(
+        files["tokenizer"], max_seq_length=32, max_predictions_per_seq=12, masked_lm_prob=0.3,
+        seed=11, document_ids=True)
+    batches = list(input_pipeline.record_dataset([files["dyn32"]], masking.shapes, 8,
+                                                 is_training=False, masking=masking).take(3))
+    losses = {}
+    for packed in (True, False):
+        task = _restored_task(files["config"], weights, packed)
+        sums = [task.eval_sums(b) for b in batches]
+        losses[packed] = sum(float(x["masked_lm_weighted_loss"]) for x in sums) / \
+            sum(float(x["masked_lm_weight"]) for x in sums)
+    assert float(result["masked_lm_loss"]) == pytest.approx(losses[True], abs=1e-5)
+    # Attending across documents moves the loss 100 times the tolerance above.
+    assert abs(losses[False] - losses[True]) > 1e-3
 
 
 def _our_logits(output_dir, ids, mask):

@@ -63,6 +63,14 @@ Options that Google's script does not have (all off by default):
     as Chinese-BERT-wwm. The tokens are those of the unsegmented text wherever the tokenizer would
     split there anyway (it always does around CJK characters). Google's `do_whole_word_mask`
     cannot do this for Chinese: every CJK character is its own token, never a `##` piece.
+  * `document_ids` (with `pack_sequences`): each record also holds `document_ids`, each
+    position's document in the instance (1 for the first; [CLS] with the first document, every
+    document's [SEP] and the closing one with theirs; 0 at padding), for a model that keeps each
+    token to its own document (ModernBERT's padding-free packing). No draw is changed.
+  * a Hugging Face `tokenizer.json` as `vocab_file` (ModernBERT's byte-level BPE,
+    `tokenization.BpeTokenizer`): ids are the tokenizer's, random words ids below its size;
+    masked-LM only (`no_next_sentence` or `pack_sequences`), no whole-word masking
+    (`check_tokenizer_options`).
   * `dynamic_masking`: the instances are made as above but not masked (no masking draw), and
     written with `word_starts` (1 where a whole-word group of the static masking begins) instead
     of the `masked_lm_*` features; run_pretraining.py --dynamic_masking masks them in its input

@@ -157,6 +157,29 @@ def test_bpe_records_are_tokenizers_ids_masked_30_percent_with_documents_marked(
     assert multi > 10  # instances holding several documents were checked
 
 
+def test_dynamic_masking_takes_the_tokenizer_json_ids(files):
+    """run_pretraining.py --dynamic_masking --vocab_file=tokenizer.json: [MASK]/[CLS]/[SEP] and
+    the random words' range are the tokenizer's (by `tokenizers`), and the packed records'
+    document_ids pass through the masking unchanged."""
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(files["tokenizer"])
+    masking = input_pipeline.DynamicMasking.from_vocab(
+        files["tokenizer"], max_seq_length=32, max_predictions_per_seq=12, masked_lm_prob=0.3,
+        seed=1, document_ids=True)
+    assert (masking.mask_id, masking.cls_id, masking.sep_id, masking.vocab_size) == (
+        tok.token_to_id("[MASK]"), tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]"),
+        tok.get_vocab_size(with_added_tokens=True))
+    raw = next(tfrecord.read_records(files["dyn32"]))
+    masked = input_pipeline.mask_example(
+        input_pipeline.features.parse_example(tf.constant(raw), masking.shapes), 0, masking)
+    assert masked["document_ids"].numpy().tolist() == tfrecord.decode_example(raw)[
+        "document_ids"]
+    n = int(masked["masked_lm_weights"].numpy().sum())
+    assert n == min(12, round(32 * 0.3))
+    changed = masked["input_ids"].numpy() != np.array(tfrecord.decode_example(raw)["input_ids"])
+    assert changed.sum() <= n and masking.mask_id in masked["input_ids"].numpy()
+
+
 def test_packed_documents_train_as_if_alone():
     """The task's masked-LM loss on a row packing two documents (document_ids) equals the loss
     of the two documents run alone; without document_ids (packed=False) it does not."""
@@ -233,15 +256,17 @@ def _train_args(files, out, *extra, data="dyn32", length=32, steps=STEPS, warmup
 
 TWO_TOWERS = ("--n_gpus=2", "--train_batch_size=4")
 ONE_DEVICE = ("--n_gpus=1", "--train_batch_size=8")
+ACCUMULATED = ("--n_gpus=1", "--train_batch_size=4", "--num_accumulation_steps=2")
 
 
 @pytest.fixture(scope="module")
 def runs(files, tmp_path_factory):
     """Side by side, the same global batch of 8 with dropout 0.1: "towers" (2 x 4),
     "one_device" (1 x 8), "recompute" (2 x 4, --gradient_checkpointing) and "killed" (2 x 4,
-    SIGKILL after its checkpoint 6, then rerun as 1 x 8); then "phase2" (64 tokens from
-    towers' checkpoint) and "eval" (evaluation of `_large_weights`). Each (CompletedProcess,
-    output_dir, or the evaluated checkpoint for "eval"); "killed" also its kill report."""
+    SIGKILL after its checkpoint 6, then rerun as 1 x 4 x 2 micro-batches); then "phase2" (64
+    tokens from towers' checkpoint) and "eval" (evaluation of `_large_weights`). Each
+    (CompletedProcess, output_dir, or the evaluated checkpoint for "eval"); "killed" also its
+    kill report."""
     outs = {name: str(tmp_path_factory.mktemp(name))
             for name in ("towers", "one_device", "recompute", "killed", "phase2", "eval")}
     launched = {"towers": Launched(_train_args(files, outs["towers"], *TWO_TOWERS)),
@@ -254,7 +279,7 @@ def runs(files, tmp_path_factory):
     _, not_killed = finish_killed(launched["killed"], outs["killed"], STEPS)
     result = {name: (launched[name].finish(), outs[name])
               for name in ("towers", "one_device", "recompute")}
-    result["killed"] = (run_all([_train_args(files, outs["killed"], *ONE_DEVICE)])[0],
+    result["killed"] = (run_all([_train_args(files, outs["killed"], *ACCUMULATED)])[0],
                         outs["killed"], killed_at, not_killed)
     phase2 = _train_args(files, outs["phase2"], *TWO_TOWERS, "--verbose",
                          f"--init_checkpoint={outs['towers']}", data="dyn64", length=64,
@@ -311,7 +336,9 @@ def test_gradient_checkpointing_equals_keeping_activations(runs):
     _assert_same_weights(final_tensors(runs["recompute"][1]), final_tensors(runs["towers"][1]))
 
 
-def test_sigkill_then_rerun_on_one_device_ends_with_the_same_weights(runs):
+def test_sigkill_then_rerun_with_accumulation_ends_with_the_same_weights(runs):
+    """Killed with 2 towers, rerun on 1 device accumulating 2 micro-batches: the same weights as
+    the uninterrupted towers."""
     proc, out, killed_at, not_killed = runs["killed"]
     assert killed_at is not None, "the run ended before it could be killed"
     assert not_killed is None, not_killed

@@ -45,7 +45,7 @@ MB_CONFIG = {
     "local_attention_window": 8, "global_attention_every_n_layers": 3,
     "layer_norm_bias": False, "layer_norm_eps": 1e-5, "first_layer_attention_norm": False,
     "head_bias": False, "classifier_pooling": "cls"}
-STEPS, WARMUP, DECAY, LR = 12, 2, 5, 1e-3
+STEPS, WARMUP, DECAY, LR, FINAL = 12, 2, 5, 1e-3, 0.1
 
 
 def _script(name):
@@ -220,14 +220,15 @@ def test_packed_documents_train_as_if_alone():
     assert abs(across - float(loss_alone)) > 1e-2 * abs(float(loss_alone))
 
 
-def _wsd(step, total=STEPS, warmup=WARMUP, decay=DECAY, peak=LR):
-    """The warmup-stable-decay rate written out by hand (Hägele et al. 2024's 1-sqrt cooldown)."""
+def _wsd(step, total=STEPS, warmup=WARMUP, decay=DECAY, peak=LR, final=FINAL):
+    """The warmup-stable-decay rate written out by hand (Hägele et al. 2024's 1-sqrt cooldown,
+    down to `final` of the peak as ModernBERT's OneMinusSqrtScheduler's alpha_f)."""
     if step < warmup:
         return peak * step / warmup
     start = total - decay
-    if step < start:
+    if step < start or not decay:
         return peak
-    return peak * (1 - math.sqrt(min(step - start, decay) / decay)) if decay else peak
+    return peak * (final + (1 - final) * (1 - math.sqrt(min(step - start, decay) / decay)))
 
 
 def test_warmup_stable_decay_at_chosen_steps():
@@ -235,7 +236,13 @@ def test_warmup_stable_decay_at_chosen_steps():
                            (95, 1 - math.sqrt(0.75)), (100, 0.0), (150, 0.0)):
         got = float(optimization.warmup_stable_decay_learning_rate_at(step, 1.0, 100, 10, 20))
         assert got == pytest.approx(expected, abs=1e-6), step
-        assert got == pytest.approx(_wsd(step, 100, 10, 20, 1.0), abs=1e-6)
+        assert got == pytest.approx(_wsd(step, 100, 10, 20, 1.0, 0.0), abs=1e-6)
+    # With a floor (ModernBERT's alpha_f): 0.1 + 0.9 * (1 - sqrt(t)).
+    for step, expected in ((85, 0.55), (95, 0.1 + 0.9 * (1 - math.sqrt(0.75))), (100, 0.1),
+                           (130, 0.1), (60, 1.0)):
+        got = float(optimization.warmup_stable_decay_learning_rate_at(step, 1.0, 100, 10, 20,
+                                                                      0.1))
+        assert got == pytest.approx(expected, abs=1e-6), step
     # No decay: constant after the warmup (a phase a later one decays).
     assert float(optimization.warmup_stable_decay_learning_rate_at(99, 2.0, 100, 10, 0)) == 2.0
     with pytest.raises(ValueError, match="num_decay_steps"):
@@ -250,6 +257,7 @@ def _train_args(files, out, *extra, data="dyn32", length=32, steps=STEPS, warmup
         f"--max_seq_length={length}", "--max_predictions_per_seq=12", "--no_next_sentence",
         "--dynamic_masking", "--masked_lm_prob=0.3", f"--vocab_file={files['tokenizer']}",
         "--lr_schedule=wsd", f"--num_warmup_steps={warmup}", f"--num_decay_steps={decay}",
+        f"--final_lr_fraction={FINAL}",
         f"--num_train_steps={steps}", f"--learning_rate={LR}", "--save_checkpoints_steps=3",
         "--log_every_n_steps=1", "--random_seed=11", *extra)
 
@@ -314,7 +322,8 @@ def _assert_same_weights(ours, reference, atol=1e-5):
 
 def test_logged_learning_rate_follows_warmup_stable_decay(runs):
     """The script's step lines: the rate of step N's update is the schedule at N - 1 (updates
-    applied before it); a linear schedule would differ from step 3 on."""
+    applied before it); a linear schedule would differ from step 3 on, a decay to 0 (the floor
+    --final_lr_fraction ignored) from step 9 on."""
     proc = _check(runs["towers"][0])
     logged = {int(m.group(1)): float(m.group(2)) for m in re.finditer(
         r"step (\d+)/\d+: .*?lr = ([0-9.e+-]+)", proc.stderr)}

@@ -336,7 +336,7 @@ class TrainOptions(FromFlags):
                                               "learning_rate at half of num_train_steps -> 0 "
                                               "(num_warmup_steps unused); wsd = ModernBERT's "
                                               "warmup-stable-decay: warmup, constant, then "
-                                              "1-sqrt decay to 0 over run_pretraining.py's "
+                                              "1-sqrt decay over run_pretraining.py's "
                                               "--num_decay_steps (0: no decay).",
                             LR_SCHEDULES).field()
     batch_ramp_steps: int = Flag("integer", 0, "Cramming's batch ramp: over the first N updates "
@@ -426,6 +426,7 @@ class TrainConfig(TrainOptions):
     # --lr_schedule=wsd: the last num_decay_steps updates decay the rate to 0 (1-sqrt; 0 =
     # constant after the warmup).
     num_decay_steps: int = 0
+    final_lr_fraction: float = 0.0  # the rate the decay ends at, times learning_rate
     # Length-aware batching (fine-tuning jobs' --pad_to_longest / --group_by_length): every
     # batch trimmed to its longest example rounded up to this multiple (0 = kept at the
     # records' length, max_seq_length), and training batches grouped by length.
@@ -458,6 +459,9 @@ class TrainConfig(TrainOptions):
         if self.lr_schedule != "wsd":
             return
         check_at_least(self, 0, "num_decay_steps")
+        if not 0.0 <= self.final_lr_fraction <= 1.0:
+            raise ValueError(f"--final_lr_fraction must be in [0, 1], got "
+                             f"{self.final_lr_fraction}")
         if self.num_warmup_steps + self.num_decay_steps > self.num_train_steps:
             raise ValueError(f"--lr_schedule=wsd: --num_warmup_steps={self.num_warmup_steps} + "
                              f"--num_decay_steps={self.num_decay_steps} must be <= "

@@ -60,10 +60,15 @@ class PretrainingConfig(FromFlags):
     num_warmup_steps: int = NUM_WARMUP_STEPS.field()
     num_decay_steps: int = Flag("integer", 0, "With --lr_schedule=wsd (ModernBERT's "
                                               "warmup-stable-decay): the last N updates decay "
-                                              "the rate from --learning_rate to 0 as 1 - "
-                                              "sqrt(fraction of the decay done); 0 = constant "
+                                              "the rate from --learning_rate to "
+                                              "--final_lr_fraction of it as 1 - sqrt(fraction "
+                                              "of the decay done); 0 = constant "
                                               "after the warmup (a phase a later one "
                                               "decays).").field()
+    final_lr_fraction: float = Flag("float", 0.0, "With --lr_schedule=wsd: the rate the decay "
+                                                  "ends at (and keeps), as a fraction of "
+                                                  "--learning_rate (ModernBERT's code: "
+                                                  "alpha_f, 0.1 by default there).").field()
     max_predictions_per_seq: int = MAX_PREDICTIONS_PER_SEQ.field()
     eval_batch_size: int = EVAL_BATCH_SIZE.field()
     max_eval_steps: int = Flag("integer", 100, "Maximum number of eval steps.").field()
@@ -91,6 +96,7 @@ class PretrainingConfig(FromFlags):
                               num_train_steps=self.num_train_steps,
                               num_warmup_steps=self.num_warmup_steps,
                               num_decay_steps=self.num_decay_steps,
+                              final_lr_fraction=self.final_lr_fraction,
                               init_checkpoint=self.model.init_checkpoint)
 
     def validate(self) -> None:

@@ -236,7 +236,7 @@ class UpdateStep:
         elif cfg.lr_schedule == "wsd":
             schedule = optimization.warmup_stable_decay_schedule(
                 cfg.learning_rate, cfg.num_train_steps, cfg.num_warmup_steps,
-                cfg.num_decay_steps)
+                cfg.num_decay_steps, cfg.final_lr_fraction)
         else:
             schedule = optimization.learning_rate_schedule(
                 cfg.learning_rate, cfg.num_train_steps, cfg.num_warmup_steps)

@@ -115,11 +115,13 @@ def test_bpe_records_are_tokenizers_ids_masked_30_percent_with_documents_marked(
     (with its [SEP]) and one that follows another starts one; 30% of the tokens are predicted,
     never [CLS]/[SEP]."""
     out = str(files["dir"] / "static.tfrecord")
-    _check(run_all([_python(
+    proc = _check(run_all([_python(
         "create_pretraining_data.py", f"--input_file={files['corpus']}", f"--output_file={out}",
         f"--vocab_file={files['tokenizer']}", "--max_seq_length=32",
         "--max_predictions_per_seq=12", "--masked_lm_prob=0.3", "--pack_sequences",
         "--document_ids", "--dupe_factor=1", "--random_seed=3")])[0])
+    # The suggested next command trains masked-LM only.
+    assert "run_pretraining.py" in proc.stderr and "--no_next_sentence=true" in proc.stderr
     added = {t["content"]: t["id"] for t in
              json.loads(open(files["tokenizer"]).read())["added_tokens"]}
     cls_id, sep_id = added["[CLS]"], added["[SEP]"]

@@ -333,6 +333,8 @@ def test_logged_learning_rate_follows_warmup_stable_decay(runs):
     for step, lr in logged.items():
         assert lr == pytest.approx(_wsd(step - 1), abs=1e-6), step
     assert "masked_lm_loss = " in proc.stderr and "next_sentence_loss" not in proc.stderr
+    assert "Records carry document_ids: each token attends within its own document" in \
+        proc.stderr
 
 
 def test_towers_equal_one_device_with_dropout(runs):

@@ -209,6 +209,9 @@ def check_packing(input_files, packed: bool, bert_config) -> None:
         raise ValueError(f"{input_files[0]}: records carry document_ids (packed documents), "
                          f"which needs a bert_config with position_embedding_type \"rope\" "
                          f"(ModernBERT); make them without --document_ids for this model")
+    if packed:
+        logging.info("Records carry document_ids: each token attends within its own document, "
+                     "RoPE positions restart per document")
 
 
 def dynamic_masking(cfg, packed: bool = False) -> Optional[input_pipeline.DynamicMasking]:

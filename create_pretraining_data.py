@@ -12,7 +12,9 @@ Input: one sentence per line, a blank line between documents. Large corpora: add
 --num_workers=N (sharded mode, memory bounded by --shard_size_mb). Options Google's script does not
 have: --sentence_order_prediction, --no_next_sentence, --span_masking [--span_length],
 --word_segmented_input, --dynamic_masking (unmasked records with word_starts, masked anew every
-epoch by run_pretraining.py --dynamic_masking). TensorFlow is not imported.
+epoch by run_pretraining.py --dynamic_masking), --pack_sequences [--document_ids]. A ModernBERT
+tokenizer.json as --vocab_file makes masked-LM-only records (docs/modernbert.md). TensorFlow is
+not imported.
 """
 
 import os
@@ -27,10 +29,16 @@ cli.define_config_flags(CreatePretrainingDataConfig)
 
 def main(_):
     from bert_mgpu.data.pretraining_data import create_pretraining_data
+    from bert_mgpu.tokenization import is_tokenizer_json
     started = time.time()
     cfg = cli.build_config(CreatePretrainingDataConfig)
     stats = create_pretraining_data(cfg)
     outputs = [path.strip() for path in cfg.output_file.split(",") if path.strip()]
+    # A tokenizer.json (ModernBERT) trains masked-LM only; its records are masked by
+    # run_pretraining.py when they were written unmasked.
+    modernbert = {"no_next_sentence": "true"} if is_tokenizer_json(cfg.vocab_file) else {}
+    if modernbert and cfg.dynamic_masking:
+        modernbert.update(dynamic_masking="true", vocab_file=cfg.vocab_file)
     summary.print_summary(
         started, [("result", f"{stats.instances:,} instances from {stats.documents:,} "
                              f"documents")],
@@ -39,7 +47,7 @@ def main(_):
             "run_pretraining.py", "--bert_config_file=BERT_CONFIG --output_dir=OUTPUT_DIR",
             input_file=summary.shown_path(cfg.output_file), do_train="true",
             max_seq_length=cfg.max_seq_length,
-            max_predictions_per_seq=cfg.max_predictions_per_seq))
+            max_predictions_per_seq=cfg.max_predictions_per_seq, **modernbert))
 
 
 if __name__ == "__main__":

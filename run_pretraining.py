@@ -16,7 +16,9 @@ num_accumulation_steps examples. Re-running the same command resumes from the ne
 in --output_dir; SIGHUP/SIGTERM/SIGINT write a checkpoint and exit cleanly. Records made with
 create_pretraining_data.py --dynamic_masking: add --dynamic_masking --vocab_file=vocab.txt (masks
 drawn in the input pipeline from (--random_seed, example index): new every epoch, independent of
---n_gpus / accumulation / workers, exact after a resume).
+--n_gpus / accumulation / workers, exact after a resume). A ModernBERT config (type_vocab_size 0)
+trains masked-LM only (--no_next_sentence), with --lr_schedule=wsd --num_decay_steps=N for its
+warmup-stable-decay schedule (docs/modernbert.md).
 """
 
 from bert_mgpu import cli

@@ -22,7 +22,7 @@ PRECISIONS = ("fp32", "fp16", "bf16")
 OPTIMIZERS = ("adamw", "lamb")
 
 
-LR_SCHEDULES = ("linear", "one_cycle")
+LR_SCHEDULES = ("linear", "one_cycle", "wsd")
 
 
 TRUNCATIONS = ("head", "head_tail")
@@ -334,7 +334,10 @@ class TrainOptions(FromFlags):
     lr_schedule: str = Flag("enum", "linear", "linear = Google's warmup then linear decay; "
                                               "one_cycle = Cramming's triangle: 0 -> "
                                               "learning_rate at half of num_train_steps -> 0 "
-                                              "(num_warmup_steps unused).",
+                                              "(num_warmup_steps unused); wsd = ModernBERT's "
+                                              "warmup-stable-decay: warmup, constant, then "
+                                              "1-sqrt decay over run_pretraining.py's "
+                                              "--num_decay_steps (0: no decay).",
                             LR_SCHEDULES).field()
     batch_ramp_steps: int = Flag("integer", 0, "Cramming's batch ramp: over the first N updates "
                                                "the accumulated micro-batches grow linearly "
@@ -420,6 +423,10 @@ class TrainConfig(TrainOptions):
     num_train_steps: int = NUM_TRAIN_STEPS.default
     num_warmup_steps: int = NUM_WARMUP_STEPS.default
     init_checkpoint: Optional[str] = None
+    # --lr_schedule=wsd: the last num_decay_steps updates decay the rate to 0 (1-sqrt; 0 =
+    # constant after the warmup).
+    num_decay_steps: int = 0
+    final_lr_fraction: float = 0.0  # the rate the decay ends at, times learning_rate
     # Length-aware batching (fine-tuning jobs' --pad_to_longest / --group_by_length): every
     # batch trimmed to its longest example rounded up to this multiple (0 = kept at the
     # records' length, max_seq_length), and training batches grouped by length.
@@ -442,10 +449,23 @@ class TrainConfig(TrainOptions):
         super().validate()
         check_at_least(self, 1, "num_train_steps")
         check_at_least(self, 0, "num_warmup_steps", "pad_to_multiple_of")
+        self._validate_decay()
         if self.pad_to_multiple_of and self.dropout_layout_length < 1:
             raise ValueError("pad_to_multiple_of needs dropout's layout length (at most the "
                              "records' --max_seq_length)")
         check_group_by_length(self.group_by_length, self.shuffle_buffer_size)
+
+    def _validate_decay(self) -> None:
+        if self.lr_schedule != "wsd":
+            return
+        check_at_least(self, 0, "num_decay_steps")
+        if not 0.0 <= self.final_lr_fraction <= 1.0:
+            raise ValueError(f"--final_lr_fraction must be in [0, 1], got "
+                             f"{self.final_lr_fraction}")
+        if self.num_warmup_steps + self.num_decay_steps > self.num_train_steps:
+            raise ValueError(f"--lr_schedule=wsd: --num_warmup_steps={self.num_warmup_steps} + "
+                             f"--num_decay_steps={self.num_decay_steps} must be <= "
+                             f"--num_train_steps={self.num_train_steps}")
 
     def to_dict(self) -> Dict[str, Any]:
         return dataclasses.asdict(self)

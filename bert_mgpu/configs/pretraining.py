@@ -58,6 +58,17 @@ class PretrainingConfig(FromFlags):
     do_eval: bool = DO_EVAL.field()
     num_train_steps: int = NUM_TRAIN_STEPS.field()
     num_warmup_steps: int = NUM_WARMUP_STEPS.field()
+    num_decay_steps: int = Flag("integer", 0, "With --lr_schedule=wsd (ModernBERT's "
+                                              "warmup-stable-decay): the last N updates decay "
+                                              "the rate from --learning_rate to "
+                                              "--final_lr_fraction of it as 1 - sqrt(fraction "
+                                              "of the decay done); 0 = constant "
+                                              "after the warmup (a phase a later one "
+                                              "decays).").field()
+    final_lr_fraction: float = Flag("float", 0.0, "With --lr_schedule=wsd: the rate the decay "
+                                                  "ends at (and keeps), as a fraction of "
+                                                  "--learning_rate (ModernBERT's code: "
+                                                  "alpha_f, 0.1 by default there).").field()
     max_predictions_per_seq: int = MAX_PREDICTIONS_PER_SEQ.field()
     eval_batch_size: int = EVAL_BATCH_SIZE.field()
     max_eval_steps: int = Flag("integer", 100, "Maximum number of eval steps.").field()
@@ -84,6 +95,8 @@ class PretrainingConfig(FromFlags):
         return TrainConfig.of(self.train, output_dir=self.output_dir,
                               num_train_steps=self.num_train_steps,
                               num_warmup_steps=self.num_warmup_steps,
+                              num_decay_steps=self.num_decay_steps,
+                              final_lr_fraction=self.final_lr_fraction,
                               init_checkpoint=self.model.init_checkpoint)
 
     def validate(self) -> None:
@@ -151,6 +164,11 @@ class CreatePretrainingDataConfig(FromFlags):
                                                "token stream cut into full-length [CLS] ... "
                                                "[SEP] instances (only the last one is "
                                                "shorter).").field()
+    document_ids: bool = Flag("bool", False, "With --pack_sequences: write a document_ids "
+                                             "feature (each position's document in the "
+                                             "instance, 1, 2, ...; 0 at padding) so that "
+                                             "run_pretraining.py keeps each token to its own "
+                                             "document (a RoPE model: ModernBERT).").field()
     span_masking: bool = SPAN_MASKING.field()
     span_length: int = SPAN_LENGTH.field()
     word_segmented_input: bool = Flag("bool", False, "Input words are separated by whitespace "
@@ -189,6 +207,9 @@ class CreatePretrainingDataConfig(FromFlags):
             raise ValueError("--dynamic_masking writes unmasked records: pass "
                              "--do_whole_word_mask / --span_masking to run_pretraining.py "
                              "--dynamic_masking instead")
+        if self.document_ids and not self.pack_sequences:
+            raise ValueError("--document_ids marks the documents of packed instances: it needs "
+                             "--pack_sequences")
         if self.pack_sequences and (self.sentence_order_prediction or self.span_masking):
             raise ValueError("--pack_sequences excludes --sentence_order_prediction and "
                              "--span_masking (packed instances have no sentence pairs, and a "

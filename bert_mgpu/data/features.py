@@ -45,6 +45,10 @@ FILE_BATCH_WEIGHT = "file_batch_weight"
 WORD_STARTS = "word_starts"
 DYNAMIC_PRETRAINING_FEATURES = ("input_ids", "input_mask", "segment_ids", "next_sentence_labels",
                                 WORD_STARTS)
+# Packed records (create_pretraining_data.py --pack_sequences --document_ids): int
+# [max_seq_length], each position's document in the instance (1, 2, ...; 0 at padding), each
+# document a contiguous run; the model keeps a token to its own document.
+DOCUMENT_IDS = "document_ids"
 # Every float feature of every record kind (a feature name means one thing in every format):
 # the pretraining masked-LM weights, the token-tagging (NER) label weights, the regression /
 # multi-label classifier targets.

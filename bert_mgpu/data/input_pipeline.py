@@ -13,6 +13,8 @@ from typing import AbstractSet, List, Mapping, Optional, Sequence
 
 from bert_mgpu import tokenization
 from bert_mgpu.data import checks, features, file_io
+from bert_mgpu.data.file_io import is_remote
+from bert_mgpu.model.bert_config import read_bert_config
 
 # TensorFlow is imported inside the functions that build pipelines: `expand_input_files` is
 # also create_pretraining_data.py's, which never imports TensorFlow (its start-up time and
@@ -71,6 +73,22 @@ def check_pretraining_inputs(cfg) -> None:
     checks.check_model_files(cfg.model, casing=False)
     checks.check_weights_to_evaluate(cfg)
     expand_input_files(cfg.input_file)
+    check_masked_lm_only(cfg)
+
+
+def check_masked_lm_only(cfg) -> None:
+    """A config without token types (ModernBERT's `type_vocab_size: 0`) has no segments for a
+    next-sentence task: it pretrains masked-LM only, asked for with --no_next_sentence.
+
+    Raises:
+      InputError: one line naming the flag and the config file.
+    """
+    if cfg.no_next_sentence or is_remote(cfg.model.bert_config_file):
+        return
+    if read_bert_config(cfg.model).type_vocab_size == 0:
+        raise InputError(f"--bert_config_file={cfg.model.bert_config_file} has no token types "
+                         f"(type_vocab_size 0: ModernBERT), so no next-sentence task: pretrain "
+                         f"it masked-LM only with --no_next_sentence")
 
 def check_record_lengths(input_files: Sequence[str], shapes: Mapping[str, int],
                          flags_hint: str) -> None:
@@ -444,10 +462,14 @@ class DynamicMasking:
     whole_word: bool = False
     span: bool = False
     span_length: int = 0  # span masking: words per span, 0 = fill the budget
+    document_ids: bool = False  # packed records' `document_ids`, passed through unchanged
 
     @property
     def shapes(self):
-        return features.dynamic_pretraining_shapes(self.max_seq_length)
+        shapes = features.dynamic_pretraining_shapes(self.max_seq_length)
+        if self.document_ids:
+            shapes[features.DOCUMENT_IDS] = self.max_seq_length
+        return shapes
 
     @classmethod
     def from_vocab(cls, vocab_file: str, **rule) -> "DynamicMasking":
@@ -457,12 +479,18 @@ class DynamicMasking:
         Raises:
           ValueError: the vocabulary lacks [MASK], [CLS] or [SEP], naming it.
         """
-        vocab = tokenization.load_vocab(vocab_file)
+        if tokenization.is_tokenizer_json(vocab_file):
+            # ModernBERT's tokenizer.json: ids 0..N-1, added (special) tokens included.
+            vocab = tokenization.BpeTokenizer(vocab_file).vocab
+            size = max(vocab.values()) + 1
+        else:
+            vocab = tokenization.load_vocab(vocab_file)
+            size = len(vocab)
         missing = [t for t in ("[MASK]", "[CLS]", "[SEP]") if t not in vocab]
         if missing:
             raise ValueError(f"--vocab_file {vocab_file} has no {', '.join(missing)} token "
                              f"(--dynamic_masking needs them)")
-        return cls(vocab_size=len(vocab), mask_id=vocab["[MASK]"], cls_id=vocab["[CLS]"],
+        return cls(vocab_size=size, mask_id=vocab["[MASK]"], cls_id=vocab["[CLS]"],
                    sep_id=vocab["[SEP]"], **rule)
 
 
@@ -489,6 +517,32 @@ def check_masking_mode(input_files: Sequence[str], dynamic: bool) -> None:
         if not dynamic and features.WORD_STARTS in names and "masked_lm_positions" not in names:
             raise InputError(f"{path}: records are unmasked (create_pretraining_data.py "
                              f"--dynamic_masking); pass --dynamic_masking=true")
+
+
+def records_have_document_ids(input_files: Sequence[str]) -> bool:
+    """Whether the records carry `document_ids` (create_pretraining_data.py --pack_sequences
+    --document_ids), read from the first record of each file.
+
+    Raises:
+      InputError: some files have the feature and others not, naming the first that differs.
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    seen = {}
+    for path in input_files:
+        try:
+            first = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+        except tf.errors.OpError:
+            continue  # check_record_lengths names the unreadable file
+        if first is not None:
+            seen[path] = features.DOCUMENT_IDS in features.record_lengths(first.numpy())
+    if len(set(seen.values())) > 1:
+        first_path = next(iter(seen))
+        odd = next(p for p, has in seen.items() if has != seen[first_path])
+        raise InputError(f"{odd}: records {'with' if seen[odd] else 'without'} document_ids, "
+                         f"unlike {first_path}'s: make every file with the same "
+                         f"create_pretraining_data.py --document_ids")
+    return any(seen.values())
 
 
 def _masked(serialized, masking: DynamicMasking, stride: int = 1, offset: int = 0):
@@ -550,6 +604,7 @@ def mask_example(record: Mapping, index, masking: DynamicMasking):
         "masked_lm_ids": tf.ensure_shape(tf.pad(tf.gather(ids, positions), pad), [preds]),
         "masked_lm_weights": tf.ensure_shape(tf.pad(tf.ones([k], tf.float32), pad), [preds]),
         "next_sentence_labels": record["next_sentence_labels"],
+        **({features.DOCUMENT_IDS: record[features.DOCUMENT_IDS]} if m.document_ids else {}),
     }
 
 

@@ -63,6 +63,14 @@ Options that Google's script does not have (all off by default):
     as Chinese-BERT-wwm. The tokens are those of the unsegmented text wherever the tokenizer would
     split there anyway (it always does around CJK characters). Google's `do_whole_word_mask`
     cannot do this for Chinese: every CJK character is its own token, never a `##` piece.
+  * `document_ids` (with `pack_sequences`): each record also holds `document_ids`, each
+    position's document in the instance (1 for the first; [CLS] with the first document, every
+    document's [SEP] and the closing one with theirs; 0 at padding), for a model that keeps each
+    token to its own document (ModernBERT's padding-free packing). No draw is changed.
+  * a Hugging Face `tokenizer.json` as `vocab_file` (ModernBERT's byte-level BPE,
+    `tokenization.BpeTokenizer`): ids are the tokenizer's, random words ids below its size;
+    masked-LM only (`no_next_sentence` or `pack_sequences`), no whole-word masking
+    (`check_tokenizer_options`).
   * `dynamic_masking`: the instances are made as above but not masked (no masking draw), and
     written with `word_starts` (1 where a whole-word group of the static masking begins) instead
     of the `masked_lm_*` features; run_pretraining.py --dynamic_masking masks them in its input
@@ -176,12 +184,27 @@ class VocabInfo:
     inv_vocab: Dict[int, str]
 
 
+def make_tokenizer(options):
+    """The tokenizer of --vocab_file: Google's `FullTokenizer`, or a `BpeTokenizer` for a
+    Hugging Face tokenizer.json (ModernBERT's byte-level BPE, its own normalizer)."""
+    if tokenization.is_tokenizer_json(options.vocab_file):
+        return tokenization.BpeTokenizer(options.vocab_file)
+    return tokenization.FullTokenizer(options.vocab_file, options.do_lower_case)
+
+
 def vocab_info(tokenizer: tokenization.FullTokenizer, vocab_file: str) -> VocabInfo:
     """Raises ValueError naming the vocabulary file if it lacks [CLS], [SEP] or [MASK]."""
     vocab = tokenizer.vocab
     missing = [t for t in ("[CLS]", "[SEP]", "[MASK]") if t not in vocab]
     if missing:
         raise ValueError(f"--vocab_file {vocab_file} has no {', '.join(missing)} token")
+    if isinstance(tokenizer, tokenization.BpeTokenizer):
+        # A tokenizer.json numbers its tokens 0..N-1 (added tokens included): a random word is
+        # an id drawn below N. Byte-level BPE marks no word pieces (no whole-word groups).
+        size = max(vocab.values()) + 1
+        return VocabInfo(size=size, cls_id=vocab["[CLS]"], sep_id=vocab["[SEP]"],
+                         mask_id=vocab["[MASK]"], is_subword=(False,) * size,
+                         inv_vocab=dict(tokenizer.inv_vocab))
     # Google's random word is `vocab_words[randint(0, len - 1)]` over the distinct tokens in file
     # order; `load_vocab` gives the i-th distinct token the id i, so the drawn index is the id.
     words = list(vocab)
@@ -284,6 +307,9 @@ class InstanceMaker:
         # instances have document-separating [SEP]s inside, so their tokens are looked at.
         self.special_tokens_in_text = special_tokens_in_text or options.pack_sequences
         self._packed: List[int] = []  # pack_sequences: the stream not yet cut into instances
+        # document_ids: the stream's document number at each of its tokens (a running count).
+        self._packed_documents: List[int] = []
+        self._documents_packed = 0
         self._getrandbits = rng.getrandbits
         self._random = rng.random
 
@@ -450,19 +476,43 @@ class InstanceMaker:
     def _packed_document(self, document: list, emit) -> int:
         """Appends the document and a [SEP] to the stream; emits every full instance."""
         stream = self._packed
+        start = len(stream)
         for sentence in document:
             stream.extend(sentence)
         stream.append(self.vocab.sep_id)
+        if self.o.document_ids:
+            self._documents_packed += 1
+            self._packed_documents.extend([self._documents_packed] * (len(stream) - start))
         width = self.o.max_seq_length - 2
         if len(stream) < width:
             return 0
-        cls_id, sep_id = self.vocab.cls_id, self.vocab.sep_id
         full = len(stream) // width
         for k in range(full):
-            self._emit([cls_id, *stream[k * width:(k + 1) * width], sep_id],
-                       width + 2, 0, 0, emit)
+            self._emit_packed(k * width, (k + 1) * width, emit)
         del stream[:full * width]
+        del self._packed_documents[:full * width]
         return full
+
+    def _emit_packed(self, start: int, end: int, emit) -> None:
+        """Emits `[CLS] stream[start:end] [SEP]`; with document_ids, the record carries each
+        position's document (1 for the first in the instance; [CLS] belongs to the first
+        document, the closing [SEP] to the last)."""
+        tokens = [self.vocab.cls_id, *self._packed[start:end], self.vocab.sep_id]
+        if self.o.document_ids:
+            running = self._packed_documents[start:end]
+            ids = [d - running[0] + 1 for d in running]
+            emit = self._with_document_ids(emit, [ids[0], *ids, ids[-1]])
+        self._emit(tokens, len(tokens), 0, 0, emit)
+
+    def _with_document_ids(self, emit, document_ids: List[int]):
+        """`emit` of the record with a `document_ids` feature appended (padded with 0)."""
+        padding = [0] * (self.o.max_seq_length - len(document_ids))
+        entry = tfrecord.int64_feature_entry(features_lib.DOCUMENT_IDS, document_ids + padding)
+
+        def emit_with(record: bytes) -> None:
+            emit(tfrecord.with_feature_entry(record, entry))
+
+        return emit_with
 
     def finish(self, emit) -> int:
         """Emits what the last document left (pack_sequences: the one shorter instance)."""
@@ -470,9 +520,10 @@ class InstanceMaker:
         sep_id = self.vocab.sep_id
         count = 0
         if any(t != sep_id for t in stream):
-            self._emit([self.vocab.cls_id, *stream, sep_id], len(stream) + 2, 0, 0, emit)
+            self._emit_packed(0, len(stream), emit)
             count = 1
         stream.clear()
+        self._packed_documents.clear()
         return count
 
     def _emit_pair(self, tokens_a: list, tokens_b: list, label: int, emit) -> None:
@@ -937,7 +988,7 @@ def _init_worker(options) -> None:
     # pool, removes the temporaries, one line); a worker would print a traceback each.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
-    tokenizer = tokenization.FullTokenizer(options.vocab_file, options.do_lower_case)
+    tokenizer = make_tokenizer(options)
     vocab = vocab_info(tokenizer, options.vocab_file)
     _WORKER.update(options=options, tokenizer=tokenizer, vocab=vocab,
                    encoder=_encoder(options, vocab))
@@ -1130,6 +1181,26 @@ def _encoder(options, vocab: VocabInfo) -> tfrecord.PretrainingRecordEncoder:
         features_lib.PRETRAINING_FEATURES)
 
 
+def check_tokenizer_options(options) -> None:
+    """The options a tokenizer.json (ModernBERT's BPE) --vocab_file does not take, one line.
+
+    ModernBERT pretrains masked-LM only: its records are single segments (--no_next_sentence) or
+    packed (--pack_sequences); next-sentence and sentence-order pairs are refused (a ModernBERT
+    config has no token types to tell the segments apart). Its byte-level BPE marks no word
+    pieces, so whole-word masking and word-segmented input are refused too.
+    """
+    if not tokenization.is_tokenizer_json(options.vocab_file):
+        return
+    if not (options.no_next_sentence or options.pack_sequences):
+        raise ValueError(f"--vocab_file={options.vocab_file} is a tokenizer.json (ModernBERT's "
+                         f"BPE), which pretrains masked-LM only: add --no_next_sentence or "
+                         f"--pack_sequences (no next-sentence or sentence-order pairs)")
+    for flag in ("do_whole_word_mask", "word_segmented_input"):
+        if getattr(options, flag):
+            raise ValueError(f"--{flag} needs a WordPiece --vocab_file (## pieces); "
+                             f"{options.vocab_file} is a byte-level BPE tokenizer.json")
+
+
 class NoInstancesError(ValueError):
     """The input made no instance: an empty output file would only fail later, in training."""
 
@@ -1147,7 +1218,8 @@ def create_pretraining_data(options) -> Stats:
         made no instance (an empty corpus).
     """
     start = time.monotonic()
-    tokenizer = tokenization.FullTokenizer(options.vocab_file, options.do_lower_case)
+    check_tokenizer_options(options)
+    tokenizer = make_tokenizer(options)
     vocab = vocab_info(tokenizer, options.vocab_file)
     sharded = options.num_workers > 0
     input_files = input_pipeline.expand_input_files(options.input_file, sort=sharded, unique=False)
@@ -1177,9 +1249,10 @@ def create_pretraining_data(options) -> Stats:
         if not sharded:
             write_records(records, outputs.files)
             del records
-        log_examples(first, vocab, names=features_lib.DYNAMIC_PRETRAINING_FEATURES
-                     if options.dynamic_masking
-                     else features_lib.PRETRAINING_FEATURES)
+        names = features_lib.DYNAMIC_PRETRAINING_FEATURES if options.dynamic_masking \
+            else features_lib.PRETRAINING_FEATURES
+        log_examples(first, vocab, names=names + ((features_lib.DOCUMENT_IDS,)
+                                                  if options.document_ids else ()))
         outputs.commit()
     except BaseException:
         outputs.abort()

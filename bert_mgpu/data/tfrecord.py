@@ -166,6 +166,23 @@ def float_feature(values: Sequence[float]) -> bytes:
     return _length_delimited(0x12, inner)
 
 
+def int64_feature_entry(name: str, values: Iterable[int]) -> bytes:
+    """One serialized `Features.feature` map entry of int64 `values` (see
+    `with_feature_entry`)."""
+    return _feature_entry(name, int64_feature(values))
+
+
+def with_feature_entry(serialized: bytes, entry: bytes) -> bytes:
+    """The serialized Example `serialized` with one more feature (`int64_feature_entry`): an
+    Example is field 1 (Features) only, so the entry is appended inside it."""
+    tag, pos = _read_varint(serialized, 0)
+    if tag != 0x0A:
+        raise ValueError("not a serialized tf.train.Example")
+    length, pos = _read_varint(serialized, pos)
+    body = serialized[pos:pos + length]
+    return _length_delimited(0x0A, body + entry)
+
+
 def encode_example(values: Mapping[str, Sequence],
                    float_features=features.FLOAT_FEATURES) -> bytes:
     """Serializes name -> list of ints (or floats for names in `float_features`, by default

@@ -1,4 +1,4 @@
-"""Learning-rate schedule, Google's `AdamWeightDecay`, LAMB and global-norm clipping.
+"""Learning-rate schedules, Google's `AdamWeightDecay`, LAMB and global-norm clipping.
 
 Nothing here knows BERT's structure: optimizers work on a mapping of Google-style variable names
 (`bert/encoder/layer_0/attention/self/query/kernel`, `output_weights`, ...) to `tf.Variable`s, and
@@ -116,6 +116,70 @@ def one_cycle_schedule(peak_lr: float, num_train_steps: int) -> Callable[[tf.Ten
 
     def schedule(step):
         return one_cycle_learning_rate_at(step, peak_lr, num_train_steps)
+
+    return schedule
+
+
+def warmup_stable_decay_learning_rate_at(step, peak_lr: float, num_train_steps: int,
+                                         num_warmup_steps: int, num_decay_steps: int,
+                                         final_fraction: float = 0.0) -> tf.Tensor:
+    """ModernBERT's warmup-stable-decay (trapezoidal) rate with its 1-sqrt decay (Hägele et al.
+    2024; ModernBERT's code: its `OneMinusSqrtScheduler`, whose floor `alpha_f` is
+    `final_fraction` here).
+
+    With W = `num_warmup_steps`, D = `num_decay_steps`, T = `num_train_steps`, a =
+    `final_fraction`: `peak_lr * step / W` while step < W (Google's warmup: 0 at step 0);
+    `peak_lr` while step < T - D; then `peak_lr * (a + (1 - a) * (1 - sqrt((step - (T - D)) /
+    D)))`, `a * peak_lr` at T and after. D = 0 keeps `peak_lr` to the end (a phase that a later
+    one, started from its checkpoint, decays: ModernBERT decays only at the end of its context
+    extension).
+
+    Args:
+      step: int or float scalar (Python number, Tensor or Variable): updates applied so far.
+      peak_lr: the rate of the stable phase.
+      num_train_steps: T, the step at which the rate reaches 0; must be > 0.
+      num_warmup_steps: W >= 0.
+      num_decay_steps: D >= 0, with W + D <= T.
+      final_fraction: a in [0, 1].
+
+    Returns:
+      float32 scalar Tensor.
+    """
+    if num_train_steps <= 0:
+        raise ValueError(f"num_train_steps must be > 0, got {num_train_steps}")
+    if num_warmup_steps < 0 or num_decay_steps < 0 or \
+            num_warmup_steps + num_decay_steps > num_train_steps:
+        raise ValueError(f"warmup-stable-decay needs num_warmup_steps >= 0, num_decay_steps "
+                         f">= 0 and their sum <= num_train_steps, got {num_warmup_steps}, "
+                         f"{num_decay_steps}, {num_train_steps}")
+    if not 0.0 <= final_fraction <= 1.0:
+        raise ValueError(f"final_fraction must be in [0, 1], got {final_fraction}")
+    step = tf.cast(step, tf.float32)
+    learning_rate = tf.constant(peak_lr, tf.float32)
+    if num_decay_steps:
+        decay_start = float(num_train_steps - num_decay_steps)
+        into_decay = tf.clip_by_value(step - decay_start, 0.0, float(num_decay_steps))
+        # 1 through the stable phase, then 1 - sqrt of the decay's elapsed fraction, scaled
+        # into [final_fraction, 1].
+        learning_rate *= final_fraction + (1.0 - final_fraction) * (
+            1.0 - tf.sqrt(into_decay / float(num_decay_steps)))
+    if num_warmup_steps:
+        warmup = peak_lr * (step / float(num_warmup_steps))
+        learning_rate = tf.where(step < float(num_warmup_steps), warmup, learning_rate)
+    return learning_rate
+
+
+def warmup_stable_decay_schedule(peak_lr: float, num_train_steps: int, num_warmup_steps: int,
+                                 num_decay_steps: int, final_fraction: float = 0.0
+                                 ) -> Callable[[tf.Tensor], tf.Tensor]:
+    """Returns `step -> warmup_stable_decay_learning_rate_at(step, ...)` (validated now)."""
+    warmup_stable_decay_learning_rate_at(0, peak_lr, num_train_steps, num_warmup_steps,
+                                         num_decay_steps, final_fraction)
+
+    def schedule(step):
+        return warmup_stable_decay_learning_rate_at(step, peak_lr, num_train_steps,
+                                                    num_warmup_steps, num_decay_steps,
+                                                    final_fraction)
 
     return schedule
 

@@ -233,6 +233,10 @@ class UpdateStep:
         self.global_step = optimization.create_global_step()
         if cfg.lr_schedule == "one_cycle":
             schedule = optimization.one_cycle_schedule(cfg.learning_rate, cfg.num_train_steps)
+        elif cfg.lr_schedule == "wsd":
+            schedule = optimization.warmup_stable_decay_schedule(
+                cfg.learning_rate, cfg.num_train_steps, cfg.num_warmup_steps,
+                cfg.num_decay_steps, cfg.final_lr_fraction)
         else:
             schedule = optimization.learning_rate_schedule(
                 cfg.learning_rate, cfg.num_train_steps, cfg.num_warmup_steps)

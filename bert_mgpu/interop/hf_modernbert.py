@@ -286,6 +286,25 @@ def export_config(bert_config: Mapping) -> Dict:
     return out
 
 
+# ModernBERT's special-token ids in config.json and the tokens they name (bos/eos are its
+# [CLS]/[SEP], as in its released config).
+_SPECIAL_TOKEN_KEYS = {"pad_token_id": "[PAD]", "bos_token_id": "[CLS]", "eos_token_id": "[SEP]",
+                       "cls_token_id": "[CLS]", "sep_token_id": "[SEP]"}
+
+
+def special_token_ids(tokenizer_dir: str) -> Dict[str, int]:
+    """config.json's special-token ids from `tokenizer_dir`/tokenizer.json's added tokens ({}
+    without the file). A model pretrained here has none in its bert_config.json (only a
+    converted one carries them through), and Hugging Face's defaults (ModernBERT-base's ids)
+    lie outside a smaller vocabulary."""
+    path = os.path.join(tokenizer_dir, "tokenizer.json")
+    if not os.path.isfile(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        added = {t["content"]: t["id"] for t in json.load(f).get("added_tokens", [])}
+    return {key: added[token] for key, token in _SPECIAL_TOKEN_KEYS.items() if token in added}
+
+
 def copy_tokenizer(source_dir: str, output_dir: str) -> Dict[str, str]:
     """Copies the tokenizer files present in `source_dir` (TOKENIZER_FILES); returns them."""
     written = {}
@@ -366,6 +385,8 @@ def export_checkpoint(bert_config: Dict, bert_config_file: str, init_checkpoint:
     names = [n for n in shapes if n.startswith(("bert/", "cls/predictions/"))]
     state = export_weights({n: reader.get_tensor(n) for n in names}, with_mlm)
     hf_config = export_config(config.to_dict())
+    hf_config.update({k: v for k, v in special_token_ids(tokenizer_dir).items()
+                      if k not in hf_config})
     if not with_mlm:
         hf_config["architectures"] = ["ModernBertModel"]
     os.makedirs(output_dir, exist_ok=True)

@@ -7,6 +7,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_mgpu.data import features, input_pipeline
+from bert_mgpu.data.features import DOCUMENT_IDS
 from bert_mgpu.engine.job import start_job
 from bert_mgpu.model import heads, modeling
 from bert_mgpu.tasks.base import BertTask, Tensors, ratio
@@ -18,6 +19,9 @@ class BertPretrainer(BertTask, tf.Module):
     The masked-LM loss of the global batch is divided by the global sum of `masked_lm_weights`
     (+1e-5, Google's epsilon), the next-sentence loss by the global number of examples.
 
+    With `packed=True` the records' `document_ids` go to the model (packed documents do not
+    attend to each other; RoPE positions restart per document).
+
     With `next_sentence=False` (masked-LM-only data: `create_pretraining_data.py
     --no_next_sentence` or `--pack_sequences`, as Cramming and RoBERTa train) there is no
     next-sentence head, no `cls/seq_relationship` variables, and the loss is the masked-LM loss;
@@ -25,9 +29,11 @@ class BertPretrainer(BertTask, tf.Module):
     next-sentence head unchanged (same variables, label 1 = swapped).
     """
 
-    def __init__(self, config, compute_dtype=tf.float32, next_sentence=True):
+    def __init__(self, config, compute_dtype=tf.float32, next_sentence=True, packed=False):
         super().__init__(name=None)
         self.config = config
+        # Packed records with `document_ids` (RoPE models): each token sees its document only.
+        self.packed = packed
         self.bert = modeling.BertModel(config, compute_dtype=compute_dtype)
         self.masked_lm = heads.MaskedLMHead(config)
         self.next_sentence = heads.NextSentenceHead(config) if next_sentence else None
@@ -46,7 +52,8 @@ class BertPretrainer(BertTask, tf.Module):
 
     def _forward(self, features, training):
         out = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
-                        training=training)
+                        training=training, document_ids=features[DOCUMENT_IDS] if self.packed
+                        else None)
         mlm = self.masked_lm(out.sequence_output, out.embedding_table,
                              features["masked_lm_positions"], features["masked_lm_ids"],
                              features["masked_lm_weights"])
@@ -136,7 +143,9 @@ def run_pretraining(cfg) -> dict:
     warn_warmup_longer_than_training(cfg)
     job = start_job(cfg)
     input_files = input_pipeline.expand_input_files(cfg.input_file)
-    masking = dynamic_masking(cfg)
+    packed = input_pipeline.records_have_document_ids(input_files)
+    check_packing(input_files, packed, job.bert_config)
+    masking = dynamic_masking(cfg, packed)
     input_pipeline.check_masking_mode(input_files, cfg.dynamic_masking)
     if masking is not None:
         shapes = masking.shapes
@@ -145,6 +154,8 @@ def run_pretraining(cfg) -> dict:
     else:
         shapes = features.pretraining_shapes(cfg.model.max_seq_length,
                                              cfg.max_predictions_per_seq)
+        if packed:
+            shapes[DOCUMENT_IDS] = cfg.model.max_seq_length
         input_pipeline.check_record_lengths(
             input_files, shapes, f"--max_seq_length={cfg.model.max_seq_length} / "
                                  f"--max_predictions_per_seq={cfg.max_predictions_per_seq}")
@@ -154,7 +165,7 @@ def run_pretraining(cfg) -> dict:
         input_pipeline.warn_if_read_in_order(input_files, cfg.train.shuffle_buffer_size)
     job.save_effective_config()
     task = BertPretrainer(job.bert_config, compute_dtype=job.compute_dtype(),
-                                next_sentence=not cfg.no_next_sentence)
+                          next_sentence=not cfg.no_next_sentence, packed=packed)
     trainer = job.trainer(task, cfg.train_config)
     if cfg.do_train:
         trainer.train(job.training_input(input_files, shapes, cfg.train_config, masking))
@@ -187,7 +198,23 @@ def warn_warmup_longer_than_training(cfg) -> None:
                         train.num_train_steps, train.learning_rate, peak)
 
 
-def dynamic_masking(cfg) -> Optional[input_pipeline.DynamicMasking]:
+def check_packing(input_files, packed: bool, bert_config) -> None:
+    """Records with `document_ids` need a model that keeps tokens to their document (RoPE:
+    positions restart per document).
+
+    Raises:
+      ValueError: one line naming the file and the config key.
+    """
+    if packed and bert_config.position_embedding_type != "rope":
+        raise ValueError(f"{input_files[0]}: records carry document_ids (packed documents), "
+                         f"which needs a bert_config with position_embedding_type \"rope\" "
+                         f"(ModernBERT); make them without --document_ids for this model")
+    if packed:
+        logging.info("Records carry document_ids: each token attends within its own document, "
+                     "RoPE positions restart per document")
+
+
+def dynamic_masking(cfg, packed: bool = False) -> Optional[input_pipeline.DynamicMasking]:
     """run_pretraining.py --dynamic_masking's rule (None without the flag); the special ids and
     the random words' range come from --vocab_file.
 
@@ -200,7 +227,8 @@ def dynamic_masking(cfg) -> Optional[input_pipeline.DynamicMasking]:
         cfg.model.vocab_file, max_seq_length=cfg.model.max_seq_length,
         max_predictions_per_seq=cfg.max_predictions_per_seq,
         masked_lm_prob=cfg.masked_lm_prob, seed=cfg.train.random_seed,
-        whole_word=cfg.do_whole_word_mask, span=cfg.span_masking, span_length=cfg.span_length)
+        whole_word=cfg.do_whole_word_mask, span=cfg.span_masking, span_length=cfg.span_length,
+        document_ids=packed)
     logging.info("Dynamic masking: %s%s, masked_lm_prob %g, up to %d predictions, keyed by "
                  "(random_seed %d, example index)",
                  "span" if masking.span else "whole-word" if masking.whole_word else "token",

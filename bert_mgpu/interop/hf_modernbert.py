@@ -246,6 +246,7 @@ def convert_config(hf_config: Dict, source: str = "config.json") -> Dict:
         "first_layer_attention_norm": False,
         "head_bias": hf_config.get("classifier_bias", False),
         "classifier_pooling": hf_config.get("classifier_pooling", "cls"),
+        "classifier_dropout": hf_config.get("classifier_dropout", 0.0),
     }
     out.update({key: hf_config[key] for key in _CARRIED if key in hf_config})
     return out
@@ -280,6 +281,7 @@ def export_config(bert_config: Mapping) -> Dict:
             "sliding_attention": {"rope_type": "default",
                                   "rope_theta": bert_config["local_rope_theta"]}},
         "classifier_pooling": bert_config.get("classifier_pooling") or "cls",
+        "classifier_dropout": bert_config.get("classifier_dropout") or 0.0,
         "tie_word_embeddings": True,
     }
     out.update({key: bert_config[key] for key in _CARRIED if key in bert_config})

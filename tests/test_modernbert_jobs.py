@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from _launch import Launched, final_tensors, finish_killed, signal_at_checkpoint
 from _oracle import DATA, REPO, require_material, run_json_request, run_oracle_script
-from _together import run_command, started
+from _together import run_command, started, with_the_module
 
 from bert_mgpu import tokenization
 from bert_mgpu.data import ner_data, squad_data
@@ -73,38 +73,17 @@ def _hf_config(bpe, **keys):
                 cls_token_id=special["[CLS]"], sep_token_id=special["[SEP]"], **keys)
 
 
-def test_extract_features_equals_transformers(bpe, tmp_path):
-    tokenizer_json, special, _ = bpe
-    hf = tmp_path / "hf"
-    hf.mkdir()
-    (hf / "tokenizer.json").write_bytes(tokenizer_json.read_bytes())
-    request = tmp_path / "texts.json"
-    pairs = [t.split(" ||| ") for t in TEXTS if " ||| " in t]
-    request.write_text(json.dumps({"texts": [t for t in TEXTS if " ||| " not in t],
-                                   "pairs": pairs}), encoding="utf-8")
-    run_oracle_script("hf_bpe_tokenizer.py", "encode", hf / "tokenizer.json", request,
-                      tmp_path / "ids.json")
-    encoded = json.loads((tmp_path / "ids.json").read_text(encoding="utf-8"))
-    sequences = encoded["single"] + encoded["pairs"]
-    vocab = json.loads((hf / "tokenizer.json").read_text(encoding="utf-8"))
-    width = max(map(len, sequences))
-    ids = [s + [special["[PAD]"]] * (width - len(s)) for s in sequences]
-    mask = [[1] * len(s) + [0] * (width - len(s)) for s in sequences]
-    run_json_request("hf_modernbert.py", {
-        "save_dir": str(hf), "new": True, "seed": 3, "config": _hf_config(bpe),
-        "input_ids": ids, "attention_mask": mask, "out": str(tmp_path / "hf.npz")}, tmp_path)
-    reference = np.load(tmp_path / "hf.npz")["sdpa_last"]
-
-    ours = tmp_path / "ours"
-    _script("convert_hf_checkpoint.py", f"--hf_model_dir={hf}", f"--output_dir={ours}")
+def test_extract_features_equals_transformers(folders, tmp_path):
+    """extract_features.py on the converted masked-LM folder: the tokens of `tokenizers` and
+    the last layer of transformers' `ModernBertModel` (sdpa) for single texts and a pair."""
+    ours, (sequences, reference) = folders["masked_lm"], folders["masked_lm_reference"]
     (tmp_path / "input.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
     _script("extract_features.py", f"--input_file={tmp_path / 'input.txt'}",
-            f"--output_file={tmp_path / 'out.jsonl'}", f"--vocab_file={ours}/tokenizer.json",
-            f"--bert_config_file={ours}/bert_config.json",
-            f"--init_checkpoint={ours}/bert_model.ckpt", "--layers=-1", "--max_seq_length=64",
-            "--do_lower_case=false")
+            f"--output_file={tmp_path / 'out.jsonl'}", *_model_flags(ours),
+            "--layers=-1", "--max_seq_length=64")
+    vocab = json.loads((ours / "tokenizer.json").read_text(encoding="utf-8"))
     inverse = {i: t for t, i in vocab["model"]["vocab"].items()}
-    inverse.update({i: t for t, i in special.items()})
+    inverse.update({t["id"]: t["content"] for t in vocab["added_tokens"]})
     lines = (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()
     assert len(lines) == len(sequences)
     for row, (line, sequence) in enumerate(zip(lines, sequences)):
@@ -120,10 +99,20 @@ def folders(bpe, tmp_path_factory):
     """Converted folders (convert_hf_checkpoint.py) of a 2-label
     `ModernBertForSequenceClassification` (mean pooling) and of a `ModernBertForMaskedLM`,
     dropout 0.1 everywhere: {"classifier": dir, "masked_lm": dir}, each with bert_config.json,
-    bert_model.ckpt and tokenizer.json."""
+    bert_model.ckpt and tokenizer.json, and "masked_lm_reference": (the ids of TEXTS by
+    `tokenizers`, [CLS]/[SEP] included; transformers' last hidden state of them (sdpa, eval
+    mode), float [B, S, H])."""
     root = tmp_path_factory.mktemp("mb_folders")
     tokenizer_json, special, _ = bpe
-    ids = [[special["[CLS]"], 40, 41, special["[SEP]"]]]
+    request = root / "texts.json"
+    request.write_text(json.dumps({"texts": [t for t in TEXTS if " ||| " not in t],
+                                   "pairs": [t.split(" ||| ") for t in TEXTS if " ||| " in t]}),
+                       encoding="utf-8")
+    run_oracle_script("hf_bpe_tokenizer.py", "encode", tokenizer_json, request,
+                      root / "ids.json")
+    encoded = json.loads((root / "ids.json").read_text(encoding="utf-8"))
+    sequences = encoded["single"] + encoded["pairs"]
+    width = max(map(len, sequences))
     requests = []
     for name, kind, keys in (("classifier", "classifier", {"classifier_pooling": "mean"}),
                              ("masked_lm", None, {})):
@@ -131,7 +120,10 @@ def folders(bpe, tmp_path_factory):
         (root / f"hf_{name}" / "tokenizer.json").write_bytes(tokenizer_json.read_bytes())
         requests.append({"save_dir": str(root / f"hf_{name}"), "new": True, "seed": 7,
                          "kind": kind, "config": _hf_config(bpe, **DROPOUT, **keys),
-                         "input_ids": ids, "attention_mask": [[1] * 4],
+                         "input_ids": [s + [special["[PAD]"]] * (width - len(s))
+                                       for s in sequences],
+                         "attention_mask": [[1] * len(s) + [0] * (width - len(s))
+                                            for s in sequences],
                          "out": str(root / f"{name}.npz")})
     run_json_request("hf_modernbert.py", requests, root)
     out = {name: root / name for name in ("classifier", "masked_lm")}
@@ -144,6 +136,7 @@ def folders(bpe, tmp_path_factory):
         config = json.loads((out[name] / "bert_config.json").read_text())
         assert config["hidden_dropout_prob"] == config["attention_probs_dropout_prob"] == 0.1
         assert config["classifier_dropout"] == 0.1
+    out["masked_lm_reference"] = (sequences, np.load(root / "masked_lm.npz")["sdpa_last"])
     return out
 
 
@@ -263,23 +256,11 @@ def _conll(sentences):
     return "\n".join("".join(f"{w} {t}\n" for w, t in zip(*s)) for s in sentences)
 
 
-def test_run_ner_end_to_end(folders, tmp_path):
+def test_run_ner_end_to_end(token_runs):
     """run_ner.py on a converted masked-LM folder: trains (2 towers, dropout 0.1), evaluates
     and writes a tag for every word of test.txt, long sentences in several windows."""
-    rng = np.random.default_rng(2)
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "train.txt").write_text(_conll([_sentence(rng, int(rng.integers(3, 10)))
-                                            for _ in range(40)]), encoding="utf-8")
-    dev = [_sentence(rng, int(rng.integers(3, 10))) for _ in range(8)] + [_sentence(rng, 30)]
-    (data / "dev.txt").write_text(_conll(dev), encoding="utf-8")
-    (data / "test.txt").write_text(_conll(dev), encoding="utf-8")
-    out = tmp_path / "out"
-    proc = run_command([sys.executable, os.path.join(REPO, "run_ner.py"), f"--data_dir={data}",
-                        *_model_flags(folders["masked_lm"]), f"--output_dir={out}",
-                        "--do_train=true", "--do_eval=true", "--do_predict=true",
-                        "--max_seq_length=24", "--train_batch_size=4", "--n_gpus=2",
-                        "--num_train_epochs=2", "--learning_rate=1e-3"])
+    proc, out = token_runs["ner"].result()
+    dev = token_runs["ner_dev"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Initialised" in proc.stderr
     result = _results(out / "eval_results.txt")
@@ -323,18 +304,12 @@ def test_squad_answer_spans_are_bpe_pieces_of_the_answer(bpe, tmp_path):
         assert text == " ".join(example.orig_answer_text.split()), example.qas_id
 
 
-def test_run_squad_end_to_end(folders, tmp_path):
+def test_run_squad_end_to_end(token_runs):
     """run_squad.py on a converted masked-LM folder and two paragraphs of the real SQuAD v1.1
     article: trains (dropout 0.1), predicts an answer taken from its paragraph for every
     question, and scores it."""
-    squad, data = _squad_training_file(tmp_path / "squad.json", paragraphs=2)
-    out = tmp_path / "out"
-    proc = run_command([sys.executable, os.path.join(REPO, "run_squad.py"),
-                        *_model_flags(folders["masked_lm"]), f"--output_dir={out}",
-                        "--do_train=true", f"--train_file={squad}", "--do_predict=true",
-                        "--do_eval=true", f"--predict_file={squad}", "--max_seq_length=64",
-                        "--doc_stride=24", "--max_query_length=16", "--train_batch_size=8",
-                        "--num_train_epochs=1", "--learning_rate=1e-3"])
+    proc, out = token_runs["squad"].result()
+    data = token_runs["squad_data"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     predictions = json.loads((out / "predictions.json").read_text(encoding="utf-8"))
     contexts = {qa["id"]: p["context"] for p in data["data"][0]["paragraphs"]
@@ -345,3 +320,35 @@ def test_run_squad_end_to_end(folders, tmp_path):
     result = _results(out / "eval_results.txt")
     assert {"exact_match", "f1"} <= set(result)
 
+
+@pytest.fixture(scope="module")
+def token_runs(folders, tmp_path_factory):
+    """run_ner.py and run_squad.py on the masked-LM folder, started in the background with the
+    module (their tests wait for them): {"ner": Future of (CompletedProcess, --output_dir),
+    "ner_dev": the dev sentences, "squad": Future, "squad_data": the SQuAD file's data}."""
+    root = tmp_path_factory.mktemp("mb_token_runs")
+    rng = np.random.default_rng(2)
+    data = root / "conll"
+    data.mkdir()
+    (data / "train.txt").write_text(_conll([_sentence(rng, int(rng.integers(3, 10)))
+                                            for _ in range(40)]), encoding="utf-8")
+    dev = [_sentence(rng, int(rng.integers(3, 10))) for _ in range(8)] + [_sentence(rng, 30)]
+    (data / "dev.txt").write_text(_conll(dev), encoding="utf-8")
+    (data / "test.txt").write_text(_conll(dev), encoding="utf-8")
+    model = _model_flags(folders["masked_lm"])
+    ner = [sys.executable, os.path.join(REPO, "run_ner.py"), f"--data_dir={data}", *model,
+           f"--output_dir={root / 'ner'}", "--do_train=true", "--do_eval=true",
+           "--do_predict=true", "--max_seq_length=24", "--train_batch_size=4", "--n_gpus=2",
+           "--num_train_epochs=2", "--learning_rate=1e-3"]
+    squad, squad_data_ = _squad_training_file(root / "squad.json", paragraphs=2)
+    squad_cmd = [sys.executable, os.path.join(REPO, "run_squad.py"), *model,
+                 f"--output_dir={root / 'squad'}", "--do_train=true", f"--train_file={squad}",
+                 "--do_predict=true", "--do_eval=true", f"--predict_file={squad}",
+                 "--max_seq_length=64", "--doc_stride=24", "--max_query_length=16",
+                 "--train_batch_size=8", "--num_train_epochs=1", "--learning_rate=1e-3"]
+    with started({"ner": lambda: (run_command(ner), root / "ner"),
+                  "squad": lambda: (run_command(squad_cmd), root / "squad")}) as runs:
+        yield dict(runs, ner_dev=dev, squad_data=squad_data_)
+
+
+_token_runs_with_the_module = with_the_module("token_runs")

@@ -96,13 +96,15 @@ def hf_heads(tmp_path_factory):
 HEAD_NAMES = {"classifier": "", "token": "cls/ner/", "qa": "cls/squad/"}
 
 
-def _ours(name, folder, weights_by_hf_name):
-    """Our task on the folder's config, and `weights_by_hf_name` (a state dict, or gradients by
-    parameter name) converted to our task's variable names."""
+def _ours(name, folder, weights_by_hf_name, **config_changes):
+    """Our task on the folder's config (with `config_changes` to its bert_config.json keys),
+    and `weights_by_hf_name` (a state dict, or gradients by parameter name) converted to our
+    task's variable names."""
     kind, keys = CASES[name]
     with open(folder / "config.json", encoding="utf-8") as f:
         hf_config = json.load(f)
-    config = BertConfig.from_dict(hf_modernbert.convert_config(hf_config))
+    config = BertConfig.from_dict(dict(hf_modernbert.convert_config(hf_config),
+                                       **config_changes))
     if kind == "classifier":
         task = BertClassifier(config, keys["num_labels"])
     elif kind == "token":
@@ -181,3 +183,23 @@ def test_logits_loss_and_gradients_equal_transformers(hf_heads, name):
         scale = max(1.0, float(np.abs(expected_grads[var_name]).max()))
         np.testing.assert_allclose(grad, expected_grads[var_name], atol=1e-5 * scale, rtol=0,
                                    err_msg=var_name)
+
+
+@pytest.mark.parametrize("name", ["classifier_mean", "token", "qa"])
+def test_classifier_dropout_drops_before_the_output_layer(hf_heads, name):
+    """bert_config.json's `classifier_dropout` (every other dropout 0) is the head's: training
+    logits differ from evaluation's with 0.3, equal them with 0.0."""
+    kind = CASES[name][0]
+    folder, _, ids, mask, targets = hf_heads[name]
+    features = _features(kind, ids, mask, targets)
+    hf_weights = read_safetensors(str(folder / "model.safetensors"))
+    moved = {}
+    for rate in (0.0, 0.3):
+        task, weights = _ours(name, folder, hf_weights, classifier_dropout=rate)
+        for var_name, var in task.named_variables().items():
+            var.assign(weights[var_name])
+        train, _ = _forward(kind, task, features, training=True)
+        evaluated, _ = _forward(kind, task, features, training=False)
+        moved[rate] = max(float(np.abs(train[k].numpy() - evaluated[k].numpy())[
+            slice(None) if kind == "classifier" else mask.astype(bool)].max()) for k in train)
+    assert moved[0.0] < 1e-5 and moved[0.3] > 1e-2, moved

@@ -4,10 +4,11 @@ convert_hf_checkpoint.py and run by the scripts.
 
 extract_features.py equals transformers' own outputs. run_classifier.py / run_classifier_mgpu.py
 fine-tune a converted `ModernBertForSequenceClassification` with dropout 0.1 (embeddings, MLP,
-attention, classifier_dropout): 2 towers x 4 killed by SIGKILL and rerun end with the weights of
-1 tower x 8 run through. run_ner.py and run_squad.py fine-tune a converted masked-LM folder end
-to end (its head initialises the token head, as transformers' from_pretrained does), with the
-words and answers cut into BPE pieces in running text. The heads' numbers against transformers:
+attention, classifier_dropout): 2 towers x 2 x 2 accumulated, gradient checkpointing, killed by
+SIGKILL and rerun end with the weights of 1 tower x 8 run through. run_ner.py and run_squad.py
+fine-tune a converted masked-LM folder end to end (its head initialises the token head, as
+transformers' from_pretrained does), with the words and answers cut into BPE pieces in running
+text. The heads' numbers against transformers:
 tests/test_modernbert_finetune.py. Not wired yet: export_saved_model.py, run_pretraining.py.
 """
 
@@ -162,10 +163,10 @@ def _write_tsv(path, rng, n, with_label=True):
 
 
 def test_classifier_towers_and_kill_resume_equal_one_device(folders, tmp_path):
-    """run_classifier_mgpu.py, 2 towers x 4, killed (SIGKILL) after its checkpoint at step 8
-    of 16 and rerun, ends with the weights (and Adam slots) of run_classifier.py on 1 tower x 8
-    run through, to 1e-5, with every dropout 0.1; the uninterrupted run evaluates and predicts
-    every example."""
+    """run_classifier_mgpu.py, 2 towers x 2 examples x 2 accumulated micro-batches with
+    gradient checkpointing, killed (SIGKILL) after its checkpoint at step 8 of 16 and rerun,
+    ends with the weights (and Adam slots) of run_classifier.py on 1 tower x 8 run through, to
+    1e-5, with every dropout 0.1; the uninterrupted run evaluates and predicts every example."""
     rng = np.random.default_rng(0)
     data = tmp_path / "data"
     data.mkdir()
@@ -180,7 +181,8 @@ def test_classifier_towers_and_kill_resume_equal_one_device(folders, tmp_path):
            f"--output_dir={whole}", "--n_gpus=1", "--train_batch_size=8", "--do_eval=true",
            "--do_predict=true", "--eval_batch_size=4"]
     two = [sys.executable, os.path.join(REPO, "run_classifier_mgpu.py"), *common,
-           f"--output_dir={killed}", "--n_gpus=2", "--train_batch_size=4"]
+           f"--output_dir={killed}", "--n_gpus=2", "--train_batch_size=2",
+           "--num_accumulation_steps=2", "--gradient_checkpointing=true"]
     uninterrupted, dying = Launched(one), Launched(two)
     assert signal_at_checkpoint([(dying, str(killed), 8, signal.SIGKILL, 0.05)])[0] is not None
     _, not_killed = finish_killed(dying, str(killed), 16)

@@ -1,8 +1,9 @@
 """The fine-tuning tasks on ModernBERT against Hugging Face's own heads, one batch each: a
 `ModernBertForSequenceClassification` (cls and mean pooling), `ModernBertForTokenClassification`
 and `ModernBertForQuestionAnswering` built, saved and run by transformers (oracle venv), converted
-by our converter; our `BertClassifier`, `TaggingTask` and `SquadTask` on the same weights and
-inputs give the same logits (training and evaluation paths), loss and gradient of every weight.
+by our converter (its names and its output-layer scopes); our `BertClassifier`, `TaggingTask`
+and `SquadTask` on the same weights and inputs give the same logits (training and evaluation
+paths), loss and gradient of every weight.
 
 Dropout is 0 here (the oracle runs in eval mode); the scripts with dropout 0.1, towers and a
 resume after kill -9 are tests/test_modernbert_jobs.py's.
@@ -92,10 +93,6 @@ def hf_heads(tmp_path_factory):
             for name in CASES}
 
 
-# Our task's head variables for Hugging Face's `classifier` (converted to Google's root names).
-HEAD_NAMES = {"classifier": "", "token": "cls/ner/", "qa": "cls/squad/"}
-
-
 def _ours(name, folder, weights_by_hf_name, **config_changes):
     """Our task on the folder's config (with `config_changes` to its bert_config.json keys),
     and `weights_by_hf_name` (a state dict, or gradients by parameter name) converted to our
@@ -112,9 +109,8 @@ def _ours(name, folder, weights_by_hf_name, **config_changes):
     else:
         task = SquadTask(config)
     converted = hf_modernbert.convert_weights(weights_by_hf_name)
-    renamed = {(HEAD_NAMES[kind] + n if n.startswith("output_") else n): v
-               for n, v in converted.items()}
-    return task, renamed
+    hf_modernbert.place_output_layer(converted, hf_config)  # as convert_hf_checkpoint.py
+    return task, converted
 
 
 def _features(kind, ids, mask, targets):

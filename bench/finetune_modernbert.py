@@ -147,7 +147,9 @@ def main():
     parser.add_argument("--max_load", type=float, default=0.5,
                         help="wait (up to 10 min) for a 1-minute load average below this")
     parser.add_argument("--write", action="store_true")
+    _common.add_max_isa_flag(parser)
     args = parser.parse_args()
+    _common.cap_isa(args.max_isa)  # both arms inherit it
     _common.wait_for_quiet(args.max_load, 600, label="finetune_modernbert")
     with tempfile.TemporaryDirectory() as work:
         hf, folder = _build(args, work)

@@ -3,7 +3,7 @@
 
 Usage (an idle machine; the oracle venv holds transformers):
   python bench/finetune_modernbert.py [--seq=512 --batch=8 --steps=30 --layers=22 --hidden=768
-    --heads=12 --intermediate=1152] [--write]
+    --heads=12 --intermediate=1152] [--max_isa=avx2] [--write]
 
 A random ModernBERT-base-shaped classifier (window 128, global every 3rd layer, dropout 0) is
 built and saved by transformers, with a byte-level BPE tokenizer.json trained on the KJV verses

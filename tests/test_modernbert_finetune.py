@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 from _oracle import run_json_request
 
-from bert_mgpu.interop import hf_modernbert
+from bert_mgpu.interop import hf_folders, hf_modernbert
 from bert_mgpu.interop.hf_checkpoint import read_safetensors
 from bert_mgpu.model.bert_config import BertConfig
 from bert_mgpu.tasks.classifier import BertClassifier
@@ -199,3 +199,19 @@ def test_classifier_dropout_drops_before_the_output_layer(hf_heads, name):
         moved[rate] = max(float(np.abs(train[k].numpy() - evaluated[k].numpy())[
             slice(None) if kind == "classifier" else mask.astype(bool)].max()) for k in train)
     assert moved[0.0] < 1e-5 and moved[0.3] > 1e-2, moved
+
+
+@pytest.mark.parametrize("name,scope", [("token", "cls/ner/"), ("qa", "cls/squad/"),
+                                        ("classifier_mean", "")],
+                         ids=["token", "qa", "classifier_mean"])
+def test_converter_puts_the_output_layer_where_the_job_reads_it(hf_heads, tmp_path, name, scope):
+    """convert_hf_checkpoint.py's work on a fine-tuned folder: its `classifier` is the output
+    layer of run_ner.py (cls/ner/), run_squad.py (cls/squad/) or run_classifier.py (root)."""
+    folder = hf_heads[name][0]
+    paths = hf_folders.convert_hf_folder(str(folder), str(tmp_path / "ours"))
+    reader = tf.train.load_checkpoint(paths["checkpoint"])
+    hf_weights = read_safetensors(str(folder / "model.safetensors"))
+    np.testing.assert_array_equal(reader.get_tensor(f"{scope}output_weights"),
+                                  hf_weights["classifier.weight"])
+    np.testing.assert_array_equal(reader.get_tensor(f"{scope}output_bias"),
+                                  hf_weights["classifier.bias"])

@@ -39,12 +39,14 @@ def main(_):
     for what, path in paths.items():
         logging.info("wrote %s: %s", what, path)
     out = summary.shown_path(cfg.output_dir)
+    # A ModernBERT folder's tokenizer is its tokenizer.json (no vocab.txt is written).
+    vocab = "tokenizer.json" if "tokenizer.json" in paths else "vocab.txt"
     summary.print_summary(
         started, [], (cfg.output_dir, summary.files_written(cfg.output_dir, started)),
         f"{os.path.join(out, 'bert_model.ckpt')} (Google's layout)", summary.command(
             "run_classifier.py", "--task_name=tsv --data_dir=YOUR_DATA --do_train --do_eval "
             "--output_dir=YOUR_OUTPUT", init_checkpoint=os.path.join(out, "bert_model.ckpt"),
-            vocab_file=os.path.join(out, "vocab.txt"),
+            vocab_file=os.path.join(out, vocab),
             bert_config_file=os.path.join(out, "bert_config.json")))
 
 

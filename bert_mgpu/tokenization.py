@@ -760,6 +760,27 @@ class FullTokenizer:
         """
         return convert_by_vocab(self.inv_vocab, ids)
 
+    def tokenize_words(self, sentences):
+        """The pieces of every word of pre-split sentences: each word tokenized on its own
+        (Google's `run_squad.py` and the BERT-NER ports).
+
+        Args:
+            sentences: iterable of lists of str words.
+
+        Returns:
+            list (one per sentence) of lists (one per word) of lists of str tokens; a word
+            may have none.
+        """
+        sentences = [list(words) for words in sentences]
+        pieces = iter(self.tokenize_batch([w for words in sentences for w in words]))
+        return [[next(pieces) for _ in words] for words in sentences]
+
+    def convert_tokens_to_string(self, tokens):
+        """WordPieces -> text as Google's `write_predictions` de-tokenizes them: " ##" joined,
+        whitespace runs made single spaces."""
+        text = " ".join(tokens).replace(" ##", "").replace("##", "")
+        return " ".join(text.strip().split())
+
 
 def is_tokenizer_json(path) -> bool:
     """Whether a --vocab_file names a Hugging Face `tokenizer.json` (by its `.json` suffix; a
@@ -820,6 +841,40 @@ class BpeTokenizer:
         inv_vocab = self.inv_vocab
         return [[inv_vocab[i] for i in e.ids]
                 for e in self._tokenizer.encode_batch(texts, add_special_tokens=False)]
+
+    def tokenize_words(self, sentences):
+        """The pieces of every word of pre-split sentences, as the words read in running text:
+        each sentence is encoded once as its words joined by single spaces, and each token goes
+        to the word holding its last character (by the library's character offsets; a token of
+        the separating space alone goes to the next word). So a word after the first carries
+        its leading space ("Ġworld"), as in pretraining, and a sentence's pieces concatenated
+        are `tokenize(" ".join(words))`.
+
+        Args:
+            sentences: iterable of lists of str words (without spaces inside).
+
+        Returns:
+            list (one per sentence) of lists (one per word) of lists of str tokens.
+        """
+        sentences = [[convert_to_unicode(w) for w in words] for words in sentences]
+        inv_vocab = self.inv_vocab
+        encodings = self._tokenizer.encode_batch([" ".join(words) for words in sentences],
+                                                 add_special_tokens=False)
+        out = []
+        for words, encoding in zip(sentences, encodings):
+            owner = []  # character index -> word index (a separating space: the next word)
+            for index, word in enumerate(words):
+                owner.extend([index] * (len(word) + (1 if index else 0)))
+            pieces = [[] for _ in words]
+            for token_id, (start, end) in zip(encoding.ids, encoding.offsets):
+                pieces[owner[max(end - 1, start)]].append(inv_vocab[token_id])
+            out.append(pieces)
+        return out
+
+    def convert_tokens_to_string(self, tokens):
+        """Byte-level tokens -> text (the tokenizer's decoder), whitespace runs made single
+        spaces and stripped, as `write_predictions` compares answer texts."""
+        return " ".join(self._tokenizer.decoder.decode(list(tokens)).split())
 
     def convert_tokens_to_ids(self, tokens):
         """tokens -> ids; a token outside the vocabulary is a KeyError naming it."""

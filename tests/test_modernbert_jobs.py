@@ -1,72 +1,90 @@
-"""The scripts with a ModernBERT model: a Hugging Face folder (built by transformers, with a
+"""The scripts with a ModernBERT model: Hugging Face folders (built by transformers, with a
 ModernBERT-shaped byte-level BPE tokenizer.json trained by `tokenizers`) converted by
-convert_hf_checkpoint.py and run by the script, against transformers' own outputs.
+convert_hf_checkpoint.py and run by the scripts.
 
-The first job of issue 50's section 3; the others (run_classifier*.py, run_ner.py, run_squad.py,
-export_saved_model.py, run_pretraining.py) are not wired yet.
+extract_features.py equals transformers' own outputs. run_classifier.py / run_classifier_mgpu.py
+fine-tune a converted `ModernBertForSequenceClassification` with dropout 0.1 (embeddings, MLP,
+attention, classifier_dropout): 2 towers x 2 x 2 accumulated, gradient checkpointing, killed by
+SIGKILL and rerun end with the weights of 1 tower x 8 run through. run_ner.py and run_squad.py
+fine-tune a converted masked-LM folder end to end (its head initialises the token head, as
+transformers' from_pretrained does), with the words and answers cut into BPE pieces in running
+text. The heads' numbers against transformers:
+tests/test_modernbert_finetune.py. Not wired yet: export_saved_model.py, run_pretraining.py.
 """
 
 import gzip
 import json
 import os
+import signal
 import subprocess
 import sys
 
 import numpy as np
-from _oracle import DATA, REPO, run_json_request, run_oracle_script
+import pytest
+from _launch import Launched, final_tensors, finish_killed, signal_at_checkpoint
+from _oracle import DATA, REPO, require_material, run_json_request, run_oracle_script
+from _together import run_command, started, with_the_module
+
+from bert_mgpu import tokenization
+from bert_mgpu.data import ner_data, squad_data
 
 TEXTS = ["In the beginning God created the heaven and the earth.",
          "And the earth was without form ||| and void;   and darkness was upon the face."]
+# The tiny encoder of every folder here (sequences longer than the window of 8; layers 0 and 3
+# global); the token ids come from the tokenizer.
+ENCODER = {"hidden_size": 32, "num_hidden_layers": 4, "num_attention_heads": 4,
+           "intermediate_size": 24, "max_position_embeddings": 512, "local_attention": 8}
+# Hugging Face's dropouts, converted to hidden_dropout_prob, attention_probs_dropout_prob and
+# classifier_dropout: every dropout of the fine-tuning runs on.
+DROPOUT = {"embedding_dropout": 0.1, "mlp_dropout": 0.1, "attention_dropout": 0.1,
+           "classifier_dropout": 0.1}
 
 
 def _script(name, *flags):
     proc = subprocess.run([sys.executable, os.path.join(REPO, name), *flags],
                           capture_output=True, text=True, cwd=REPO, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
 
 
-def test_extract_features_equals_transformers(tmp_path):
-    corpus = tmp_path / "corpus.txt"
+def _results(path):
+    return dict(line.split(" = ") for line in path.read_text().splitlines())
+
+
+@pytest.fixture(scope="module")
+def bpe(tmp_path_factory):
+    """(tokenizer.json trained on the first 3,000 KJV verses, its special tokens -> ids,
+    its vocabulary size)."""
+    root = tmp_path_factory.mktemp("bpe")
+    corpus = root / "corpus.txt"
     with gzip.open(os.path.join(DATA, "pretraining", "kjv_bible_one_verse_per_line.txt.gz"),
                    "rt", encoding="utf-8") as f:
         corpus.write_text("".join(f.readline() for _ in range(3000)), encoding="utf-8")
-    hf = tmp_path / "hf"
-    hf.mkdir()
-    run_oracle_script("hf_bpe_tokenizer.py", "train", hf / "tokenizer.json", 1000, corpus)
-    request = tmp_path / "texts.json"
-    pairs = [t.split(" ||| ") for t in TEXTS if " ||| " in t]
-    request.write_text(json.dumps({"texts": [t for t in TEXTS if " ||| " not in t],
-                                   "pairs": pairs}), encoding="utf-8")
-    run_oracle_script("hf_bpe_tokenizer.py", "encode", hf / "tokenizer.json", request,
-                      tmp_path / "ids.json")
-    encoded = json.loads((tmp_path / "ids.json").read_text(encoding="utf-8"))
-    sequences = encoded["single"] + encoded["pairs"]
-    vocab = json.loads((hf / "tokenizer.json").read_text(encoding="utf-8"))
+    path = root / "tokenizer.json"
+    run_oracle_script("hf_bpe_tokenizer.py", "train", path, 1000, corpus)
+    vocab = json.loads(path.read_text(encoding="utf-8"))
     special = {t["content"]: t["id"] for t in vocab["added_tokens"]}
-    width = max(map(len, sequences))
-    ids = [s + [special["[PAD]"]] * (width - len(s)) for s in sequences]
-    mask = [[1] * len(s) + [0] * (width - len(s)) for s in sequences]
-    config = {"vocab_size": len(vocab["model"]["vocab"]) + len(special), "hidden_size": 32,
-              "num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 24,
-              "max_position_embeddings": 512, "local_attention": 8,
-              "pad_token_id": special["[PAD]"], "bos_token_id": special["[CLS]"],
-              "eos_token_id": special["[SEP]"], "cls_token_id": special["[CLS]"],
-              "sep_token_id": special["[SEP]"]}
-    run_json_request("hf_modernbert.py", {
-        "save_dir": str(hf), "new": True, "seed": 3, "config": config, "input_ids": ids,
-        "attention_mask": mask, "out": str(tmp_path / "hf.npz")}, tmp_path)
-    reference = np.load(tmp_path / "hf.npz")["sdpa_last"]
+    return path, special, len(vocab["model"]["vocab"]) + len(special)
 
-    ours = tmp_path / "ours"
-    _script("convert_hf_checkpoint.py", f"--hf_model_dir={hf}", f"--output_dir={ours}")
+
+def _hf_config(bpe, **keys):
+    _, special, vocab_size = bpe
+    return dict(ENCODER, vocab_size=vocab_size, pad_token_id=special["[PAD]"],
+                bos_token_id=special["[CLS]"], eos_token_id=special["[SEP]"],
+                cls_token_id=special["[CLS]"], sep_token_id=special["[SEP]"], **keys)
+
+
+def test_extract_features_equals_transformers(folders, tmp_path):
+    """extract_features.py on the converted masked-LM folder: the tokens of `tokenizers` and
+    the last layer of transformers' `ModernBertModel` (sdpa) for single texts and a pair."""
+    ours, (sequences, reference) = folders["masked_lm"], folders["masked_lm_reference"]
     (tmp_path / "input.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
     _script("extract_features.py", f"--input_file={tmp_path / 'input.txt'}",
-            f"--output_file={tmp_path / 'out.jsonl'}", f"--vocab_file={ours}/tokenizer.json",
-            f"--bert_config_file={ours}/bert_config.json",
-            f"--init_checkpoint={ours}/bert_model.ckpt", "--layers=-1", "--max_seq_length=64",
-            "--do_lower_case=false")
+            f"--output_file={tmp_path / 'out.jsonl'}", *_model_flags(ours),
+            "--layers=-1", "--max_seq_length=64")
+    vocab = json.loads((ours / "tokenizer.json").read_text(encoding="utf-8"))
     inverse = {i: t for t, i in vocab["model"]["vocab"].items()}
-    inverse.update({i: t for t, i in special.items()})
+    inverse.update({t["id"]: t["content"] for t in vocab["added_tokens"]})
     lines = (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()
     assert len(lines) == len(sequences)
     for row, (line, sequence) in enumerate(zip(lines, sequences)):
@@ -75,3 +93,264 @@ def test_extract_features_equals_transformers(tmp_path):
         values = np.array([f["layers"][0]["values"] for f in features])
         # extract_features.py writes 6 decimals, as Google's.
         np.testing.assert_allclose(values, reference[row, :len(sequence)], atol=2e-6)
+
+
+@pytest.fixture(scope="module")
+def folders(bpe, tmp_path_factory):
+    """Converted folders (convert_hf_checkpoint.py) of a 2-label
+    `ModernBertForSequenceClassification` (mean pooling) and of a `ModernBertForMaskedLM`,
+    dropout 0.1 everywhere: {"classifier": dir, "masked_lm": dir}, each with bert_config.json,
+    bert_model.ckpt and tokenizer.json, and "masked_lm_reference": (the ids of TEXTS by
+    `tokenizers`, [CLS]/[SEP] included; transformers' last hidden state of them (sdpa, eval
+    mode), float [B, S, H])."""
+    root = tmp_path_factory.mktemp("mb_folders")
+    tokenizer_json, special, _ = bpe
+    request = root / "texts.json"
+    request.write_text(json.dumps({"texts": [t for t in TEXTS if " ||| " not in t],
+                                   "pairs": [t.split(" ||| ") for t in TEXTS if " ||| " in t]}),
+                       encoding="utf-8")
+    run_oracle_script("hf_bpe_tokenizer.py", "encode", tokenizer_json, request,
+                      root / "ids.json")
+    encoded = json.loads((root / "ids.json").read_text(encoding="utf-8"))
+    sequences = encoded["single"] + encoded["pairs"]
+    width = max(map(len, sequences))
+    requests = []
+    for name, kind, keys in (("classifier", "classifier", {"classifier_pooling": "mean"}),
+                             ("masked_lm", None, {})):
+        (root / f"hf_{name}").mkdir()
+        (root / f"hf_{name}" / "tokenizer.json").write_bytes(tokenizer_json.read_bytes())
+        requests.append({"save_dir": str(root / f"hf_{name}"), "new": True, "seed": 7,
+                         "kind": kind, "config": _hf_config(bpe, **DROPOUT, **keys),
+                         "input_ids": [s + [special["[PAD]"]] * (width - len(s))
+                                       for s in sequences],
+                         "attention_mask": [[1] * len(s) + [0] * (width - len(s))
+                                            for s in sequences],
+                         "out": str(root / f"{name}.npz")})
+    run_json_request("hf_modernbert.py", requests, root)
+    out = {name: root / name for name in ("classifier", "masked_lm")}
+    with started({name: lambda name=name: _script(
+            "convert_hf_checkpoint.py", f"--hf_model_dir={root / f'hf_{name}'}",
+            f"--output_dir={out[name]}") for name in out}) as runs:
+        for name, proc in runs.items():
+            assert "tokenizer.json" in proc.result().stderr  # the next command names it
+    for name in out:
+        config = json.loads((out[name] / "bert_config.json").read_text())
+        assert config["hidden_dropout_prob"] == config["attention_probs_dropout_prob"] == 0.1
+        assert config["classifier_dropout"] == 0.1
+    out["masked_lm_reference"] = (sequences, np.load(root / "masked_lm.npz")["sdpa_last"])
+    return out
+
+
+def _model_flags(folder):
+    return [f"--vocab_file={folder / 'tokenizer.json'}",
+            f"--bert_config_file={folder / 'bert_config.json'}",
+            f"--init_checkpoint={folder / 'bert_model.ckpt'}", "--do_lower_case=false"]
+
+
+WORDS = ("the earth was without form and void darkness upon face of deep spirit god moved "
+         "waters light day night evening morning").split()
+
+
+def _write_tsv(path, rng, n, with_label=True):
+    rows = []
+    for _ in range(n):
+        label = int(rng.integers(2))
+        text = " ".join(rng.choice(WORDS, size=int(rng.integers(3, 14))))
+        text += " light good" if label else " dark evil"
+        rows.append(f"{text}\t{label}" if with_label else text)
+    path.write_text(("sentence\tlabel\n" if with_label else "sentence\n") + "\n".join(rows) +
+                    "\n", encoding="utf-8")
+
+
+def test_classifier_towers_and_kill_resume_equal_one_device(folders, tmp_path):
+    """run_classifier_mgpu.py, 2 towers x 2 examples x 2 accumulated micro-batches with
+    gradient checkpointing, killed (SIGKILL) after its checkpoint at step 8 of 16 and rerun,
+    ends with the weights (and Adam slots) of run_classifier.py on 1 tower x 8 run through, to
+    1e-5, with every dropout 0.1; the uninterrupted run evaluates and predicts every example."""
+    rng = np.random.default_rng(0)
+    data = tmp_path / "data"
+    data.mkdir()
+    _write_tsv(data / "train.tsv", rng, 64)
+    _write_tsv(data / "dev.tsv", rng, 11)
+    _write_tsv(data / "test.tsv", rng, 7, with_label=False)
+    common = ["--task_name=tsv", f"--data_dir={data}", *_model_flags(folders["classifier"]),
+              "--do_train=true", "--max_seq_length=32", "--num_train_epochs=2",
+              "--learning_rate=1e-3", "--save_checkpoints_steps=4"]
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    one = [sys.executable, os.path.join(REPO, "run_classifier.py"), *common,
+           f"--output_dir={whole}", "--n_gpus=1", "--train_batch_size=8", "--do_eval=true",
+           "--do_predict=true", "--eval_batch_size=4"]
+    two = [sys.executable, os.path.join(REPO, "run_classifier_mgpu.py"), *common,
+           f"--output_dir={killed}", "--n_gpus=2", "--train_batch_size=2",
+           "--num_accumulation_steps=2", "--gradient_checkpointing=true"]
+    uninterrupted, dying = Launched(one), Launched(two)
+    assert signal_at_checkpoint([(dying, str(killed), 8, signal.SIGKILL, 0.05)])[0] is not None
+    _, not_killed = finish_killed(dying, str(killed), 16)
+    assert not_killed is None, not_killed
+    rerun = run_command(two)
+    done = uninterrupted.finish()
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "Resumed from" in rerun.stderr and "Input position restored" in rerun.stderr
+    ours, reference = final_tensors(str(killed)), final_tensors(str(whole))
+    assert int(reference["global_step"]) == 16 and sorted(ours) == sorted(reference)
+    assert "bert/pooler/LayerNorm/gamma" in reference and "output_weights/adam_m" in reference
+    for name in reference:
+        np.testing.assert_allclose(ours[name], reference[name], atol=1e-5, rtol=0,
+                                   err_msg=name)
+    result = _results(whole / "eval_results.txt")
+    assert result["eval_examples"] == "11" and result["global_step"] == "16"
+    assert len((whole / "predict.txt").read_text().splitlines()) == 7
+
+
+PERSONS, PLACES = ["Moses", "Aaron", "Abraham", "Jacob"], ["Egypt", "Jerusalem", "Bethel"]
+OTHERS = ["and", "the", "went", "to", "in", "spake", "unto", "land", "of", "."]
+
+
+def _sentence(rng, n):
+    words, tags = [], []
+    while len(words) < n:
+        r = rng.random()
+        if r < 0.25:
+            words.append(str(rng.choice(PERSONS)))
+            tags.append("B-PER")
+        elif r < 0.4:
+            words += ["land", "of", str(rng.choice(PLACES))]
+            tags += ["O", "O", "B-LOC"]
+        else:
+            words.append(str(rng.choice(OTHERS)))
+            tags.append("O")
+    return words, tags
+
+
+def test_ner_pieces_are_the_sentences_bpe_pieces(bpe, tmp_path):
+    """Each sentence's window holds the ids `tokenizers` gives its words joined by spaces
+    ([CLS] ... [SEP]), and the labelled positions are the words' first pieces: one per word,
+    each decoding to the start of its word."""
+    tokenizer_json, special, _ = bpe
+    rng = np.random.default_rng(1)
+    sentences = [ner_data.Sentence(f"s{i}", *_sentence(rng, int(rng.integers(2, 9))), [], "")
+                 for i in range(12)]
+    sentences.append(ner_data.Sentence("odd", ["Zürich", "(1895-1943).", "\u200b", "x"],
+                                       ["B-LOC", "O", "O", "O"], [], ""))
+    labels = ner_data.get_labels(sentences)
+    tokenizer = tokenization.BpeTokenizer(str(tokenizer_json))
+    windows = ner_data.convert_sentences(sentences, labels, 64, tokenizer)
+    assert len(windows) == len(sentences)
+    request = tmp_path / "texts.json"
+    request.write_text(json.dumps({"texts": [" ".join(s.words) for s in sentences],
+                                   "pairs": []}), encoding="utf-8")
+    run_oracle_script("hf_bpe_tokenizer.py", "encode", tokenizer_json, request,
+                      tmp_path / "ids.json")
+    expected = json.loads((tmp_path / "ids.json").read_text(encoding="utf-8"))["single"]
+    for sentence, window, ids in zip(sentences, windows, expected):
+        values, n = window.values, len(ids)
+        assert values["input_ids"][:n] == ids and not any(values["input_ids"][n:])
+        assert ids[0] == special["[CLS]"] and ids[-1] == special["[SEP]"]
+        first = [i for i, w in enumerate(values["label_weights"]) if w]
+        assert first == window.positions and len(first) == len(sentence.words)
+        for word, tag, position in zip(sentence.words, sentence.tags, first):
+            assert word.startswith(tokenizer.decode([values["input_ids"][position]]).lstrip())
+            assert labels[values["label_ids"][position]] == tag
+
+
+def _conll(sentences):
+    return "\n".join("".join(f"{w} {t}\n" for w, t in zip(*s)) for s in sentences)
+
+
+def test_run_ner_end_to_end(token_runs):
+    """run_ner.py on a converted masked-LM folder: trains (2 towers, dropout 0.1), evaluates
+    and writes a tag for every word of test.txt, long sentences in several windows."""
+    proc, out = token_runs["ner"].result()
+    dev = token_runs["ner_dev"]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Initialised" in proc.stderr
+    result = _results(out / "eval_results.txt")
+    assert {"eval_f1", "eval_precision", "eval_recall", "eval_loss"} <= set(result)
+    lines = [line.split() for line in
+             (out / "predictions.txt").read_text(encoding="utf-8").splitlines() if line]
+    words = [(w, t) for s in dev for w, t in zip(*s)]
+    assert [tuple(line[:2]) for line in lines] == words
+    assert {line[2] for line in lines} <= {"O", "B-PER", "B-LOC"}
+
+
+def _squad_training_file(dst, paragraphs=None):
+    """The real SQuAD v1.1 article (../shared/material) in training form (the first answer of
+    each question), cut to its first `paragraphs`; returns (path, the data)."""
+    path = require_material("squad", "squad_v11_dev_normans_answerable.json")
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    data["data"] = data["data"][:1]
+    data["data"][0]["paragraphs"] = data["data"][0]["paragraphs"][:paragraphs]
+    for paragraph in data["data"][0]["paragraphs"]:
+        for qa in paragraph["qas"]:
+            qa["answers"] = qa["answers"][:1]
+    dst.write_text(json.dumps(data), encoding="utf-8")
+    return str(dst), data
+
+
+def test_squad_answer_spans_are_bpe_pieces_of_the_answer(bpe, tmp_path):
+    """Training features of the real SQuAD v1.1 article with 64-token windows (doc_stride 16):
+    the labelled span of every window that holds the answer decodes to the answer text."""
+    path, _ = _squad_training_file(tmp_path / "train.json")
+    tokenizer = tokenization.BpeTokenizer(str(bpe[0]))
+    examples = squad_data.read_squad_examples(path, is_training=True)[:60]
+    features = list(squad_data.convert_examples_to_features(
+        examples, tokenizer, 64, 16, 16, is_training=True))
+    answered = [f for f in features if f.start_position > 0]
+    assert len(features) > 3 * len(examples) and len(answered) >= len(examples)
+    for feature in answered:
+        example = examples[feature.example_index]
+        text = tokenizer.convert_tokens_to_string(
+            feature.tokens[feature.start_position:feature.end_position + 1])
+        assert text == " ".join(example.orig_answer_text.split()), example.qas_id
+
+
+def test_run_squad_end_to_end(token_runs):
+    """run_squad.py on a converted masked-LM folder and two paragraphs of the real SQuAD v1.1
+    article: trains (dropout 0.1), predicts an answer taken from its paragraph for every
+    question, and scores it."""
+    proc, out = token_runs["squad"].result()
+    data = token_runs["squad_data"]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    predictions = json.loads((out / "predictions.json").read_text(encoding="utf-8"))
+    contexts = {qa["id"]: p["context"] for p in data["data"][0]["paragraphs"]
+                for qa in p["qas"]}
+    assert sorted(predictions) == sorted(contexts)
+    for qas_id, answer in predictions.items():
+        assert answer and answer in contexts[qas_id], (qas_id, answer)
+    result = _results(out / "eval_results.txt")
+    assert {"exact_match", "f1"} <= set(result)
+
+
+@pytest.fixture(scope="module")
+def token_runs(folders, tmp_path_factory):
+    """run_ner.py and run_squad.py on the masked-LM folder, started in the background with the
+    module (their tests wait for them): {"ner": Future of (CompletedProcess, --output_dir),
+    "ner_dev": the dev sentences, "squad": Future, "squad_data": the SQuAD file's data}."""
+    root = tmp_path_factory.mktemp("mb_token_runs")
+    rng = np.random.default_rng(2)
+    data = root / "conll"
+    data.mkdir()
+    (data / "train.txt").write_text(_conll([_sentence(rng, int(rng.integers(3, 10)))
+                                            for _ in range(40)]), encoding="utf-8")
+    dev = [_sentence(rng, int(rng.integers(3, 10))) for _ in range(8)] + [_sentence(rng, 30)]
+    (data / "dev.txt").write_text(_conll(dev), encoding="utf-8")
+    (data / "test.txt").write_text(_conll(dev), encoding="utf-8")
+    model = _model_flags(folders["masked_lm"])
+    ner = [sys.executable, os.path.join(REPO, "run_ner.py"), f"--data_dir={data}", *model,
+           f"--output_dir={root / 'ner'}", "--do_train=true", "--do_eval=true",
+           "--do_predict=true", "--max_seq_length=24", "--train_batch_size=4", "--n_gpus=2",
+           "--num_train_epochs=2", "--learning_rate=1e-3"]
+    squad, squad_data_ = _squad_training_file(root / "squad.json", paragraphs=2)
+    squad_cmd = [sys.executable, os.path.join(REPO, "run_squad.py"), *model,
+                 f"--output_dir={root / 'squad'}", "--do_train=true", f"--train_file={squad}",
+                 "--do_predict=true", "--do_eval=true", f"--predict_file={squad}",
+                 "--max_seq_length=64", "--doc_stride=24", "--max_query_length=16",
+                 "--train_batch_size=8", "--num_train_epochs=1", "--learning_rate=1e-3"]
+    with started({"ner": lambda: (run_command(ner), root / "ner"),
+                  "squad": lambda: (run_command(squad_cmd), root / "squad")}) as runs:
+        yield dict(runs, ner_dev=dev, squad_data=squad_data_)
+
+
+_token_runs_with_the_module = with_the_module("token_runs")

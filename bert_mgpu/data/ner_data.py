@@ -12,7 +12,9 @@ Features (one record per window; names and lengths in `ner_shapes`):
     label_ids:     0     PER PER 0     O   O O      0     0
     label_weights: 0     1   1   0     1   1 1      0     0       (first piece of each word)
 
-- Each word is WordPiece-tokenized on its own (`FullTokenizer`); the word's tag id goes on its
+- Each word is WordPiece-tokenized on its own (`FullTokenizer`; with a byte-level BPE
+  `tokenizer.json`, ModernBERT's, the sentence is encoded as its words joined by spaces and the
+  pieces go to words by their offsets: `tokenize_words`); the word's tag id goes on its
   first piece with weight 1.0, every other position (later pieces, [CLS], [SEP], padding) has
   label id 0 and weight 0.0, so the loss `sum(weight * xent) / sum(weight)` and the token
   metrics count each word once.
@@ -283,7 +285,7 @@ def convert_sentences(sentences: Sequence[Sentence], label_list: Sequence[str],
       sentences: from `read_conll`; their tags must be in `label_list` (`check_labels`).
       label_list: tags, 'O' first (id = index).
       max_seq_length: record length (>= 3: [CLS], one piece, [SEP]).
-      tokenizer: `bert_mgpu.tokenization.FullTokenizer`.
+      tokenizer: `bert_mgpu.tokenization.FullTokenizer` or `BpeTokenizer`.
       doc_stride: pieces between window starts (1 .. max_seq_length - 2); None = half a window.
 
     Returns:
@@ -304,15 +306,13 @@ def convert_sentences(sentences: Sequence[Sentence], label_list: Sequence[str],
     check_labels(sentences, label_list)
     label_map = {label: i for i, label in enumerate(label_list)}
     cls_id, sep_id = tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]"])
-    # Words repeat across sentences; the batch tokenizer memoizes them.
-    all_words = [w for s in sentences for w in s.words]
-    all_pieces = iter(tokenizer.tokenize_batch(all_words))
+    # WordPiece: each word alone (memoized across sentences); BPE: the words in their sentence.
+    all_pieces = tokenizer.tokenize_words([s.words for s in sentences])
     out: List[WindowFeature] = []
     for sentence_index, sentence in enumerate(sentences):
         piece_ids: List[int] = []
         first_piece: List[Tuple[int, int]] = []  # (piece position, word index)
-        for word_index in range(len(sentence.words)):
-            pieces = next(all_pieces)
+        for word_index, pieces in enumerate(all_pieces[sentence_index]):
             if pieces:
                 first_piece.append((len(piece_ids), word_index))
                 piece_ids.extend(tokenizer.convert_tokens_to_ids(pieces))

@@ -316,16 +316,19 @@ def improve_answer_span(doc_tokens: Sequence[str], input_start: int, input_end: 
     Args:
       doc_tokens: the paragraph's WordPiece tokens.
       input_start, input_end: the span of the answer's whole words (inclusive).
-      tokenizer: `FullTokenizer`.
+      tokenizer: `FullTokenizer` or `BpeTokenizer`.
       orig_answer_text: the annotated answer.
 
     Returns:
       (start, end), inclusive token indexes.
     """
-    tok_answer_text = " ".join(tokenizer.tokenize(orig_answer_text))
+    # The answer's tokens alone and after a space: the same for WordPiece (Google's one
+    # string); for byte-level BPE an answer at a word's start reads " answer" ("Ġanswer").
+    tok_answer_texts = {" ".join(tokenizer.tokenize(text))
+                        for text in (orig_answer_text, " " + orig_answer_text)}
     for new_start in range(input_start, input_end + 1):
         for new_end in range(input_end, new_start - 1, -1):
-            if " ".join(doc_tokens[new_start:(new_end + 1)]) == tok_answer_text:
+            if " ".join(doc_tokens[new_start:(new_end + 1)]) in tok_answer_texts:
                 return new_start, new_end
     return input_start, input_end
 
@@ -451,9 +454,10 @@ class _TokenizedDoc:
         tok_to_orig: List[int] = []
         orig_to_tok: List[int] = []
         tokens: List[str] = []
-        for i, word in enumerate(words):
+        # WordPiece: each word alone (Google's); BPE: the words in running text.
+        (word_pieces,) = tokenizer.tokenize_words([words])
+        for i, pieces in enumerate(word_pieces):
             orig_to_tok.append(len(tokens))
-            pieces = tokenizer.tokenize(word)
             tok_to_orig.extend([i] * len(pieces))
             tokens.extend(pieces)
         return cls(words, tokens, tokenizer.convert_tokens_to_ids(tokens), tok_to_orig,

@@ -19,7 +19,7 @@ import collections
 import json
 import math
 import os
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from absl import logging
 
@@ -158,10 +158,17 @@ def _as_floats(logits) -> List[float]:
     return [float(x) for x in logits]
 
 
+def _detokenize_wordpieces(tokens: Sequence[str]) -> str:
+    """Google's: WordPieces " ##"-joined, whitespace cleaned."""
+    text = " ".join(tokens).replace(" ##", "").replace("##", "")
+    return " ".join(text.strip().split())
+
+
 def compute_predictions(all_examples, all_features, all_results: Sequence[RawResult],
                         n_best_size: int, max_answer_length: int, do_lower_case: bool,
                         version_2_with_negative: bool = False,
-                        null_score_diff_threshold: float = 0.0, verbose_logging: bool = False
+                        null_score_diff_threshold: float = 0.0, verbose_logging: bool = False,
+                        detokenize: Optional[Callable[[Sequence[str]], str]] = None
                         ) -> Tuple[Dict[str, str], Dict[str, List[Dict]], Dict[str, float]]:
     """Google's `write_predictions`, returning what it writes.
 
@@ -179,6 +186,9 @@ def compute_predictions(all_examples, all_features, all_results: Sequence[RawRes
       all_results: `RawResult`s, one per feature (any order).
       n_best_size, max_answer_length, do_lower_case, version_2_with_negative,
       null_score_diff_threshold, verbose_logging: Google's flags.
+      detokenize: a span's tokens -> its text, before `get_final_text` projects it onto the
+        original words: the tokenizer's `convert_tokens_to_string` (byte-level BPE decodes
+        its bytes); None = Google's WordPiece rule (" ##" joined).
 
     Returns:
       predictions: OrderedDict qas_id -> answer text.
@@ -258,9 +268,7 @@ def compute_predictions(all_examples, all_features, all_results: Sequence[RawRes
                 orig_doc_start = feature.token_to_orig_map[pred.start_index]
                 orig_doc_end = feature.token_to_orig_map[pred.end_index]
                 orig_tokens = example.doc_tokens[orig_doc_start:(orig_doc_end + 1)]
-                # De-tokenize WordPieces, clean whitespace.
-                tok_text = " ".join(tok_tokens).replace(" ##", "").replace("##", "")
-                tok_text = " ".join(tok_text.strip().split())
+                tok_text = (detokenize or _detokenize_wordpieces)(tok_tokens)
                 orig_text = " ".join(orig_tokens)
                 final_text = get_final_text(tok_text, orig_text, do_lower_case, verbose_logging)
                 if final_text in seen_predictions:
@@ -326,12 +334,13 @@ def write_predictions(all_examples, all_features, all_results: Sequence[RawResul
                       output_prediction_file: str, output_nbest_file: str,
                       output_null_log_odds_file: Optional[str],
                       version_2_with_negative: bool = False,
-                      null_score_diff_threshold: float = 0.0, verbose_logging: bool = False
+                      null_score_diff_threshold: float = 0.0, verbose_logging: bool = False,
+                      detokenize: Optional[Callable[[Sequence[str]], str]] = None
                       ) -> Tuple[Dict[str, str], Dict[str, List[Dict]], Dict[str, float]]:
     """Google's `write_predictions`: computes (`compute_predictions`) and writes the files.
 
     `output_null_log_odds_file` is written for SQuAD v2.0 only. Returns what
-    `compute_predictions` returns.
+    `compute_predictions` returns (`detokenize`: as there).
     """
     if version_2_with_negative and not output_null_log_odds_file:
         raise ValueError("SQuAD v2.0 predictions need a null_odds.json path")
@@ -339,7 +348,7 @@ def write_predictions(all_examples, all_features, all_results: Sequence[RawResul
     logging.info("Writing nbest to: %s", output_nbest_file)
     predictions, nbest, null_odds = compute_predictions(
         all_examples, all_features, all_results, n_best_size, max_answer_length, do_lower_case,
-        version_2_with_negative, null_score_diff_threshold, verbose_logging)
+        version_2_with_negative, null_score_diff_threshold, verbose_logging, detokenize)
     _write_text_atomic(output_prediction_file, json.dumps(predictions, indent=4) + "\n")
     _write_text_atomic(output_nbest_file, json.dumps(nbest, indent=4) + "\n")
     if version_2_with_negative:

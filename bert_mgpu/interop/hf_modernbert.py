@@ -19,7 +19,8 @@ weights take Google's names where the meaning is unchanged (`NAMES`, used both w
   head.dense / head.norm (ForMaskedLM)              cls/predictions/transform/dense, /LayerNorm
   decoder.bias (decoder.weight tied)                cls/predictions/output_bias
   head.dense / head.norm (ForSequenceClassification) bert/pooler/dense, bert/pooler/LayerNorm
-  classifier.{weight,bias}                          output_weights, output_bias
+  classifier.{weight,bias}                          output_weights, output_bias (token
+                                                    and QA models: under cls/ner/, cls/squad/)
 
 Biases (`.bias`, `/bias`, `/beta`) exist only where the config says so (`attention_bias`,
 `mlp_bias`, `norm_bias`, `classifier_bias`). Kernels are transposed ([out, in] -> [in, out]).
@@ -72,6 +73,10 @@ NAMES = (
     ("classifier.bias", "output_bias", "same"),
 )
 _HEAD_SCOPES = {"mlm": "cls/predictions/transform", "classifier": "bert/pooler"}
+# Where a fine-tuned model's `classifier` goes: the scope of the job's output layer
+# (run_ner.py's `cls/ner/`, run_squad.py's `cls/squad/`; the classifier's is the root).
+_OUTPUT_SCOPES = {"ModernBertForTokenClassification": "cls/ner/",
+                  "ModernBertForQuestionAnswering": "cls/squad/"}
 # The head models prefix the encoder's names with `model.`; their own names have none.
 _ENCODER_PREFIX = "model."
 _HEAD_NAMES = ("head.", "decoder.", "classifier.")
@@ -142,6 +147,19 @@ def convert_weights(hf_weights: Mapping[str, np.ndarray], source: str = "<weight
         for name in [n for n in out if n.startswith("cls/predictions/transform/")]:
             out[name.replace("cls/predictions/transform/", "bert/pooler/")] = out[name].copy()
     return out
+
+
+def place_output_layer(weights: Dict[str, np.ndarray], hf_config: Mapping) -> None:
+    """Moves a fine-tuned model's output layer (`output_weights`, `output_bias`) under the
+    scope of its job by `config.json`'s `architectures`: a token classifier's to run_ner.py's
+    `cls/ner/`, a question-answering model's to run_squad.py's `cls/squad/` (a sequence
+    classifier's stays at the root, Google's run_classifier.py names). In place."""
+    scopes = [_OUTPUT_SCOPES[a] for a in hf_config.get("architectures") or []
+              if a in _OUTPUT_SCOPES]
+    if scopes:
+        for name in ("output_weights", "output_bias"):
+            if name in weights:
+                weights[scopes[0] + name] = weights.pop(name)
 
 
 def export_weights(weights: Mapping[str, np.ndarray], with_mlm: bool = True
@@ -246,6 +264,7 @@ def convert_config(hf_config: Dict, source: str = "config.json") -> Dict:
         "first_layer_attention_norm": False,
         "head_bias": hf_config.get("classifier_bias", False),
         "classifier_pooling": hf_config.get("classifier_pooling", "cls"),
+        "classifier_dropout": hf_config.get("classifier_dropout", 0.0),
     }
     out.update({key: hf_config[key] for key in _CARRIED if key in hf_config})
     return out
@@ -280,6 +299,7 @@ def export_config(bert_config: Mapping) -> Dict:
             "sliding_attention": {"rope_type": "default",
                                   "rope_theta": bert_config["local_rope_theta"]}},
         "classifier_pooling": bert_config.get("classifier_pooling") or "cls",
+        "classifier_dropout": bert_config.get("classifier_dropout") or 0.0,
         "tie_word_embeddings": True,
     }
     out.update({key: bert_config[key] for key in _CARRIED if key in bert_config})
@@ -326,6 +346,7 @@ def convert_folder(hf_model_dir: str, hf_config: Dict, output_dir: str) -> Dict[
                                        source=config_path)
     hf_weights, weights_path = read_hf_weights(hf_model_dir)
     weights = convert_weights(hf_weights, weights_path)
+    place_output_layer(weights, hf_config)
     missing = [n for n in expected_names(bert_config) if n not in weights]
     if missing:
         raise ConversionError(f"{weights_path}: {len(missing)} ModernBERT tensor(s) missing: "

@@ -36,7 +36,13 @@ them is Google's BERT (same variables, same numerics):
                                         (and in ModernBERT's pooler head)
   classifier_pooling        absent      absent: Google's pooler tanh(dense(first token));
                                         "cls" / "mean": ModernBERT's head LayerNorm(act(dense(
-                                        first token / masked mean))) as the pooled output
+                                        first token / masked mean))) as the pooled output;
+                                        the token tasks (NER, SQuAD) apply that head to every
+                                        token before their output layer, as Hugging Face's
+                                        ModernBertFor{Token,QuestionAnswering} do
+  classifier_dropout        absent      ModernBERT: dropout before the fine-tuning jobs' output
+                                        layer; absent: each job's own (Google's 0.1 for the
+                                        classifier, hidden_dropout_prob for NER, none for SQuAD)
   type_vocab_size           (Google's)  0: no token-type table, segment ids are ignored
 """
 
@@ -79,6 +85,7 @@ MODEL_OPTIONS = (
     ("first_layer_attention_norm", True),
     ("head_bias", True),
     ("classifier_pooling", None),
+    ("classifier_dropout", None),
 )
 
 
@@ -201,6 +208,11 @@ class BertConfig:
     def classifier_pooling(self) -> Optional[str]:
         return self.extra.get("classifier_pooling")
 
+    @property
+    def classifier_dropout(self) -> Optional[float]:
+        """The dropout before a fine-tuning job's output layer, or None: the job's own."""
+        return self.extra.get("classifier_dropout")
+
     def _validate_modernbert_options(self, source: str) -> None:
         extra = self.extra
         for key in ("layer_norm_bias", "first_layer_attention_norm", "head_bias"):
@@ -222,6 +234,11 @@ class BertConfig:
             raise BertConfigError(
                 f"{source}: 'local_attention_window' must be even (keys at distance <= "
                 f"window / 2 on each side), got {self.local_attention_window}")
+        value = extra.get("classifier_dropout")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not 0.0 <= value < 1.0):
+            raise BertConfigError(f"{source}: 'classifier_dropout' must be in [0, 1), "
+                                  f"got {value!r}")
         pooling = self.classifier_pooling
         if pooling is not None and pooling not in CLASSIFIER_POOLINGS:
             raise BertConfigError(f"{source}: 'classifier_pooling' must be one of "

@@ -196,16 +196,19 @@ class ClassifierHead(tf.Module):
     output; variables at the root: `output_weights` [num_labels, H], `output_bias` [num_labels]
     (under `scope/` when a scope is given: one head per task of a multi-task run)."""
 
-    def __init__(self, config, num_labels, dropout_prob=CLASSIFIER_DROPOUT_PROB,
-                 input_width=None, scope: str = ""):
-        """input_width: the width of the features it reads (default the hidden size H;
-        `classifier_input_width` gives it per --classifier_input). scope: the variables' prefix
-        ("" = Google's root-level names)."""
+    def __init__(self, config, num_labels, dropout_prob=None, input_width=None,
+                 scope: str = ""):
+        """dropout_prob: None = the config's `classifier_dropout` (ModernBERT's), else
+        Google's CLASSIFIER_DROPOUT_PROB. input_width: the width of the features it reads
+        (default the hidden size H; `classifier_input_width` gives it per --classifier_input).
+        scope: the variables' prefix ("" = Google's root-level names)."""
         super().__init__(name=None)
         if num_labels < 1:
             raise ValueError(f"num_labels must be >= 1, got {num_labels}")
         self.num_labels = num_labels
-        self.dropout_prob = dropout_prob
+        if dropout_prob is None:
+            dropout_prob = config.classifier_dropout
+        self.dropout_prob = CLASSIFIER_DROPOUT_PROB if dropout_prob is None else dropout_prob
         self._store = modeling.ParameterStore()
         prefix = f"{scope}/" if scope else ""
         self.output_weights = self._store.add(
@@ -266,11 +269,13 @@ PADDING_SPAN_LOGIT = -10000.0
 class SpanHead(tf.Module):
     """Google's `run_squad.create_model` head: one linear layer from every position's hidden
     state to a start and an end logit. Variables `cls/squad/output_weights` [2, H] (truncated
-    normal, stddev 0.02 whatever the config says, as Google) and `cls/squad/output_bias` [2]. No
-    dropout of its own (Google's has none)."""
+    normal, stddev 0.02 whatever the config says, as Google) and `cls/squad/output_bias` [2].
+    Dropout before it only with the config's `classifier_dropout` (ModernBERT's
+    `ModernBertForQuestionAnswering`); Google's head has none."""
 
     def __init__(self, config, scope="cls/squad"):
         super().__init__(name=None)
+        self.dropout_prob = config.classifier_dropout or 0.0
         self._store = modeling.ParameterStore()
         self.output_weights = self._store.add(
             f"{scope}/output_weights", [2, config.hidden_size],
@@ -282,7 +287,7 @@ class SpanHead(tf.Module):
         return self._store.as_dict()
 
     def __call__(self, sequence_output, start_positions=None, end_positions=None,
-                 input_mask=None) -> Dict[str, tf.Tensor]:
+                 input_mask=None, training=False) -> Dict[str, tf.Tensor]:
         """Args:
           sequence_output: float Tensor [B, S, H] (the encoder's last layer).
           start_positions, end_positions: optional int32 Tensors [B] or [B, 1], the answer's
@@ -291,12 +296,15 @@ class SpanHead(tf.Module):
             PADDING_SPAN_LOGIT, so the softmax runs over the real tokens only (exp underflows
             to 0) and they rank last; a batch cut after its longest window then gives the
             logits and loss of the padded one. None: Google's, over every position.
+          training: Python bool (the dropout of `classifier_dropout`, if any).
 
         Returns:
           dict with `start_logits`, `end_logits` (float32 [B, S]) and, given positions,
           `per_example_loss` [B] = (start cross-entropy + end cross-entropy) / 2 and `loss`, its
           mean over the batch (Google's `(start_loss + end_loss) / 2.0`).
         """
+        sequence_output = modeling.dropout(sequence_output, self.dropout_prob, training,
+                                           seq_view=(modeling.SEQ, sequence_output.shape[-1]))
         context = execution.current()
         weights = context.value(self.output_weights)
         logits = tf.einsum("bsh,kh->bsk", sequence_output,
@@ -390,11 +398,14 @@ class TokenTaggingHead(tf.Module):
 
     def __init__(self, config, num_tags, dropout_prob=None, scope="cls/ner"):
         """Args: config `BertConfig`; num_tags int >= 1; dropout_prob float, None = the
-        config's hidden_dropout_prob (as Hugging Face's head); scope the variables' prefix."""
+        config's `classifier_dropout` (ModernBERT's head) or else its hidden_dropout_prob (as
+        Hugging Face's `BertForTokenClassification`); scope the variables' prefix."""
         super().__init__(name=None)
         if num_tags < 1:
             raise ValueError(f"num_tags must be >= 1, got {num_tags}")
         self.num_tags = num_tags
+        if dropout_prob is None:
+            dropout_prob = config.classifier_dropout
         self.dropout_prob = config.hidden_dropout_prob if dropout_prob is None else dropout_prob
         self._store = modeling.ParameterStore()
         self.output_weights = self._store.add(

@@ -673,7 +673,8 @@ class BertModel(tf.Module):
           training: Python bool; dropout is applied only when True.
           first_token_only: Python bool; compute the last layer for the first token ([CLS])
             only, all that `pooled_output` needs (a serving classifier): `sequence_output` is
-            then [batch_size, 1, hidden_size], the other outputs are unchanged.
+            then [batch_size, 1, hidden_size], the other outputs are unchanged. Ignored with
+            `classifier_pooling: "mean"`, whose pooled output needs every token.
           drop_padding: Python bool, inference only (`training=False`); the dense layers run
             on the rows of real tokens only (`input_mask` 1), not on the padding: the same
             values at real positions for less work when the lengths differ; the encoder
@@ -688,6 +689,7 @@ class BertModel(tf.Module):
           `BertOutputs`.
         """
         config = self.config
+        first_token_only = first_token_only and config.classifier_pooling != "mean"
         input_ids = tf.convert_to_tensor(input_ids)
         batch_size, seq_length = get_shape_list(input_ids, expected_rank=2, name="input_ids")
         if isinstance(seq_length, int) and seq_length > config.max_position_embeddings:
@@ -720,6 +722,24 @@ class BertModel(tf.Module):
         pooled_output = self.pool(sequence_output, input_mask)
         return BertOutputs(sequence_output, pooled_output, all_encoder_layers,
                            embedding_output, execution.current().value(self.word_embeddings))
+
+    def token_head(self, sequence_output):
+        """What a token-level job's output layer reads: with `classifier_pooling` (ModernBERT)
+        its head LayerNorm(act(dense(x))) on every token, with the pooler's weights, as Hugging
+        Face's `ModernBertFor{Token,QuestionAnswering}` apply their `head`; Google's BERT reads
+        the last layer itself (the identity).
+
+        Args:
+          sequence_output: float Tensor [B, S, H].
+
+        Returns:
+          float Tensor [B, S, H].
+        """
+        if self.pooler_norm is None:
+            return sequence_output
+        batch_size, seq_length, width = get_shape_list(sequence_output, expected_rank=3)
+        rows = self.pooler_norm(self.pooler(tf.reshape(sequence_output, [-1, width])))
+        return tf.reshape(rows, [batch_size, seq_length, width])
 
     def pool(self, sequence_output, input_mask):
         """The pooled output [B, H] of sequence_output [B, S, H] (S may be 1: first token only).

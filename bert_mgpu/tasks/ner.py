@@ -55,7 +55,7 @@ class TaggingTask(BertTask, tf.Module):
     def _forward(self, features, training):
         out = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
                         training=training)
-        return self.tagger(out.sequence_output, features.get("label_ids"),
+        return self.tagger(self.bert.token_head(out.sequence_output), features.get("label_ids"),
                            features.get("label_weights"), training=training)
 
     def trim_padding(self, features, multiple: int) -> Tensors:

@@ -52,10 +52,11 @@ class SquadTask(MeanOverExamples, tf.Module):
         out = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
                         training=training)
         mask = features["input_mask"] if self.padded_length is not None else None
+        sequence_output = self.bert.token_head(out.sequence_output)
         if not with_positions:
-            return self.span(out.sequence_output, input_mask=mask)
-        return self.span(out.sequence_output, features["start_positions"],
-                         features["end_positions"], input_mask=mask)
+            return self.span(sequence_output, input_mask=mask, training=training)
+        return self.span(sequence_output, features["start_positions"],
+                         features["end_positions"], input_mask=mask, training=training)
 
     def per_example_loss(self, features, training) -> tf.Tensor:
         return self._forward(features, training)["per_example_loss"]
@@ -184,7 +185,8 @@ def _predict_squad(job: Job, trainer, tokenizer):
     predictions, _, null_odds = squad_predictions.write_predictions(
         examples, eval_features, results, answers.n_best_size, answers.max_answer_length,
         model.do_lower_case, *files, answers.version_2_with_negative,
-        answers.null_score_diff_threshold, cfg.verbose_logging)
+        answers.null_score_diff_threshold, cfg.verbose_logging,
+        tokenizer.convert_tokens_to_string)
     logging.info("Wrote predictions for %d questions to %s", len(predictions), cfg.output_dir)
     return predictions, null_odds
 

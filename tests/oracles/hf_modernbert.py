@@ -4,8 +4,11 @@ Usage: python hf_modernbert.py REQUEST.json  (one request or a list of them)
 
 REQUEST: {"save_dir": folder to save a new random model into (or to load from), "new": true to
 build one (config keys in "config", seed in "seed"), "classifier": true for a
-ModernBertForSequenceClassification (else ModernBertForMaskedLM), "input_ids": [[...]],
-"attention_mask": [[...]], "out": .npz path}.
+ModernBertForSequenceClassification (else ModernBertForMaskedLM; or "kind": "classifier",
+"token" (ModernBertForTokenClassification), "qa" (ModernBertForQuestionAnswering)),
+"input_ids": [[...]], "attention_mask": [[...]], "out": .npz path, optional "labels" (a
+classifier: [B]; token: [B, S] with -100 where unlabelled) or "start_positions" /
+"end_positions" [B] (qa)}.
 
 A new model's every 1-D parameter (LayerNorm weights and biases, decoder bias) is drawn at
 random too, so each weight is exercised. The model is saved by `save_pretrained` (safetensors)
@@ -14,7 +17,10 @@ padding is then not removed by unpadding; padded keys are masked in a 4-D mask a
 positions still compute, so only real positions are compared). The .npz holds, for each
 implementation, the per-layer hidden states (before the final norm), the last hidden state
 (after it) and the masked-LM logits at every position; for a classifier, its pooled features
-(`head` on the [CLS] or mean-pooled state) and its logits.
+(`head` on the [CLS] or mean-pooled state) and its logits. A head model with labels also
+gives its loss (`{attn}_loss`) and, from the eager run, the loss's gradient of every parameter
+(`grad/<name>`, Hugging Face's names); a token or qa model gives its logits (qa: start_logits
+and end_logits).
 """
 
 import json
@@ -25,15 +31,23 @@ import torch
 from transformers import (
     ModernBertConfig,
     ModernBertForMaskedLM,
+    ModernBertForQuestionAnswering,
     ModernBertForSequenceClassification,
+    ModernBertForTokenClassification,
     ModernBertModel,
 )
+
+HEAD_MODELS = {"classifier": ModernBertForSequenceClassification,
+               "token": ModernBertForTokenClassification, "qa": ModernBertForQuestionAnswering}
+
+
+def kind_of(request):
+    return request.get("kind") or ("classifier" if request.get("classifier") else "masked_lm")
 
 
 def build(request):
     torch.manual_seed(request.get("seed", 0))
-    kind = ModernBertForSequenceClassification if request.get("classifier") else \
-        ModernBertForMaskedLM
+    kind = HEAD_MODELS.get(kind_of(request), ModernBertForMaskedLM)
     model = kind(ModernBertConfig(**request["config"]))
     with torch.no_grad():
         for name, param in model.named_parameters():
@@ -58,11 +72,36 @@ def run_classifier(request, ids, mask):
     np.savez(request["out"], **out)
 
 
+def run_head(request, ids, mask):
+    """A token or qa model's logits, and with labels its loss and (eager) gradients."""
+    targets = {key: torch.tensor(request[key], dtype=torch.long)
+               for key in ("labels", "start_positions", "end_positions") if key in request}
+    out = {}
+    for attn in ("eager", "sdpa"):
+        model = HEAD_MODELS[kind_of(request)].from_pretrained(
+            request["save_dir"], attn_implementation=attn).eval()
+        result = model(input_ids=ids, attention_mask=mask, **targets)
+        for name in ("logits", "start_logits", "end_logits"):
+            if getattr(result, name, None) is not None:
+                out[f"{attn}_{name}"] = getattr(result, name).detach().numpy()
+        out[f"{attn}_implementation"] = np.array(model.config._attn_implementation)
+        if result.loss is not None:
+            out[f"{attn}_loss"] = result.loss.detach().numpy()
+            if attn == "eager":
+                result.loss.backward()
+                out.update({f"grad/{name}": param.grad.numpy()
+                            for name, param in model.named_parameters()
+                            if param.grad is not None})
+    np.savez(request["out"], **out)
+
+
 def run(request):
     ids = torch.tensor(request["input_ids"], dtype=torch.long)
     mask = torch.tensor(request["attention_mask"], dtype=torch.long)
-    if request.get("classifier"):
+    if kind_of(request) == "classifier" and "labels" not in request:
         return run_classifier(request, ids, mask)
+    if kind_of(request) in HEAD_MODELS:
+        return run_head(request, ids, mask)
     out = {}
     for attn in ("eager", "sdpa"):
         mlm = ModernBertForMaskedLM.from_pretrained(request["save_dir"],

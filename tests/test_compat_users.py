@@ -17,9 +17,15 @@ project's own scripts give on the same checkpoint:
 
 Dropout is on in the fine-tuning (the model's config: 0.1) and in the config the files read; the
 users' files predict (`is_training=False`).
+
+The third kind, a user's notebook that trains its own head with `create_optimizer` in a session
+(huseinzol05/NLP-Models-Tensorflow, read from the test material: PROVENANCE.md), runs through
+the runner's notebook mode and with Google's modules under tests/oracles/session_probe.py; its
+test says what is compared.
 """
 
 import ast
+import hashlib
 import json
 import os
 import re
@@ -233,3 +239,118 @@ def test_session_predictor_restores_the_fine_tuned_run(runs):
     assert label == str(int(np.argmax(expected)))
     # numpy prints 8 significant digits.
     np.testing.assert_allclose(ours, expected, atol=1e-7, rtol=0)
+
+
+# -- the third kind: a notebook that trains its own head with create_optimizer in a session ----
+
+NOTEBOOK = ("compat_users", "NLP-Models-Tensorflow", "text-similarity",
+            "5.bert-base-cross-entropy.ipynb")
+# The file as published (PROVENANCE.md): the test runs only that file, unchanged.
+NOTEBOOK_SHA256 = "01a7adfccc8ff2b54924015204a2dec0c7f5e88a4b65139a9eb54267c59fa5c8"
+PROBE = os.path.join(ORACLES, "session_probe.py")
+
+
+def _similarity_world(root, notebook, dropout):
+    """What the notebook reads, where it reads it (relative paths): a tiny Google model in
+    `cased_L-12_H-768_A-12/` (the real uncased vocabulary; 2 layers, hidden 32, its
+    MAX_SEQ_LENGTH of 120 fits) and `text.json` as its prepare-dataset notebook writes it
+    ("sentence1 <> sentence2", 'contradiction'/'entailment'): MultiNLI is not available here, so
+    the pairs are consecutive Pang & Lee sentences, 'entailment' when both have the same
+    polarity. 120 training pairs (2 updates an epoch at its batch of 60), 60 test pairs (its
+    num_train_steps = int(60 / 60 * 10) = 10, num_warmup_steps = 1)."""
+    root.mkdir()
+    shutil.copy(notebook, root)
+    model = root / "cased_L-12_H-768_A-12"
+    model.mkdir()
+    shutil.copy(require_material("vocab", "bert_uncased_vocab.txt"), model / "vocab.txt")
+    config = dict(TINY_CONFIG, vocab_size=30522, num_hidden_layers=2,
+                  max_position_embeddings=128, hidden_dropout_prob=dropout,
+                  attention_probs_dropout_prob=dropout)
+    (model / "bert_config.json").write_text(json.dumps(config))
+    rng = np.random.RandomState(0)
+    named = modeling.BertModel(BertConfig(**config)).named_variables()
+    checkpoint.write_bundle(str(model / "bert_model.ckpt"), {
+        n: rng.normal(0, 0.3, v.shape).astype(np.float32) for n, v in named.items()})
+    polarity = require_material("classification", "en_panglee_sentence_polarity", "train.tsv")
+    rows = [line.rstrip("\n").split("\t") for line in open(polarity, encoding="utf-8")][1:361]
+
+    def pairs(part):
+        return ([f"{a[0]} <> {b[0]}" for a, b in zip(part[0::2], part[1::2])],
+                ["entailment" if a[1] == b[1] else "contradiction"
+                 for a, b in zip(part[0::2], part[1::2])])
+
+    (train_x, train_y), (test_x, test_y) = pairs(rows[:240]), pairs(rows[240:])
+    (root / "text.json").write_text(json.dumps(
+        {"train_X": train_x, "train_Y": train_y, "test_X": test_x, "test_Y": test_y}))
+    return root
+
+
+def _probed(who, root, head):
+    """The notebook run by tests/oracles/session_probe.py: ours through the runner, Google's
+    with Google's modules; returns (CompletedProcess, {variable: value} at the end)."""
+    name = os.path.basename(NOTEBOOK[-1])
+    python, mode = ((sys.executable, ["ours"]) if who == "ours" else
+                    (require_oracle(), ["google", require_material("oracles",
+                                                                   "google_bert_eedf571")]))
+    proc = _run([python, PROBE, str(head), str(root / "probe.npz"), *mode, name], root)
+    _ok(proc)
+    return proc, dict(np.load(root / "probe.npz"))
+
+
+def _epoch_numbers(stdout):
+    """The floats of the notebook's `epoch: N, training loss: ..., valid acc: ...` lines."""
+    lines = [line for line in stdout.splitlines() if line.startswith("epoch:")]
+    assert lines, stdout[-2000:]
+    return [float(x) for line in lines for x in re.findall(r"\d+\.\d+", line)]
+
+
+def test_notebook_training_its_own_head_equals_googles_modules(tmp_path):
+    """huseinzol05/NLP-Models-Tensorflow `text-similarity/5.bert-base-cross-entropy.ipynb`
+    (PROVENANCE.md): a pair classifier built as `tf.layers.dense` on `get_pooled_output()`,
+    `is_training=True`, trained with `optimization.create_optimizer` (warmup 1 step, decay to 0 at
+    step 10) in a `tf.InteractiveSession` until its test accuracy stops improving; BERT restored
+    by `tf.train.Saver` over the `bert` scope. Run unchanged through the runner and with
+    Google's modules, each under tests/oracles/session_probe.py, which changes no line of it.
+
+    What is compared, and why that much: the head's kernel is drawn by an unseeded initializer
+    and two different TF1 graphs cannot draw the same values, so the probe saves the head as
+    our run drew it (after the notebook's `saver.restore`) and assigns it in Google's run at the
+    same point. Dropout masks come from TensorFlow's random ops too, so the exact comparison
+    reads a config with dropout 0; a second run of ours with dropout 0.1 (same head, same
+    batches) shows `is_training=True` reaches the dropout: its first loss differs. With the same
+    head, the printed epoch lines (train/valid loss and accuracy), the loss and accuracy fetched
+    with every update, and every variable when the notebook ends (BERT's and the head's weights,
+    their adam_m/adam_v slots, global_step) are equal. Google's learning rate is the one of
+    step t for update t (session_probe.py: Google leaves that order to the executor)."""
+    notebook = require_material(*NOTEBOOK)
+    with open(notebook, "rb") as f:
+        assert hashlib.sha256(f.read()).hexdigest() == NOTEBOOK_SHA256, notebook
+    head = tmp_path / "head.npz"
+    runs = {"ours": _probed("ours", _similarity_world(tmp_path / "ours", notebook, 0.0), head)}
+    assert head.exists()
+    with started({"google": lambda: _probed(
+                      "google", _similarity_world(tmp_path / "google", notebook, 0.0), head),
+                  "dropout": lambda: _probed(
+                      "ours", _similarity_world(tmp_path / "dropout", notebook, 0.1), head)},
+                 workers=2) as later:
+        runs.update({key: future.result() for key, future in later.items()})
+    (ours_proc, ours), (google_proc, google) = runs["ours"], runs["google"]
+    np.testing.assert_allclose(_epoch_numbers(ours_proc.stdout),
+                               _epoch_numbers(google_proc.stdout), atol=1.5e-6, rtol=0)
+    updates = ours["probe|updates"]
+    assert updates.shape[0] >= 2 and updates.shape[0] % 2 == 0, updates
+    assert set(ours) == set(google)
+    assert {"global_step", "dense|kernel|adam_m", "bert|embeddings|word_embeddings|adam_v",
+            "bert|pooler|dense|kernel"} <= set(ours)
+    assert int(ours["global_step"]) == updates.shape[0]
+    for name in sorted(ours):
+        np.testing.assert_allclose(ours[name], google[name], atol=2e-6, rtol=0, err_msg=name)
+    # Not vacuous: the updates moved the head and BERT.
+    start = dict(np.load(head))
+    assert np.abs(ours["dense|kernel"] - start["dense|kernel"]).max() > 1e-5
+    restored = tf.train.load_checkpoint(
+        str(tmp_path / "ours" / "cased_L-12_H-768_A-12" / "bert_model.ckpt"))
+    layer = "bert/encoder/layer_1/output/dense/kernel"
+    assert np.abs(ours[layer.replace("/", "|")] - restored.get_tensor(layer)).max() > 1e-5
+    dropout = runs["dropout"][1]["probe|updates"]
+    assert abs(dropout[0, 1] - updates[0, 1]) > 1e-4, (dropout[0], updates[0])

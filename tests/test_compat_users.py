@@ -321,7 +321,8 @@ def test_notebook_training_its_own_head_equals_googles_modules(tmp_path):
     head, the printed epoch lines (train/valid loss and accuracy), the loss and accuracy fetched
     with every update, and every variable when the notebook ends (BERT's and the head's weights,
     their adam_m/adam_v slots, global_step) are equal. Google's learning rate is the one of
-    step t for update t (session_probe.py: Google leaves that order to the executor)."""
+    step t for update t (session_probe.py: Google leaves that order to the executor). A fourth
+    run, `python -m bert_mgpu.compat` without the probe (its own head), runs to the end."""
     notebook = require_material(*NOTEBOOK)
     with open(notebook, "rb") as f:
         assert hashlib.sha256(f.read()).hexdigest() == NOTEBOOK_SHA256, notebook
@@ -331,9 +332,14 @@ def test_notebook_training_its_own_head_equals_googles_modules(tmp_path):
     with started({"google": lambda: _probed(
                       "google", _similarity_world(tmp_path / "google", notebook, 0.0), head),
                   "dropout": lambda: _probed(
-                      "ours", _similarity_world(tmp_path / "dropout", notebook, 0.1), head)},
+                      "ours", _similarity_world(tmp_path / "dropout", notebook, 0.1), head),
+                  "plain": lambda: _ours(NOTEBOOK[-1], [], _similarity_world(
+                      tmp_path / "plain", notebook, 0.0))},
                  workers=2) as later:
         runs.update({key: future.result() for key, future in later.items()})
+    # As a user runs it (`python -m bert_mgpu.compat NOTEBOOK.ipynb`, no probe): to the end.
+    _ok(runs["plain"])
+    assert "break epoch:" in runs["plain"].stdout and _epoch_numbers(runs["plain"].stdout)
     (ours_proc, ours), (google_proc, google) = runs["ours"], runs["google"]
     np.testing.assert_allclose(_epoch_numbers(ours_proc.stdout),
                                _epoch_numbers(google_proc.stdout), atol=1.5e-6, rtol=0)

@@ -1,9 +1,10 @@
 """Users' real files written against Google's modules run unchanged through
 `python -m bert_mgpu.compat` (issue 48, section 1), on a tiny model.
 
-The files are kept verbatim under tests/compat_users (PROVENANCE.md: repository, commit, path,
-licence). Each runs once through the runner (ours) and once with Google's own modules in the
-oracle venv (tests/oracles/google_user_file.py: Google's repository at eedf571 on the path, the
+The files are read, unchanged, from their repositories' snapshots when the tests run
+(tests/_third_party.py; tests/PROVENANCE.md: repository, commit, path, licence). Each runs once
+through the runner (ours) and once with Google's own modules in the oracle venv
+(tests/oracles/google_user_file.py: Google's repository at eedf571 on the path, the
 bert-tensorflow package for `bert.*`); their outputs must be equal, and equal to what the
 project's own scripts give on the same checkpoint:
 
@@ -17,6 +18,10 @@ project's own scripts give on the same checkpoint:
 
 Dropout is on in the fine-tuning (the model's config: 0.1) and in the config the files read; the
 users' files predict (`is_training=False`).
+
+The third kind, a user's notebook that trains its own head with `create_optimizer` in a session
+(huseinzol05/NLP-Models-Tensorflow, read the same way), runs through the runner's notebook mode
+and with Google's modules under tests/oracles/session_probe.py; its test says what is compared.
 """
 
 import ast
@@ -27,6 +32,7 @@ import shutil
 import subprocess
 import sys
 
+import _third_party
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -43,19 +49,19 @@ from bert_mgpu.engine import checkpoint
 from bert_mgpu.model import modeling
 from bert_mgpu.model.bert_config import BertConfig
 
-USERS = os.path.join(REPO, "tests", "compat_users")
-GOBERT = os.path.join(USERS, "gobert")
-PREDICTOR = os.path.join(USERS, "text_classification", "run_classifier_predict_online.py")
+GOBERT = ["gobert/export_embedding.py", "gobert/export_classifier.py", "gobert/util.py",
+          "gobert/download_pretrained.py"]  # the exporters import util and download_pretrained
+PREDICTOR = "text_classification/run_classifier_predict_online.py"
 SEQ = 32
 LINES = ["the movie was good", "bad plot and very long music but great actors .",
          "fun story"]
 
 
-def _predictor_pair():
+def _predictor_pair(predictor):
     """The text pair hard-coded in the predictor's `__main__` (`example=[label, a, b]`), read
     from the file. Its trailing "\\r\\n" is whitespace, which the tokenizer drops; a TSV row
     cannot hold it."""
-    tree = ast.parse(open(PREDICTOR, encoding="utf-8").read())
+    tree = ast.parse(open(predictor, encoding="utf-8").read())
     (example,) = [node.value for node in ast.walk(tree) if isinstance(node, ast.Assign)
                   and getattr(node.targets[0], "id", None) == "example"
                   and isinstance(node.value, ast.List)]
@@ -78,8 +84,8 @@ def _model_dir(path):
     return path
 
 
-def _mrpc(path):
-    """GLUE MRPC files; test row 0 is the predictor's own pair."""
+def _mrpc(path, predictor):
+    """GLUE MRPC files; test row 0 is the pair of the predictor file `predictor`."""
     path.mkdir()
     rng = np.random.RandomState(1)
 
@@ -90,7 +96,7 @@ def _mrpc(path):
         rows = [["index" if split == "test" else "Quality", "#1 ID", "#2 ID", "#1 String",
                  "#2 String"]]
         for i in range(n):
-            a, b = _predictor_pair() if split == "test" and i == 0 else (text(), text())
+            a, b = _predictor_pair(predictor) if split == "test" and i == 0 else (text(), text())
             rows.append([str(i if split == "test" else rng.randint(2)), str(i), str(i + 1), a, b])
         (path / f"{split}.tsv").write_text("".join("\t".join(r) + "\n" for r in rows),
                                            encoding="utf-8")
@@ -116,8 +122,12 @@ def runs(tmp_path_factory):
     require_oracle()
     google_dir = require_material("oracles", "google_bert_eedf571")
     root = tmp_path_factory.mktemp("compat_users")
+    gobert = os.path.join(root, "gobert")
+    for key in GOBERT:
+        _third_party.write(key, gobert)
+    predictor = _third_party.write(PREDICTOR, root / "text_classification")
     model = _model_dir(root / "model")
-    glue = _mrpc(root / "glue")
+    glue = _mrpc(root / "glue", predictor)
     (root / "lines.txt").write_text("\n".join(LINES) + "\n")
     finetune = [sys.executable, os.path.join(REPO, "run_classifier.py"), "--task_name=MRPC",
                 "--do_train=true", "--do_predict=true", f"--data_dir={glue}",
@@ -130,7 +140,7 @@ def runs(tmp_path_factory):
                 f"--vocab_file={model}/vocab.txt", f"--bert_config_file={model}/bert_config.json",
                 f"--init_checkpoint={model}/bert_model.ckpt", "--layers=-2",
                 f"--max_seq_length={SEQ}", "--batch_size=2"]
-    embedding = os.path.join(GOBERT, "export_embedding.py")
+    embedding = os.path.join(gobert, "export_embedding.py")
     with started({"finetune": lambda: _run(finetune, root),
                   "embedding_ours": lambda: _ours(embedding, ["model", "emb_ours"], root),
                   "embedding_google": lambda: _google(google_dir, embedding,
@@ -141,7 +151,7 @@ def runs(tmp_path_factory):
     # gobert's exporter copies vocab.txt from the model directory it exports (its README's
     # layout); the fine-tuned run's directory has bert_config.json already.
     shutil.copy(model / "vocab.txt", root / "ft" / "vocab.txt")
-    classifier = os.path.join(GOBERT, "export_classifier.py")
+    classifier = os.path.join(gobert, "export_classifier.py")
     cls_args = ["ft", "2", f"--max_seq_length={SEQ}"]
     predictor_args = [f"--bert_config_file={model}/bert_config.json",
                       f"--vocab_file={model}/vocab.txt", "--init_checkpoint=ft/",
@@ -150,8 +160,8 @@ def runs(tmp_path_factory):
                                                    + cls_args[1:], root),
                   "classifier_google": lambda: _google(google_dir, classifier, cls_args[:1]
                                                        + ["cls_google"] + cls_args[1:], root),
-                  "predictor_ours": lambda: _ours(PREDICTOR, predictor_args, root),
-                  "predictor_google": lambda: _google(google_dir, PREDICTOR, predictor_args,
+                  "predictor_ours": lambda: _ours(predictor, predictor_args, root),
+                  "predictor_google": lambda: _google(google_dir, predictor, predictor_args,
                                                       root)}) as second:
         done.update({key: future.result() for key, future in second.items()})
     return root, done
@@ -233,3 +243,121 @@ def test_session_predictor_restores_the_fine_tuned_run(runs):
     assert label == str(int(np.argmax(expected)))
     # numpy prints 8 significant digits.
     np.testing.assert_allclose(ours, expected, atol=1e-7, rtol=0)
+
+
+# -- the third kind: a notebook that trains its own head with create_optimizer in a session ----
+
+# The file as published (tests/PROVENANCE.md; its SHA-256 is checked where it is read): the
+# test runs only that file, unchanged.
+NOTEBOOK = "nlp_models/5.bert-base-cross-entropy.ipynb"
+PROBE = os.path.join(ORACLES, "session_probe.py")
+
+
+def _similarity_world(root, notebook, dropout):
+    """What the notebook reads, where it reads it (relative paths): a tiny Google model in
+    `cased_L-12_H-768_A-12/` (the real uncased vocabulary; 2 layers, hidden 32, its
+    MAX_SEQ_LENGTH of 120 fits) and `text.json` as its prepare-dataset notebook writes it
+    ("sentence1 <> sentence2", 'contradiction'/'entailment'): MultiNLI is not available here, so
+    the pairs are consecutive Pang & Lee sentences, 'entailment' when both have the same
+    polarity. 120 training pairs (2 updates an epoch at its batch of 60), 60 test pairs (its
+    num_train_steps = int(60 / 60 * 10) = 10, num_warmup_steps = 1)."""
+    root.mkdir()
+    shutil.copy(notebook, root)
+    model = root / "cased_L-12_H-768_A-12"
+    model.mkdir()
+    shutil.copy(require_material("vocab", "bert_uncased_vocab.txt"), model / "vocab.txt")
+    config = dict(TINY_CONFIG, vocab_size=30522, num_hidden_layers=2,
+                  max_position_embeddings=128, hidden_dropout_prob=dropout,
+                  attention_probs_dropout_prob=dropout)
+    (model / "bert_config.json").write_text(json.dumps(config))
+    rng = np.random.RandomState(0)
+    named = modeling.BertModel(BertConfig(**config)).named_variables()
+    checkpoint.write_bundle(str(model / "bert_model.ckpt"), {
+        n: rng.normal(0, 0.3, v.shape).astype(np.float32) for n, v in named.items()})
+    polarity = require_material("classification", "en_panglee_sentence_polarity", "train.tsv")
+    rows = [line.rstrip("\n").split("\t") for line in open(polarity, encoding="utf-8")][1:361]
+
+    def pairs(part):
+        return ([f"{a[0]} <> {b[0]}" for a, b in zip(part[0::2], part[1::2])],
+                ["entailment" if a[1] == b[1] else "contradiction"
+                 for a, b in zip(part[0::2], part[1::2])])
+
+    (train_x, train_y), (test_x, test_y) = pairs(rows[:240]), pairs(rows[240:])
+    (root / "text.json").write_text(json.dumps(
+        {"train_X": train_x, "train_Y": train_y, "test_X": test_x, "test_Y": test_y}))
+    return root
+
+
+def _probed(who, root, head):
+    """The notebook run by tests/oracles/session_probe.py: ours through the runner, Google's
+    with Google's modules; returns (CompletedProcess, {variable: value} at the end)."""
+    name = os.path.basename(NOTEBOOK)
+    python, mode = ((sys.executable, ["ours"]) if who == "ours" else
+                    (require_oracle(), ["google", require_material("oracles",
+                                                                   "google_bert_eedf571")]))
+    proc = _run([python, PROBE, str(head), str(root / "probe.npz"), *mode, name], root)
+    _ok(proc)
+    return proc, dict(np.load(root / "probe.npz"))
+
+
+def _epoch_numbers(stdout):
+    """The floats of the notebook's `epoch: N, training loss: ..., valid acc: ...` lines."""
+    lines = [line for line in stdout.splitlines() if line.startswith("epoch:")]
+    assert lines, stdout[-2000:]
+    return [float(x) for line in lines for x in re.findall(r"\d+\.\d+", line)]
+
+
+def test_notebook_training_its_own_head_equals_googles_modules(tmp_path):
+    """huseinzol05/NLP-Models-Tensorflow `text-similarity/5.bert-base-cross-entropy.ipynb`
+    (tests/PROVENANCE.md): a pair classifier built as `tf.layers.dense` on `get_pooled_output()`,
+    `is_training=True`, trained with `optimization.create_optimizer` (warmup 1 step, decay to 0 at
+    step 10) in a `tf.InteractiveSession` until its test accuracy stops improving; BERT restored
+    by `tf.train.Saver` over the `bert` scope. Run unchanged through the runner and with
+    Google's modules, each under tests/oracles/session_probe.py, which changes no line of it.
+
+    What is compared, and why that much: the head's kernel is drawn by an unseeded initializer
+    and two different TF1 graphs cannot draw the same values, so the probe saves the head as
+    our run drew it (after the notebook's `saver.restore`) and assigns it in Google's run at the
+    same point. Dropout masks come from TensorFlow's random ops too, so the exact comparison
+    reads a config with dropout 0; a second run of ours with dropout 0.1 (same head, same
+    batches) shows `is_training=True` reaches the dropout: its first loss differs. With the same
+    head, the printed epoch lines (train/valid loss and accuracy), the loss and accuracy fetched
+    with every update, and every variable when the notebook ends (BERT's and the head's weights,
+    their adam_m/adam_v slots, global_step) are equal. Google's learning rate is the one of
+    step t for update t (session_probe.py: Google leaves that order to the executor). A fourth
+    run, `python -m bert_mgpu.compat` without the probe (its own head), runs to the end."""
+    notebook = _third_party.write(NOTEBOOK, tmp_path / "published")  # its SHA-256 checked
+    head = tmp_path / "head.npz"
+    runs = {"ours": _probed("ours", _similarity_world(tmp_path / "ours", notebook, 0.0), head)}
+    assert head.exists()
+    with started({"google": lambda: _probed(
+                      "google", _similarity_world(tmp_path / "google", notebook, 0.0), head),
+                  "dropout": lambda: _probed(
+                      "ours", _similarity_world(tmp_path / "dropout", notebook, 0.1), head),
+                  "plain": lambda: _ours(os.path.basename(NOTEBOOK), [], _similarity_world(
+                      tmp_path / "plain", notebook, 0.0))},
+                 workers=2) as later:
+        runs.update({key: future.result() for key, future in later.items()})
+    # As a user runs it (`python -m bert_mgpu.compat NOTEBOOK.ipynb`, no probe): to the end.
+    _ok(runs["plain"])
+    assert "break epoch:" in runs["plain"].stdout and _epoch_numbers(runs["plain"].stdout)
+    (ours_proc, ours), (google_proc, google) = runs["ours"], runs["google"]
+    np.testing.assert_allclose(_epoch_numbers(ours_proc.stdout),
+                               _epoch_numbers(google_proc.stdout), atol=1.5e-6, rtol=0)
+    updates = ours["probe|updates"]
+    assert updates.shape[0] >= 2 and updates.shape[0] % 2 == 0, updates
+    assert set(ours) == set(google)
+    assert {"global_step", "dense|kernel|adam_m", "bert|embeddings|word_embeddings|adam_v",
+            "bert|pooler|dense|kernel"} <= set(ours)
+    assert int(ours["global_step"]) == updates.shape[0]
+    for name in sorted(ours):
+        np.testing.assert_allclose(ours[name], google[name], atol=2e-6, rtol=0, err_msg=name)
+    # Not vacuous: the updates moved the head and BERT.
+    start = dict(np.load(head))
+    assert np.abs(ours["dense|kernel"] - start["dense|kernel"]).max() > 1e-5
+    restored = tf.train.load_checkpoint(
+        str(tmp_path / "ours" / "cased_L-12_H-768_A-12" / "bert_model.ckpt"))
+    layer = "bert/encoder/layer_1/output/dense/kernel"
+    assert np.abs(ours[layer.replace("/", "|")] - restored.get_tensor(layer)).max() > 1e-5
+    dropout = runs["dropout"][1]["probe|updates"]
+    assert abs(dropout[0, 1] - updates[0, 1]) > 1e-4, (dropout[0], updates[0])

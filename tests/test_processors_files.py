@@ -1,6 +1,7 @@
 """Processors files as users wrote them (issue 48, section 2; issue 51's processors items): real
-files from public repositories (tests/user_processors/, provenance and licence in each), each
-run by the user's own launch command with only --processors_file added:
+files from public repositories (read from the repositories' snapshots when the tests run:
+tests/_third_party.py, provenance and licences in tests/PROVENANCE.md), each run by the user's
+own launch command with only --processors_file added:
 
 - CLUE's processors (CLUEbenchmark/CLUE): `--task_name=iflytek` picks iFLYTEKDataProcessor
   through the `processors = {...}` mapping of the file's main(), read, not run;
@@ -16,6 +17,7 @@ import os
 import re
 import sys
 
+import _third_party
 import numpy as np
 import pytest
 from _launch import env_without_tensorflow
@@ -26,11 +28,17 @@ from _together import run_command, started
 from bert_mgpu import tokenization
 from bert_mgpu.data import classifier_data, processors, user_processors
 
-FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "user_processors")
-CLUE = os.path.join(FIXTURES, "clue_iflytek.py")
-HOC = os.path.join(FIXTURES, "bluebert_hoc.py")
 # Beyond the tiny vocabulary's words: case, accents, punctuation, CJK (one token each).
 EXTRA = ["Café", "GOOD,", "电影", "很好!", "naïve"]
+
+
+@pytest.fixture(scope="module")
+def pasted(tmp_path_factory):
+    """The users' processors files by name ("clue_iflytek.py", "bluebert_hoc.py", and those of
+    tests/test_user_processors.py), assembled from their repositories' snapshots (skips without
+    them)."""
+    root = tmp_path_factory.mktemp("pasted")
+    return lambda name: _third_party.processors_file(name, root)
 
 
 def text(rng, n=None):
@@ -70,19 +78,20 @@ def hoc_rows(rng, n):
 # ---------------------------------------------------------------------------------------------
 # In process: the mapping, the flags, multi-label examples (no TensorFlow needed)
 
-def test_task_name_keys_come_from_the_files_processors_mapping(tmp_path):
-    p = user_processors.processor_for("iflytek", processors_file=CLUE)
+def test_task_name_keys_come_from_the_files_processors_mapping(tmp_path, pasted):
+    clue = pasted("clue_iflytek.py")
+    p = user_processors.processor_for("iflytek", processors_file=clue)
     assert p.cls.__name__ == "iFLYTEKDataProcessor"  # Google's convention gives "iflytekdata"
     assert p.get_labels() == [str(i) for i in range(119)]
-    assert user_processors.processor_for("IFLYTEK", processors_file=CLUE).cls is p.cls
+    assert user_processors.processor_for("IFLYTEK", processors_file=clue).cls is p.cls
     # The mapping's key wins over a built-in task of the same name, as the file's classes do.
-    assert user_processors.processor_for("xnli", processors_file=CLUE).cls.__name__ == \
+    assert user_processors.processor_for("xnli", processors_file=clue).cls.__name__ == \
         "XnliProcessor"
     with pytest.raises(ValueError, match=r"task not found: 'ifly' \(known: cola, .*; in "
                                          r"--processors_file=.*clue_iflytek\.py: XnliProcessor "
                                          r"\(xnli\), TnewsProcessor \(tnews\), "
                                          r"iFLYTEKDataProcessor \(iflytek\), "):
-        user_processors.processor_for("ifly", processors_file=CLUE)
+        user_processors.processor_for("ifly", processors_file=clue)
     # A mapping at module level works as one in main().
     path = tmp_path / "p.py"
     path.write_text("from run_classifier import DataProcessor\n"
@@ -117,11 +126,12 @@ def test_a_mapping_naming_a_missing_class(tmp_path):
         user_processors.processor_for("gone", processors_file=str(path))
 
 
-def test_the_files_own_flags_and_multilabel_examples(tmp_path):
+def test_the_files_own_flags_and_multilabel_examples(tmp_path, pasted):
+    hoc = pasted("bluebert_hoc.py")
     rng = np.random.RandomState(0)
     for split in ("train", "dev"):
         write(tmp_path / f"{split}.tsv", hoc_rows(rng, 3))
-    flags = user_processors.declared_flags(HOC, {"data_dir", "task_name"})
+    flags = user_processors.declared_flags(hoc, {"data_dir", "task_name"})
     assert {name: (f.kind, f.default) for name, f in flags.items()} == {
         "num_classes": ("integer", 80), "num_aspects": ("integer", 20),
         "aspect_value_list": ("list", [-2, -1, 0, 1])}
@@ -129,7 +139,7 @@ def test_the_files_own_flags_and_multilabel_examples(tmp_path):
     user_processors.set_run_flags({"num_aspects": 10, "aspect_value_list": ["0", "1"],
                                    "num_classes": 20, "data_dir": str(tmp_path)})
     try:
-        p = user_processors.processor_for("hoc", processors_file=HOC, task_type="multilabel")
+        p = user_processors.processor_for("hoc", processors_file=hoc, task_type="multilabel")
         assert p.get_labels() == [f"{a}_{v}" for a in range(10) for v in (0, 1)]
         train = p.get_train_examples(str(tmp_path))
         rows = (tmp_path / "train.tsv").read_text().splitlines()[1:]
@@ -143,7 +153,7 @@ def test_the_files_own_flags_and_multilabel_examples(tmp_path):
         user_processors.set_run_flags(None)
     # As a single-label task the comma-joined labels are not labels of get_labels().
     with pytest.raises(processors.DataError, match=r"has the label '0_"):
-        user_processors.processor_for("hoc", processors_file=HOC).get_train_examples(
+        user_processors.processor_for("hoc", processors_file=hoc).get_train_examples(
             str(tmp_path))
 
 
@@ -192,7 +202,7 @@ def test_a_processors_file_and_data_with_a_bom_and_crlf(tmp_path):
 # The users' launch commands, with only --processors_file added (--task_type=multilabel for the
 # multi-label one)
 
-def clue_command(root):
+def clue_command(root, clue):
     """run_classifier_iflytek.sh's command (its variables expanded into `root`)."""
     rng = np.random.RandomState(1)
     data = root / "CLUEdataset" / "iflytek"
@@ -204,10 +214,10 @@ def clue_command(root):
             f"--vocab_file={model}/vocab.txt", f"--bert_config_file={model}/bert_config.json",
             f"--init_checkpoint={model}/bert_model.ckpt", "--max_seq_length=128",
             "--train_batch_size=32", "--learning_rate=2e-5", "--num_train_epochs=3.0",
-            f"--output_dir={root / 'iflytek_output'}/", f"--processors_file={CLUE}"]
+            f"--output_dir={root / 'iflytek_output'}/", f"--processors_file={clue}"]
 
 
-def hoc_command(root):
+def hoc_command(root, hoc):
     """BlueBERT's README command for HoC (--num_train_epochs and sizes kept)."""
     rng = np.random.RandomState(2)
     data = root / "hoc"
@@ -221,7 +231,7 @@ def hoc_command(root):
             "--train_batch_size=4", "--learning_rate=2e-5", "--num_train_epochs=3",
             "--num_classes=20", "--num_aspects=10", "--aspect_value_list=0,1",
             f"--data_dir={data}", f"--output_dir={root / 'out'}",
-            f"--processors_file={HOC}", "--task_type=multilabel"]
+            f"--processors_file={hoc}", "--task_type=multilabel"]
 
 
 def bom_command(root):
@@ -241,13 +251,25 @@ def bom_command(root):
             f"--processors_file={path}"]
 
 
+def launch_job(command, root, pasted, name):
+    """The job that runs `command(root, the processors file `name`)` and returns (the process,
+    root). Without the user's file (no snapshot of its repository) the job raises the skip, so
+    that only the tests reading this run skip."""
+    try:
+        cmd = command(root, pasted(name))
+    except pytest.skip.Exception as e:
+        def job(skipped=e):
+            raise skipped
+        return job
+    return lambda: (run_command(cmd), root)
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, pasted):
     root = tmp_path_factory.mktemp("processors_files")
-    clue, hoc = clue_command(root / "clue"), hoc_command(root / "hoc")
     bom = bom_command(root / "bom")
-    jobs = {"clue": lambda: (run_command(clue), root / "clue"),
-            "hoc": lambda: (run_command(hoc), root / "hoc"),
+    jobs = {"clue": launch_job(clue_command, root / "clue", pasted, "clue_iflytek.py"),
+            "hoc": launch_job(hoc_command, root / "hoc", pasted, "bluebert_hoc.py"),
             "bom": lambda: (run_command(bom), root / "bom")}
     with started(jobs) as futures:
         yield futures
@@ -401,8 +423,8 @@ def googles(tmp_path, path, cls, splits, argv, multilabel, data, vocab, max_seq_
 @pytest.mark.parametrize("name,task,cls,splits,files,argv,multilabel", PASTED,
                          ids=[case[1] for case in PASTED])
 def test_the_pasted_processors_give_googles_examples_and_features(
-        tmp_path, name, task, cls, splits, files, argv, multilabel):
-    path = os.path.join(FIXTURES, name)
+        tmp_path, pasted, name, task, cls, splits, files, argv, multilabel):
+    path = pasted(name)
     data = tmp_path / "data"
     files(data, np.random.RandomState(5))
     vocab = os.path.join(tiny_bert_dir(tmp_path / "model"), "vocab.txt")
@@ -445,7 +467,7 @@ def records(path):
 
 
 @pytest.mark.parametrize("run", ["clue", "hoc"])
-def test_the_runs_records_are_googles_features(runs, tmp_path, run):
+def test_the_runs_records_are_googles_features(runs, tmp_path, pasted, run):
     """The training records the scripts wrote (the feature cache in --output_dir) equal Google's
     convert_single_example of the same files, label ids in get_labels()'s order."""
     proc, root = runs[run].result()
@@ -453,10 +475,11 @@ def test_the_runs_records_are_googles_features(runs, tmp_path, run):
     if run == "clue":
         data, out, cls = root / "CLUEdataset" / "iflytek", root / "iflytek_output", \
             "iFLYTEKDataProcessor"
-        model, argv, path = root / "prev_trained_model" / "chinese_L-12_H-768_A-12", [], CLUE
+        model, argv, path = root / "prev_trained_model" / "chinese_L-12_H-768_A-12", [], \
+            pasted("clue_iflytek.py")
     else:
         data, out, cls, model, path = root / "hoc", root / "out", "HoCProcessor", \
-            root / "bluebert", HOC
+            root / "bluebert", pasted("bluebert_hoc.py")
         argv = ["--num_aspects=10", "--aspect_value_list=0,1"]
     google = googles(tmp_path, path, cls, ["train"], argv, run == "hoc", data,
                      str(model / "vocab.txt"), max_seq_length=128)
@@ -471,13 +494,14 @@ def test_the_runs_records_are_googles_features(runs, tmp_path, run):
             assert record["label_ids"] == [row[7]]
 
 
-def test_a_task_name_key_not_in_the_mapping_is_one_line_before_tensorflow(tmp_path):
+def test_a_task_name_key_not_in_the_mapping_is_one_line_before_tensorflow(tmp_path, pasted):
     model = tiny_bert_dir(tmp_path / "model")
     proc = run_command([sys.executable, os.path.join(REPO, "run_classifier.py"),
                         "--task_name=iflytk", "--do_train=true", f"--data_dir={tmp_path}",
                         f"--vocab_file={model}/vocab.txt",
                         f"--bert_config_file={model}/bert_config.json",
-                        f"--output_dir={tmp_path / 'out'}", f"--processors_file={CLUE}"],
+                        f"--output_dir={tmp_path / 'out'}",
+                        f"--processors_file={pasted('clue_iflytek.py')}"],
                        env=env_without_tensorflow(tmp_path))
     assert proc.returncode == 1
     assert re.fullmatch(r"run_classifier\.py: ERROR: --task_name: task not found: 'iflytk' "
@@ -487,9 +511,9 @@ def test_a_task_name_key_not_in_the_mapping_is_one_line_before_tensorflow(tmp_pa
         proc.stderr
 
 
-def test_help_lists_the_files_own_flags(tmp_path):
+def test_help_lists_the_files_own_flags(tmp_path, pasted):
     proc = run_command([sys.executable, os.path.join(REPO, "run_classifier.py"),
-                        f"--processors_file={HOC}", "--help"],
+                        f"--processors_file={pasted('bluebert_hoc.py')}", "--help"],
                        env=env_without_tensorflow(tmp_path))
     assert proc.returncode == 0, proc.stderr
     help_text = proc.stdout + proc.stderr

@@ -1,6 +1,7 @@
 """--processors_file (issue 30): users' own DataProcessor classes, written for Google's
-run_classifier.py, pasted unchanged from public repositories (tests/user_processors/, each with
-its provenance and licence): the multi-GPU fork's HighLevelProcessor (zhp510730568/bert-1),
+run_classifier.py, pasted unchanged from public repositories (read from the repositories'
+snapshots when the tests run: tests/_third_party.py, provenance and licences in
+tests/PROVENANCE.md): the multi-GPU fork's HighLevelProcessor (zhp510730568/bert-1),
 a CSV processor reading through the csv module (EmloProcessor,
 wangjiwu/BERT-emotion-classification) and sentence-pair processors (LCQMCProcessor and
 JDCOMMENTProcessor, ChineseGLUE/ChineseGLUE)."""
@@ -12,6 +13,7 @@ import shutil
 import subprocess
 import sys
 
+import _third_party
 import numpy as np
 import pytest
 from _launch import script_env
@@ -22,10 +24,14 @@ from _together import changed_flags, run_command, started
 from bert_mgpu import tokenization
 from bert_mgpu.data import classifier_data, processors, user_processors
 
-FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "user_processors")
-HIGH_LEVEL = os.path.join(FIXTURES, "high_level.py")
-EMLO = os.path.join(FIXTURES, "emlo.py")
-LCQMC = os.path.join(FIXTURES, "lcqmc.py")
+
+@pytest.fixture(scope="module")
+def pasted(tmp_path_factory):
+    """The users' processors files by name ("high_level.py", "emlo.py", "lcqmc.py"), assembled
+    from their repositories' snapshots (skips without them)."""
+    root = tmp_path_factory.mktemp("pasted")
+    return lambda name: _third_party.processors_file(name, root)
+
 
 # The fork's launch command (zhp510730568/bert-ad README, the companion repository of the
 # fork's run_classifier_mgpu.py), joined into one line; it runs in a directory with its
@@ -72,29 +78,31 @@ def lcqmc_rows(rng, n):
 # ---------------------------------------------------------------------------------------------
 # The classes, in process (no TensorFlow needed to load or read them)
 
-def test_task_name_picks_the_class_by_googles_convention():
+def test_task_name_picks_the_class_by_googles_convention(pasted):
+    high_level, lcqmc = pasted("high_level.py"), pasted("lcqmc.py")
     for name in ("high_level", "highlevel", "HighLevelProcessor", "HIGH_LEVEL"):
-        processor = user_processors.processor_for(name, processors_file=HIGH_LEVEL)
+        processor = user_processors.processor_for(name, processors_file=high_level)
         assert processor.cls.__name__ == "HighLevelProcessor"
-    assert user_processors.processor_for("lcqmc", processors_file=LCQMC).cls.__name__ == \
+    assert user_processors.processor_for("lcqmc", processors_file=lcqmc).cls.__name__ == \
         "LCQMCProcessor"
-    assert user_processors.processor_for("jdcomment", processors_file=LCQMC).cls.__name__ == \
+    assert user_processors.processor_for("jdcomment", processors_file=lcqmc).cls.__name__ == \
         "JDCOMMENTProcessor"
     # Built-in tasks stay reachable with a processors file.
-    assert isinstance(user_processors.processor_for("mrpc", processors_file=LCQMC),
+    assert isinstance(user_processors.processor_for("mrpc", processors_file=lcqmc),
                       processors.MrpcProcessor)
     with pytest.raises(ValueError, match=r"task not found: 'nope' \(known: cola, .*; in "
                                          r"--processors_file=.*lcqmc\.py: LCQMCProcessor "
                                          r"\(lcqmc\), JDCOMMENTProcessor \(jdcomment\)\)"):
-        user_processors.processor_for("nope", processors_file=LCQMC)
+        user_processors.processor_for("nope", processors_file=lcqmc)
 
 
-def test_high_level_processor_reads_the_forks_files(tmp_path):
+def test_high_level_processor_reads_the_forks_files(tmp_path, pasted):
+    high_level = pasted("high_level.py")
     rng = np.random.RandomState(0)
     write(tmp_path / "train_without_content_0515.txt",
           "id1\tgame\t1\tSome \"Quoted\" Title\n" + high_level_rows(rng, 3))
     write(tmp_path / "test_without_content_0515.txt", high_level_rows(rng, 2))
-    p = user_processors.processor_for("high_level", processors_file=HIGH_LEVEL)
+    p = user_processors.processor_for("high_level", processors_file=high_level)
     assert p.get_labels() == ["0", "1"]
     train = p.get_train_examples(str(tmp_path))
     assert train[0] == processors.InputExample("train-0", 'some "quoted" title', None, "1")
@@ -108,51 +116,54 @@ def test_high_level_processor_reads_the_forks_files(tmp_path):
         p.check_splits(["train", "test"])
 
 
-def test_csv_processor_reads_pandas_files_and_its_own_bug_is_one_line(tmp_path):
+def test_csv_processor_reads_pandas_files_and_its_own_bug_is_one_line(tmp_path, pasted):
     """EmloProcessor: train.csv/dev.csv as pandas wrote them (header label,x_train) through
     csv.reader; its get_test_examples reads test.csv with Google's tab-separated _read_tsv, so
     the first row has one field: the IndexError is one line naming the user's file and line."""
+    emlo = pasted("emlo.py")
     write(tmp_path / "train.csv", "label,x_train\nneutral,@mattlduff Not sure what to say.\n"
                                   "positive,so happy today\nnegative,bad day\n")
     write(tmp_path / "dev.csv", "label,x_valid\npositive,great\n")
     write(tmp_path / "test.csv", "label,x_test\nneutral,whatever\n")
-    p = user_processors.processor_for("emlo", processors_file=EMLO)
+    p = user_processors.processor_for("emlo", processors_file=emlo)
     assert p.get_labels() == ["neutral", "positive", "negative"]  # the user's order, kept
     assert p.get_train_examples(str(tmp_path)) == [
         processors.InputExample("train-1", "@mattlduff Not sure what to say.", None, "neutral"),
         processors.InputExample("train-2", "so happy today", None, "positive"),
         processors.InputExample("train-3", "bad day", None, "negative")]
-    line = next(i for i, s in enumerate(open(EMLO, encoding="utf-8"), 1)
+    line = next(i for i, s in enumerate(open(emlo, encoding="utf-8"), 1)
                 if "text_a = tokenization.convert_to_unicode(line[1])" in s)
     with pytest.raises(processors.DataError) as e:
         p.get_test_examples(str(tmp_path))
-    assert str(e.value) == (f"{EMLO}:{line} in _create_examples: IndexError: list index out of "
+    assert str(e.value) == (f"{emlo}:{line} in _create_examples: IndexError: list index out of "
                             f"range")
 
 
-def test_sentence_pair_processors(tmp_path):
+def test_sentence_pair_processors(tmp_path, pasted):
+    lcqmc = pasted("lcqmc.py")
     rng = np.random.RandomState(1)
     for split in ("train", "dev", "test"):
         write(tmp_path / f"{split}.txt", lcqmc_rows(rng, 4))
-    p = user_processors.processor_for("lcqmc", processors_file=LCQMC)
+    p = user_processors.processor_for("lcqmc", processors_file=lcqmc)
     rows = [line.split("\t") for line in (tmp_path / "dev.txt").read_text().splitlines()]
     assert p.get_dev_examples(str(tmp_path)) == [
         processors.InputExample(f"dev-{i}", a, b, label) for i, (a, b, label) in
         enumerate(rows) if i > 0]  # LCQMC's processor skips the first line
     # JDCOMMENTProcessor: comma-separated, quoted fields with commas and newlines.
     write(tmp_path / "jd_train.csv", 'label,a,b\n5,"good, really","fine\nplot"\n1,bad,"x"\n')
-    jd = user_processors.processor_for("jdcomment", processors_file=LCQMC)
+    jd = user_processors.processor_for("jdcomment", processors_file=lcqmc)
     assert jd.get_train_examples(str(tmp_path)) == [
         processors.InputExample("train-1", "good, really", "fine\nplot", "5"),
         processors.InputExample("train-2", "bad", "x", "1")]
 
 
-def test_feature_cache_key_covers_the_file_and_what_it_read(tmp_path):
+def test_feature_cache_key_covers_the_file_and_what_it_read(tmp_path, pasted):
+    lcqmc = pasted("lcqmc.py")
     rng = np.random.RandomState(2)
     write(tmp_path / "data" / "train.txt", lcqmc_rows(rng, 4))
     data = str(tmp_path / "data")
     edited = tmp_path / "lcqmc_edited.py"
-    edited.write_text(open(LCQMC, encoding="utf-8").read() + "\n# edited\n", encoding="utf-8")
+    edited.write_text(open(lcqmc, encoding="utf-8").read() + "\n# edited\n", encoding="utf-8")
 
     def key(path):
         p = user_processors.processor_for("lcqmc", processors_file=path)
@@ -160,10 +171,10 @@ def test_feature_cache_key_covers_the_file_and_what_it_read(tmp_path):
                                          None, True, 16, p.get_labels(), "head", 128,
                                          processor=p.cache_parts())
 
-    assert key(LCQMC) != key(str(edited))  # the file's content
-    before = key(LCQMC)
+    assert key(lcqmc) != key(str(edited))  # the file's content
+    before = key(lcqmc)
     os.utime(tmp_path / "data" / "train.txt", ns=(1, 1))  # the data file it read
-    assert key(LCQMC) != before
+    assert key(lcqmc) != before
 
 
 @pytest.mark.parametrize("source,message", [
@@ -366,7 +377,7 @@ def test_googles_tf1_names_and_tokenization_work_in_a_processors_file(tmp_path, 
 # ---------------------------------------------------------------------------------------------
 # The scripts: the fork's command, and a sentence-pair task through train, eval and predict
 
-def fork_world(root):
+def fork_world(root, high_level):
     rng = np.random.RandomState(3)
     write(root / "data" / "high_level" / "train_without_content_0515.txt",
           high_level_rows(rng, 24))
@@ -374,7 +385,7 @@ def fork_world(root):
           high_level_rows(rng, 5))
     tiny_bert_dir(root / "model" / "chinese_L-12_H-768_A-12", max_position_embeddings=512)
     processors_file = root / "my_processors.py"
-    shutil.copy(HIGH_LEVEL, processors_file)
+    shutil.copy(high_level, processors_file)
     return processors_file
 
 
@@ -386,12 +397,12 @@ def fork_command(script, processors_file):
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, pasted):
     root = tmp_path_factory.mktemp("user_processors")
     jobs = {}
     directory = root / "run_classifier_mgpu"
     directory.mkdir()
-    processors_file = fork_world(directory)
+    processors_file = fork_world(directory, pasted("high_level.py"))
     # Run in that directory: the command's relative paths are the fork's.
     jobs["fork"] = lambda: (subprocess.run(
         fork_command("run_classifier_mgpu.py", processors_file), capture_output=True, text=True,
@@ -408,7 +419,7 @@ def runs(tmp_path_factory):
            f"--bert_config_file={model}/bert_config.json",
            f"--init_checkpoint={model}/bert_model.ckpt", "--max_seq_length=128",
            "--train_batch_size=32", "--learning_rate=2e-5", "--num_train_epochs=3.0",
-           f"--output_dir={lcqmc / 'out'}", f"--processors_file={LCQMC}"]
+           f"--output_dir={lcqmc / 'out'}", f"--processors_file={pasted('lcqmc.py')}"]
     jobs["lcqmc"] = lambda: (run_command(cmd), lcqmc, cmd)
     # JDCOMMENTProcessor: labels "1".."5", none its own index (0..4), for the export's labels.
     jd = root / "jdcomment"
@@ -457,7 +468,7 @@ def test_sentence_pairs_train_evaluate_predict_and_reuse_features(runs):
     assert "Reusing eval features (7 examples)" in again.stderr
 
 
-def test_the_savedmodel_export_serves_the_runs_labels(runs, tmp_path):
+def test_the_savedmodel_export_serves_the_runs_labels(runs, tmp_path, pasted):
     """The export of the JDCOMMENT run (export_saved_model.py --output_dir --export_dir, in
     process: the script is that config and this one call, run as a script in test_export): the
     pair signature's labels are get_labels()'s ("1".."5", from run_config.json) at the
@@ -476,10 +487,11 @@ def test_the_savedmodel_export_serves_the_runs_labels(runs, tmp_path):
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the in-graph tokenizer's ops)
 
-    labels = user_processors.processor_for("jdcomment", processors_file=LCQMC).get_labels()
+    lcqmc = pasted("lcqmc.py")
+    labels = user_processors.processor_for("jdcomment", processors_file=lcqmc).get_labels()
     assert labels == ["1", "2", "3", "4", "5"]
     assert json.loads((out / "run_config.json").read_text())["labels"] == labels
-    test = user_processors.processor_for("jdcomment", processors_file=LCQMC).get_test_examples(
+    test = user_processors.processor_for("jdcomment", processors_file=lcqmc).get_test_examples(
         str(jd / "data"))
     assert len(test) == 6
     model = tf.saved_model.load(str(tmp_path / "export" / "1"))

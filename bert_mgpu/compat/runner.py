@@ -12,6 +12,10 @@ Runs a BERT-era user file unchanged on TensorFlow 2.21:
   runner (an import hook it installs); the installed package adds no top-level `modeling` or
   `bert` module.
 
+A Jupyter notebook (`NOTEBOOK.ipynb`) runs as "Run All" would (`notebook.py`): its code cells
+in order; IPython's shell and magic lines are refused with one line before any cell runs, unless
+`--skip_ipython_lines` (given before the notebook) skips them, each listed on stderr.
+
 A module the runner does not provide, or something TF 2.21 lacks, ends the run with one line
 `bert_mgpu.compat: ERROR: FILE:LINE: ...` (exit code 1), never a traceback.
 """
@@ -26,6 +30,8 @@ import sys
 import sysconfig
 import traceback
 import types
+
+from bert_mgpu.compat import notebook
 
 PROVIDED = ("modeling", "tokenization", "optimization", "run_classifier")
 # Google's other modules -> the project's script that does their job.
@@ -133,22 +139,39 @@ def install():
     builtins.__import__ = _tensorflow_import(builtins.__import__, facade)
 
 
+USAGE = ("usage: python -m bert_mgpu.compat [--skip_ipython_lines] USER_SCRIPT.py|NOTEBOOK.ipynb "
+         "[ARGS...]\n")
+
+
 def main(argv=None):
-    """Runs `argv[1]` (the user's script) with `argv[2:]` as its arguments; returns the exit
-    code."""
+    """Runs the user's script or notebook (the first argument after the runner's own options)
+    with the rest as its arguments; returns the exit code."""
     argv = list(sys.argv if argv is None else argv)
+    skip_ipython_lines = len(argv) > 1 and argv[1] == "--skip_ipython_lines"
+    if skip_ipython_lines:
+        del argv[1]
     if len(argv) < 2 or argv[1] in ("-h", "--help"):
-        sys.stderr.write("usage: python -m bert_mgpu.compat USER_SCRIPT.py [ARGS...]\n")
+        sys.stderr.write(USAGE)
         return 2 if len(argv) < 2 else 0
     script = argv[1]
     if not os.path.isfile(script):
         sys.stderr.write(f"{_PREFIX}{script}: no such file (the user script to run)\n")
         return 1
+    cells = None
+    if script.endswith(".ipynb"):
+        try:
+            cells = notebook.load(script, skip_ipython_lines)
+        except notebook.NotebookError as error:
+            sys.stderr.write(f"{_PREFIX}{error}\n")
+            return 1
     install()
     sys.argv = [script] + argv[2:]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     try:
-        runpy.run_path(script, run_name="__main__")
+        if cells is None:
+            runpy.run_path(script, run_name="__main__")
+        else:
+            notebook.run(cells)
     except ImportError as error:
         sys.stderr.write(f"{_PREFIX}{_user_frame(error.__traceback__)}{_import_problem(error)}\n")
         return 1

@@ -1,6 +1,6 @@
 """A TF1-era training file in the style of users' NER code, written for tests/test_compat.py
 (not a user's file: no permissively licensed standalone one was found, see
-tests/compat_users/PROVENANCE.md). It puts its own head on `model.get_sequence_output()`,
+tests/PROVENANCE.md). It puts its own head on `model.get_sequence_output()`,
 initialises BERT from a checkpoint by Google's name map, trains with
 `optimization.create_optimizer` in a `tf.Session`, and saves every variable with a
 `tf.train.Saver`. Run by the runner (`python -m bert_mgpu.compat`) and with Google's modules

@@ -10,10 +10,13 @@ them as TF 1.x did with the same stand-ins the other oracles use: `tf.compat.v1`
 `tensorflow.contrib.layers.layer_norm` (tests/oracles/_google_compat.py), and TF1's lazy
 `tf.flags.FLAGS` (parsed from sys.argv at the first read, known flags only).
 
+A notebook (`USER_FILE.ipynb`) runs its code cells in order in one namespace.
+
 Usage:
-  python google_user_file.py GOOGLE_DIR USER_FILE.py [ARGS...]
+  python google_user_file.py GOOGLE_DIR USER_FILE.py|USER_FILE.ipynb [ARGS...]
 """
 
+import json
 import os
 import runpy
 import sys
@@ -41,7 +44,8 @@ def _lazy_flags():
     cls.__getattr__ = getattr_
 
 
-def main(google_dir, script, args):
+def prepare(google_dir, script, args):
+    """Google's modules and TF1 for `script`, run with `args` (nothing of the file runs yet)."""
     install_contrib_shim()
     tf1.contrib = sys.modules["tensorflow.contrib"]  # Google's code reads `tf.contrib.layers`
     tf1.disable_v2_behavior()
@@ -49,7 +53,26 @@ def main(google_dir, script, args):
     sys.modules["tensorflow"] = tf1
     sys.argv = [script] + args
     sys.path[:0] = [os.path.dirname(os.path.abspath(script)), google_dir]
-    runpy.run_path(script, run_name="__main__")
+
+
+def run(script):
+    """Runs a .py file as `__main__`, or a notebook's code cells in order in one namespace (as
+    Jupyter's Run All; a cell that is not Python, e.g. an IPython `!` line, fails here)."""
+    if not script.endswith(".ipynb"):
+        runpy.run_path(script, run_name="__main__")
+        return
+    with open(script, encoding="utf-8") as f:
+        cells = [c for c in json.load(f)["cells"] if c["cell_type"] == "code"]
+    namespace = {"__name__": "__main__"}
+    for index, cell in enumerate(cells, 1):
+        source = cell["source"]
+        source = "".join(source) if isinstance(source, list) else source
+        exec(compile(source, f"{script} code cell {index}", "exec"), namespace)
+
+
+def main(google_dir, script, args):
+    prepare(google_dir, script, args)
+    run(script)
 
 
 if __name__ == "__main__":

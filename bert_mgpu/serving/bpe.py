@@ -106,32 +106,37 @@ def _char_classes():
 
 @functools.lru_cache(maxsize=1)
 def _nfc_isolated():
-    """int32 [n], sorted: the characters whose NFC `tokenizers` and TF Text's ICU disagree on
-    in some context, and which `tokenizers` therefore does not know (its tables are older;
-    normalization is stable for characters once assigned). Normalizing each of them alone
-    gives the older tables' result: an unknown character is a starter that composes with
-    nothing. Contexts: after "a" and before U+0301, after "a" + U+0301, and the character's
-    own NFD."""
+    """int32 [n], sorted: characters `tokenizers` does not know (its normalization tables are
+    older than TF Text's ICU) where ICU's NFC would treat them otherwise. Normalizing each of
+    them alone gives the older tables' result: an unknown character is a starter that composes
+    with nothing. Found with both libraries: the characters whose NFC after "a" and before or
+    after U+0301 differs (new combining marks), those whose NFD differs (new precomposed
+    characters), and the parts of those NFDs the library's own decompositions never use (the
+    new letters and marks that compose in ICU only; an old mark such as U+0307 is used by the
+    library's decompositions and keeps composing)."""
     from tokenizers import normalizers  # pylint: disable=import-outside-toplevel
     tf_text = _tf_text()
     chars = [chr(c) for c in _code_points() if c != 0x0A]  # "\n" separates the probes
+
+    def both(library, icu_form, context):
+        joined = "\n".join(context.format(c) for c in chars)
+        ours = library.normalize_str(joined).split("\n")
+        icu = tf_text.normalize_utf8(tf.constant([joined]), icu_form).numpy()[0]
+        icu = icu.decode("utf-8").split("\n")
+        if not len(ours) == len(icu) == len(chars):
+            raise BpeGraphError("NFC probe: a line separator was normalized")
+        return ours, icu
+
     found = set()
-    for library, icu_form, contexts in (
-            (normalizers.NFC(), "NFC", ("a{}\u0301", "a\u0301{}")),
-            (normalizers.NFD(), "NFD", ("{}",))):
-        for context in contexts:
-            texts = [context.format(c) for c in chars]
-            joined = "\n".join(texts)
-            ours = library.normalize_str(joined).split("\n")
-            icu = tf_text.normalize_utf8(tf.constant([joined]), icu_form).numpy()[0]
-            icu = icu.decode("utf-8").split("\n")
-            if not len(ours) == len(icu) == len(texts):
-                raise BpeGraphError("NFC probe: a line separator was normalized")
-            for char, a, b in zip(chars, ours, icu):
-                if a != b:
-                    found.add(ord(char))
-                    if icu_form == "NFD":
-                        found.update(map(ord, b))
+    for context in ("a{}\u0301", "a\u0301{}"):
+        ours, icu = both(normalizers.NFC(), "NFC", context)
+        found.update(ord(c) for c, a, b in zip(chars, ours, icu) if a != b)
+    ours, icu = both(normalizers.NFD(), "NFD", "{}")
+    known = {ord(part) for c, a in zip(chars, ours) if a != c for part in a}
+    for char, a, b in zip(chars, ours, icu):
+        if a != b:
+            found.add(ord(char))
+            found.update(ord(part) for part in b if ord(part) not in known)
     return np.array(sorted(found), np.int32)
 
 

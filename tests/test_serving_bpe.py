@@ -264,6 +264,7 @@ SERVED = ["In the beginning God created the heaven and the earth.",
           "   spaces   and\ttabs\n\n", "", "They're here, aren't they? " * 6]
 
 
+@pytest.mark.slow  # a minute or two each: transformers, the converter, the export, a loader
 @pytest.mark.parametrize("pooling", ["mean", "cls"])
 def test_export_serves_raw_text_as_hugging_face(tokenizer_json, tmp_path, pooling):
     """A ModernBertForSequenceClassification built and saved by transformers, with the
@@ -271,7 +272,7 @@ def test_export_serves_raw_text_as_hugging_face(tokenizer_json, tmp_path, poolin
     in a process that cannot import bert_mgpu, gives from raw text the probabilities
     transformers gives on the ids `tokenizers` gives (its post-processor's [CLS] a [SEP] and
     [CLS] a [SEP] b [SEP]; texts within max_seq_length, so no truncation rule is involved)."""
-    max_seq_length = 64
+    max_seq_length = 128
     hf = tmp_path / "hf"
     hf.mkdir()
     with open(tokenizer_json, encoding="utf-8") as f:
@@ -294,7 +295,7 @@ def test_export_serves_raw_text_as_hugging_face(tokenizer_json, tmp_path, poolin
     mask = [[1] * len(s) + [0] * (width - len(s)) for s in sequences]
     config = {"vocab_size": len(spec["model"]["vocab"]) + len(special), "hidden_size": 32,
               "num_hidden_layers": 3, "num_attention_heads": 4, "intermediate_size": 24,
-              "max_position_embeddings": 128, "local_attention": 8, "num_labels": 3,
+              "max_position_embeddings": 256, "local_attention": 8, "num_labels": 3,
               "classifier_pooling": pooling, "pad_token_id": special["[PAD]"],
               "bos_token_id": special["[CLS]"], "eos_token_id": special["[SEP]"],
               "cls_token_id": special["[CLS]"], "sep_token_id": special["[SEP]"]}

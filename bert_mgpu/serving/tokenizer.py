@@ -386,11 +386,30 @@ class ServingTokenizer(tf.Module):
         self.truncation = truncation
         self.head_tokens = int(head_tokens)
         self._spm = spm_model_file is not None
-        # A Hugging Face tokenizer.json (ModernBERT's byte-level BPE): serving/bpe.py.
+        self._init_backend(tf_text, vocab_file, do_lower_case, spm_model_file)
+        # Texts -> ids (~3,000 graph ops) and -> the classifier's inputs, each traced once
+        # whatever calls them: an export's signatures (text, pair, tokenize, windows, SQuAD)
+        # call these instead of tracing them again (the export's start-up).
+        texts = tf.TensorSpec([None], tf.string)
+        ids = (self._sentencepiece_ids if self._spm else
+               self._bpe.ids if self._bpe is not None else self._wordpiece_ids)
+        self._traced_ids = tf.function(ids, input_signature=[texts], autograph=False)
+        self._traced_offsets = None if self._spm or self._bpe is not None else tf.function(
+            lambda text: self._wordpiece_ids(text, with_offsets=True), input_signature=[texts],
+            autograph=False)
+        self._traced_single = tf.function(self._tokenize, input_signature=[texts],
+                                          autograph=False)
+        self._traced_pair = tf.function(self._tokenize, input_signature=[texts, texts],
+                                        autograph=False)
+
+    def _init_backend(self, tf_text, vocab_file, do_lower_case, spm_model_file):
+        """The vocabulary's Python tokenizer (ids of [CLS]/[SEP], the size) and its graph
+        backend: SentencePiece, a tokenizer.json's byte-level BPE (serving/bpe.py) or
+        WordPiece."""
         self._bpe = None
         if not self._spm and tokenization.is_tokenizer_json(vocab_file):
             reference = tokenization.BpeTokenizer(vocab_file)
-            self.do_lower_case = False
+            self.do_lower_case = False  # the tokenizer.json has its own normalizer
         else:
             reference = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case,
                                                    spm_model_file=spm_model_file)
@@ -412,20 +431,6 @@ class ServingTokenizer(tf.Module):
         else:
             self.vocab_file = tf.saved_model.Asset(vocab_file)
             self._init_wordpiece(tf_text, reference)
-        # Texts -> ids (~3,000 graph ops) and -> the classifier's inputs, each traced once
-        # whatever calls them: an export's signatures (text, pair, tokenize, windows, SQuAD)
-        # call these instead of tracing them again (the export's start-up).
-        texts = tf.TensorSpec([None], tf.string)
-        ids = (self._sentencepiece_ids if self._spm else
-               self._bpe.ids if self._bpe is not None else self._wordpiece_ids)
-        self._traced_ids = tf.function(ids, input_signature=[texts], autograph=False)
-        self._traced_offsets = None if self._spm or self._bpe is not None else tf.function(
-            lambda text: self._wordpiece_ids(text, with_offsets=True), input_signature=[texts],
-            autograph=False)
-        self._traced_single = tf.function(self._tokenize, input_signature=[texts],
-                                          autograph=False)
-        self._traced_pair = tf.function(self._tokenize, input_signature=[texts, texts],
-                                        autograph=False)
 
     # -----------------------------------------------------------------------------------------
     # WordPiece

@@ -883,6 +883,12 @@ class BpeTokenizer:
     def convert_ids_to_tokens(self, ids):
         return convert_by_vocab(self.inv_vocab, ids)
 
+    def normalize(self, text):
+        """str -> str: the file's normalizer (the identity when it has none); the graph
+        tokenizer matches the normalized added tokens by it, as the library does."""
+        normalizer = self._tokenizer.normalizer
+        return normalizer.normalize_str(text) if normalizer is not None else text
+
     def decode(self, ids):
         """ids -> text (byte-level decoding, special tokens kept)."""
         return self._tokenizer.decode(list(ids), skip_special_tokens=False)

@@ -159,6 +159,10 @@ class ServingModel(tf.Module):
         # dynamic shapes, so not under XLA.
         self._drop_padding = not self.task_serving.per_position and not jit_compile
         self.bert = modeling.BertModel(bert_config, compute_dtype=compute_dtype)
+        # The pooler reads the last layer at [CLS] only, unless it averages every token
+        # (ModernBERT's classifier_pooling "mean").
+        self._first_token_only = (self.task_serving.first_token_only
+                                  and bert_config.classifier_pooling != "mean")
         self.head = head_module
         named = self.named_variables()
         # The model keeps its variables in plain dicts; a list attribute makes the SavedModel
@@ -178,7 +182,7 @@ class ServingModel(tf.Module):
 
     def _encode_python(self, input_ids, input_mask, segment_ids, drop_padding=None):
         out = self.bert(input_ids, input_mask, segment_ids, training=False,
-                        first_token_only=self.task_serving.first_token_only,
+                        first_token_only=self._first_token_only,
                         drop_padding=self._drop_padding if drop_padding is None
                         else drop_padding)
         return self.task_serving.outputs(self.head, out, input_mask)
@@ -420,7 +424,10 @@ def build_serving_model(spec: ResolvedExport, task: str, precision: str = "fp32"
                                  spm_model_file=spec.spm_model_file,
                                  max_seq_length=spec.max_seq_length,
                                  truncation=spec.truncation, head_tokens=spec.head_tokens)
-    if tokenizer.vocab_size != bert_config.vocab_size:
+    # A tokenizer.json may have fewer tokens than the embedding table (ModernBERT pads it to a
+    # multiple of 64), as the scripts' file checks allow; a WordPiece vocabulary has them all.
+    if tokenizer.vocab_size > bert_config.vocab_size or (
+            not tokenizer.is_bpe and tokenizer.vocab_size != bert_config.vocab_size):
         raise ExportError(f"{spec.vocab_file or spec.spm_model_file}: {tokenizer.vocab_size} "
                           f"tokens, but vocab_size is {bert_config.vocab_size} in "
                           f"{spec.bert_config_file}")

@@ -45,6 +45,10 @@ process); `FullTokenizer` in a Python with another Unicode version may differ on
 assigned in between, and so would Google's code. Google's `preserve_unused_tokens` (off by
 default and unused by the classifier) is not supported.
 
+A Hugging Face tokenizer.json (ModernBERT's byte-level BPE) as `--vocab_file` is run by
+serving/bpe.py (ids equal to `tokenization.BpeTokenizer`, i.e. Hugging Face `tokenizers`); the
+packing, truncation and padding below are the same for it.
+
 tensorflow-text is imported only when a `ServingTokenizer` is built (training never needs it). A
 process that loads the SavedModel must `import tensorflow_text` first (it registers the ops).
 """
@@ -56,6 +60,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_mgpu import tokenization
+from bert_mgpu.serving import bpe as serving_bpe
 
 # Code points per page of the two-level character tables: pages whose characters all need no
 # work (identity, word character, no case) share one page, so the tables stay small.
@@ -323,7 +328,8 @@ def _shift_right(x, first):
 
 
 class ServingTokenizer(tf.Module):
-    """`FullTokenizer` (WordPiece or SentencePiece) and the classifier's packing, as TF ops.
+    """`FullTokenizer` (WordPiece or SentencePiece) or `BpeTokenizer` (a tokenizer.json) and the
+    classifier's packing, as TF ops.
 
     Everything it needs (character tables, the WordPiece model, the SentencePiece model) is held
     as constants or resources of this module, and the vocabulary file is an asset, so a
@@ -338,6 +344,8 @@ class ServingTokenizer(tf.Module):
         vocab_size: int.
         cls_id, sep_id: int ids of [CLS] and [SEP] as `FullTokenizer` converts them.
         vocab_file / spm_model_file: `tf.saved_model.Asset` of the vocabulary file.
+        is_bpe: bool, the vocabulary is a tokenizer.json (ModernBERT's byte-level BPE, run by
+            serving/bpe.py; `do_lower_case` does not apply: the file has its normalizer).
     """
 
     # The traced functions are this module's own methods, not separate objects of a
@@ -351,7 +359,9 @@ class ServingTokenizer(tf.Module):
         """Builds the graph tokenizer from the same files `FullTokenizer` reads.
 
         Args:
-            vocab_file: str, WordPiece vocabulary (ignored with `spm_model_file`).
+            vocab_file: str, WordPiece vocabulary, or a Hugging Face tokenizer.json (a
+                `.json`: byte-level BPE, as `tokenization.BpeTokenizer`); ignored with
+                `spm_model_file`.
             do_lower_case: bool, as `--do_lower_case`.
             spm_model_file: str or None, a SentencePiece model (ALBERT style).
             max_seq_length: int >= 3, as `--max_seq_length`.
@@ -375,34 +385,52 @@ class ServingTokenizer(tf.Module):
         self.max_seq_length = int(max_seq_length)
         self.truncation = truncation
         self.head_tokens = int(head_tokens)
-        reference = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case,
-                                               spm_model_file=spm_model_file)
-        self.vocab_size = len(reference.vocab)
-        try:
-            self.cls_id, self.sep_id = reference.convert_tokens_to_ids(["[CLS]", "[SEP]"])
-        except KeyError as e:
-            raise ServingTokenizerError(f"{vocab_file}: {e.args[0]}") from None
         self._spm = spm_model_file is not None
-        if self._spm:
-            self.spm_model_file = tf.saved_model.Asset(spm_model_file)
-            self._init_sentencepiece(tf_text, spm_model_file)
-        else:
-            self.vocab_file = tf.saved_model.Asset(vocab_file)
-            self._init_wordpiece(tf_text, reference)
+        self._init_backend(tf_text, vocab_file, do_lower_case, spm_model_file)
         # Texts -> ids (~3,000 graph ops) and -> the classifier's inputs, each traced once
         # whatever calls them: an export's signatures (text, pair, tokenize, windows, SQuAD)
         # call these instead of tracing them again (the export's start-up).
         texts = tf.TensorSpec([None], tf.string)
-        self._traced_ids = tf.function(
-            self._sentencepiece_ids if self._spm else self._wordpiece_ids,
-            input_signature=[texts], autograph=False)
-        self._traced_offsets = None if self._spm else tf.function(
+        ids = (self._sentencepiece_ids if self._spm else
+               self._bpe.ids if self._bpe is not None else self._wordpiece_ids)
+        self._traced_ids = tf.function(ids, input_signature=[texts], autograph=False)
+        self._traced_offsets = None if self._spm or self._bpe is not None else tf.function(
             lambda text: self._wordpiece_ids(text, with_offsets=True), input_signature=[texts],
             autograph=False)
         self._traced_single = tf.function(self._tokenize, input_signature=[texts],
                                           autograph=False)
         self._traced_pair = tf.function(self._tokenize, input_signature=[texts, texts],
                                         autograph=False)
+
+    def _init_backend(self, tf_text, vocab_file, do_lower_case, spm_model_file):
+        """The vocabulary's Python tokenizer (ids of [CLS]/[SEP], the size) and its graph
+        backend: SentencePiece, a tokenizer.json's byte-level BPE (serving/bpe.py) or
+        WordPiece."""
+        self._bpe = None
+        if not self._spm and tokenization.is_tokenizer_json(vocab_file):
+            reference = tokenization.BpeTokenizer(vocab_file)
+            self.do_lower_case = False  # the tokenizer.json has its own normalizer
+        else:
+            reference = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case,
+                                                   spm_model_file=spm_model_file)
+        self.vocab_size = len(reference.vocab)
+        self.is_bpe = isinstance(reference, tokenization.BpeTokenizer)
+        try:
+            self.cls_id, self.sep_id = reference.convert_tokens_to_ids(["[CLS]", "[SEP]"])
+        except KeyError as e:
+            raise ServingTokenizerError(f"{vocab_file}: {e.args[0]}") from None
+        if self._spm:
+            self.spm_model_file = tf.saved_model.Asset(spm_model_file)
+            self._init_sentencepiece(tf_text, spm_model_file)
+        elif self.is_bpe:
+            self.vocab_file = tf.saved_model.Asset(vocab_file)
+            try:
+                self._bpe = serving_bpe.BpeGraph(vocab_file, normalize=reference.normalize)
+            except serving_bpe.BpeGraphError as e:
+                raise ServingTokenizerError(str(e)) from None
+        else:
+            self.vocab_file = tf.saved_model.Asset(vocab_file)
+            self._init_wordpiece(tf_text, reference)
 
     # -----------------------------------------------------------------------------------------
     # WordPiece
@@ -709,9 +737,10 @@ class ServingTokenizer(tf.Module):
         Raises:
             ServingTokenizerError: for a SentencePiece model.
         """
-        if self._spm:
+        if self._spm or self._bpe is not None:
             raise ServingTokenizerError("character offsets of tokens need a WordPiece "
-                                        "vocabulary (--vocab_file), not --spm_model_file")
+                                        "vocabulary (--vocab_file), not --spm_model_file or "
+                                        "a tokenizer.json")
         return self._traced_offsets(self._texts(text))
 
     def tokenize(self, text_a, text_b=None):

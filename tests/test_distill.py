@@ -5,6 +5,7 @@ export_saved_model.py and run_classifier.py take unchanged; 2 towers == 1 device
 resume == uninterrupted with dropout 0.1 in the student; the loss equals Hinton et al.'s formula
 computed by hand; bad input in one line with nothing written."""
 
+import dataclasses
 import gzip
 import json
 import os
@@ -22,7 +23,7 @@ from _together import bad_input_jobs, run_command, started, with_the_module
 from bert_mgpu.engine import checkpoint
 from bert_mgpu.model import modeling
 from bert_mgpu.model.bert_config import BertConfig
-from bert_mgpu.tasks import distill
+from bert_mgpu.tasks import distill, distill_losses
 
 SCRIPT = os.path.join(REPO, "distill.py")
 CLASSIFIER = os.path.join(REPO, "run_classifier_mgpu.py")
@@ -389,3 +390,152 @@ def test_loss_is_hintons_formula_on_one_batch():
     loss = task.tower_loss(mixed, task.context(mixed), training=False)["loss"].numpy()
     expected = np.mean(temperature ** 2 * kl + alpha * real * ce)
     assert loss == pytest.approx(expected, rel=1e-5, abs=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# TinyBERT's and MiniLM's losses (--tinybert_*, --minilm_*), by hand in numpy.
+
+def _np_layer_norm(x, gamma, beta):
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + 1e-12) * gamma + beta
+
+
+def _np_gelu(x):
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def _np_qkv(weights, layer, x):
+    """Layer `layer`'s queries, keys, values [B, S, W] from its input x [B, S, W]."""
+    scope = f"bert/encoder/layer_{layer}/attention/self"
+    return [x @ weights[f"{scope}/{p}/kernel"] + weights[f"{scope}/{p}/bias"]
+            for p in ("query", "key", "value")]
+
+
+def _np_heads(x, heads):
+    """[B, S, W] -> [B, R, S, W / R] (Google's head order)."""
+    b, s, w = x.shape
+    return x.reshape(b, s, heads, w // heads).transpose(0, 2, 1, 3)
+
+
+def _np_scores(left, right, heads):
+    a, b = _np_heads(left, heads), _np_heads(right, heads)
+    return a @ b.transpose(0, 1, 3, 2) / np.sqrt(a.shape[-1])
+
+
+def _np_log_softmax(x):
+    x = x - x.max(axis=-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
+
+
+def _np_layer(weights, layer, x, mask, heads):
+    """Google's encoder layer in numpy (post-LN, tanh GELU, -10000 mask adder)."""
+    q, k, v = _np_qkv(weights, layer, x)
+    probs = np.exp(_np_log_softmax(_np_scores(q, k, heads)
+                                   + (1.0 - mask[:, None, None, :]) * -10000.0))
+    context = (probs @ _np_heads(v, heads)).transpose(0, 2, 1, 3).reshape(x.shape)
+    scope = f"bert/encoder/layer_{layer}"
+    w = lambda name: weights[f"{scope}/{name}"]  # noqa: E731
+    h = _np_layer_norm(context @ w("attention/output/dense/kernel")
+                       + w("attention/output/dense/bias") + x,
+                       w("attention/output/LayerNorm/gamma"), w("attention/output/LayerNorm/beta"))
+    ffn = _np_gelu(h @ w("intermediate/dense/kernel") + w("intermediate/dense/bias"))
+    return _np_layer_norm(ffn @ w("output/dense/kernel") + w("output/dense/bias") + h,
+                          w("output/LayerNorm/gamma"), w("output/LayerNorm/beta"))
+
+
+def _inner_batch():
+    rng = np.random.RandomState(4)
+    lengths = np.array([8, 5, 3, 8, 6])
+    mask = (np.arange(8)[None, :] < lengths[:, None]).astype(np.int32)
+    return {"input_ids": tf.constant(rng.randint(1, 50, size=(5, 8)) * mask, tf.int32),
+            "input_mask": tf.constant(mask), "segment_ids": tf.zeros((5, 8), tf.int32),
+            "label_ids": tf.constant(rng.randint(0, 3, size=(5,)), tf.int32)}
+
+
+def test_tinybert_and_minilm_losses_by_hand_on_one_batch():
+    """Each inner loss of a 2-layer, hidden-16 student against a 4-layer, hidden-32 teacher (4
+    heads each) on a padded batch equals the papers' formula computed here in numpy from the
+    models' hidden states and weights, over the real tokens: TinyBERT's MSE(H^S W, H^T) summed
+    over the embeddings and the mapped layers (1, 3), its attention-score MSE, MiniLM's
+    attention and value-relation KL of the last layers (4 heads, and 2 relation heads)."""
+    tf.random.set_seed(2)
+    student_config = dict(TINY_CONFIG, vocab_size=50, hidden_size=16, num_hidden_layers=2,
+                          intermediate_size=24, initializer_range=0.5)
+    inner = distill_losses.InnerLosses(hidden=1.0, layer_targets=(1, 3))
+    task = distill.DistillClassifier(BertConfig.from_dict(student_config), _config(4), 3, 2.0,
+                                     0.5, inner=inner)
+    assert set(task.named_variables()) - set(task.student_variables()) == {
+        "distill/hidden_projection", "distill/embedding_projection"}
+    features = _inner_batch()
+    mask = features["input_mask"].numpy().astype(np.float64)
+    real = mask.sum(1)
+    student = task.bert(features["input_ids"], features["input_mask"],
+                        features["segment_ids"], training=False)
+    teacher, _ = task.teacher_outputs(features)
+
+    def numpy_of(out):
+        return [np.asarray(x, np.float64) for x in [out.embedding_output]
+                + list(out.all_encoder_layers)]
+
+    s_h, t_h = numpy_of(student), numpy_of(teacher)
+    s_w = {n: v.numpy().astype(np.float64) for n, v in task.named_variables().items()}
+    t_w = {n: v.numpy().astype(np.float64) for n, v in task.teacher.named_variables().items()}
+    # The hidden states are the layers' own: layer 1 of each recomputed here from layer 0's.
+    np.testing.assert_allclose(_np_layer(s_w, 1, s_h[1], mask, 4), s_h[2], atol=2e-5)
+    np.testing.assert_allclose(_np_layer(t_w, 1, t_h[1], mask, 4), t_h[2], atol=2e-5)
+
+    def ours(**weights):
+        task.inner = dataclasses.replace(inner, **dict({"hidden": 0.0}, **weights))
+        return task.inner_loss(student, teacher, features["input_mask"]).numpy()
+
+    def over_real_tokens(per_token):  # [B, S] -> [B]
+        return (per_token * mask).sum(1) / real
+
+    hidden = sum(over_real_tokens(((s @ s_w[f"distill/{p}_projection"] - t) ** 2).mean(-1))
+                 for s, t, p in ((s_h[0], t_h[0], "embedding"), (s_h[1], t_h[2], "hidden"),
+                                 (s_h[2], t_h[4], "hidden")))
+    np.testing.assert_allclose(ours(hidden=0.7), 0.7 * hidden, rtol=1e-4)
+    assert hidden.min() > 1e-2
+
+    pairs = mask[:, None, :, None] * mask[:, None, None, :]
+    scores = 0.0
+    for s, t in ((0, 1), (1, 3)):
+        a = _np_scores(*_np_qkv(s_w, s, s_h[s])[:2], 4)
+        b = _np_scores(*_np_qkv(t_w, t, t_h[t])[:2], 4)
+        scores += ((a - b) ** 2 * pairs).sum((1, 2, 3)) / (4 * real ** 2)
+    np.testing.assert_allclose(ours(attention_scores=1.3), 1.3 * scores, rtol=1e-4)
+    assert scores.min() > 1e-3
+
+    def relation(s_pair, t_pair, heads):
+        adder = (1.0 - mask[:, None, None, :]) * -10000.0
+        log_s = _np_log_softmax(_np_scores(*s_pair, heads) + adder)
+        log_t = _np_log_softmax(_np_scores(*t_pair, heads) + adder)
+        kl = (np.exp(log_t) * (log_t - log_s)).sum(-1)  # [B, R, S]
+        return (kl * mask[:, None, :]).sum((1, 2)) / (heads * real)
+
+    s_q, s_k, s_v = _np_qkv(s_w, 1, s_h[1])
+    t_q, t_k, t_v = _np_qkv(t_w, 3, t_h[3])
+    for heads in (4, 2):
+        relation_heads = 0 if heads == 4 else heads
+        attention = relation((s_q, s_k), (t_q, t_k), heads)
+        values = relation((s_v, s_v), (t_v, t_v), heads)
+        assert attention.min() > 1e-4 and values.min() > 1e-4
+        np.testing.assert_allclose(ours(attention_kl=0.9, relation_heads=relation_heads),
+                                   0.9 * attention, rtol=1e-4)
+        np.testing.assert_allclose(ours(value_kl=1.1, relation_heads=relation_heads),
+                                   1.1 * values, rtol=1e-4)
+    # The whole loss: Hinton's terms (test above) plus the inner ones, per example.
+    task.inner = dataclasses.replace(inner, hidden=0.7, attention_scores=1.3)
+    with_inner = task.per_example_loss(features, training=False).numpy()
+    task.inner = dataclasses.replace(inner, hidden=0.0)
+    without = task.per_example_loss(features, training=False).numpy()
+    np.testing.assert_allclose(with_inner - without, 0.7 * hidden + 1.3 * scores, rtol=1e-4)
+
+
+def test_layer_targets():
+    """The teacher layer each student layer learns: TinyBERT's uniform map for spread."""
+    assert distill_losses.layer_targets(12, [0, 2, 4, 6, 8, 10]) == (1, 3, 5, 7, 9, 11)
+    assert distill_losses.layer_targets(12, [0, 3, 6, 9]) == (2, 5, 8, 11)
+    assert distill_losses.layer_targets(4, [0, 1, 2]) == (0, 1, 3)
+    assert distill_losses.layer_targets(4, [0, 2]) == (1, 3)

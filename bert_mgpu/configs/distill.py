@@ -134,6 +134,26 @@ class DistillConfig(ClassifierConfig):
                                             "cross-entropy(labels) (Hinton et al. 2015).").field()
     alpha: float = Flag("float", 0.5, "The weight of the labels' cross-entropy in the loss (0: "
                                       "soft targets only).").field()
+    tinybert_hidden_weight: float = Flag(
+        "float", 0.0, "Weight of TinyBERT's hidden-state loss (Jiao et al. 2020; 0: off): the "
+                      "MSE of the student's embeddings and of each layer's output against its "
+                      "teacher layer's (--student_layers' map, the last of each block), through "
+                      "a learned projection when the widths differ.").field()
+    tinybert_attention_weight: float = Flag(
+        "float", 0.0, "Weight of TinyBERT's attention-score loss (0: off): the MSE of each "
+                      "student layer's unnormalised attention scores against its teacher "
+                      "layer's (the same number of heads).").field()
+    minilm_attention_weight: float = Flag(
+        "float", 0.0, "Weight of MiniLM's self-attention distribution loss (Wang et al. 2020; "
+                      "0: off): the KL of the last layers' attention probabilities, teacher to "
+                      "student, any widths.").field()
+    minilm_value_weight: float = Flag(
+        "float", 0.0, "Weight of MiniLM's value-relation loss (0: off): the KL of the last "
+                      "layers' softmax(V V^T / sqrt(d)), teacher to student.").field()
+    minilm_relation_heads: int = Flag(
+        "integer", 0, "The heads of MiniLM's losses: 0 = the models' attention heads (the "
+                      "same number in both), else the queries, keys and values split into this "
+                      "many relation heads (MiniLMv2; it divides both hidden sizes).").field()
 
     @classmethod
     def build(cls, values, given) -> "DistillConfig":
@@ -165,6 +185,7 @@ class DistillConfig(ClassifierConfig):
             raise ValueError("--init_checkpoint is the weights of --student_config; without it "
                              "the student starts from the teacher's layers")
         self._validate_student_size()
+        self._validate_inner_losses()
         if self.unlabeled_file and not os.path.isfile(self.unlabeled_file):
             raise ValueError(f"--unlabeled_file={self.unlabeled_file}: not found")
 
@@ -191,6 +212,40 @@ class DistillConfig(ClassifierConfig):
         if self.student_num_layers:
             raise ValueError("--student_num_layers applies to a student cut from the teacher; "
                              "--student_config sets its own depth")
+
+    def _validate_inner_losses(self) -> None:
+        """The TinyBERT/MiniLM weights are >= 0 and the two models can be compared as asked
+        (heads, relation heads, no rotary attention)."""
+        weights = {"tinybert_hidden_weight": self.tinybert_hidden_weight,
+                   "tinybert_attention_weight": self.tinybert_attention_weight,
+                   "minilm_attention_weight": self.minilm_attention_weight,
+                   "minilm_value_weight": self.minilm_value_weight}
+        for name, weight in weights.items():
+            if not weight >= 0:
+                raise ValueError(f"--{name} must be >= 0, got {weight}")
+        check_at_least(self, 0, "minilm_relation_heads")
+        attention = [n for n, w in weights.items() if w and n != "tinybert_hidden_weight"]
+        if not attention:
+            return
+        teacher = read_json(self.model.bert_config_file)
+        student = read_json(self.student_config) if self.student_config else teacher
+        for where, config in (("the teacher's", teacher), ("--student_config's", student)):
+            if config.get("position_embedding_type") == "rope":
+                raise ValueError(f"--{attention[0]}: {where} model has rotary attention, whose "
+                                 f"scores the attention losses do not read")
+        heads = (student.get("num_attention_heads"), teacher.get("num_attention_heads"))
+        minilm = self.minilm_attention_weight or self.minilm_value_weight
+        if heads[0] != heads[1] and (self.tinybert_attention_weight or
+                                     (minilm and not self.minilm_relation_heads)):
+            flag = "--tinybert_attention_weight" if self.tinybert_attention_weight else \
+                "--minilm_attention_weight/--minilm_value_weight (or --minilm_relation_heads)"
+            raise ValueError(f"{flag} compares head by head: the student has {heads[0]} "
+                             f"attention heads, the teacher {heads[1]}")
+        relation = self.minilm_relation_heads
+        widths = (student.get("hidden_size", 0), teacher.get("hidden_size", 0))
+        if minilm and relation and any(w % relation for w in widths):
+            raise ValueError(f"--minilm_relation_heads={relation} does not divide the hidden "
+                             f"sizes {widths[0]} (student) and {widths[1]} (teacher)")
 
     def student_depth(self, teacher_layers: int) -> int:
         """The student's layers when cut from a teacher of `teacher_layers` layers."""

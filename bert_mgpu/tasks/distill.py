@@ -19,8 +19,9 @@ from bert_mgpu.data import checks, classifier_data, tfrecord
 from bert_mgpu.data.processors import InputExample
 from bert_mgpu.engine import checkpoint
 from bert_mgpu.engine.job import Job, start_job, train_watched, with_dropout_layout
-from bert_mgpu.model import heads
+from bert_mgpu.model import heads, modeling
 from bert_mgpu.model.bert_config import BertConfig
+from bert_mgpu.tasks import distill_losses
 from bert_mgpu.tasks.classifier import (
     BertClassifier,
     classifier_inputs,
@@ -32,6 +33,8 @@ from bert_mgpu.tasks.classifier import (
 # The student's initial weights (cut from the teacher), written once into its output_dir.
 STUDENT_INIT = os.path.join("student_init", "model.ckpt")
 _LAYER_PREFIX = "bert/encoder/layer_"
+# The name scope of the student's variables that only its training has (TinyBERT's W).
+PROJECTION_SCOPE = "distill"
 
 
 def distillation_loss(teacher_logits, student_logits, temperature: float) -> tf.Tensor:
@@ -57,41 +60,132 @@ class DistillClassifier(BertClassifier):
     """The student (Google's `BertClassifier`: its variables are the task's `named_variables`,
     its evaluation and prediction the classifier's) trained against a frozen teacher
     `BertClassifier`: the per-example loss is `distillation_loss` at `temperature` plus `alpha`
-    times the labels' cross-entropy."""
+    times the labels' cross-entropy, plus the weighted `inner` losses (distill_losses.py).
+
+    TinyBERT's hidden-state loss across widths learns `distill/hidden_projection` [d', d] (and
+    `distill/embedding_projection` when the embedding widths differ): task variables (trained,
+    checkpointed, resumed) that no export or classifier run reads."""
 
     def __init__(self, config: BertConfig, teacher_config: BertConfig, num_labels: int,
                  temperature: float, alpha: float, compute_dtype=tf.float32,
-                 label_names=None, classifier_input: str = "pooled"):
+                 label_names=None, classifier_input: str = "pooled",
+                 inner: distill_losses.InnerLosses = distill_losses.InnerLosses()):
         super().__init__(config, num_labels, compute_dtype, label_names=label_names,
                          classifier_input=classifier_input)
         self.teacher = BertClassifier(teacher_config, num_labels, compute_dtype,
                                       label_names=label_names, classifier_input=classifier_input)
         self.temperature = temperature
         self.alpha = alpha
+        self.inner = inner
+        self._projections = modeling.ParameterStore()
+        if inner.hidden:
+            for name, student_width, teacher_width in (
+                    ("hidden_projection", config.hidden_size, teacher_config.hidden_size),
+                    ("embedding_projection", config.embedding_size,
+                     teacher_config.embedding_size)):
+                if student_width != teacher_width:
+                    self._projections.add(
+                        f"{PROJECTION_SCOPE}/{name}", [student_width, teacher_width],
+                        modeling.truncated_normal_initializer(config.initializer_range))
 
-    def teacher_logits(self, features) -> tf.Tensor:
-        """float32 [B, num_labels]: the teacher's logits, no dropout, no gradient. The
-        [batch, length] layout of training (no padding skipped), so the towers trace it as
-        the student."""
+    def student_variables(self):
+        """The student model's variables (Google's names): what it starts from."""
+        return super().named_variables()
+
+    def named_variables(self):
+        return dict(super().named_variables(), **self._projections.as_dict())
+
+    def teacher_outputs(self, features):
+        """(`BertOutputs`, logits float32 [B, num_labels]) of the teacher: no dropout, no
+        gradient (its variables are not the task's). The [batch, length] layout of training
+        (no padding skipped), so the towers trace it as the student."""
         teacher = self.teacher
         out = teacher.bert(features["input_ids"], features["input_mask"],
                            features["segment_ids"], training=False)
         head_input = heads.classifier_features(out, features["input_mask"],
                                                teacher.classifier_input)
-        return tf.stop_gradient(teacher.classifier.logits(head_input, training=False))
+        return out, tf.stop_gradient(teacher.classifier.logits(head_input, training=False))
+
+    def teacher_logits(self, features) -> tf.Tensor:
+        """float32 [B, num_labels]: the teacher's logits (`teacher_outputs`)."""
+        return self.teacher_outputs(features)[1]
 
     def per_example_loss(self, features, training) -> tf.Tensor:
-        """float32 [B]; an unlabelled example (`is_real_example` 0, --unlabeled_file) has the
-        soft-target term only."""
-        student = self._forward(features, training)
-        soft = distillation_loss(self.teacher_logits(features), student["logits"],
-                                 self.temperature)
+        """float32 [B]; an unlabelled example (`is_real_example` 0, --unlabeled_file) has no
+        labels' term."""
+        out = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
+                        training=training)
+        head_input = heads.classifier_features(out, features["input_mask"],
+                                               self.classifier_input)
+        student = self.classifier(head_input, features.get("label_ids"), training=training)
+        teacher_out, teacher_logits = self.teacher_outputs(features)
+        loss = distillation_loss(teacher_logits, student["logits"], self.temperature)
+        if self.inner.any:
+            loss += self.inner_loss(out, teacher_out, features["input_mask"])
         if not self.alpha:
-            return soft
+            return loss
         hard = self.alpha * student["per_example_loss"]
         if "is_real_example" in features:
             hard *= tf.cast(tf.reshape(features["is_real_example"], [-1]), tf.float32)
-        return soft + hard
+        return loss + hard
+
+    def inner_loss(self, student, teacher, input_mask) -> tf.Tensor:
+        """float32 [B]: the weighted sum of the `inner` losses of the student's and teacher's
+        `BertOutputs` (the TinyBERT ones summed over the student's layers, as Jiao et al.)."""
+        inner, projections = self.inner, self._projections
+        loss = tf.zeros_like(tf.cast(input_mask[:, 0], tf.float32))
+        pairs = list(enumerate(inner.layer_targets))
+        if inner.hidden:
+            embedding = f"{PROJECTION_SCOPE}/embedding_projection"
+            hidden = f"{PROJECTION_SCOPE}/hidden_projection"
+            terms = [distill_losses.hidden_mse(
+                student.embedding_output, teacher.embedding_output, input_mask,
+                projections[embedding] if embedding in projections else None)]
+            terms += [distill_losses.hidden_mse(
+                student.all_encoder_layers[s], teacher.all_encoder_layers[t], input_mask,
+                projections[hidden] if hidden in projections else None) for s, t in pairs]
+            loss += inner.hidden * tf.add_n(terms)
+        if inner.attention_scores:
+            heads_n = self.config.num_attention_heads
+            terms = [distill_losses.attention_score_mse(
+                self._scores(self.bert, student, s, heads_n),
+                self._scores(self.teacher.bert, teacher, t, heads_n), input_mask)
+                for s, t in pairs]
+            loss += inner.attention_scores * tf.add_n(terms)
+        if inner.attention_kl or inner.value_kl:
+            loss += self._minilm_loss(student, teacher, input_mask)
+        return loss
+
+    def _minilm_loss(self, student, teacher, input_mask) -> tf.Tensor:
+        """MiniLM's weighted KL terms of the last layers' attention and value relations."""
+        inner = self.inner
+        heads_n = inner.relation_heads or self.config.num_attention_heads
+        s_q, s_k, s_v = _layer_projections(self.bert, student, -1)
+        t_q, t_k, t_v = _layer_projections(self.teacher.bert, teacher, -1)
+        loss = 0.0
+        if inner.attention_kl:
+            loss += inner.attention_kl * distill_losses.relation_kl(
+                distill_losses.relation_scores(s_q, s_k, heads_n),
+                distill_losses.relation_scores(t_q, t_k, heads_n), input_mask)
+        if inner.value_kl:
+            loss += inner.value_kl * distill_losses.relation_kl(
+                distill_losses.relation_scores(s_v, s_v, heads_n),
+                distill_losses.relation_scores(t_v, t_v, heads_n), input_mask)
+        return loss
+
+    @staticmethod
+    def _scores(model, out, layer: int, heads_n: int) -> tf.Tensor:
+        """float32 [B, N, S, S]: layer `layer`'s attention scores Q K^T / sqrt(H)."""
+        query, key, _ = _layer_projections(model, out, layer)
+        return distill_losses.relation_scores(query, key, heads_n)
+
+
+def _layer_projections(model, out, layer: int):
+    """(query, key, value) [B, S, N*H] of `model`'s layer `layer` (negative: from the end),
+    from its `BertOutputs` `out`."""
+    layer %= len(out.all_encoder_layers)
+    layer_input = out.embedding_output if layer == 0 else out.all_encoder_layers[layer - 1]
+    return model.attention_projections(layer, layer_input)
 
 
 def student_layer_map(teacher_layers: int, student_layers: int, choice: str) -> List[int]:
@@ -178,7 +272,7 @@ def run_distill(cfg) -> dict:
     if list(labels) != teacher_labels:
         raise ValueError(f"the student's labels {list(labels)} are not the teacher's "
                          f"{teacher_labels} (--label_list, in the teacher's order)")
-    task = _distill_task(cfg, job, teacher_config, labels)
+    task = _distill_task(cfg, job, teacher_config, labels, student)
     checkpoint.restore_checkpoint(teacher_checkpoint, task.teacher.named_variables())
     train_files, num_train = [], 0
     if cfg.do_train:
@@ -192,7 +286,8 @@ def run_distill(cfg) -> dict:
         labels=labels, task_type=cfg.task_type, best_metric=cfg.best_metric,
         bert_config_file=os.path.join(cfg.output_dir, "bert_config.json"),
         init_checkpoint=train_cfg.init_checkpoint, teacher_checkpoint=teacher_checkpoint,
-        student_layer_map=student.layer_map)
+        student_layer_map=student.layer_map,
+        **({"teacher_layer_targets": list(task.inner.layer_targets)} if task.inner.any else {}))
     trainer = job.trainer(task, train_cfg, job.layerwise_lr_multipliers(task))
     watch = train_watched(job, trainer,
                           lambda: job.training_input(train_files, data.shapes, train_cfg),
@@ -240,10 +335,26 @@ def unlabeled_records(cfg, data, tokenizer, labels) -> Tuple[str, int]:
     return path, count
 
 
-def _distill_task(cfg, job: Job, teacher_config: BertConfig, labels) -> DistillClassifier:
+def inner_losses(cfg, teacher_config: BertConfig, student: Student) -> distill_losses.InnerLosses:
+    """The TinyBERT/MiniLM losses of a DistillConfig `cfg`: its weights, and the teacher layer
+    each student layer learns (from the layers it was cut from; a --student_config student
+    from --student_layers' map of its depth)."""
+    teacher_layers = teacher_config.num_hidden_layers
+    layer_map = student.layer_map or student_layer_map(
+        teacher_layers, student.config.num_hidden_layers, cfg.student_layers)
+    return distill_losses.InnerLosses(
+        hidden=cfg.tinybert_hidden_weight, attention_scores=cfg.tinybert_attention_weight,
+        attention_kl=cfg.minilm_attention_weight, value_kl=cfg.minilm_value_weight,
+        relation_heads=cfg.minilm_relation_heads,
+        layer_targets=distill_losses.layer_targets(teacher_layers, layer_map))
+
+
+def _distill_task(cfg, job: Job, teacher_config: BertConfig, labels,
+                  student: Student) -> DistillClassifier:
     return DistillClassifier(job.bert_config, teacher_config, len(labels), cfg.temperature,
                              cfg.alpha, compute_dtype=job.compute_dtype(), label_names=labels,
-                             classifier_input=cfg.classifier_input)
+                             classifier_input=cfg.classifier_input,
+                             inner=inner_losses(cfg, teacher_config, student))
 
 
 def _student_train_config(cfg, job: Job, task: DistillClassifier, student: Student,
@@ -264,7 +375,7 @@ def _student_train_config(cfg, job: Job, task: DistillClassifier, student: Stude
         init = os.path.join(cfg.output_dir, STUDENT_INIT)
         fresh = checkpoint.latest_checkpoint(cfg.output_dir) is None
         if fresh and not tf.io.gfile.exists(init + ".index"):
-            write_student_init(init, teacher_checkpoint, task.named_variables(),
+            write_student_init(init, teacher_checkpoint, task.student_variables(),
                                student.layer_map)
             logging.info("Student of %d layers initialised from the teacher's layers %s (%s)",
                          len(student.layer_map), student.layer_map, teacher_checkpoint)
@@ -272,4 +383,11 @@ def _student_train_config(cfg, job: Job, task: DistillClassifier, student: Stude
         logging.info("***** Running distillation: %d examples, %g epochs, %d steps, T=%g, "
                      "alpha=%g *****", num_train, cfg.num_train_epochs,
                      train_cfg.num_train_steps, cfg.temperature, cfg.alpha)
+        if task.inner.any:
+            logging.info("Inner losses: TinyBERT hidden %g, attention scores %g; MiniLM "
+                         "attention %g, values %g (relation heads %s); student layer i learns "
+                         "teacher layer %s", cfg.tinybert_hidden_weight,
+                         cfg.tinybert_attention_weight, cfg.minilm_attention_weight,
+                         cfg.minilm_value_weight, cfg.minilm_relation_heads or "the models'",
+                         list(task.inner.layer_targets))
     return dataclasses.replace(train_cfg, init_checkpoint=init)

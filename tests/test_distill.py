@@ -609,6 +609,9 @@ def test_inner_losses_two_towers_equal_one_device_and_resume(runs, teacher):
         assert proc.returncode == 0, (key, proc.stderr[-3000:])
     two, one = final_tensors(str(teacher / "inner_good")), final_tensors(str(teacher / "inner_one"))
     assert {"distill/hidden_projection", "distill/embedding_projection"} <= set(one)
+    # The projections are trained: their gradients reached Adam's moments.
+    assert np.abs(one["distill/hidden_projection/adam_m"]).max() > 0
+    assert np.abs(one["distill/embedding_projection/adam_m"]).max() > 0
     assert sorted(two) == sorted(one) and int(one["global_step"]) == 12
     for name in one:
         np.testing.assert_allclose(two[name], one[name], atol=1e-5, err_msg=name)

@@ -19,7 +19,7 @@ from bert_mgpu.data import checks, classifier_data, tfrecord
 from bert_mgpu.data.processors import InputExample
 from bert_mgpu.engine import checkpoint
 from bert_mgpu.engine.job import Job, start_job, train_watched, with_dropout_layout
-from bert_mgpu.model import heads, modeling
+from bert_mgpu.model import execution, heads, modeling
 from bert_mgpu.model.bert_config import BertConfig
 from bert_mgpu.tasks import distill_losses
 from bert_mgpu.tasks.classifier import (
@@ -91,7 +91,10 @@ class _Distiller:
     def inner_loss(self, student, teacher, input_mask) -> tf.Tensor:
         """float32 [B]: the weighted sum of the `inner` losses of the student's and teacher's
         `BertOutputs` (the TinyBERT ones summed over the student's layers, as Jiao et al.)."""
-        inner, projections = self.inner, self._projections
+        inner = self.inner
+        # Read as the model reads its weights (the towers may differentiate per-device copies).
+        context = execution.current()
+        projections = {name: context.value(var) for name, var in self._projections.items()}
         loss = tf.zeros_like(tf.cast(input_mask[:, 0], tf.float32))
         pairs = list(enumerate(inner.layer_targets))
         if inner.hidden:

@@ -7,12 +7,13 @@ inner losses act through the script; bad input in one line."""
 
 import json
 import os
+import signal
 import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from _launch import final_tensors
+from _launch import Launched, final_tensors, finish_killed, signal_at_checkpoint
 from _oracle import REPO
 from _pretraining_data import TINY_CONFIG
 from _together import bad_input_jobs, run_command, started
@@ -185,3 +186,27 @@ def test_token_loss_by_hand_on_one_batch():
     assert (kl * weights).sum() > 1e-3
     expected = (weights * (temperature ** 2 * kl + alpha * ce)).sum() / weights.sum()
     assert loss == pytest.approx(expected, rel=1e-5)
+
+
+def test_sigkill_then_rerun_ends_with_the_same_weights(runs, teacher):
+    """A 2 x 4 NER student with the inner losses off, killed with SIGKILL after its checkpoint
+    at step 4 and rerun as 1 x 8 (dropout 0.1): the final weights of the uninterrupted 2 x 4
+    run ("good"), to 1e-5."""
+    assert runs["good"].result().returncode == 0, runs["good"].result().stderr[-3000:]
+    expected = final_tensors(str(teacher / "good"))
+    steps = int(expected["global_step"])
+    assert steps > 4
+    killed = teacher / "killed"
+    cmd = _command(teacher, killed, 2, 4, **{"--save_checkpoints_steps": 4})
+    dying = Launched(cmd)
+    assert signal_at_checkpoint([(dying, str(killed), 4, signal.SIGKILL, 0.05)])[0] is not None
+    _, not_killed = finish_killed(dying, str(killed), steps)
+    assert not_killed is None, not_killed
+    rerun = run_command(_command(teacher, killed, 1, 8, **{"--save_checkpoints_steps": 4}),
+                        timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "Resumed from" in rerun.stderr
+    ours = final_tensors(str(killed))
+    assert sorted(ours) == sorted(expected)
+    for name in expected:
+        np.testing.assert_allclose(ours[name], expected[name], atol=1e-5, rtol=0, err_msg=name)

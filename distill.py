@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-r"""Distils a fine-tuned classifier run (the teacher) into a smaller student classifier run.
+r"""Distils a fine-tuned classifier or run_ner.py run (the teacher) into a smaller student run.
 
 Usage:
   python distill.py --teacher_dir=$TEACHER_RUN --output_dir=$STUDENT_RUN \
@@ -16,18 +16,30 @@ model (--student_config with --init_checkpoint). Loss: T^2 * KL(teacher_T || stu
 alpha * cross-entropy(labels). --output_dir becomes a normal classifier run (checkpoints with
 Google's names, bert_config.json, run_config.json, eval_results.txt, test_results.tsv,
 predict.txt) that export_saved_model.py --output_dir and run_classifier.py read.
+
+A run_ner.py --output_dir as --teacher_dir: the student learns the teacher's tag
+distributions at each labelled word (and the tags), with run_ner.py's data flags (the
+teacher's by default, --tag_scheme included), and --output_dir becomes a run_ner.py run that
+run_ner.py --do_predict reads. --tinybert_* and --minilm_* add TinyBERT's and MiniLM's losses
+on hidden states and attention (docs/distill.md).
 """
 
 from bert_mgpu import cli
-from bert_mgpu.configs.distill import DistillConfig
+from bert_mgpu.configs.distill import DistillConfig, DistillNerConfig, teacher_is_ner
 from bert_mgpu.scripts import run
 
-cli.define_config_flags(DistillConfig)
+cli.define_config_flags(DistillConfig, DistillNerConfig)
 
 
 def main(_):
-    from bert_mgpu.data.user_processors import check_classifier_inputs
     # Every flag and file checked before TensorFlow is loaded.
+    if teacher_is_ner(cli.flag_values_dict()["teacher_dir"]):
+        from bert_mgpu.data.ner_data import check_ner_inputs
+        cfg = cli.build_config(DistillNerConfig, check_ner_inputs)
+        from bert_mgpu.tasks.distill import run_distill_ner
+        run_distill_ner(cfg)
+        return
+    from bert_mgpu.data.user_processors import check_classifier_inputs
     cfg = cli.build_config(DistillConfig, check_classifier_inputs)
     from bert_mgpu.tasks.distill import run_distill
     run_distill(cfg)

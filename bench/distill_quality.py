@@ -13,8 +13,10 @@ What it does per set, one run after the other:
      --zh_init_dir, a Google-layout model of data/vocab/bert_chinese_vocab.txt, e.g. m3e-small
      converted as bench/finetune_stability.py says; skipped without it);
   2. the student: distill.py --teacher_dir=TEACHER with half the teacher's layers
-     (--student_layers=spread), the same data, epochs and learning rate, --temperature and
-     --alpha as given;
+     (--student_layers=spread), the same data, epochs and learning rate, --temperature,
+     --alpha and the TinyBERT/MiniLM weights (--tinybert_hidden_weight,
+     --tinybert_attention_weight, --minilm_attention_weight, --minilm_value_weight,
+     --minilm_relation_heads: distill.py's flags, off by default) as given;
   3. dev accuracy (eval_results.txt) and test accuracy (predict.txt against test.tsv's labels)
      of both, the difference in points, the checkpoints' size on disk, written to the
      distill-quality section of docs/benchmarks.md (other sections are left alone).
@@ -46,6 +48,17 @@ SETS = {
 }
 
 
+INNER_FLAGS = ("tinybert_hidden_weight", "tinybert_attention_weight", "minilm_attention_weight",
+               "minilm_value_weight")
+
+
+def inner_flags(args):
+    """distill.py's inner-loss flags of the bench's arguments (only those set)."""
+    values = {flag: getattr(args, flag) for flag in INNER_FLAGS}
+    values["minilm_relation_heads"] = args.minilm_relation_heads
+    return [f"--{flag}={value:g}" for flag, value in values.items() if value]
+
+
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--work_dir", default="/tmp/distill_quality")
@@ -60,6 +73,10 @@ def parse_args():
     p.add_argument("--temperature", type=float, default=2.0)
     p.add_argument("--alpha", type=float, default=0.5)
     p.add_argument("--n_gpus", type=int, default=2)
+    # distill.py's TinyBERT/MiniLM losses (0: off), passed through as its flags.
+    for flag in INNER_FLAGS:
+        p.add_argument(f"--{flag}", type=float, default=0.0)
+    p.add_argument("--minilm_relation_heads", type=int, default=0)
     return p.parse_args()
 
 
@@ -139,7 +156,7 @@ def one_set(args, work, name, model_dir, lower):
          f"--learning_rate={args.learning_rate:g}", f"--output_dir={teacher}"] + common)
     run([sys.executable, "distill.py", f"--teacher_dir={teacher}", f"--output_dir={student}",
          f"--temperature={args.temperature:g}", f"--alpha={args.alpha:g}",
-         f"--learning_rate={args.student_learning_rate:g}"] + common)
+         f"--learning_rate={args.student_learning_rate:g}"] + inner_flags(args) + common)
     with open(os.path.join(teacher, "bert_config.json")) as f:
         layers = json.load(f)["num_hidden_layers"]
     t_dev, t_test = accuracies(teacher, data_dir)
@@ -153,7 +170,9 @@ def report(args, rows):
     lines = ["## Distillation quality (bench/distill_quality.py)", "",
              f"{datetime.date.today()}, {machine()}; `{shlex.join(sys.argv)}` "
              f"(T={args.temperature:g}, alpha={args.alpha:g}, {args.num_train_epochs:g} "
-             f"epochs, seq {args.max_seq_length}). Checkpoint sizes include Adam's slots.", "",
+             f"epochs, seq {args.max_seq_length}; inner losses: "
+             f"{' '.join(inner_flags(args)) or 'none'}). Checkpoint sizes include Adam's "
+             f"slots.", "",
              "| set | layers | teacher dev / test | student dev / test | test difference | "
              "within 1 point | checkpoint MB teacher / student |",
              "|---|---|---:|---:|---:|---|---:|"]

@@ -232,11 +232,16 @@ def help_text(doc: str) -> str:
     ignored = [n for n in dict.fromkeys(names) if _DEFINED[n].ignored]
     google = [n for n in dict.fromkeys(names) if n in GOOGLE_FLAGS and n not in ignored]
     sections = [("Google's flags (same names and defaults as Google's scripts)", google)]
+    # Several configs of one script: a flag they share is listed once, a group title once.
+    own: Dict[str, List[str]] = {}
+    shown = set(google) | set(ignored)
     for cls in _CLASSES:
         for title, group in _flag_groups(cls).items():
-            rest = [n for n in group if n not in google and n not in ignored]
-            if rest:
-                sections.append((f"Flags of this implementation: {title}", rest))
+            rest = [n for n in group if n not in shown]
+            shown.update(rest)
+            own.setdefault(title, []).extend(rest)
+    sections.extend((f"Flags of this implementation: {title}", group)
+                    for title, group in own.items() if group)
     sections.extend((f"Flags defined by {source}", names)
                     for source, names in _FILE_FLAGS.items())
     sections.append(("Google's TPU flags, accepted for compatibility and ignored", ignored))

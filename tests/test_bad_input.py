@@ -49,7 +49,8 @@ OWN_FLAGS = {
     "create_vocab": {"input_file", "vocab_size", "algorithm", "reserved_tokens"},
     "export_saved_model": {"export_dir", "task", "jit_compile", "length_chunks"},
     "convert_to_hf": {"init_checkpoint", "vocab_file", "output_dir", "task_label"},
-    "distill": {"teacher_dir", "student_num_layers", "temperature", "alpha"},
+    "distill": {"teacher_dir", "student_num_layers", "temperature", "alpha",
+                "tinybert_hidden_weight", "minilm_relation_heads", "tag_scheme"},
 }
 SCRIPTS.update({name: os.path.join(REPO, f"{name}.py") for name in OWN_FLAGS
                 if name not in SCRIPTS})

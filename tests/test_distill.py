@@ -5,6 +5,8 @@ export_saved_model.py and run_classifier.py take unchanged; 2 towers == 1 device
 resume == uninterrupted with dropout 0.1 in the student; the loss equals Hinton et al.'s formula
 computed by hand; bad input in one line with nothing written."""
 
+import collections
+import dataclasses
 import gzip
 import json
 import os
@@ -22,7 +24,7 @@ from _together import bad_input_jobs, run_command, started, with_the_module
 from bert_mgpu.engine import checkpoint
 from bert_mgpu.model import modeling
 from bert_mgpu.model.bert_config import BertConfig
-from bert_mgpu.tasks import distill
+from bert_mgpu.tasks import classifier, distill, distill_losses
 
 SCRIPT = os.path.join(REPO, "distill.py")
 CLASSIFIER = os.path.join(REPO, "run_classifier_mgpu.py")
@@ -75,12 +77,14 @@ def teacher(tmp_path_factory):
 
 def _smaller_pretrained(root, teacher_config):
     """root/small/{bert_config.json, bert_model.ckpt}: a 2-layer, hidden-16 BERT of the
-    teacher's vocabulary (random weights standing for a smaller pretrained model), and
-    root/wide_config.json: one wider than the teacher."""
+    teacher's vocabulary and heads (random weights standing for a smaller pretrained model),
+    root/small/two_heads.json: its config with 2 heads, and root/wide_config.json: one wider
+    than the teacher."""
     config = dict(teacher_config, hidden_size=16, num_hidden_layers=2, intermediate_size=24,
-                  num_attention_heads=2)
+                  num_attention_heads=4)
     (root / "small").mkdir()
     (root / "small" / "bert_config.json").write_text(json.dumps(config))
+    (root / "small" / "two_heads.json").write_text(json.dumps(dict(config, num_attention_heads=2)))
     tf.random.set_seed(7)
     model = modeling.BertModel(BertConfig.from_dict(config))
     checkpoint.write_bundle(str(root / "small" / "bert_model.ckpt"), model.named_variables())
@@ -111,6 +115,19 @@ BAD_INPUT = [
      "hidden_size=64 is larger than the teacher's 32"),
     ({"--init_checkpoint": "{root}/small/bert_model.ckpt"},
      "--init_checkpoint is the weights of --student_config"),
+    ({"--tinybert_hidden_weight": -1}, "--tinybert_hidden_weight must be >= 0, got -1.0"),
+    ({"--minilm_relation_heads": -2}, "--minilm_relation_heads must be >= 0, got -2"),
+    ({"--minilm_attention_weight": 1, "--minilm_relation_heads": 3},
+     "--minilm_relation_heads=3 does not divide the hidden sizes 32 (student) and 32 (teacher)"),
+    ({"--tinybert_attention_weight": 1, "--student_num_layers": 0,
+      "--student_config": "{root}/small/two_heads.json",
+      "--init_checkpoint": "{root}/small/bert_model.ckpt"},
+     "--tinybert_attention_weight compares head by head: the student has 2 attention heads, "
+     "the teacher 4"),
+    ({"--minilm_value_weight": 1, "--student_num_layers": 0,
+      "--student_config": "{root}/small/two_heads.json",
+      "--init_checkpoint": "{root}/small/bert_model.ckpt"},
+     "(or --minilm_relation_heads) compares head by head: the student has 2"),
 ]
 
 # One device of 8 without evaluation and prediction ("one"), and the runs that differ from it
@@ -127,7 +144,21 @@ VARIANTS = {
     "small": {"--student_config": "{root}/small/bert_config.json", "--student_num_layers": 0,
               "--init_checkpoint": "{root}/small/bert_model.ckpt", "--do_eval": "true",
               "--verbose": "true"},  # the variable list, tagged *INIT_FROM_CKPT*
+    # Each inner loss alone.
+    "scores": {"--tinybert_attention_weight": 1.0},
+    "attention_kl": {"--minilm_attention_weight": 1.0},
+    "value_kl": {"--minilm_value_weight": 1.0},
+    "relation": {"--minilm_attention_weight": 1.0, "--minilm_relation_heads": 2},
 }
+# The smaller pretrained student (hidden 16: TinyBERT's projections are learned) with every
+# inner loss on.
+SMALL = {"--student_config": "{root}/small/bert_config.json", "--student_num_layers": 0,
+         "--init_checkpoint": "{root}/small/bert_model.ckpt"}
+INNER = dict(SMALL, **{"--tinybert_hidden_weight": 1.0, "--tinybert_attention_weight": 0.5,
+                       "--minilm_attention_weight": 1.0, "--minilm_value_weight": 1.0})
+VARIANTS["small_hidden"] = dict(VARIANTS["small"], **{"--tinybert_hidden_weight": 1.0,
+                                                      "--do_predict": "true"})
+VARIANTS["inner_one"] = INNER
 
 _runs_with_the_module = with_the_module("runs")
 
@@ -138,7 +169,11 @@ def runs(teacher):
     prediction ("good"), 1 device of 8 ("one"), the bad inputs and --help."""
     root = teacher
     good = _command(root, root / "good", 2, 4, **{"--eval_every_n_steps": 3})
+    inner = _command(root, root / "inner_good", 2, 4, **{
+        "--do_eval": "false", "--do_predict": "false",
+        **{k: str(v).format(root=root) for k, v in INNER.items()}})
     jobs = {"good": lambda: run_command(good, timeout=600),
+            "inner_good": lambda: run_command(inner, timeout=600),
             "one": lambda: run_command(_command(root, root / "one", 1, 8, **{
                 "--do_eval": "false", "--do_predict": "false"}), timeout=600)}
     for key, change in VARIANTS.items():
@@ -266,12 +301,18 @@ def test_export_and_run_classifier_take_the_student(runs, teacher, tmp_path):
 def test_sigkill_then_rerun_ends_with_the_same_weights(runs, teacher):
     """kill -9 after the checkpoint at step 4 of 12 (dropout 0.1 in the student), rerun as 1
     tower x 8 instead of 2 x 4: the final weights of the uninterrupted 2 x 4 run, to 1e-5."""
-    root = teacher
-    assert runs["good"].result().returncode == 0
-    base = _command(root, root / "unused", 2, 4, **{"--do_eval": "false",
-                                                      "--do_predict": "false"})
+    _killed_and_rerun(teacher, runs["good"].result(), "killed", "good", {})
+
+
+def _killed_and_rerun(root, reference_run, name, reference, changes):
+    """distill.py 2 x 4 with `changes`, killed with SIGKILL after its checkpoint at step 4,
+    rerun as 1 x 8 into the same directory: its final weights are run `reference`'s."""
+    assert reference_run.returncode == 0, reference_run.stderr[-3000:]
+    base = _command(root, root / "unused", 2, 4, **{
+        "--do_eval": "false", "--do_predict": "false",
+        **{k: str(v).format(root=root) for k, v in changes.items()}})
     base = [c for c in base if not c.startswith("--output_dir")]
-    killed = str(root / "killed")
+    killed = str(root / name)
     dying = Launched(base + [f"--output_dir={killed}"])
     killed_at = signal_at_checkpoint([(dying, killed, 4, signal.SIGKILL, 0.05)])[0]
     assert killed_at is not None, "the run ended before it could be killed"
@@ -282,10 +323,10 @@ def test_sigkill_then_rerun_ends_with_the_same_weights(runs, teacher):
     rerun = run_command(other_split, timeout=600)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert "Resumed from" in rerun.stderr
-    ours, reference = final_tensors(killed), final_tensors(str(root / "good"))
-    assert int(reference["global_step"]) == 12 and sorted(ours) == sorted(reference)
-    for name in reference:
-        np.testing.assert_allclose(ours[name], reference[name], atol=1e-5, rtol=0,
+    ours, expected = final_tensors(killed), final_tensors(str(root / reference))
+    assert int(expected["global_step"]) == 12 and sorted(ours) == sorted(expected)
+    for name in expected:
+        np.testing.assert_allclose(ours[name], expected[name], atol=1e-5, rtol=0,
                                    err_msg=name)
 
 
@@ -389,3 +430,242 @@ def test_loss_is_hintons_formula_on_one_batch():
     loss = task.tower_loss(mixed, task.context(mixed), training=False)["loss"].numpy()
     expected = np.mean(temperature ** 2 * kl + alpha * real * ce)
     assert loss == pytest.approx(expected, rel=1e-5, abs=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# TinyBERT's and MiniLM's losses (--tinybert_*, --minilm_*), by hand in numpy.
+
+def _np_layer_norm(x, gamma, beta):
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + 1e-12) * gamma + beta
+
+
+def _np_gelu(x):
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def _np_qkv(weights, layer, x):
+    """Layer `layer`'s queries, keys, values [B, S, W] from its input x [B, S, W]."""
+    scope = f"bert/encoder/layer_{layer}/attention/self"
+    return [x @ weights[f"{scope}/{p}/kernel"] + weights[f"{scope}/{p}/bias"]
+            for p in ("query", "key", "value")]
+
+
+def _np_heads(x, heads):
+    """[B, S, W] -> [B, R, S, W / R] (Google's head order)."""
+    b, s, w = x.shape
+    return x.reshape(b, s, heads, w // heads).transpose(0, 2, 1, 3)
+
+
+def _np_scores(left, right, heads):
+    a, b = _np_heads(left, heads), _np_heads(right, heads)
+    return a @ b.transpose(0, 1, 3, 2) / np.sqrt(a.shape[-1])
+
+
+def _np_log_softmax(x):
+    x = x - x.max(axis=-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
+
+
+def _np_layer(weights, layer, x, mask, heads):
+    """Google's encoder layer in numpy (post-LN, tanh GELU, -10000 mask adder)."""
+    q, k, v = _np_qkv(weights, layer, x)
+    probs = np.exp(_np_log_softmax(_np_scores(q, k, heads)
+                                   + (1.0 - mask[:, None, None, :]) * -10000.0))
+    context = (probs @ _np_heads(v, heads)).transpose(0, 2, 1, 3).reshape(x.shape)
+    scope = f"bert/encoder/layer_{layer}"
+    w = lambda name: weights[f"{scope}/{name}"]  # noqa: E731
+    h = _np_layer_norm(context @ w("attention/output/dense/kernel")
+                       + w("attention/output/dense/bias") + x,
+                       w("attention/output/LayerNorm/gamma"), w("attention/output/LayerNorm/beta"))
+    ffn = _np_gelu(h @ w("intermediate/dense/kernel") + w("intermediate/dense/bias"))
+    return _np_layer_norm(ffn @ w("output/dense/kernel") + w("output/dense/bias") + h,
+                          w("output/LayerNorm/gamma"), w("output/LayerNorm/beta"))
+
+
+def _inner_batch():
+    rng = np.random.RandomState(4)
+    lengths = np.array([8, 5, 3, 8, 6])
+    mask = (np.arange(8)[None, :] < lengths[:, None]).astype(np.int32)
+    return {"input_ids": tf.constant(rng.randint(1, 50, size=(5, 8)) * mask, tf.int32),
+            "input_mask": tf.constant(mask), "segment_ids": tf.zeros((5, 8), tf.int32),
+            "label_ids": tf.constant(rng.randint(0, 3, size=(5,)), tf.int32)}
+
+
+def test_tinybert_and_minilm_losses_by_hand_on_one_batch():
+    """Each inner loss of a 2-layer, hidden-16 student against a 4-layer, hidden-32 teacher (4
+    heads each) on a padded batch equals the papers' formula computed here in numpy from the
+    models' hidden states and weights, over the real tokens: TinyBERT's MSE(H^S W, H^T) summed
+    over the embeddings and the mapped layers (1, 3), its attention-score MSE, MiniLM's
+    attention and value-relation KL of the last layers (4 heads, and 2 relation heads)."""
+    tf.random.set_seed(2)
+    student_config = dict(TINY_CONFIG, vocab_size=50, hidden_size=16, num_hidden_layers=2,
+                          intermediate_size=24, initializer_range=0.5)
+    inner = distill_losses.InnerLosses(hidden=1.0, layer_targets=(1, 3))
+    task = distill.DistillClassifier(BertConfig.from_dict(student_config), _config(4), 3, 2.0,
+                                     0.5, inner=inner)
+    assert set(task.named_variables()) - set(task.student_variables()) == {
+        "distill/hidden_projection", "distill/embedding_projection"}
+    features = _inner_batch()
+    mask = features["input_mask"].numpy().astype(np.float64)
+    real = mask.sum(1)
+    student = task.bert(features["input_ids"], features["input_mask"],
+                        features["segment_ids"], training=False)
+    teacher, _ = task.teacher_outputs(features)
+
+    def numpy_of(out):
+        return [np.asarray(x, np.float64) for x in [out.embedding_output]
+                + list(out.all_encoder_layers)]
+
+    s_h, t_h = numpy_of(student), numpy_of(teacher)
+    s_w = {n: v.numpy().astype(np.float64) for n, v in task.named_variables().items()}
+    t_w = {n: v.numpy().astype(np.float64) for n, v in task.teacher.named_variables().items()}
+    # The hidden states are the layers' own: layer 1 of each recomputed here from layer 0's.
+    np.testing.assert_allclose(_np_layer(s_w, 1, s_h[1], mask, 4), s_h[2], atol=2e-5)
+    np.testing.assert_allclose(_np_layer(t_w, 1, t_h[1], mask, 4), t_h[2], atol=2e-5)
+
+    def ours(**weights):
+        task.inner = dataclasses.replace(inner, **dict({"hidden": 0.0}, **weights))
+        return task.inner_loss(student, teacher, features["input_mask"]).numpy()
+
+    def over_real_tokens(per_token):  # [B, S] -> [B]
+        return (per_token * mask).sum(1) / real
+
+    hidden = sum(over_real_tokens(((s @ s_w[f"distill/{p}_projection"] - t) ** 2).mean(-1))
+                 for s, t, p in ((s_h[0], t_h[0], "embedding"), (s_h[1], t_h[2], "hidden"),
+                                 (s_h[2], t_h[4], "hidden")))
+    np.testing.assert_allclose(ours(hidden=0.7), 0.7 * hidden, rtol=1e-4)
+    assert hidden.min() > 1e-2
+
+    pairs = mask[:, None, :, None] * mask[:, None, None, :]
+    scores = 0.0
+    for s, t in ((0, 1), (1, 3)):
+        a = _np_scores(*_np_qkv(s_w, s, s_h[s])[:2], 4)
+        b = _np_scores(*_np_qkv(t_w, t, t_h[t])[:2], 4)
+        scores += ((a - b) ** 2 * pairs).sum((1, 2, 3)) / (4 * real ** 2)
+    np.testing.assert_allclose(ours(attention_scores=1.3), 1.3 * scores, rtol=1e-4)
+    assert scores.min() > 1e-3
+
+    def relation(s_pair, t_pair, heads):
+        adder = (1.0 - mask[:, None, None, :]) * -10000.0
+        log_s = _np_log_softmax(_np_scores(*s_pair, heads) + adder)
+        log_t = _np_log_softmax(_np_scores(*t_pair, heads) + adder)
+        kl = (np.exp(log_t) * (log_t - log_s)).sum(-1)  # [B, R, S]
+        return (kl * mask[:, None, :]).sum((1, 2)) / (heads * real)
+
+    s_q, s_k, s_v = _np_qkv(s_w, 1, s_h[1])
+    t_q, t_k, t_v = _np_qkv(t_w, 3, t_h[3])
+    for heads in (4, 2):
+        relation_heads = 0 if heads == 4 else heads
+        attention = relation((s_q, s_k), (t_q, t_k), heads)
+        values = relation((s_v, s_v), (t_v, t_v), heads)
+        assert attention.min() > 1e-4 and values.min() > 1e-4
+        np.testing.assert_allclose(ours(attention_kl=0.9, relation_heads=relation_heads),
+                                   0.9 * attention, rtol=1e-4)
+        np.testing.assert_allclose(ours(value_kl=1.1, relation_heads=relation_heads),
+                                   1.1 * values, rtol=1e-4)
+    # The whole loss: Hinton's terms (test above) plus the inner ones, per example.
+    task.inner = dataclasses.replace(inner, hidden=0.7, attention_scores=1.3)
+    with_inner = task.per_example_loss(features, training=False).numpy()
+    task.inner = dataclasses.replace(inner, hidden=0.0)
+    without = task.per_example_loss(features, training=False).numpy()
+    np.testing.assert_allclose(with_inner - without, 0.7 * hidden + 1.3 * scores, rtol=1e-4)
+
+
+def test_layer_targets():
+    """The teacher layer each student layer learns: TinyBERT's uniform map for spread."""
+    assert distill_losses.layer_targets(12, [0, 2, 4, 6, 8, 10]) == (1, 3, 5, 7, 9, 11)
+    assert distill_losses.layer_targets(12, [0, 3, 6, 9]) == (2, 5, 8, 11)
+    assert distill_losses.layer_targets(4, [0, 1, 2]) == (0, 1, 3)
+    assert distill_losses.layer_targets(4, [0, 2]) == (1, 3)
+
+
+def _differs(a, b):
+    return max(float(np.abs(a[n] - b[n]).max()) for n in b if n in a) > 1e-4
+
+
+@pytest.mark.parametrize("key,reference", [
+    ("scores", "one"), ("attention_kl", "one"), ("value_kl", "one"),
+    ("relation", "attention_kl"), ("small_hidden", "small")])
+def test_each_inner_loss_flag_acts_through_the_script(runs, teacher, key, reference):
+    """--tinybert_attention_weight, --minilm_attention_weight, --minilm_value_weight,
+    --minilm_relation_heads and --tinybert_hidden_weight (a hidden-16 student: through the
+    learned projections), each the only change from another run, end elsewhere."""
+    for run in (key, reference):
+        proc = runs[run].result()
+        assert proc.returncode == 0, (run, proc.stderr[-3000:])
+    ours = final_tensors(str(teacher / key))
+    assert _differs(ours, final_tensors(str(teacher / reference)))
+    assert "Inner losses: " in runs[key].result().stderr
+
+
+def test_inner_losses_two_towers_equal_one_device_and_resume(runs, teacher):
+    """Every inner loss on, a hidden-16 student, dropout 0.1: 2 towers x 4 == 1 device x 8,
+    and a 2 x 4 run killed after step 4 and rerun as 1 x 8 ends with the 2 x 4 run's weights
+    (the projections included: they are checkpointed and resumed)."""
+    for key in ("inner_good", "inner_one"):
+        proc = runs[key].result()
+        assert proc.returncode == 0, (key, proc.stderr[-3000:])
+    two, one = final_tensors(str(teacher / "inner_good")), final_tensors(str(teacher / "inner_one"))
+    assert {"distill/hidden_projection", "distill/embedding_projection"} <= set(one)
+    # The projections are trained: their gradients reached Adam's moments.
+    assert np.abs(one["distill/hidden_projection/adam_m"]).max() > 0
+    assert np.abs(one["distill/embedding_projection/adam_m"]).max() > 0
+    assert sorted(two) == sorted(one) and int(one["global_step"]) == 12
+    for name in one:
+        np.testing.assert_allclose(two[name], one[name], atol=1e-5, err_msg=name)
+    run = json.loads((teacher / "inner_good" / "run_config.json").read_text())
+    assert run["teacher_layer_targets"] == [1, 3]
+    _killed_and_rerun(teacher, runs["inner_good"].result(), "inner_killed", "inner_good", INNER)
+
+
+def test_export_takes_a_student_with_projections(runs, teacher, tmp_path):
+    """The TinyBERT student's checkpoint holds distill/* projections beside Google's names:
+    export_saved_model.py ignores them and serves test_results.tsv's probabilities."""
+    proc = runs["small_hidden"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = teacher / "small_hidden"
+    assert "distill/hidden_projection" in final_tensors(str(out))
+    proc = run_command([sys.executable, os.path.join(REPO, "export_saved_model.py"),
+                        f"--output_dir={out}", f"--export_dir={tmp_path / 'export'}"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
+    model = tf.saved_model.load(str(tmp_path / "export" / "1"))
+    texts = [line.split("\t")[0] for line in _rows("test", TEST_ROWS)[1:]]
+    served = model.signatures["serving_default"](text_a=tf.constant(texts))
+    np.testing.assert_allclose(served["probabilities"].numpy(),
+                               np.loadtxt(out / "test_results.tsv", delimiter="\t"), atol=1e-5)
+
+
+def _op_counts(task, **call):
+    """Op type -> count in the traced training loss of `task` on [batch, 8] records."""
+    spec = {"input_ids": tf.TensorSpec([None, 8], tf.int32),
+            "input_mask": tf.TensorSpec([None, 8], tf.int32),
+            "segment_ids": tf.TensorSpec([None, 8], tf.int32),
+            "label_ids": tf.TensorSpec([None], tf.int32)}
+    loss = tf.function(lambda x: task.tower_loss(x, task.context(x), training=True)["loss"],
+                       autograph=False)
+    graph = loss.get_concrete_function(spec).graph
+    return collections.Counter(op.type for op in graph.get_operations())
+
+
+def test_plain_fine_tuning_traces_no_attention_loss_work():
+    """The model exposes a layer's queries, keys and values by computing them again
+    (`BertModel.attention_projections`) for the distillation losses only: the training step
+    of plain fine-tuning (3 layers) traces Google's work and nothing more (per layer 6
+    matmuls: Q, K, V, output, 2 feed-forward; 2 batched matmuls; 1 softmax; then the pooler's
+    and the output layer's matmul and the loss's softmax), while a student with the attention
+    losses traces the recomputation."""
+    layers = 3
+    config = BertConfig.from_dict(dict(TINY_CONFIG, vocab_size=50, num_hidden_layers=layers,
+                                       hidden_dropout_prob=0.1,
+                                       attention_probs_dropout_prob=0.1))
+    plain = _op_counts(classifier.BertClassifier(config, 3))
+    assert (plain["MatMul"], plain["BatchMatMulV2"], plain["Softmax"]) == (
+        6 * layers + 2, 2 * layers, layers + 1)
+    inner = distill_losses.InnerLosses(attention_scores=1.0, attention_kl=1.0,
+                                       layer_targets=(0, 2, 2))
+    student = _op_counts(distill.DistillClassifier(config, config, 3, 2.0, 0.5, inner=inner))
+    # Student and teacher: Google's work twice, plus the recomputed attention inputs.
+    assert student["BatchMatMulV2"] > 2 * plain["BatchMatMulV2"]

@@ -15,6 +15,7 @@ from typing import Any, Dict, Mapping, Optional
 
 from bert_mgpu.configs.base import Flag, check_at_least
 from bert_mgpu.configs.classifier import ClassifierConfig
+from bert_mgpu.configs.ner import NerConfig
 
 # --student_layers: which teacher layers initialise the student's k layers (of the teacher's L).
 STUDENT_LAYER_CHOICES = ("spread", "first")
@@ -24,6 +25,8 @@ STUDENT_LAYER_CHOICES = ("spread", "first")
 TEACHER_MODEL_FLAGS = ("vocab_file", "spm_model_file", "do_lower_case", "max_seq_length")
 TEACHER_TASK_FLAGS = ("task_name", "data_dir", "classifier_input", "truncation", "head_tokens",
                       "text_columns", "column_names", "data_format", "processors_file")
+# A run_ner.py teacher's: its data, tags and windows.
+TEACHER_NER_FLAGS = ("data_dir", "tag_scheme", "doc_stride")
 
 
 def read_json(path: str) -> Dict[str, Any]:
@@ -45,36 +48,56 @@ def read_json(path: str) -> Dict[str, Any]:
     return value
 
 
+def is_ner_run(run: Mapping[str, Any]) -> bool:
+    """Whether a run_config.json is a run_ner.py run's (it records --tag_scheme)."""
+    return bool(run.get("labels")) and "tag_scheme" in run
+
+
+def teacher_is_ner(teacher_dir: Optional[str]) -> bool:
+    """Whether --teacher_dir holds a run_ner.py run (False when it holds no readable
+    run_config.json: the classifier's config then names what is wrong)."""
+    path = os.path.join(teacher_dir or "", "run_config.json")
+    try:
+        return bool(teacher_dir) and is_ner_run(read_json(path))
+    except ValueError:
+        return False
+
+
 def teacher_run(teacher_dir: str) -> Dict[str, Any]:
-    """The teacher's run_config.json, checked to be a single-task classification run.
+    """The teacher's run_config.json, checked to be a single-task classification run or a
+    run_ner.py run, with a checkpoint.
 
     Raises:
-      ValueError: one line naming the file and what makes it no classifier teacher.
+      ValueError: one line naming the file and what makes it no teacher.
     """
     path = os.path.join(teacher_dir, "run_config.json")
     run = read_json(path)
-    if not run.get("labels") or not run.get("task_name"):
-        raise ValueError(f"--teacher_dir={teacher_dir} is not a run_classifier_mgpu.py run: "
-                         f"{path} has no labels/task_name")
-    if run.get("task_type", "classification") != "classification" or "," in run["task_name"]:
+    ner = is_ner_run(run)
+    if not ner and (not run.get("labels") or not run.get("task_name")):
+        raise ValueError(f"--teacher_dir={teacher_dir} is not a run_classifier_mgpu.py run "
+                         f"(nor a run_ner.py run): {path} has no labels/task_name")
+    if not ner and (run.get("task_type", "classification") != "classification"
+                    or "," in run["task_name"]):
         raise ValueError(f"--teacher_dir={teacher_dir}: distill.py distils a single-task "
                          f"classification run; {path} has task_name={run['task_name']}, "
                          f"task_type={run.get('task_type')}")
     if not glob.glob(os.path.join(teacher_dir, "*.index")):
         raise ValueError(f"--teacher_dir={teacher_dir} holds no checkpoint (model.ckpt-N.index)")
-    if run.get("doc_stride"):
+    if not ner and run.get("doc_stride"):
         raise ValueError(f"--teacher_dir={teacher_dir} was trained with --doc_stride (windows), "
                          f"which distill.py does not support yet")
     return run
 
 
-def _from_teacher(cls, values: Dict[str, Any], given, run: Mapping[str, Any]) -> Dict[str, Any]:
-    """`values` of config class `cls` with the teacher run's flags where not given (`flags`
-    too, so the student's run_config.json records them and the file checks read them)."""
+def _from_teacher(cls, values: Dict[str, Any], given, run: Mapping[str, Any],
+                  task_flags=TEACHER_TASK_FLAGS) -> Dict[str, Any]:
+    """`values` of config class `cls` with the teacher run's flags (the model's and
+    `task_flags`) where not given (`flags` too, so the student's run_config.json records them
+    and the file checks read them)."""
     filled = {}
     model_changes = {n: run[n] for n in TEACHER_MODEL_FLAGS if n not in given and n in run}
     filled.update(model_changes)
-    for name in TEACHER_TASK_FLAGS:
+    for name in task_flags:
         if name not in given and name in run:
             filled[name] = run[name]
             values[name] = cls.flag(name).field_value(run[name])
@@ -94,8 +117,94 @@ def _from_teacher(cls, values: Dict[str, Any], given, run: Mapping[str, Any]) ->
     return values
 
 
+class _Distillation:
+    """What distill.py's configs share (a classifier teacher's, a run_ner.py teacher's): the
+    checks of the student, the teacher and the distillation flags, and the student's depth."""
+
+    def validate_distillation(self) -> None:
+        """Raises ValueError naming the flag of the first impossible distillation value."""
+        check_at_least(self, 0, "student_num_layers")
+        if self.student_layers not in STUDENT_LAYER_CHOICES:
+            raise ValueError(f"--student_layers must be one of "
+                             f"{', '.join(STUDENT_LAYER_CHOICES)}, got {self.student_layers!r}")
+        if not self.temperature > 0:
+            raise ValueError(f"--temperature must be > 0, got {self.temperature}")
+        if not self.alpha >= 0:
+            raise ValueError(f"--alpha must be >= 0, got {self.alpha}")
+        if self.student_config and not self.model.init_checkpoint:
+            raise ValueError("--student_config needs --init_checkpoint (the smaller model's "
+                             "pretrained weights)")
+        if self.model.init_checkpoint and not self.student_config:
+            raise ValueError("--init_checkpoint is the weights of --student_config; without it "
+                             "the student starts from the teacher's layers")
+        self._validate_student_size()
+        self._validate_inner_losses()
+
+    def _validate_student_size(self) -> None:
+        """The student is no larger than the teacher (depth, width) and reads its vocabulary."""
+        teacher = read_json(self.model.bert_config_file)
+        layers = teacher.get("num_hidden_layers", 0)
+        if self.student_num_layers > layers:
+            raise ValueError(f"--student_num_layers={self.student_num_layers} is larger than the "
+                             f"teacher's {layers} layers ({self.model.bert_config_file})")
+        if not self.student_config:
+            return
+        student = read_json(self.student_config)
+        for key in ("num_hidden_layers", "hidden_size"):
+            if student.get(key, 0) > teacher.get(key, 0):
+                raise ValueError(f"--student_config={self.student_config}: {key}="
+                                 f"{student.get(key)} is larger than the teacher's "
+                                 f"{teacher.get(key)}")
+        if student.get("vocab_size") != teacher.get("vocab_size"):
+            raise ValueError(f"--student_config={self.student_config}: vocab_size="
+                             f"{student.get('vocab_size')}, the teacher's is "
+                             f"{teacher.get('vocab_size')} (the student reads the teacher's "
+                             f"input ids)")
+        if self.student_num_layers:
+            raise ValueError("--student_num_layers applies to a student cut from the teacher; "
+                             "--student_config sets its own depth")
+
+    def _validate_inner_losses(self) -> None:
+        """The TinyBERT/MiniLM weights are >= 0 and the two models can be compared as asked
+        (heads, relation heads, no rotary attention)."""
+        weights = {"tinybert_hidden_weight": self.tinybert_hidden_weight,
+                   "tinybert_attention_weight": self.tinybert_attention_weight,
+                   "minilm_attention_weight": self.minilm_attention_weight,
+                   "minilm_value_weight": self.minilm_value_weight}
+        for name, weight in weights.items():
+            if not weight >= 0:
+                raise ValueError(f"--{name} must be >= 0, got {weight}")
+        check_at_least(self, 0, "minilm_relation_heads")
+        attention = [n for n, w in weights.items() if w and n != "tinybert_hidden_weight"]
+        if not attention:
+            return
+        teacher = read_json(self.model.bert_config_file)
+        student = read_json(self.student_config) if self.student_config else teacher
+        for where, config in (("the teacher's", teacher), ("--student_config's", student)):
+            if config.get("position_embedding_type") == "rope":
+                raise ValueError(f"--{attention[0]}: {where} model has rotary attention, whose "
+                                 f"scores the attention losses do not read")
+        heads = (student.get("num_attention_heads"), teacher.get("num_attention_heads"))
+        minilm = self.minilm_attention_weight or self.minilm_value_weight
+        if heads[0] != heads[1] and (self.tinybert_attention_weight or
+                                     (minilm and not self.minilm_relation_heads)):
+            flag = "--tinybert_attention_weight" if self.tinybert_attention_weight else \
+                "--minilm_attention_weight/--minilm_value_weight (or --minilm_relation_heads)"
+            raise ValueError(f"{flag} compares head by head: the student has {heads[0]} "
+                             f"attention heads, the teacher {heads[1]}")
+        relation = self.minilm_relation_heads
+        widths = (student.get("hidden_size", 0), teacher.get("hidden_size", 0))
+        if minilm and relation and any(w % relation for w in widths):
+            raise ValueError(f"--minilm_relation_heads={relation} does not divide the hidden "
+                             f"sizes {widths[0]} (student) and {widths[1]} (teacher)")
+
+    def student_depth(self, teacher_layers: int) -> int:
+        """The student's layers when cut from a teacher of `teacher_layers` layers."""
+        return self.student_num_layers or (teacher_layers + 1) // 2
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class DistillConfig(ClassifierConfig):
+class DistillConfig(_Distillation, ClassifierConfig):
     """distill.py: run_classifier_mgpu.py's flags (the training, evaluation and prediction of
     the student) plus the teacher and the distillation's own. Data and text flags default to
     the teacher run's; --bert_config_file is the teacher's (TEACHER_DIR/bert_config.json)."""
@@ -134,12 +243,35 @@ class DistillConfig(ClassifierConfig):
                                             "cross-entropy(labels) (Hinton et al. 2015).").field()
     alpha: float = Flag("float", 0.5, "The weight of the labels' cross-entropy in the loss (0: "
                                       "soft targets only).").field()
+    tinybert_hidden_weight: float = Flag(
+        "float", 0.0, "Weight of TinyBERT's hidden-state loss (Jiao et al. 2020; 0: off): the "
+                      "MSE of the student's embeddings and of each layer's output against its "
+                      "teacher layer's (--student_layers' map, the last of each block), through "
+                      "a learned projection when the widths differ.").field()
+    tinybert_attention_weight: float = Flag(
+        "float", 0.0, "Weight of TinyBERT's attention-score loss (0: off): the MSE of each "
+                      "student layer's unnormalised attention scores against its teacher "
+                      "layer's (the same number of heads).").field()
+    minilm_attention_weight: float = Flag(
+        "float", 0.0, "Weight of MiniLM's self-attention distribution loss (Wang et al. 2020; "
+                      "0: off): the KL of the last layers' attention probabilities, teacher to "
+                      "student, any widths.").field()
+    minilm_value_weight: float = Flag(
+        "float", 0.0, "Weight of MiniLM's value-relation loss (0: off): the KL of the last "
+                      "layers' softmax(V V^T / sqrt(d)), teacher to student.").field()
+    minilm_relation_heads: int = Flag(
+        "integer", 0, "The heads of MiniLM's losses: 0 = the models' attention heads (the "
+                      "same number in both), else the queries, keys and values split into this "
+                      "many relation heads (MiniLMv2; it divides both hidden sizes).").field()
 
     @classmethod
     def build(cls, values, given) -> "DistillConfig":
         """The teacher run's data and text flags where not given, then the classifier's
         build (--task_type and --best_metric)."""
         run = teacher_run(values["teacher_dir"])
+        if is_ner_run(run):
+            raise ValueError(f"--teacher_dir={values['teacher_dir']} is a run_ner.py run "
+                             f"(DistillNerConfig)")
         values = _from_teacher(cls, dict(values), given, run)
         return super().build(values, given)
 
@@ -150,48 +282,56 @@ class DistillConfig(ClassifierConfig):
                              "--task_type=classification)")
         if self.doc_stride:
             raise ValueError("--doc_stride is not supported by distill.py yet")
-        check_at_least(self, 0, "student_num_layers")
-        if self.student_layers not in STUDENT_LAYER_CHOICES:
-            raise ValueError(f"--student_layers must be one of "
-                             f"{', '.join(STUDENT_LAYER_CHOICES)}, got {self.student_layers!r}")
-        if not self.temperature > 0:
-            raise ValueError(f"--temperature must be > 0, got {self.temperature}")
-        if not self.alpha >= 0:
-            raise ValueError(f"--alpha must be >= 0, got {self.alpha}")
-        if self.student_config and not self.model.init_checkpoint:
-            raise ValueError("--student_config needs --init_checkpoint (the smaller model's "
-                             "pretrained weights)")
-        if self.model.init_checkpoint and not self.student_config:
-            raise ValueError("--init_checkpoint is the weights of --student_config; without it "
-                             "the student starts from the teacher's layers")
-        self._validate_student_size()
+        self.validate_distillation()
         if self.unlabeled_file and not os.path.isfile(self.unlabeled_file):
             raise ValueError(f"--unlabeled_file={self.unlabeled_file}: not found")
 
-    def _validate_student_size(self) -> None:
-        """The student is no larger than the teacher (depth, width) and reads its vocabulary."""
-        teacher = read_json(self.model.bert_config_file)
-        layers = teacher.get("num_hidden_layers", 0)
-        if self.student_num_layers > layers:
-            raise ValueError(f"--student_num_layers={self.student_num_layers} is larger than the "
-                             f"teacher's {layers} layers ({self.model.bert_config_file})")
-        if not self.student_config:
-            return
-        student = read_json(self.student_config)
-        for key in ("num_hidden_layers", "hidden_size"):
-            if student.get(key, 0) > teacher.get(key, 0):
-                raise ValueError(f"--student_config={self.student_config}: {key}="
-                                 f"{student.get(key)} is larger than the teacher's "
-                                 f"{teacher.get(key)}")
-        if student.get("vocab_size") != teacher.get("vocab_size"):
-            raise ValueError(f"--student_config={self.student_config}: vocab_size="
-                             f"{student.get('vocab_size')}, the teacher's is "
-                             f"{teacher.get('vocab_size')} (the student reads the teacher's "
-                             f"input ids)")
-        if self.student_num_layers:
-            raise ValueError("--student_num_layers applies to a student cut from the teacher; "
-                             "--student_config sets its own depth")
 
-    def student_depth(self, teacher_layers: int) -> int:
-        """The student's layers when cut from a teacher of `teacher_layers` layers."""
-        return self.student_num_layers or (teacher_layers + 1) // 2
+def _distillation_field(name: str, **changes):
+    """DistillConfig's field `name` declared again (the same flag) for DistillNerConfig."""
+    return DistillConfig.flag(name).field(**changes)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DistillNerConfig(_Distillation, NerConfig):
+    """distill.py with a run_ner.py teacher: run_ner.py's flags (the student's training,
+    evaluation and prediction) plus the distillation's; the data directory, tag scheme,
+    windows, vocabulary, casing, --max_seq_length and tags default to the teacher run's. The
+    script defines DistillConfig's flags and this one's (--tag_scheme) and builds this config
+    when --teacher_dir holds a run_ner.py run (`teacher_is_ner`)."""
+    required_flags = ("teacher_dir", "output_dir")
+    narrowed_flags = dict(NerConfig.narrowed_flags, **{
+        name: DistillConfig.narrowed_flags[name] for name in ("init_checkpoint",
+                                                              "bert_config_file")})
+    data_dir: str = NerConfig.flag("data_dir").field(default=None)
+    teacher_dir: str = _distillation_field("teacher_dir", required=True)
+    student_num_layers: int = _distillation_field("student_num_layers")
+    student_layers: str = _distillation_field("student_layers")
+    student_config: Optional[str] = _distillation_field("student_config")
+    unlabeled_file: Optional[str] = _distillation_field("unlabeled_file")
+    temperature: float = _distillation_field("temperature")
+    alpha: float = _distillation_field("alpha")
+    tinybert_hidden_weight: float = _distillation_field("tinybert_hidden_weight")
+    tinybert_attention_weight: float = _distillation_field("tinybert_attention_weight")
+    minilm_attention_weight: float = _distillation_field("minilm_attention_weight")
+    minilm_value_weight: float = _distillation_field("minilm_value_weight")
+    minilm_relation_heads: int = _distillation_field("minilm_relation_heads")
+
+    @classmethod
+    def build(cls, values, given) -> "DistillNerConfig":
+        """The teacher run's data, tag and text flags where not given; --best_metric eval_f1
+        (run_ner.py's default) unless given."""
+        run = teacher_run(values["teacher_dir"])
+        values = _from_teacher(cls, dict(values), given, run, TEACHER_NER_FLAGS)
+        if "best_metric" not in given:
+            values["best_metric"] = NerConfig.flag("best_metric").default
+        return super().build(values, given)
+
+    def validate(self) -> None:
+        if not self.data_dir:
+            raise ValueError("--data_dir is required (the teacher run's has none)")
+        super().validate()
+        self.validate_distillation()
+        if self.unlabeled_file:
+            raise ValueError("--unlabeled_file is for a classifier teacher (a run_ner.py "
+                             "teacher learns from --data_dir's CoNLL files)")

@@ -841,6 +841,40 @@ class BertModel(tf.Module):
             all_layer_outputs[-1] = self.final_layer_norm(all_layer_outputs[-1])
         return layer.sequences(all_layer_outputs, first_token_only)
 
+    def attention_projections(self, index, layer_input):
+        """The queries, keys and values of layer `index`'s self-attention, computed again from
+        the layer's input, for losses that read a layer's attention (distillation).
+
+        The forward pass (`__call__`) neither calls this nor keeps anything for it, so its
+        graph is the same whether or not a loss reads attention. The values are the layer's
+        own: the projections have no dropout, and `layer_input` is what the layer read.
+
+        Args:
+          index: Python int, the layer (0-based).
+          layer_input: float Tensor [B, S, W], what layer `index` read:
+            `BertOutputs.embedding_output` for layer 0 (W = embedding_size; projected to the
+            hidden size here when they differ), else `all_encoder_layers[index - 1]`.
+
+        Returns:
+          (query, key, value): float Tensors [B, S, N*H] each, the heads side by side in
+          Google's order (head n is columns n*H to (n+1)*H - 1).
+
+        Raises:
+          ValueError: a RoPE model (its queries and keys are rotated inside the attention).
+        """
+        if self.config.position_embedding_type == "rope":
+            raise ValueError("attention_projections: RoPE attention is not supported")
+        batch_size, seq_length, _ = get_shape_list(layer_input, expected_rank=3)
+        x = reshape_to_matrix(layer_input)  # [B*S, W]
+        if index == 0 and self.embedding_projection is not None:
+            x = self.embedding_projection(x)  # [B*S, E] -> [B*S, H]
+        attention = self.layers[index][0]
+        if self.config.pre_layer_norm:
+            x = attention.normalized(x)
+        shape = [batch_size, seq_length, self.config.hidden_size]
+        return tuple(tf.reshape(dense(x), shape)
+                     for dense in (attention.query, attention.key, attention.value))
+
     def _layer_runner(self, layer: "_EncoderLayer", training):
         """run(attention, ffn, x, first_only): one encoder layer as the execution context says.
 

@@ -19,8 +19,9 @@ from bert_mgpu.data import checks, classifier_data, tfrecord
 from bert_mgpu.data.processors import InputExample
 from bert_mgpu.engine import checkpoint
 from bert_mgpu.engine.job import Job, start_job, train_watched, with_dropout_layout
-from bert_mgpu.model import heads
+from bert_mgpu.model import execution, heads, modeling
 from bert_mgpu.model.bert_config import BertConfig
+from bert_mgpu.tasks import distill_losses
 from bert_mgpu.tasks.classifier import (
     BertClassifier,
     classifier_inputs,
@@ -28,10 +29,13 @@ from bert_mgpu.tasks.classifier import (
     evaluate_classifier,
     predict_classifier,
 )
+from bert_mgpu.tasks.ner import TaggingTask, run_ner
 
 # The student's initial weights (cut from the teacher), written once into its output_dir.
 STUDENT_INIT = os.path.join("student_init", "model.ckpt")
 _LAYER_PREFIX = "bert/encoder/layer_"
+# The name scope of the student's variables that only its training has (TinyBERT's W).
+PROJECTION_SCOPE = "distill"
 
 
 def distillation_loss(teacher_logits, student_logits, temperature: float) -> tf.Tensor:
@@ -53,45 +57,202 @@ def distillation_loss(teacher_logits, student_logits, temperature: float) -> tf.
     return temperature * temperature * kl
 
 
-class DistillClassifier(BertClassifier):
+class _Distiller:
+    """What a student task shares whatever its head (a `BertModel` `bert` and a frozen
+    `teacher` task with one): the soft targets' temperature and the labels' weight `alpha`,
+    the `inner` losses (distill_losses.py) and TinyBERT's projections across widths,
+    `distill/hidden_projection` [d', d] (and `distill/embedding_projection` when the embedding
+    widths differ): task variables (trained, checkpointed, resumed) that no export or
+    fine-tuning run reads."""
+
+    def _distills(self, config: BertConfig, teacher_config: BertConfig, temperature: float,
+                  alpha: float, inner: distill_losses.InnerLosses) -> None:
+        self.temperature = temperature
+        self.alpha = alpha
+        self.inner = inner
+        self._projections = modeling.ParameterStore()
+        if inner.hidden:
+            for name, student_width, teacher_width in (
+                    ("hidden_projection", config.hidden_size, teacher_config.hidden_size),
+                    ("embedding_projection", config.embedding_size,
+                     teacher_config.embedding_size)):
+                if student_width != teacher_width:
+                    self._projections.add(
+                        f"{PROJECTION_SCOPE}/{name}", [student_width, teacher_width],
+                        modeling.truncated_normal_initializer(config.initializer_range))
+
+    def student_variables(self):
+        """The student model's variables (Google's names): what it starts from."""
+        return super().named_variables()
+
+    def named_variables(self):
+        return dict(super().named_variables(), **self._projections.as_dict())
+
+    def inner_loss(self, student, teacher, input_mask) -> tf.Tensor:
+        """float32 [B]: the weighted sum of the `inner` losses of the student's and teacher's
+        `BertOutputs` (the TinyBERT ones summed over the student's layers, as Jiao et al.)."""
+        inner = self.inner
+        # Read as the model reads its weights (the towers may differentiate per-device copies).
+        context = execution.current()
+        projections = {name: context.value(var) for name, var in self._projections.items()}
+        loss = tf.zeros_like(tf.cast(input_mask[:, 0], tf.float32))
+        pairs = list(enumerate(inner.layer_targets))
+        if inner.hidden:
+            embedding = f"{PROJECTION_SCOPE}/embedding_projection"
+            hidden = f"{PROJECTION_SCOPE}/hidden_projection"
+            terms = [distill_losses.hidden_mse(
+                student.embedding_output, teacher.embedding_output, input_mask,
+                projections[embedding] if embedding in projections else None)]
+            terms += [distill_losses.hidden_mse(
+                student.all_encoder_layers[s], teacher.all_encoder_layers[t], input_mask,
+                projections[hidden] if hidden in projections else None) for s, t in pairs]
+            loss += inner.hidden * tf.add_n(terms)
+        if inner.attention_scores:
+            heads_n = self.config.num_attention_heads
+            terms = [distill_losses.attention_score_mse(
+                self._scores(self.bert, student, s, heads_n),
+                self._scores(self.teacher.bert, teacher, t, heads_n), input_mask)
+                for s, t in pairs]
+            loss += inner.attention_scores * tf.add_n(terms)
+        if inner.attention_kl or inner.value_kl:
+            loss += self._minilm_loss(student, teacher, input_mask)
+        return loss
+
+    def _minilm_loss(self, student, teacher, input_mask) -> tf.Tensor:
+        """MiniLM's weighted KL terms of the last layers' attention and value relations."""
+        inner = self.inner
+        heads_n = inner.relation_heads or self.config.num_attention_heads
+        s_q, s_k, s_v = _layer_projections(self.bert, student, -1)
+        t_q, t_k, t_v = _layer_projections(self.teacher.bert, teacher, -1)
+        loss = 0.0
+        if inner.attention_kl:
+            loss += inner.attention_kl * distill_losses.relation_kl(
+                distill_losses.relation_scores(s_q, s_k, heads_n),
+                distill_losses.relation_scores(t_q, t_k, heads_n), input_mask)
+        if inner.value_kl:
+            loss += inner.value_kl * distill_losses.relation_kl(
+                distill_losses.relation_scores(s_v, s_v, heads_n),
+                distill_losses.relation_scores(t_v, t_v, heads_n), input_mask)
+        return loss
+
+    @staticmethod
+    def _scores(model, out, layer: int, heads_n: int) -> tf.Tensor:
+        """float32 [B, N, S, S]: layer `layer`'s attention scores Q K^T / sqrt(H)."""
+        query, key, _ = _layer_projections(model, out, layer)
+        return distill_losses.relation_scores(query, key, heads_n)
+
+
+class DistillClassifier(_Distiller, BertClassifier):
     """The student (Google's `BertClassifier`: its variables are the task's `named_variables`,
     its evaluation and prediction the classifier's) trained against a frozen teacher
     `BertClassifier`: the per-example loss is `distillation_loss` at `temperature` plus `alpha`
-    times the labels' cross-entropy."""
+    times the labels' cross-entropy, plus the weighted `inner` losses (`_Distiller`)."""
 
     def __init__(self, config: BertConfig, teacher_config: BertConfig, num_labels: int,
                  temperature: float, alpha: float, compute_dtype=tf.float32,
-                 label_names=None, classifier_input: str = "pooled"):
+                 label_names=None, classifier_input: str = "pooled",
+                 inner: distill_losses.InnerLosses = distill_losses.InnerLosses()):
         super().__init__(config, num_labels, compute_dtype, label_names=label_names,
                          classifier_input=classifier_input)
         self.teacher = BertClassifier(teacher_config, num_labels, compute_dtype,
                                       label_names=label_names, classifier_input=classifier_input)
-        self.temperature = temperature
-        self.alpha = alpha
+        self._distills(config, teacher_config, temperature, alpha, inner)
 
-    def teacher_logits(self, features) -> tf.Tensor:
-        """float32 [B, num_labels]: the teacher's logits, no dropout, no gradient. The
-        [batch, length] layout of training (no padding skipped), so the towers trace it as
-        the student."""
+    def teacher_outputs(self, features):
+        """(`BertOutputs`, logits float32 [B, num_labels]) of the teacher: no dropout, no
+        gradient (its variables are not the task's). The [batch, length] layout of training
+        (no padding skipped), so the towers trace it as the student."""
         teacher = self.teacher
         out = teacher.bert(features["input_ids"], features["input_mask"],
                            features["segment_ids"], training=False)
         head_input = heads.classifier_features(out, features["input_mask"],
                                                teacher.classifier_input)
-        return tf.stop_gradient(teacher.classifier.logits(head_input, training=False))
+        return out, tf.stop_gradient(teacher.classifier.logits(head_input, training=False))
+
+    def teacher_logits(self, features) -> tf.Tensor:
+        """float32 [B, num_labels]: the teacher's logits (`teacher_outputs`)."""
+        return self.teacher_outputs(features)[1]
 
     def per_example_loss(self, features, training) -> tf.Tensor:
-        """float32 [B]; an unlabelled example (`is_real_example` 0, --unlabeled_file) has the
-        soft-target term only."""
-        student = self._forward(features, training)
-        soft = distillation_loss(self.teacher_logits(features), student["logits"],
-                                 self.temperature)
+        """float32 [B]; an unlabelled example (`is_real_example` 0, --unlabeled_file) has no
+        labels' term."""
+        out = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
+                        training=training)
+        head_input = heads.classifier_features(out, features["input_mask"],
+                                               self.classifier_input)
+        student = self.classifier(head_input, features.get("label_ids"), training=training)
+        teacher_out, teacher_logits = self.teacher_outputs(features)
+        loss = distillation_loss(teacher_logits, student["logits"], self.temperature)
+        if self.inner.any:
+            loss += self.inner_loss(out, teacher_out, features["input_mask"])
         if not self.alpha:
-            return soft
+            return loss
         hard = self.alpha * student["per_example_loss"]
         if "is_real_example" in features:
             hard *= tf.cast(tf.reshape(features["is_real_example"], [-1]), tf.float32)
-        return soft + hard
+        return loss + hard
+
+
+class DistillTagger(_Distiller, TaggingTask):
+    """A run_ner.py student (Google's `BertModel` + `TokenTaggingHead`: its evaluation and
+    prediction run_ner.py's) trained against a frozen teacher `TaggingTask`: at every labelled
+    position (`label_weights` 1: a word's first piece in the window that labels it) the token
+    loss is `distillation_loss` over the tags at `temperature` plus `alpha` times the tag's
+    cross-entropy; the global batch's loss is their sum over the labelled positions divided by
+    the global number of them (as `TaggingTask`), plus the weighted `inner` losses' mean over
+    the global batch's windows."""
+
+    def __init__(self, config: BertConfig, teacher_config: BertConfig, num_tags: int,
+                 temperature: float, alpha: float, compute_dtype=tf.float32, tag_names=None,
+                 padded_length=None,
+                 inner: distill_losses.InnerLosses = distill_losses.InnerLosses()):
+        super().__init__(config, num_tags, compute_dtype, tag_names=tag_names,
+                         padded_length=padded_length)
+        self.teacher = TaggingTask(teacher_config, num_tags, compute_dtype, tag_names=tag_names)
+        self._distills(config, teacher_config, temperature, alpha, inner)
+
+    @staticmethod
+    def context(features):
+        return {"label_weight_sum": tf.reduce_sum(tf.cast(features["label_weights"],
+                                                          tf.float32)),
+                "num_examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)}
+
+    def teacher_outputs(self, features):
+        """(`BertOutputs`, logits float32 [B, S, num_tags]) of the teacher: no dropout, no
+        gradient, the training layout."""
+        out = self.teacher.bert(features["input_ids"], features["input_mask"],
+                                features["segment_ids"], training=False)
+        return out, tf.stop_gradient(self.teacher.tagger(out.sequence_output)["logits"])
+
+    def tower_loss(self, features, context, training=True):
+        out = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
+                        training=training)
+        student = self.tagger(out.sequence_output, features["label_ids"],
+                              features["label_weights"], training=training)
+        teacher_out, teacher_logits = self.teacher_outputs(features)
+        per_token = distillation_loss(teacher_logits, student["logits"], self.temperature)
+        if self.alpha:
+            per_token += self.alpha * student["per_token_loss"]
+        weights = tf.cast(features["label_weights"], tf.float32)
+        sums = {"token_sum": tf.reduce_sum(weights * per_token),
+                "inner_sum": tf.constant(0.0)}
+        if self.inner.any:
+            sums["inner_sum"] = tf.reduce_sum(
+                self.inner_loss(out, teacher_out, features["input_mask"]))
+        return {"loss": self.metrics(sums, context)["loss"], "sums": sums}
+
+    @classmethod
+    def metrics(cls, sums, context):
+        return {"loss": sums["token_sum"] / cls._denominator(context)
+                + sums["inner_sum"] / context["num_examples"]}
+
+
+def _layer_projections(model, out, layer: int):
+    """(query, key, value) [B, S, N*H] of `model`'s layer `layer` (negative: from the end),
+    from its `BertOutputs` `out`."""
+    layer %= len(out.all_encoder_layers)
+    layer_input = out.embedding_output if layer == 0 else out.all_encoder_layers[layer - 1]
+    return model.attention_projections(layer, layer_input)
 
 
 def student_layer_map(teacher_layers: int, student_layers: int, choice: str) -> List[int]:
@@ -178,7 +339,7 @@ def run_distill(cfg) -> dict:
     if list(labels) != teacher_labels:
         raise ValueError(f"the student's labels {list(labels)} are not the teacher's "
                          f"{teacher_labels} (--label_list, in the teacher's order)")
-    task = _distill_task(cfg, job, teacher_config, labels)
+    task = _distill_task(cfg, job, teacher_config, labels, student)
     checkpoint.restore_checkpoint(teacher_checkpoint, task.teacher.named_variables())
     train_files, num_train = [], 0
     if cfg.do_train:
@@ -192,7 +353,8 @@ def run_distill(cfg) -> dict:
         labels=labels, task_type=cfg.task_type, best_metric=cfg.best_metric,
         bert_config_file=os.path.join(cfg.output_dir, "bert_config.json"),
         init_checkpoint=train_cfg.init_checkpoint, teacher_checkpoint=teacher_checkpoint,
-        student_layer_map=student.layer_map)
+        student_layer_map=student.layer_map,
+        **({"teacher_layer_targets": list(task.inner.layer_targets)} if task.inner.any else {}))
     trainer = job.trainer(task, train_cfg, job.layerwise_lr_multipliers(task))
     watch = train_watched(job, trainer,
                           lambda: job.training_input(train_files, data.shapes, train_cfg),
@@ -240,20 +402,43 @@ def unlabeled_records(cfg, data, tokenizer, labels) -> Tuple[str, int]:
     return path, count
 
 
-def _distill_task(cfg, job: Job, teacher_config: BertConfig, labels) -> DistillClassifier:
+def inner_losses(cfg, teacher_config: BertConfig, student: Student) -> distill_losses.InnerLosses:
+    """The TinyBERT/MiniLM losses of a DistillConfig `cfg`: its weights, and the teacher layer
+    each student layer learns (from the layers it was cut from; a --student_config student
+    from --student_layers' map of its depth)."""
+    teacher_layers = teacher_config.num_hidden_layers
+    layer_map = student.layer_map or student_layer_map(
+        teacher_layers, student.config.num_hidden_layers, cfg.student_layers)
+    return distill_losses.InnerLosses(
+        hidden=cfg.tinybert_hidden_weight, attention_scores=cfg.tinybert_attention_weight,
+        attention_kl=cfg.minilm_attention_weight, value_kl=cfg.minilm_value_weight,
+        relation_heads=cfg.minilm_relation_heads,
+        layer_targets=distill_losses.layer_targets(teacher_layers, layer_map))
+
+
+def _distill_task(cfg, job: Job, teacher_config: BertConfig, labels,
+                  student: Student) -> DistillClassifier:
     return DistillClassifier(job.bert_config, teacher_config, len(labels), cfg.temperature,
                              cfg.alpha, compute_dtype=job.compute_dtype(), label_names=labels,
-                             classifier_input=cfg.classifier_input)
+                             classifier_input=cfg.classifier_input,
+                             inner=inner_losses(cfg, teacher_config, student))
 
 
-def _student_train_config(cfg, job: Job, task: DistillClassifier, student: Student,
-                          teacher_checkpoint: str, train_files: Sequence[str], num_train: int):
+def _student_train_config(cfg, job: Job, task, student: Student, teacher_checkpoint: str,
+                          train_files: Sequence[str], num_train: int):
     """The trainer's config of the student: the classifier's steps over `num_train` examples
-    (the training set's and the unlabelled ones'), initialised from `student.init_checkpoint`
-    or from its layers cut from the teacher (STUDENT_INIT, written once before the first
-    checkpoint by the chief)."""
+    (the training set's and the unlabelled ones'), initialised as `_with_student_init`."""
     train_cfg = with_dropout_layout(cfg, cfg.train_config(num_train, job.num_workers),
                                     train_files)
+    return _with_student_init(cfg, job, task, student, teacher_checkpoint, train_cfg,
+                              f"{num_train} examples")
+
+
+def _with_student_init(cfg, job: Job, task, student: Student, teacher_checkpoint: str,
+                       train_cfg, what: str):
+    """`train_cfg` initialised from `student.init_checkpoint` or from the student's layers
+    cut from the teacher (STUDENT_INIT, written once before the first checkpoint by the
+    chief); logs the distillation (`what`: the training set)."""
     init = student.init_checkpoint
     if not init and not job.chief:
         # The chief's initial (or restored) weights are broadcast to every worker before the
@@ -264,12 +449,50 @@ def _student_train_config(cfg, job: Job, task: DistillClassifier, student: Stude
         init = os.path.join(cfg.output_dir, STUDENT_INIT)
         fresh = checkpoint.latest_checkpoint(cfg.output_dir) is None
         if fresh and not tf.io.gfile.exists(init + ".index"):
-            write_student_init(init, teacher_checkpoint, task.named_variables(),
+            write_student_init(init, teacher_checkpoint, task.student_variables(),
                                student.layer_map)
             logging.info("Student of %d layers initialised from the teacher's layers %s (%s)",
                          len(student.layer_map), student.layer_map, teacher_checkpoint)
     if cfg.do_train:
-        logging.info("***** Running distillation: %d examples, %g epochs, %d steps, T=%g, "
-                     "alpha=%g *****", num_train, cfg.num_train_epochs,
+        logging.info("***** Running distillation: %s, %g epochs, %d steps, T=%g, "
+                     "alpha=%g *****", what, cfg.num_train_epochs,
                      train_cfg.num_train_steps, cfg.temperature, cfg.alpha)
+        if task.inner.any:
+            logging.info("Inner losses: TinyBERT hidden %g, attention scores %g; MiniLM "
+                         "attention %g, values %g (relation heads %s); student layer i learns "
+                         "teacher layer %s", cfg.tinybert_hidden_weight,
+                         cfg.tinybert_attention_weight, cfg.minilm_attention_weight,
+                         cfg.minilm_value_weight, cfg.minilm_relation_heads or "the models'",
+                         list(task.inner.layer_targets))
     return dataclasses.replace(train_cfg, init_checkpoint=init)
+
+
+def run_distill_ner(cfg) -> dict:
+    """Runs distill.py with a run_ner.py teacher (a configs/distill.py DistillNerConfig);
+    returns the eval results. The student's run is run_ner.py's (`run_ner` with a
+    `DistillTagger`): the same data path, trainer, evaluation and files."""
+    teacher_checkpoint = checkpoint.resolve_checkpoint_path(cfg.teacher_dir)
+    teacher_labels = list(checkpoint.read_run_config(cfg.teacher_dir)["labels"])
+
+    def student_tagger(job: Job, data, train_cfg):
+        teacher_config = job.bert_config
+        student = student_of(cfg, teacher_config)
+        if list(data.labels) != teacher_labels:
+            raise ValueError(f"the student's tags {list(data.labels)} are not the teacher's "
+                             f"{teacher_labels} (--label_list, in the teacher's order)")
+        job.bert_config = student.config
+        task = DistillTagger(student.config, teacher_config, len(data.labels),
+                             cfg.temperature, cfg.alpha, compute_dtype=job.compute_dtype(),
+                             tag_names=data.labels, padded_length=cfg.model.max_seq_length,
+                             inner=inner_losses(cfg, teacher_config, student))
+        checkpoint.restore_checkpoint(teacher_checkpoint, task.teacher.named_variables())
+        train_cfg = _with_student_init(cfg, job, task, student, teacher_checkpoint, train_cfg,
+                                       "the training windows")
+        extra = dict(bert_config_file=os.path.join(cfg.output_dir, "bert_config.json"),
+                     init_checkpoint=train_cfg.init_checkpoint,
+                     teacher_checkpoint=teacher_checkpoint, student_layer_map=student.layer_map)
+        if task.inner.any:
+            extra["teacher_layer_targets"] = list(task.inner.layer_targets)
+        return task, train_cfg, extra
+
+    return run_ner(cfg, student_tagger)

@@ -2,7 +2,7 @@
 job (CoNLL files in data/ner_data.py, conlleval's scores in metrics/ner.py)."""
 
 import os
-from typing import Dict, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -121,7 +121,7 @@ class TaggingTask(BertTask, tf.Module):
         return {"tag_ids": tag_ids}
 
 
-def run_ner(cfg) -> dict:
+def run_ner(cfg, tagger: Optional[Callable] = None) -> dict:
     """Runs run_ner.py with a configs/ner.py `NerConfig`; returns the eval results.
 
     CoNLL files -> windowed records with labels on each word's first piece (data/ner_data.py),
@@ -130,6 +130,11 @@ def run_ner(cfg) -> dict:
     test token. With --pad_to_longest every batch (training, evaluation, prediction) is cut to
     its longest window; evaluation and prediction batches stay in file order (the Estimator's
     `loss`, a mean of the file's batch means, is then the padded run's).
+
+    `tagger(job, data, train_cfg) -> (task, train_cfg, run_config extras)` makes the task
+    (default: `TaggingTask` of the job's model config); distill.py's makes a student, which
+    may change `job.bert_config` (the student's, written as bert_config.json) and the
+    trainer's config.
     """
     job = start_job(cfg)
     data = ner_data.FeatureFiles(cfg, checks.tokenizer_for(cfg.model))
@@ -141,10 +146,8 @@ def run_ner(cfg) -> dict:
     if cfg.do_train:
         logging.info("***** Running training: %d windows, %g epochs, %d steps *****",
                      num_train, cfg.num_train_epochs, train_cfg.num_train_steps)
-    job.save_effective_config(labels=data.labels, doc_stride=data.doc_stride)
-    task = TaggingTask(job.bert_config, len(data.labels),
-                       compute_dtype=job.compute_dtype(), tag_names=data.labels,
-                       padded_length=cfg.model.max_seq_length)
+    task, train_cfg, extra = (tagger or _tagging_task)(job, data, train_cfg)
+    job.save_effective_config(labels=data.labels, doc_stride=data.doc_stride, **extra)
     trainer = job.trainer(task, train_cfg, job.layerwise_lr_multipliers(task))
     watch = train_watched(
         job, trainer, lambda: job.training_input([splits["train"].path], data.shapes, train_cfg),
@@ -161,6 +164,13 @@ def run_ner(cfg) -> dict:
     job.print_summary(cfg.best_metric, result, None)
     return result
 
+
+
+def _tagging_task(job: Job, data, train_cfg):
+    """run_ner.py's task: Google's model of the job's config and the tagging head."""
+    task = TaggingTask(job.bert_config, len(data.labels), compute_dtype=job.compute_dtype(),
+                       tag_names=data.labels, padded_length=job.cfg.model.max_seq_length)
+    return task, train_cfg, {}
 
 
 def _evaluate_ner(trainer, data, dev) -> dict:

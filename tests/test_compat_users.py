@@ -20,8 +20,9 @@ Dropout is on in the fine-tuning (the model's config: 0.1) and in the config the
 users' files predict (`is_training=False`).
 
 The third kind, a user's notebook that trains its own head with `create_optimizer` in a session
-(huseinzol05/NLP-Models-Tensorflow, read the same way), runs through the runner's notebook mode
-and with Google's modules under tests/oracles/session_probe.py; its test says what is compared.
+(two of huseinzol05/NLP-Models-Tensorflow's, read the same way: a head on `get_pooled_output()`
+and one on `get_sequence_output()`), runs through the runner's notebook mode and with Google's
+modules under tests/oracles/session_probe.py; each test says what is compared.
 """
 
 import ast

@@ -65,6 +65,10 @@ SOURCES = {
         "huseinzol05/NLP-Models-Tensorflow", "0741216aa8235e1228b3de7903cc36d73f8f2b45",
         "text-similarity/5.bert-base-cross-entropy.ipynb",
         "01a7adfccc8ff2b54924015204a2dec0c7f5e88a4b65139a9eb54267c59fa5c8"),
+    "nlp_models/4.bert-base.ipynb": Source(
+        "huseinzol05/NLP-Models-Tensorflow", "0741216aa8235e1228b3de7903cc36d73f8f2b45",
+        "extractive-summarization/4.bert-base.ipynb",
+        "a18973c45f105fe04f51462e1e1f56963bce95bf1e342b82a7a266030048a7ae"),
     "bluebert/run_bluebert_multi_labels.py": Source(
         "ncbi-nlp/bluebert", "f4b8af9db9f8c4503d62d0c205de7256f38c5890",
         "bluebert/run_bluebert_multi_labels.py",

@@ -20,13 +20,15 @@ Dropout is on in the fine-tuning (the model's config: 0.1) and in the config the
 users' files predict (`is_training=False`).
 
 The third kind, a user's notebook that trains its own head with `create_optimizer` in a session
-(huseinzol05/NLP-Models-Tensorflow, read the same way), runs through the runner's notebook mode
-and with Google's modules under tests/oracles/session_probe.py; its test says what is compared.
+(two of huseinzol05/NLP-Models-Tensorflow's, read the same way: a head on `get_pooled_output()`
+and one on `get_sequence_output()`), runs through the runner's notebook mode and with Google's
+modules under tests/oracles/session_probe.py; each test says what is compared.
 """
 
 import ast
 import json
 import os
+import pickle
 import re
 import shutil
 import subprocess
@@ -288,10 +290,10 @@ def _similarity_world(root, notebook, dropout):
     return root
 
 
-def _probed(who, root, head):
-    """The notebook run by tests/oracles/session_probe.py: ours through the runner, Google's
-    with Google's modules; returns (CompletedProcess, {variable: value} at the end)."""
-    name = os.path.basename(NOTEBOOK)
+def _probed(who, root, head, name=os.path.basename(NOTEBOOK)):
+    """The notebook `name` in `root` run by tests/oracles/session_probe.py: ours through the
+    runner, Google's with Google's modules; returns (CompletedProcess, {variable: value} at the
+    end)."""
     python, mode = ((sys.executable, ["ours"]) if who == "ours" else
                     (require_oracle(), ["google", require_material("oracles",
                                                                    "google_bert_eedf571")]))
@@ -359,5 +361,150 @@ def test_notebook_training_its_own_head_equals_googles_modules(tmp_path):
         str(tmp_path / "ours" / "cased_L-12_H-768_A-12" / "bert_model.ckpt"))
     layer = "bert/encoder/layer_1/output/dense/kernel"
     assert np.abs(ours[layer.replace("/", "|")] - restored.get_tensor(layer)).max() > 1e-5
+    dropout = runs["dropout"][1]["probe|updates"]
+    assert abs(dropout[0, 1] - updates[0, 1]) > 1e-4, (dropout[0], updates[0])
+
+
+# -- the third kind with a head on get_sequence_output(): extractive summarization ------------
+
+SUMMARIZER = "nlp_models/4.bert-base.ipynb"
+
+
+def _document(tokenizer, sentences):
+    """One document in the layout of the notebook's `dataset-bert.pkl` (what its folder's
+    preprocessing-data-bert.ipynb writes, BertSum's): `[CLS] s1 [SEP] [CLS] s2 [SEP] ...` as ids,
+    the positions of the [CLS]s, segment ids alternating 0/1 per sentence (its [CLS] and [SEP]
+    included). Sentences of at most 5 words are dropped and each keeps its first 30 words, as
+    that notebook does.
+
+    Args:
+      tokenizer: `tokenization.FullTokenizer`, the uncased vocabulary.
+      sentences: list of (text str, label int) pairs.
+
+    Returns:
+      (ids, clss, labels, segments): lists of int; `ids` and `segments` of the same length,
+      `clss` and `labels` one per kept sentence.
+    """
+    ids, clss, labels, segments = [], [], [], []
+    for text, label in sentences:
+        words = text.split()
+        if len(words) <= 5:
+            continue
+        pieces = ["[CLS]"] + tokenizer.tokenize(" ".join(words[:30])) + ["[SEP]"]
+        clss.append(len(ids))
+        labels.append(label)
+        segments += [len(clss) % 2 == 0] * len(pieces)
+        ids += tokenizer.convert_tokens_to_ids(pieces)
+    return ids, clss, labels, [int(s) for s in segments]
+
+
+def _summarization_world(root, notebook, dropout):
+    """What the notebook reads, at its relative paths: a tiny Google model in
+    `uncased_L-12_H-768_A-12/` (the real uncased vocabulary; 2 layers, hidden 32, 256
+    positions) and `dataset-bert.pkl` with its eight keys. The CNN stories it was made from are
+    not here: a document is 3 consecutive Pang & Lee sentences (real text), a sentence's label
+    (1: extract it) its polarity, kept only when at least one is positive (the notebook's
+    accuracy is the mean over the 1s of each batch). 16 training documents (2 updates an epoch
+    at its batch of 8; its num_train_steps = int(16 / 8 * 20) = 40, num_warmup_steps = 4), 8
+    test documents. Its folder's `modeling.py` (a copy of Google's with the position embeddings
+    switched off) is not written: `import modeling` is Google's module in both runs."""
+    root.mkdir()
+    shutil.copy(notebook, root)
+    model = root / "uncased_L-12_H-768_A-12"
+    model.mkdir()
+    shutil.copy(require_material("vocab", "bert_uncased_vocab.txt"), model / "vocab.txt")
+    config = dict(TINY_CONFIG, vocab_size=30522, num_hidden_layers=2,
+                  max_position_embeddings=256, hidden_dropout_prob=dropout,
+                  attention_probs_dropout_prob=dropout)
+    (model / "bert_config.json").write_text(json.dumps(config))
+    rng = np.random.RandomState(0)
+    named = modeling.BertModel(BertConfig(**config)).named_variables()
+    checkpoint.write_bundle(str(model / "bert_model.ckpt"), {
+        n: rng.normal(0, 0.3, v.shape).astype(np.float32) for n, v in named.items()})
+    polarity = require_material("classification", "en_panglee_sentence_polarity", "train.tsv")
+    rows = [line.rstrip("\n").split("\t") for line in open(polarity, encoding="utf-8")][1:]
+    tokenizer = tokenization.FullTokenizer(str(model / "vocab.txt"))
+    documents = []
+    for start in range(0, len(rows), 3):
+        document = _document(tokenizer, [(text, int(label))
+                                         for text, label in rows[start:start + 3]])
+        if len(document[1]) == 3 and any(document[2]):
+            documents.append(document)
+        if len(documents) == 24:
+            break
+    data = {}
+    for split, part in (("train", documents[:16]), ("test", documents[16:])):
+        for index, key in enumerate(("texts", "clss", "labels", "segments")):
+            data[f"{split}_{key}"] = [document[index] for document in part]
+    with open(root / "dataset-bert.pkl", "wb") as f:
+        pickle.dump(data, f)
+    return root
+
+
+def _summary_epochs(stdout):
+    """The numbers of the notebook's `epoch N, training avg loss X, training avg acc Y` and
+    `epoch N, testing avg ...` lines, in order (its testing loss and accuracy are the means of
+    lists it never fills: nan, as published)."""
+    lines = [line for line in stdout.splitlines() if line.startswith("epoch ")]
+    assert len(lines) == 40, stdout[-2000:]
+    return [float(x) for line in lines for x in re.findall(r"(?:\d+\.\d+|nan)", line)]
+
+
+def test_notebook_head_on_sequence_output_equals_googles_modules(tmp_path):
+    """huseinzol05/NLP-Models-Tensorflow `extractive-summarization/4.bert-base.ipynb`
+    (tests/PROVENANCE.md): BertSum-style extractive summarization: `get_sequence_output()`
+    gathered at each document's sentence positions (`tf.gather(..., batch_dims=1)`), its own
+    `tf.layers.dense(outputs, 1)` scoring each sentence, a masked sigmoid cross-entropy,
+    `optimization.create_optimizer` (learning rate 1e-5, 40 steps, warmup 4) in a
+    `tf.InteractiveSession`, BERT restored by `tf.train.Saver` over the `bert` scope; 20 epochs
+    at batches of 8, a tqdm bar per loop. It imports both layouts (`from bert import
+    optimization, tokenization, run_classifier` and `import modeling`). Run unchanged through
+    the runner and with Google's modules, each under tests/oracles/session_probe.py.
+
+    Compared, as for the pooled-output notebook (see its test for why the head and dropout are
+    handled so): Google's run gets the head (`dense/kernel`, `dense/bias`) our run drew, the
+    exact runs read a config with dropout 0, Google's update t uses the learning rate of step
+    t. Equal: the 40 printed epoch lines (training loss and accuracy per epoch; the testing
+    ones are nan in both, as published), the accuracy and loss fetched with each of the 40
+    updates, and every global variable at the end (BERT's and the head's weights, adam_m and
+    adam_v, global_step). A run of ours with dropout 0.1 (same head and batches) has another
+    first loss: `is_training=True` reaches the dropout. A fourth run, `python -m
+    bert_mgpu.compat 4.bert-base.ipynb` without the probe (its own head), runs to the end."""
+    notebook = _third_party.write(SUMMARIZER, tmp_path / "published")  # its SHA-256 checked
+    name = os.path.basename(notebook)
+    head = tmp_path / "head.npz"
+    runs = {"ours": _probed("ours", _summarization_world(tmp_path / "ours", notebook, 0.0),
+                            head, name)}
+    assert head.exists()
+    with started({"google": lambda: _probed(
+                      "google", _summarization_world(tmp_path / "google", notebook, 0.0), head,
+                      name),
+                  "dropout": lambda: _probed(
+                      "ours", _summarization_world(tmp_path / "dropout", notebook, 0.1), head,
+                      name),
+                  "plain": lambda: _ours(name, [], _summarization_world(
+                      tmp_path / "plain", notebook, 0.0))},
+                 workers=2) as later:
+        runs.update({key: future.result() for key, future in later.items()})
+    _ok(runs["plain"])
+    assert len(_summary_epochs(runs["plain"].stdout)) == 40 * 2
+    (ours_proc, ours), (google_proc, google) = runs["ours"], runs["google"]
+    np.testing.assert_allclose(_summary_epochs(ours_proc.stdout),
+                               _summary_epochs(google_proc.stdout), atol=1.5e-6, rtol=0)
+    updates = ours["probe|updates"]
+    assert updates.shape == (40, 2), updates.shape
+    assert set(ours) == set(google)
+    assert {"global_step", "dense|kernel|adam_m", "dense|bias|adam_v",
+            "bert|encoder|layer_1|output|dense|kernel|adam_m"} <= set(ours)
+    assert int(ours["global_step"]) == 40
+    for key in sorted(ours):
+        np.testing.assert_allclose(ours[key], google[key], atol=2e-6, rtol=0, err_msg=key)
+    start = dict(np.load(head))
+    assert set(start) == {"dense|kernel", "dense|bias"}
+    assert np.abs(ours["dense|kernel"] - start["dense|kernel"]).max() > 1e-6
+    restored = tf.train.load_checkpoint(
+        str(tmp_path / "ours" / "uncased_L-12_H-768_A-12" / "bert_model.ckpt"))
+    layer = "bert/encoder/layer_1/output/dense/kernel"
+    assert np.abs(ours[layer.replace("/", "|")] - restored.get_tensor(layer)).max() > 1e-6
     dropout = runs["dropout"][1]["probe|updates"]
     assert abs(dropout[0, 1] - updates[0, 1]) > 1e-4, (dropout[0], updates[0])

@@ -1,9 +1,8 @@
 """A TF1-era training file in the style of users' NER code, written for tests/test_compat.py
-(not a user's file: no permissively licensed standalone one was found, see
-tests/PROVENANCE.md). It puts its own head on `model.get_sequence_output()`,
-initialises BERT from a checkpoint by Google's name map, trains with
-`optimization.create_optimizer` in a `tf.Session`, and saves every variable with a
-`tf.train.Saver`. Run by the runner (`python -m bert_mgpu.compat`) and with Google's modules
+(not a user's file; users' notebooks with such heads: tests/PROVENANCE.md). It puts its own
+head on `model.get_sequence_output()`, initialises BERT from a checkpoint by Google's name
+map, trains with `optimization.create_optimizer` in a `tf.Session`, and saves every variable
+with a `tf.train.Saver`. Run by the runner (`python -m bert_mgpu.compat`) and with Google's modules
 (tests/oracles/google_user_file.py); the tests compare the two checkpoints.
 
 Dropout is off (`is_training=False`): its masks come from TensorFlow's random ops, which two

@@ -284,3 +284,33 @@ def test_googles_layer_functions_make_googles_variables_and_numbers(ckpt, tmp_pa
             "second_embeddings/final_norm/gamma"} <= set(ours["names"])
     for key in ("layer_0", "layer_1", "attended", "embedded", "normed"):
         np.testing.assert_allclose(ours[key], google[key], atol=2e-6, rtol=0, err_msg=key)
+
+
+def test_a_copy_of_googles_module_next_to_the_script_is_named_not_imported(tmp_path):
+    """Google's repository often sits next to a user's file: `import modeling` still gives the
+    runner's module, and each copy it passes over is one note on stderr, saying whether the
+    copy is one of Google's released files (the runner's module follows it) or an edited one
+    (whose changes do not apply); a folder without copies gets no note."""
+    from _launch import script_env
+
+    from bert_mgpu.compat import runner
+
+    (tmp_path / "user.py").write_text("import modeling\nprint(modeling.__name__)\n")
+    google = os.path.join(os.path.dirname(REPO), "shared", "material", "oracles",
+                          "google_bert_eedf571", "tokenization.py")
+    (tmp_path / "modeling.py").write_text("use_position_embeddings = False  # edited\n")
+    run = subprocess.run([sys.executable, "-m", "bert_mgpu.compat", "user.py"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=600,
+                         env=script_env(PYTHONPATH=REPO, CUDA_VISIBLE_DEVICES=""))
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout == "bert_mgpu.compat.modeling\n"
+    notes = [line for line in run.stderr.splitlines() if line.startswith("bert_mgpu.compat:")]
+    assert notes == [f"bert_mgpu.compat: note: {tmp_path / 'modeling.py'} is not imported: "
+                     "`import modeling` gives bert_mgpu.compat.modeling (Google's API on the "
+                     "project's model); it differs from Google's released files, and what was "
+                     "changed in it does not apply (docs/your_own_code.md)"]
+    assert runner.shadowed_copies(str(tmp_path / "elsewhere")) == []
+    if os.path.isfile(google):  # Google's own file (test-only material) is recognised
+        with open(google, "rb") as src:
+            (tmp_path / "tokenization.py").write_bytes(src.read())
+        assert "it is Google's released file" in runner.shadowed_copies(str(tmp_path))[1]

@@ -21,6 +21,7 @@ A module the runner does not provide, or something TF 2.21 lacks, ends the run w
 """
 
 import builtins
+import hashlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -40,6 +41,18 @@ INSTEAD = {"run_squad": "run_squad.py", "run_pretraining": "run_pretraining.py",
            "create_pretraining_data": "create_pretraining_data.py",
            "run_classifier_with_tfhub": "run_classifier.py"}
 _PREFIX = "bert_mgpu.compat: ERROR: "
+# sha256 of Google's released files of those names (google-research/bert eedf571, PyPI
+# bert-tensorflow 1.0.4): a copy next to a user's file that equals one of them loses nothing.
+_GOOGLE_RELEASES = {
+    "modeling": ("6f5e7c2d157ef46c092f8bc0538e60775f9fa0d40f957c8a3529ead18ff4dded",
+                 "c00c4ea3c8108154179f87855e2eb22529e7a2296e378fea791cf5bd9d793832"),
+    "tokenization": ("576f8e709eaa59c999a8aed3f32c581487d59ab47079fe64b3d3fa457bc7fb34",
+                     "8e76b522bc378162c357552136ca648fb02689b28a96d0054bc6cb4cce6b1416"),
+    "optimization": ("5b0943f0f068320f2902e3ba103289737389e6103de4bc24afe3baa6e486268f",
+                     "b95d13ee2f44b2f2e1f4ec830ce468f0be38a2a8c73e53151f4f26f86ca2f924"),
+    "run_classifier": ("53e9aaa27864cb89cc15328d4a337d83b2451bc6f9c904ddf8a59d4df8ccecdb",
+                       "8a210bc1d0e0dd318259762e88210b93fe61cff363c2ee60e88e10962ed974e9"),
+}
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SYSTEM_DIRS = tuple(sorted({os.path.realpath(p) for p in (
     sys.prefix, sys.base_prefix, sys.exec_prefix, sysconfig.get_paths()["stdlib"],
@@ -164,6 +177,8 @@ def main(argv=None):
         except notebook.NotebookError as error:
             sys.stderr.write(f"{_PREFIX}{error}\n")
             return 1
+    for line in shadowed_copies(os.path.dirname(os.path.abspath(script))):
+        sys.stderr.write(line + "\n")
     install()
     sys.argv = [script] + argv[2:]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
@@ -176,6 +191,27 @@ def main(argv=None):
         sys.stderr.write(f"{_PREFIX}{_user_frame(error.__traceback__)}{_import_problem(error)}\n")
         return 1
     return 0
+
+
+def shadowed_copies(folder):
+    """One note per file of a provided name in `folder` (the user's file's folder, where
+    Google's repository often sits): the import gives the runner's module, not that file, so a
+    change made in the copy does not apply; said more strongly when the copy is not one of
+    Google's released files."""
+    notes = []
+    for name in PROVIDED:
+        path = os.path.join(folder, f"{name}.py")
+        if not os.path.isfile(path):
+            continue
+        with open(path, "rb") as f:
+            released = hashlib.sha256(f.read()).hexdigest() in _GOOGLE_RELEASES[name]
+        why = ("it is Google's released file" if released else
+               "it differs from Google's released files, and what was changed in it does not "
+               "apply")
+        notes.append(f"bert_mgpu.compat: note: {path} is not imported: `import {name}` gives "
+                     f"bert_mgpu.compat.{name} (Google's API on the project's model); {why} "
+                     f"(docs/your_own_code.md)")
+    return notes
 
 
 def _import_problem(error):

@@ -242,13 +242,18 @@ def bom_command(root):
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def commands(tmp_path_factory):
+    """The three launch commands, their files written: {run: (command, its root folder)}."""
     root = tmp_path_factory.mktemp("processors_files")
-    clue, hoc = clue_command(root / "clue"), hoc_command(root / "hoc")
-    bom = bom_command(root / "bom")
-    jobs = {"clue": lambda: (run_command(clue), root / "clue"),
-            "hoc": lambda: (run_command(hoc), root / "hoc"),
-            "bom": lambda: (run_command(bom), root / "bom")}
+    return {name: (make(root / name), root / name)
+            for name, make in (("clue", clue_command), ("hoc", hoc_command),
+                               ("bom", bom_command))}
+
+
+@pytest.fixture(scope="module")
+def runs(commands):
+    jobs = {name: (lambda cmd=cmd, root=root: (run_command(cmd), root))
+            for name, (cmd, root) in commands.items()}
     with started(jobs) as futures:
         yield futures
 
@@ -390,30 +395,60 @@ PASTED = [
 ]
 
 
-def googles(tmp_path, path, cls, splits, argv, multilabel, data, vocab, max_seq_length=24):
-    stdout = run_json_request("google_user_processors.py", {
-        "processors_file": path, "class": cls, "data_dir": str(data), "vocab_file": vocab,
-        "do_lower_case": True, "max_seq_length": max_seq_length, "splits": splits,
-        "argv": argv, "multilabel": multilabel}, tmp_path)
-    return json.loads(stdout.splitlines()[-1])  # the last line: above it, what the file prints
+def google_case(path, cls, splits, argv, multilabel, data, vocab, max_seq_length=24):
+    """A request of tests/oracles/google_user_processors.py for one processors file."""
+    return {"processors_file": path, "class": cls, "data_dir": str(data), "vocab_file": vocab,
+            "do_lower_case": True, "max_seq_length": max_seq_length, "splits": splits,
+            "argv": argv, "multilabel": multilabel}
+
+
+def pasted_case(root, name, task, cls, splits, files, argv, multilabel):
+    """A PASTED row's files written under `root` (its data, a tiny model's vocabulary);
+    returns its request of the oracle."""
+    data = root / "data"
+    files(data, np.random.RandomState(5))
+    vocab = os.path.join(tiny_bert_dir(root / "model"), "vocab.txt")
+    return google_case(os.path.join(FIXTURES, name), cls, splits, argv, multilabel, data, vocab)
+
+
+@pytest.fixture(scope="module")
+def google_outputs(tmp_path_factory, commands):
+    """Google's examples and features of every PASTED row and of the training files of the
+    clue and hoc launch commands, from one run of the oracle (each file in a child process of
+    its own, forked after Google's modules are imported): {key: the oracle's output for it,
+    with the request it answered under "request"}; keys are the PASTED ids, "run:clue" and
+    "run:hoc"."""
+    root = tmp_path_factory.mktemp("google_processors")
+    cases = {case[1]: pasted_case(root / case[1], *case) for case in PASTED}
+    clue_root, hoc_root = commands["clue"][1], commands["hoc"][1]
+    cases["run:clue"] = google_case(
+        CLUE, "iFLYTEKDataProcessor", ["train"], [], False, clue_root / "CLUEdataset" / "iflytek",
+        str(clue_root / "prev_trained_model" / "chinese_L-12_H-768_A-12" / "vocab.txt"),
+        max_seq_length=128)
+    cases["run:hoc"] = google_case(
+        HOC, "HoCProcessor", ["train"], ["--num_aspects=10", "--aspect_value_list=0,1"], True,
+        hoc_root / "hoc", str(hoc_root / "bluebert" / "vocab.txt"), max_seq_length=128)
+    stdout = run_json_request("google_user_processors.py", {"cases": cases}, root)
+    # The last line: above it, what the files print.
+    outputs = json.loads(stdout.splitlines()[-1])
+    return {key: dict(outputs[key], request=case) for key, case in cases.items()}
 
 
 @pytest.mark.parametrize("name,task,cls,splits,files,argv,multilabel", PASTED,
                          ids=[case[1] for case in PASTED])
 def test_the_pasted_processors_give_googles_examples_and_features(
-        tmp_path, name, task, cls, splits, files, argv, multilabel):
+        google_outputs, name, task, cls, splits, files, argv, multilabel):
     path = os.path.join(FIXTURES, name)
-    data = tmp_path / "data"
-    files(data, np.random.RandomState(5))
-    vocab = os.path.join(tiny_bert_dir(tmp_path / "model"), "vocab.txt")
-    google = googles(tmp_path, path, cls, splits, argv, multilabel, data, vocab)
+    google = google_outputs[task]
+    data, vocab = google["request"]["data_dir"], google["request"]["vocab_file"]
+    assert google["request"]["processors_file"] == path and google["request"]["class"] == cls
     task_type = "multilabel" if multilabel else "classification"
     user_processors.set_run_flags({"num_aspects": 10, "aspect_value_list": ["0", "1"]})
     try:
         p = user_processors.processor_for(task, processors_file=path, task_type=task_type)
         labels = p.get_labels()
         tokenizer = tokenization.FullTokenizer(vocab, do_lower_case=True)
-        ours = {split: getattr(p, f"get_{split}_examples")(str(data)) for split in splits}
+        ours = {split: getattr(p, f"get_{split}_examples")(data) for split in splits}
     finally:
         user_processors.set_run_flags(None)
     assert p.cls.__name__ == cls
@@ -445,21 +480,16 @@ def records(path):
 
 
 @pytest.mark.parametrize("run", ["clue", "hoc"])
-def test_the_runs_records_are_googles_features(runs, tmp_path, run):
+def test_the_runs_records_are_googles_features(runs, google_outputs, run):
     """The training records the scripts wrote (the feature cache in --output_dir) equal Google's
     convert_single_example of the same files, label ids in get_labels()'s order."""
     proc, root = runs[run].result()
     assert proc.returncode == 0, proc.stderr[-3000:]
-    if run == "clue":
-        data, out, cls = root / "CLUEdataset" / "iflytek", root / "iflytek_output", \
-            "iFLYTEKDataProcessor"
-        model, argv, path = root / "prev_trained_model" / "chinese_L-12_H-768_A-12", [], CLUE
-    else:
-        data, out, cls, model, path = root / "hoc", root / "out", "HoCProcessor", \
-            root / "bluebert", HOC
-        argv = ["--num_aspects=10", "--aspect_value_list=0,1"]
-    google = googles(tmp_path, path, cls, ["train"], argv, run == "hoc", data,
-                     str(model / "vocab.txt"), max_seq_length=128)
+    out = root / ("iflytek_output" if run == "clue" else "out")
+    google = google_outputs[f"run:{run}"]
+    # The oracle read the files the run was launched on.
+    assert f"--data_dir={google['request']['data_dir']}" in proc.args, proc.args
+    assert f"--vocab_file={google['request']['vocab_file']}" in proc.args, proc.args
     (train,) = out.glob("train.*.tf_record")
     written = records(train)
     assert len(written) == len(google["train"]) > 0

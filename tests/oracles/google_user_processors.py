@@ -15,11 +15,17 @@ Prints JSON as its last line (what the file prints comes above): {"labels": get_
 Google's convert_single_example's features; with "multilabel", label_id is the multi-hot list
 the multi-label forks (BlueBERT) build from the comma-joined labels (Google's own
 convert_single_example takes one label).
+
+Several files in one run: REQUEST {"cases": {KEY: REQUEST, ...}} prints {KEY: that output, ...}
+as its last line. TensorFlow and Google's modules are imported once; each case then runs in a
+child forked from that process, so a file's flags, its module state and what it changes in
+Google's modules stay its own, as they would in a run of its own.
 """
 
 import json
 import os
 import sys
+import traceback
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -34,17 +40,20 @@ def _material_oracles():
     raise SystemExit("the oracles of /work/shared/material are not available")
 
 
-def main(request_path):
-    with open(request_path) as f:
-        request = json.load(f)
+def google_modules():
+    """Google's eedf571 run_classifier and tokenization under TF 2.x (bert-tensorflow's modeling
+    imports contrib, hence the shim)."""
     sys.path.insert(0, _material_oracles())
-    # Google's eedf571 modules under TF 2.x; bert-tensorflow's modeling imports contrib.
     import run_google_latest
     from _google_compat import install_contrib_shim
 
     install_contrib_shim()
-    run_classifier = run_google_latest.module("run_classifier")
-    tokenization = run_google_latest.module("tokenization")
+    return run_google_latest.module("run_classifier"), run_google_latest.module("tokenization")
+
+
+def run_case(request, run_classifier, tokenization):
+    """One processors file's labels and examples as Google's script sees them (the module
+    docstring's output)."""
     from absl import flags
 
     path = request["processors_file"]
@@ -74,7 +83,48 @@ def main(request_path):
             rows.append([e.guid, e.text_a, e.text_b, e.label, feature.input_ids,
                          feature.input_mask, feature.segment_ids, label_id])
         out[split] = rows
-    print(json.dumps(out))
+    return out
+
+
+def run_forked(request, modules):
+    """`run_case` in a forked child; its output comes back through a pipe (what the file prints
+    goes to this process's stdout and stderr). Raises SystemExit when the child fails."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        code = 1
+        try:
+            with os.fdopen(write_fd, "w") as pipe:
+                pipe.write(json.dumps(run_case(request, *modules)))
+            code = 0
+        except BaseException:  # the traceback is the report; the child exits either way
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    os.close(write_fd)
+    with os.fdopen(read_fd) as pipe:
+        text = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{request['processors_file']} ({request['class']}) failed under "
+                         f"Google's run_classifier.py (its traceback above)")
+    return json.loads(text)
+
+
+def main(request_path):
+    with open(request_path) as f:
+        request = json.load(f)
+    modules = google_modules()
+    if "cases" in request:
+        print(json.dumps({key: run_forked(case, modules)
+                          for key, case in request["cases"].items()}))
+    else:
+        print(json.dumps(run_case(request, *modules)))
 
 
 if __name__ == "__main__":

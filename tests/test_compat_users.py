@@ -20,6 +20,7 @@ users' files predict (`is_training=False`).
 """
 
 import ast
+import concurrent.futures
 import json
 import os
 import re
@@ -34,7 +35,7 @@ from _launch import script_env
 from _oracle import ORACLES, REPO, require_material, require_oracle
 from _pretraining_data import TINY_CONFIG
 from _tiny_bert import VOCAB, WORDS
-from _together import started
+from _together import WORKERS
 
 from bert_mgpu import tokenization
 from bert_mgpu.data.processors import MrpcProcessor
@@ -97,18 +98,24 @@ def _mrpc(path):
     return path
 
 
-def _run(cmd, cwd, timeout=600):
+def _run(cmd, cwd, timeout=600, **env):
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env=script_env(PYTHONPATH=REPO, CUDA_VISIBLE_DEVICES=""))
+                          env=script_env(CUDA_VISIBLE_DEVICES="", **env))
+
+
+def _script(cmd, cwd):
+    """A top-level script of the repository (its folder is first on sys.path, so the
+    checkout's package is the one imported; forked from the tests' zygote)."""
+    return _run(cmd, cwd)
 
 
 def _ours(script, args, cwd):
-    return _run([sys.executable, "-m", "bert_mgpu.compat", script, *args], cwd)
+    return _run([sys.executable, "-m", "bert_mgpu.compat", script, *args], cwd, PYTHONPATH=REPO)
 
 
 def _google(google_dir, script, args, cwd):
     return _run([require_oracle(), os.path.join(ORACLES, "google_user_file.py"), google_dir,
-                 script, *args], cwd)
+                 script, *args], cwd, PYTHONPATH=REPO)
 
 
 @pytest.fixture(scope="module")
@@ -131,29 +138,34 @@ def runs(tmp_path_factory):
                 f"--init_checkpoint={model}/bert_model.ckpt", "--layers=-2",
                 f"--max_seq_length={SEQ}", "--batch_size=2"]
     embedding = os.path.join(GOBERT, "export_embedding.py")
-    with started({"finetune": lambda: _run(finetune, root),
-                  "embedding_ours": lambda: _ours(embedding, ["model", "emb_ours"], root),
-                  "embedding_google": lambda: _google(google_dir, embedding,
-                                                      ["model", "emb_google"], root),
-                  "features": lambda: _run(features, root)}) as first:
-        done = {key: future.result() for key, future in first.items()}
-    assert done["finetune"].returncode == 0, done["finetune"].stderr[-3000:]
-    # gobert's exporter copies vocab.txt from the model directory it exports (its README's
-    # layout); the fine-tuned run's directory has bert_config.json already.
-    shutil.copy(model / "vocab.txt", root / "ft" / "vocab.txt")
     classifier = os.path.join(GOBERT, "export_classifier.py")
     cls_args = ["ft", "2", f"--max_seq_length={SEQ}"]
     predictor_args = [f"--bert_config_file={model}/bert_config.json",
                       f"--vocab_file={model}/vocab.txt", "--init_checkpoint=ft/",
                       f"--max_seq_length={SEQ}"]
-    with started({"classifier_ours": lambda: _ours(classifier, cls_args[:1] + ["cls_ours"]
-                                                   + cls_args[1:], root),
-                  "classifier_google": lambda: _google(google_dir, classifier, cls_args[:1]
-                                                       + ["cls_google"] + cls_args[1:], root),
-                  "predictor_ours": lambda: _ours(PREDICTOR, predictor_args, root),
-                  "predictor_google": lambda: _google(google_dir, PREDICTOR, predictor_args,
-                                                      root)}) as second:
-        done.update({key: future.result() for key, future in second.items()})
+    # The fine-tuned run's readers start as soon as it ends, the other runs still going: one
+    # pool, no wave waiting for its slowest run.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        futures = {key: pool.submit(fn) for key, fn in {
+            "finetune": lambda: _script(finetune, root),
+            "embedding_ours": lambda: _ours(embedding, ["model", "emb_ours"], root),
+            "embedding_google": lambda: _google(google_dir, embedding, ["model", "emb_google"],
+                                                root),
+            "features": lambda: _script(features, root)}.items()}
+        finetuned = futures["finetune"].result()
+        assert finetuned.returncode == 0, finetuned.stderr[-3000:]
+        # gobert's exporter copies vocab.txt from the model directory it exports (its README's
+        # layout); the fine-tuned run's directory has bert_config.json already.
+        shutil.copy(model / "vocab.txt", root / "ft" / "vocab.txt")
+        futures.update({key: pool.submit(fn) for key, fn in {
+            "classifier_ours": lambda: _ours(classifier, cls_args[:1] + ["cls_ours"]
+                                             + cls_args[1:], root),
+            "classifier_google": lambda: _google(google_dir, classifier, cls_args[:1]
+                                                 + ["cls_google"] + cls_args[1:], root),
+            "predictor_ours": lambda: _ours(PREDICTOR, predictor_args, root),
+            "predictor_google": lambda: _google(google_dir, PREDICTOR, predictor_args,
+                                                root)}.items()})
+        done = {key: future.result() for key, future in futures.items()}
     return root, done
 
 

@@ -12,6 +12,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import _cpu_report  # noqa: E402
 import _zygote  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
@@ -34,6 +35,11 @@ _HEAVY_FIRST = ("test_training.py", "test_run_pretraining.py", "test_export.py",
                 "test_run_squad.py", "test_length_batching.py", "test_serving_tokenizer.py",
                 "test_export_multitask.py", "test_bad_input.py", "test_classifier.py",
                 "test_multitask.py", "test_input_order.py", "test_run_ner.py")
+
+
+def pytest_configure(config):
+    # Opt-in: BERT_MGPU_TEST_CPU_REPORT=PATH writes each test's CPU seconds (tests/_cpu_report.py).
+    _cpu_report.register(config)
 
 
 def pytest_collection_modifyitems(items):

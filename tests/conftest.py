@@ -29,8 +29,8 @@ tf.config.set_logical_device_configuration(
 
 # The files that take longest go first: pytest-xdist (--dist loadfile) hands out whole files in
 # collection order, and a long file handed out last keeps one worker busy after the other has
-# run out of files (test_training.py alone is ~7 CPU-minutes, and sorts late by name). Measured
-# CPU per file on this machine, heaviest first (script runs included); the rest keep their order.
+# run out of files (test_training.py, the heaviest, sorts late by name). Heaviest first by CPU
+# per file, script runs included (tests/_cpu_report.py measures it); the rest keep their order.
 _HEAVY_FIRST = ("test_training.py", "test_run_pretraining.py", "test_export.py",
                 "test_run_squad.py", "test_length_batching.py", "test_serving_tokenizer.py",
                 "test_export_multitask.py", "test_bad_input.py", "test_classifier.py",

@@ -12,6 +12,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import _cpu_report  # noqa: E402
 import _zygote  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
@@ -28,12 +29,17 @@ tf.config.set_logical_device_configuration(
 
 # The files that take longest go first: pytest-xdist (--dist loadfile) hands out whole files in
 # collection order, and a long file handed out last keeps one worker busy after the other has
-# run out of files (test_training.py alone is ~7 CPU-minutes, and sorts late by name). Measured
-# CPU per file on this machine, heaviest first (script runs included); the rest keep their order.
+# run out of files (test_training.py, the heaviest, sorts late by name). Heaviest first by CPU
+# per file, script runs included (tests/_cpu_report.py measures it); the rest keep their order.
 _HEAVY_FIRST = ("test_training.py", "test_run_pretraining.py", "test_export.py",
                 "test_run_squad.py", "test_length_batching.py", "test_serving_tokenizer.py",
                 "test_export_multitask.py", "test_bad_input.py", "test_classifier.py",
                 "test_multitask.py", "test_input_order.py", "test_run_ner.py")
+
+
+def pytest_configure(config):
+    # Opt-in: BERT_MGPU_TEST_CPU_REPORT=PATH writes each test's CPU seconds (tests/_cpu_report.py).
+    _cpu_report.register(config)
 
 
 def pytest_collection_modifyitems(items):

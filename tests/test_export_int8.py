@@ -21,6 +21,7 @@ import tensorflow as tf
 from _launch import error_line
 from _oracle import DATA, ORACLES, REPO, minilm_model_dir, require_material, require_oracle
 from _serving import ENV
+from _together import started
 
 from bert_mgpu.serving.int8_runner import TFLITE_FILE, Int8Classifier
 
@@ -48,6 +49,16 @@ def _export(args, tmp):
                           timeout=600, env=ENV, cwd=tmp)
 
 
+def _export_fp32_and_int8(args, root):
+    """The fp32 and the int8 export of `args` into root/fp32 and root/int8, started together."""
+    with started({name: (lambda name=name, extra=extra: _export(
+            [*args, f"--export_dir={root / name}", *extra], root))
+            for name, extra in (("fp32", []), ("int8", ["--quantize=int8"]))}) as futures:
+        for future in futures.values():
+            proc = future.result()
+            assert proc.returncode == 0, proc.stderr[-3000:]
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """A tiny classifier trained with dropout on (1,024 reviews, 3 epochs), exported as fp32
@@ -67,9 +78,7 @@ def run(tmp_path_factory):
            "--num_train_epochs=3", "--learning_rate=1e-3"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=ENV)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    for name, extra in (("fp32", []), ("int8", ["--quantize=int8"])):
-        proc = _export([f"--output_dir={out}", f"--export_dir={root / name}", *extra], root)
-        assert proc.returncode == 0, proc.stderr[-3000:]
+    _export_fp32_and_int8([f"--output_dir={out}"], root)
     return {"root": root, "out": out, "fp32": str(root / "fp32" / "1"),
             "int8": str(root / "int8" / "1")}
 
@@ -142,8 +151,10 @@ def test_length_chunks_give_the_unchunked_outputs(run):
                                    "probabilities"], atol=1e-5)
 
 
-def _google_features(texts, texts_b):
-    """Google's convert_single_example (bert-tensorflow, oracle venv) on the texts."""
+def _google_features(*pairs):
+    """Google's convert_single_example (bert-tensorflow, oracle venv) on each (texts, texts_b)
+    of `pairs`, in one oracle process. Returns one [[input_ids, input_mask, segment_ids], ...]
+    per pair."""
     code = f"""
 import json, sys
 sys.path.insert(0, {ORACLES!r})
@@ -155,15 +166,18 @@ from absl import flags
 from bert import run_classifier, tokenization
 flags.FLAGS.mark_as_parsed()
 tokenizer = tokenization.FullTokenizer({VOCAB!r}, True)
-out = []
-for i, (a, b) in enumerate(zip(*json.loads(sys.stdin.read()))):
-    f = run_classifier.convert_single_example(
-        i, run_classifier.InputExample(str(i), a, b or None, "0"), ["0"], {SEQ}, tokenizer)
-    out.append([f.input_ids, f.input_mask, f.segment_ids])
-print(json.dumps(out))
+outs = []
+for texts, texts_b in json.loads(sys.stdin.read()):
+    out = []
+    for i, (a, b) in enumerate(zip(texts, texts_b)):
+        f = run_classifier.convert_single_example(
+            i, run_classifier.InputExample(str(i), a, b or None, "0"), ["0"], {SEQ}, tokenizer)
+        out.append([f.input_ids, f.input_mask, f.segment_ids])
+    outs.append(out)
+print(json.dumps(outs))
 """
     python = require_oracle()
-    proc = subprocess.run([python, "-c", code], input=json.dumps([texts, texts_b]),
+    proc = subprocess.run([python, "-c", code], input=json.dumps(pairs),
                           capture_output=True, text=True, timeout=300,
                           env=dict(ENV, TF_CPP_MIN_LOG_LEVEL="3"))
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -175,12 +189,11 @@ def test_the_tokenizer_inside_is_googles(run):
     texts = [r[0] for r in rows] + ["Hello, WORLD! naïve café", "", "\u200b",
                                     "ｆｕｌｌ　ｗｉｄｔｈ"]
     texts_b = ["" if i % 3 == 0 else texts[-1 - i] for i in range(len(texts))]
-    want = _google_features(texts, texts_b)
+    want, single = _google_features((texts, texts_b), (texts, [""] * len(texts)))
     signatures = tf.saved_model.load(run["int8"]).signatures
     got = signatures["tokenize_pair"](text_a=tf.constant(texts), text_b=tf.constant(texts_b))
     for k, name in enumerate(("input_ids", "input_mask", "segment_ids")):
         np.testing.assert_array_equal(got[name].numpy(), [row[k] for row in want], name)
-    single = _google_features(texts, [""] * len(texts))
     got = signatures["tokenize"](text_a=tf.constant(texts))
     np.testing.assert_array_equal(got["input_ids"].numpy(), [row[0] for row in single])
     # Pairs through the runner are the fp32 export's serving_pair.
@@ -234,9 +247,7 @@ def test_real_weights_minilm(tmp_path):
     common = [f"--bert_config_file={written['bert_config']}", f"--init_checkpoint={ckpt}",
               f"--vocab_file={written['vocab']}", "--do_lower_case=true",
               "--max_seq_length=128", "--label_list=negative,positive"]
-    for name, extra in (("fp32", []), ("int8", ["--quantize=int8"])):
-        proc = _export([*common, f"--export_dir={tmp_path / name}", *extra], tmp_path)
-        assert proc.returncode == 0, proc.stderr[-3000:]
+    _export_fp32_and_int8(common, tmp_path)
     with open(test_tsv, encoding="utf-8") as f:
         header, *lines = f.read().splitlines()
     column = header.split("\t").index("sentence") if "sentence" in header else 0

@@ -67,9 +67,11 @@ def test_foreign_output_dir_is_not_removed(tmp_path):
 @pytest.mark.slow
 def test_quickstart_on_real_english_sentences(tmp_path):
     """The quickstart run on Pang & Lee's headerless sentence<TAB>label lines (the header
-    dropped, so the layout is found, not named), one epoch (the default budget's first third):
-    a real accuracy, far from chance (0.5) and from a collapsed classifier. Hugging Face with
-    the same weights and the whole budget: bench/quickstart_hf.py (README quickstart)."""
+    dropped, so the layout is found, not named), half an epoch (50 updates, a sixth of the
+    default budget): a real accuracy, far from chance (0.5) and from a collapsed classifier. The
+    same 50 updates from the model's config without its pretrained weights stay at chance, so
+    the floor fails when --init_checkpoint is not loaded. Hugging Face with the same weights
+    and the whole budget: bench/quickstart_hf.py (README quickstart)."""
     source = require_material("classification", "en_panglee_sentence_polarity")
     data = tmp_path / "data"
     for split in ("train", "dev"):
@@ -78,7 +80,7 @@ def test_quickstart_on_real_english_sentences(tmp_path):
         write(data, f"{split}.tsv", lines[1:])
     proc = subprocess.run([sys.executable, os.path.join(REPO, "examples", "quickstart.py"),
                            str(data), f"--output_dir={tmp_path / 'out'}",
-                           "--num_train_epochs=1"],
+                           "--num_train_epochs=0.5"],
                           capture_output=True, text=True, timeout=3600,
                           env=dict(os.environ, BERT_MGPU_CACHE=str(tmp_path / "cache")))
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -58,7 +58,10 @@ class CpuReport:
         self._start = (cpu_seconds(), time.time())
 
     def pytest_runtest_logfinish(self, nodeid):
-        cpu, wall = self._start
+        start = getattr(self, "_start", None)
+        if start is None:  # xdist's controller: it relays the workers' reports, runs no test
+            return
+        cpu, wall = start
         self.rows.append((cpu_seconds() - cpu, time.time() - wall, nodeid))
 
     def pytest_sessionfinish(self):

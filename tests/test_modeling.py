@@ -447,10 +447,12 @@ _ROPE_CONFIG = dict(
     (TINY_CONFIG, False), (TINY_CONFIG, True),
     (dict(TINY_CONFIG, pre_layer_norm=True, share_parameters="all", embedding_size=16), False),
     (_ROPE_CONFIG, False)])
-@pytest.mark.parametrize("full_length", [None, 24])
-def test_drop_padding_in_training_equals_the_padded_run(config_dict, recompute, full_length):
+@pytest.mark.parametrize("full_length,examples", [(None, 3), (24, 3), (None, 1)])
+def test_drop_padding_in_training_equals_the_padded_run(config_dict, recompute, full_length,
+                                                        examples):
     """Training on the real tokens' rows only (dropout 0.1 from the trainer's stream, in the
-    batch's layout or a longer dropout layout): every layer at the real positions, the pooled
+    batch's layout, a longer dropout layout, or the 3 rows one example's choices as multiple
+    choice's [C, L] blocks): every layer at the real positions, the pooled
     output and every variable's gradient (the word embeddings' sparse one included) equal the
     padded run's; also with gradient checkpointing (Google's post-LN; pre-LN + ALBERT's shared
     layers and embedding projection; RoPE with a band-attention layer and mean pooling)."""
@@ -463,7 +465,7 @@ def test_drop_padding_in_training_equals_the_padded_run(config_dict, recompute, 
     variables = list(model.named_variables().values())
 
     def run(drop_padding):
-        with dropout_stream(7, 5, 2, 3, seq_length=16 if full_length else None,
+        with dropout_stream(7, 5, 2, examples, seq_length=16 if full_length else None,
                             full_length=full_length), \
                 execution.entered(recompute_layers=recompute), tf.GradientTape() as tape:
             out = model(*args, training=True, drop_padding=drop_padding)
@@ -478,11 +480,12 @@ def test_drop_padding_in_training_equals_the_padded_run(config_dict, recompute, 
     np.testing.assert_allclose(dropped.pooled_output, full.pooled_output, atol=1e-5)
     for ours, padded in zip(dropped.all_encoder_layers, full.all_encoder_layers):
         np.testing.assert_allclose(ours.numpy()[real], padded.numpy()[real], atol=1e-5)
+        assert not ours.numpy()[~real].any()  # the padding was not computed
     for var, ours, padded in zip(variables, dropped_grads, full_grads):
         assert np.abs(padded).max() > 0, var.name
         np.testing.assert_allclose(ours, padded, atol=1e-5, err_msg=var.name)
     # Dropout is on: another step draws other masks, so other outputs.
-    with dropout_stream(7, 6, 2, 3):
+    with dropout_stream(7, 6, 2, examples):
         other = model(*args, training=True, drop_padding=True).pooled_output
     assert np.abs(other.numpy() - full.pooled_output.numpy()).max() > 1e-3
 

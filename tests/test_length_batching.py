@@ -375,6 +375,19 @@ def test_trimmed_training_equals_padded_training_with_dropout(records, tmp_path,
     assert max_diff(trimmed, padded_run) <= 1e-5
 
 
+@pytest.mark.parametrize("options", [dict(gradient_checkpointing=True),
+                                     dict(batch=4, num_accumulation_steps=2)])
+def test_training_on_real_tokens_with_checkpointing_or_accumulation(records, tmp_path,
+                                                                     padded_run, options):
+    """On the real tokens' rows, 2 towers, with the layers recomputed in the backward pass or
+    the global batch of 8 in 2 micro-batches: the padded one-device run's weights and slots."""
+    with drop_padding_requests(pytest.MonkeyPatch()) as requested:
+        real = train(records, tmp_path / "real", n_gpus=2, multiple=1, steps=4,
+                     group_by_length=True, **options)
+    assert requested and all(requested), requested
+    assert max_diff(real, padded_run) <= 1e-5
+
+
 def test_trimmed_training_with_xla_layers_equals_padded_training(records, tmp_path, padded_run):
     """--xla_layers (each encoder layer one XLA computation, its dropout drawn inside it) on
     batches trimmed to 16 or 32 positions over 2 towers: the weights and slots of the padded

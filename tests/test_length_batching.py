@@ -119,7 +119,8 @@ def randomize(named, seed=0):
 @contextlib.contextmanager
 def fully_padded(monkeypatch):
     """Within it, `BertModel` ignores `drop_padding` and `first_token_only` (what eval and
-    predict ask for): every position of every layer is computed, Google's computation. Yields
+    predict ask for, and training without XLA): every position of every layer is computed,
+    Google's computation. Yields
     the list of the calls' `drop_padding` requests (to check the path was asked for)."""
     requested, call = [], modeling.BertModel.__call__
 

@@ -119,7 +119,8 @@ def randomize(named, seed=0):
 @contextlib.contextmanager
 def fully_padded(monkeypatch):
     """Within it, `BertModel` ignores `drop_padding` and `first_token_only` (what eval and
-    predict ask for): every position of every layer is computed, Google's computation. Yields
+    predict ask for, and training without XLA): every position of every layer is computed,
+    Google's computation. Yields
     the list of the calls' `drop_padding` requests (to check the path was asked for)."""
     requested, call = [], modeling.BertModel.__call__
 
@@ -332,7 +333,38 @@ def test_short_file_trimmed_training_equals_padded_training_in_its_layout(tmp_pa
 
 @pytest.fixture(scope="module")
 def padded_run(records, tmp_path_factory):
-    return train(records, tmp_path_factory.mktemp("padded"), steps=4, group_by_length=True)
+    """Google's computation: batches padded to 32 on one device, every position of every layer
+    computed (`BertModel` ignores the training path's `drop_padding`)."""
+    with pytest.MonkeyPatch.context() as patch, fully_padded(patch):
+        return train(records, tmp_path_factory.mktemp("padded"), steps=4, group_by_length=True)
+
+
+@contextlib.contextmanager
+def drop_padding_requests(monkeypatch):
+    """Yields the list of `BertModel` training calls' `drop_padding` arguments."""
+    requested, call = [], modeling.BertModel.__call__
+
+    def spied(self, *args, drop_padding=False, training=False, **kwargs):
+        if training:
+            requested.append(drop_padding)
+        return call(self, *args, drop_padding=drop_padding, training=training, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(modeling.BertModel, "__call__", spied)
+        yield requested
+
+
+def test_training_on_real_tokens_equals_padded_training(records, tmp_path, padded_run,
+                                                        monkeypatch):
+    """Without XLA the classifier trains on the real tokens' rows only (dropout 0.1, 2 towers,
+    batches cut to their longest, lengths 3..32 in a batch): the weights and optimizer slots
+    of the padded one-device run that computes every position."""
+    with drop_padding_requests(monkeypatch) as requested:
+        real = train(records, tmp_path / "real", n_gpus=2, multiple=1, steps=4,
+                     group_by_length=True)
+    assert requested and all(requested), requested
+    assert len(set(real.lengths)) >= 2, real.lengths
+    assert max_diff(real, padded_run) <= 1e-5
 
 
 def test_trimmed_training_equals_padded_training_with_dropout(records, tmp_path, padded_run):
@@ -344,12 +376,27 @@ def test_trimmed_training_equals_padded_training_with_dropout(records, tmp_path,
     assert max_diff(trimmed, padded_run) <= 1e-5
 
 
+@pytest.mark.parametrize("options", [dict(gradient_checkpointing=True),
+                                     dict(batch=4, num_accumulation_steps=2)])
+def test_training_on_real_tokens_with_checkpointing_or_accumulation(records, tmp_path,
+                                                                     padded_run, options):
+    """On the real tokens' rows, 2 towers, with the layers recomputed in the backward pass or
+    the global batch of 8 in 2 micro-batches: the padded one-device run's weights and slots."""
+    with drop_padding_requests(pytest.MonkeyPatch()) as requested:
+        real = train(records, tmp_path / "real", n_gpus=2, multiple=1, steps=4,
+                     group_by_length=True, **options)
+    assert requested and all(requested), requested
+    assert max_diff(real, padded_run) <= 1e-5
+
+
 def test_trimmed_training_with_xla_layers_equals_padded_training(records, tmp_path, padded_run):
     """--xla_layers (each encoder layer one XLA computation, its dropout drawn inside it) on
     batches trimmed to 16 or 32 positions over 2 towers: the weights and slots of the padded
     one-device run without it."""
-    trimmed = train(records, tmp_path / "trimmed", n_gpus=2, multiple=16, steps=4,
-                    group_by_length=True, xla_layers=True)
+    with drop_padding_requests(pytest.MonkeyPatch()) as requested:
+        trimmed = train(records, tmp_path / "trimmed", n_gpus=2, multiple=16, steps=4,
+                        group_by_length=True, xla_layers=True)
+    assert requested and not any(requested)  # compiled layers: every row
     assert len(set(trimmed.lengths)) >= 2, trimmed.lengths
     assert trimmed.update._train_step.experimental_get_tracing_count() == 1
     assert max_diff(trimmed, padded_run) <= 1e-5

@@ -430,8 +430,64 @@ def test_drop_padding_gives_the_padded_outputs_at_real_positions(changes, first_
         assert not ours.numpy()[~real].any()
     if first_token_only:
         np.testing.assert_allclose(dropped.sequence_output, full.sequence_output, atol=1e-5)
-    with pytest.raises(ValueError, match="inference"):
-        model(*args, training=True, drop_padding=True)
+
+
+# A ModernBERT-like model: RoPE, a local (band) layer between global ones, pre-LN, gated FFN.
+_ROPE_CONFIG = dict(
+    vocab_size=100, hidden_size=16, num_hidden_layers=3, num_attention_heads=2,
+    intermediate_size=32, hidden_act="gelu_exact", max_position_embeddings=64,
+    type_vocab_size=0, pre_layer_norm=True, use_bias=False, gated_ffn=True,
+    position_embedding_type="rope", local_attention_window=4,
+    global_attention_every_n_layers=2, layer_norm_bias=False, first_layer_attention_norm=False,
+    head_bias=False, classifier_pooling="mean", hidden_dropout_prob=0.1,
+    attention_probs_dropout_prob=0.1)
+
+
+@pytest.mark.parametrize("config_dict,recompute", [
+    (TINY_CONFIG, False), (TINY_CONFIG, True),
+    (dict(TINY_CONFIG, pre_layer_norm=True, share_parameters="all", embedding_size=16), False),
+    (_ROPE_CONFIG, False)])
+@pytest.mark.parametrize("full_length,examples", [(None, 3), (24, 3), (None, 1)])
+def test_drop_padding_in_training_equals_the_padded_run(config_dict, recompute, full_length,
+                                                        examples):
+    """Training on the real tokens' rows only (dropout 0.1 from the trainer's stream, in the
+    batch's layout, a longer dropout layout, or the 3 rows one example's choices as multiple
+    choice's [C, L] blocks): every layer at the real positions, the pooled
+    output and every variable's gradient (the word embeddings' sparse one included) equal the
+    padded run's; also with gradient checkpointing (Google's post-LN; pre-LN + ALBERT's shared
+    layers and embedding projection; RoPE with a band-attention layer and mean pooling)."""
+    _, model, *_ = build_all(config_dict)
+    inputs = make_inputs()
+    args = (inputs["input_ids"], inputs["input_mask"], inputs["segment_ids"])
+    real = inputs["input_mask"].astype(bool)
+    rng = np.random.RandomState(3)
+    probe = tf.constant(rng.normal(size=[3, 16, model.config.hidden_size]), tf.float32)
+    variables = list(model.named_variables().values())
+
+    def run(drop_padding):
+        with dropout_stream(7, 5, 2, examples, seq_length=16 if full_length else None,
+                            full_length=full_length), \
+                execution.entered(recompute_layers=recompute), tf.GradientTape() as tape:
+            out = model(*args, training=True, drop_padding=drop_padding)
+            loss = tf.reduce_sum(out.pooled_output ** 2) + tf.reduce_sum(
+                out.sequence_output * probe * inputs["input_mask"][..., None])
+        grads = tape.gradient(loss, variables)
+        return out, [tf.convert_to_tensor(g).numpy() for g in grads]
+
+    full, full_grads = run(False)
+    dropped, dropped_grads = run(True)
+    assert np.abs(full.pooled_output.numpy()).max() > 0.1
+    np.testing.assert_allclose(dropped.pooled_output, full.pooled_output, atol=1e-5)
+    for ours, padded in zip(dropped.all_encoder_layers, full.all_encoder_layers):
+        np.testing.assert_allclose(ours.numpy()[real], padded.numpy()[real], atol=1e-5)
+        assert not ours.numpy()[~real].any()  # the padding was not computed
+    for var, ours, padded in zip(variables, dropped_grads, full_grads):
+        assert np.abs(padded).max() > 0, var.name
+        np.testing.assert_allclose(ours, padded, atol=1e-5, err_msg=var.name)
+    # Dropout is on: another step draws other masks, so other outputs.
+    with dropout_stream(7, 6, 2, examples):
+        other = model(*args, training=True, drop_padding=True).pooled_output
+    assert np.abs(other.numpy() - full.pooled_output.numpy()).max() > 1e-3
 
 
 @pytest.mark.parametrize("classifier_input", ["pooled", "cls", "mean", "cls_last4"])

@@ -21,6 +21,7 @@ from bert_mgpu.data import input_pipeline, ner_data
 from bert_mgpu.engine import checkpoint, towers, training
 from bert_mgpu.metrics import ner as ner_metrics
 from bert_mgpu.model.bert_config import BertConfig
+from bert_mgpu.tasks import ner as ner_task
 from bert_mgpu.tasks.ner import TaggingTask, run_ner
 from bert_mgpu.tokenization import FullTokenizer
 
@@ -250,7 +251,8 @@ LENGTH_SEQ = 32  # windows of 5..24 pieces: trimmed batches of 8, 16 or 24 posit
 @pytest.fixture(scope="module")
 def length_runs(files, tmp_path_factory):
     """run_ner (in process) on `files` with --max_seq_length=32, 2 towers, dropout on, from
-    visible random weights: padded (--pad_to_longest=false) and trimmed to multiples of 8.
+    visible random weights: padded (--pad_to_longest=false, every position of every layer
+    computed) and trimmed to multiples of 8 (training on the real tokens' rows only).
     Returns {pad_to_longest: (output_dir, final weights)}."""
     root, _ = files
     d = tmp_path_factory.mktemp("ner_lengths")
@@ -273,11 +275,14 @@ def length_runs(files, tmp_path_factory):
             output_dir=str(out), data_dir=str(root / "data"), do_train=True, do_eval=True,
             do_predict=True, num_train_epochs=0.5, eval_batch_size=5, predict_batch_size=3,
             pad_to_longest=pad, pad_to_multiple_of=8)
-        lengths = []
+        lengths, options, training_options = [], [], ner_task.training_options
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(input_pipeline, "trimmed_length", lambda *args: lengths.append(
                 trimmed_length(*args)) or lengths[-1])
+            patch.setattr(ner_task, "training_options", lambda: options.append(
+                training_options() if pad else {"drop_padding": False}) or options[-1])
             run_ner(cfg)
+        assert options and all(o["drop_padding"] == pad for o in options), options
         # Only the trimmed run cuts batches (training, evaluation, prediction), most to < 32.
         if pad:
             assert {8, 16} <= set(lengths) <= {8, 16, 24, 32}, sorted(set(lengths))

@@ -29,6 +29,7 @@ from bert_mgpu.data import input_pipeline, squad_data, tfrecord
 from bert_mgpu.engine import checkpoint, towers, training
 from bert_mgpu.model import heads
 from bert_mgpu.model.bert_config import BertConfig
+from bert_mgpu.tasks import squad as squad_task
 from bert_mgpu.tasks.base import JobTask
 from bert_mgpu.tasks.squad import SquadTask, run_squad
 
@@ -156,7 +157,8 @@ def squad_json(seed=0):
 def length_runs(tmp_path_factory):
     """run_squad (in process; v2.0, 2 towers, dropout on, from visible random weights) with
     --pad_to_longest: batches cut to multiples of 8, and the same run with every batch kept at
-    --max_seq_length=64 (`trimmed_length` patched to the records' length); then, trimmed, a
+    --max_seq_length=64 (`trimmed_length` patched to the records' length; training computes
+    every position, not only the real tokens' rows as the trimmed run); then, trimmed, a
     prediction alone from the padded run's weights (in a copy of its output_dir). Returns
     {"trimmed" | "padded" | "predicted": (output_dir, final weights)}."""
     d = tmp_path_factory.mktemp("squad_lengths")
@@ -186,7 +188,11 @@ def length_runs(tmp_path_factory):
             answers=SquadAnswerOptions(doc_stride=24, max_query_length=12, n_best_size=5,
                                        version_2_with_negative=True))
         lengths, trimmed_length = [], input_pipeline.trimmed_length
+        options, training_options = [], squad_task.training_options
         with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(squad_task, "training_options", lambda: options.append(
+                {"drop_padding": False} if name == "padded" else training_options())
+                or options[-1])
             if name == "padded":
                 patch.setattr(input_pipeline, "trimmed_length",
                               lambda input_mask, multiple: int(input_mask.shape[-1]))
@@ -194,6 +200,8 @@ def length_runs(tmp_path_factory):
                 patch.setattr(input_pipeline, "trimmed_length", lambda *args: lengths.append(
                     trimmed_length(*args)) or lengths[-1])
             run_squad(cfg)
+        assert name == "predicted" or (options and all(
+            o["drop_padding"] == (name == "trimmed") for o in options)), options
         # Training and prediction batches were cut to several lengths, most shorter than 64.
         assert name == "padded" or (len(set(lengths)) >= 3 and min(lengths) < 64
                                     and {n % 8 for n in lengths} == {0}), sorted(set(lengths))

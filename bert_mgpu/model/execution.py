@@ -19,6 +19,11 @@ through `current()`. Its fields, what the model does with each, and who enters i
   pass (`recomputed`). Entered by the trainer from `TrainConfig.gradient_checkpointing`.
 * `compile_layers`: each encoder layer runs as one XLA computation (`CompiledLayer`). Entered by
   the trainer from `TrainConfig.xla_layers`, around training, evaluation and prediction.
+* `real_tokens`: training may run the dense layers on the real tokens' rows only (the model's
+  `drop_padding`, its dropout drawing the padded run's masks there): the tasks whose loss
+  ignores the padding ask for it in training when this is set. Entered by the trainer when
+  nothing is XLA-compiled (a compiled tower cannot trace the rows' dynamic count; compiled
+  layers are per shape).
 
 Outside any entered block the context is `ExecutionContext()`: Google's model run op by op, the
 variables read as they are, `tf.nn.dropout` (evaluation and prediction outside the trainer, the
@@ -136,18 +141,27 @@ class DropoutStream:
         stream.keys = keys
         return stream
 
-    def dropout(self, x: tf.Tensor, rate: float, seq_view=None) -> tf.Tensor:
+    def dropout(self, x: tf.Tensor, rate: float, seq_view=None, rows=None) -> tf.Tensor:
         """x: float Tensor whose values are example-major (e.g. [B, ...] or [B*S, H] with B the
         tower's examples); `seq_view`: optional per-example layout of x, Python ints and `SEQ`
         for a sequence axis (e.g. (SEQ, H), (N, SEQ, SEQ)). Keeps each value with probability
-        1 - rate (to 2**-16), scaled by 1/(1 - rate), as `tf.nn.dropout`."""
+        1 - rate (to 2**-16), scaled by 1/(1 - rate), as `tf.nn.dropout`.
+
+        `rows`: optional (token_rows, padded_rows): x [N, ...] is the rows `token_rows` (int64
+        [N]) of an example-major [padded_rows, ...] Tensor (the real tokens of [B*S, H], the
+        model's `drop_padding`); the masks are drawn for that padded Tensor and its rows
+        `token_rows` kept, so each real value gets the mask it gets in the padded run."""
         key = self._key()
+        size = tf.size(x, out_type=tf.int64)
+        if rows is not None:
+            size = tf.cast(rows[1], tf.int64) * tf.cast(tf.reduce_prod(tf.shape(x)[1:]),
+                                                         tf.int64)
         full_view = None
         if seq_view is not None and self.full_length is not None:
             full_view = [self.full_length if d == SEQ else d for d in seq_view]
             per_example = int(np.prod(full_view))
         else:
-            per_example = tf.size(x, out_type=tf.int64) // self.num_examples
+            per_example = size // self.num_examples
         # One 16-bit draw per value: Philox yields 4 32-bit words (8 draws) per counter
         # increment, and each example takes a whole number of increments, so an example's draws
         # start at counter offset * increments. 16 bits instead of a float32 uniform's 32 halve
@@ -167,6 +181,10 @@ class DropoutStream:
         draws = draws[:, :per_example]
         if full_view is not None:
             draws = self._in_layout(draws, full_view, seq_view)
+        if rows is not None:
+            padded_shape = tf.concat([tf.reshape(tf.cast(rows[1], tf.int32), [1]),
+                                      tf.shape(x)[1:]], 0)
+            draws = tf.gather(tf.reshape(draws, padded_shape), rows[0])
         keep = tf.reshape(draws, tf.shape(x)) >= _drop_threshold(rate)
         scale = tf.cast(1.0 / (1.0 - rate), x.dtype)
         return tf.where(keep, x * scale, tf.zeros([], x.dtype))
@@ -254,12 +272,14 @@ class ExecutionContext:
       recompute_layers: training recomputes each encoder layer's activations in the backward
         pass (gradient checkpointing, `recomputed`).
       compile_layers: each encoder layer runs as one XLA computation (`CompiledLayer`).
+      real_tokens: training may skip the padding (`drop_padding`) where the loss ignores it.
     """
     stream: Optional[DropoutStream] = None
     parameters: Optional[Mapping] = None
     drawn_outside: Optional[OutsideDraws] = None
     recompute_layers: bool = False
     compile_layers: bool = False
+    real_tokens: bool = False
 
     @property
     def in_trainer_towers(self) -> bool:

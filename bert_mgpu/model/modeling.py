@@ -207,7 +207,7 @@ def get_activation(activation_string):
     return _ACTIVATIONS[act]
 
 
-def dropout(input_tensor, dropout_prob, training, seq_view=None):
+def dropout(input_tensor, dropout_prob, training, seq_view=None, rows=None):
     """Dropout that is the identity outside training or when `dropout_prob` is 0.
 
     Under an execution context with a `stream` (the trainer's towers, `model/execution.py`) the
@@ -221,6 +221,10 @@ def dropout(input_tensor, dropout_prob, training, seq_view=None):
       seq_view: the per-example layout of `input_tensor` with its sequence axes marked `SEQ`
         (e.g. (SEQ, H) for [B*S, H]; see `execution.DropoutStream.dropout`), or None when it
         has none.
+      rows: optional (token_rows, padded_rows): `input_tensor` is the real-token rows
+        `token_rows` (int64 [N]) of a [padded_rows, ...] Tensor (`drop_padding`); the stream
+        then draws the padded Tensor's masks and keeps those rows (`seq_view` is the padded
+        Tensor's).
 
     Returns:
       A Tensor of the same shape as `input_tensor`.
@@ -229,7 +233,7 @@ def dropout(input_tensor, dropout_prob, training, seq_view=None):
         return input_tensor
     stream = execution.current().stream
     if stream is not None:
-        return stream.dropout(input_tensor, dropout_prob, seq_view)
+        return stream.dropout(input_tensor, dropout_prob, seq_view, rows)
     return tf.nn.dropout(input_tensor, rate=dropout_prob)
 
 
@@ -675,10 +679,12 @@ class BertModel(tf.Module):
             only, all that `pooled_output` needs (a serving classifier): `sequence_output` is
             then [batch_size, 1, hidden_size], the other outputs are unchanged. Ignored with
             `classifier_pooling: "mean"`, whose pooled output needs every token.
-          drop_padding: Python bool, inference only (`training=False`); the dense layers run
-            on the rows of real tokens only (`input_mask` 1), not on the padding: the same
-            values at real positions for less work when the lengths differ; the encoder
-            layers' outputs are 0 at padded positions. Shapes must be dynamic (not for XLA).
+          drop_padding: Python bool; the dense layers run on the rows of real tokens only
+            (`input_mask` 1), not on the padding: the same values at real positions for less
+            work when the lengths differ; the encoder layers' outputs are 0 at padded
+            positions. In training the trainer's dropout stream draws the padded run's masks
+            there (the same update to float rounding). Shapes must be dynamic (not in a
+            compiled tower; compiled layers run op by op with it).
           document_ids: optional int32 Tensor [batch_size, seq_length], RoPE models only
             (`position_embedding_type: "rope"`): several documents packed in one row, each a
             contiguous run of one id; a token attends only to its own document's tokens and
@@ -807,7 +813,7 @@ class BertModel(tf.Module):
             keys and values are still every token's), so its output is [B, 1, hidden_size]:
             the same values as row 0 of the full layer, for a fraction of the work.
           token_rows: optional int64 Tensor [N], the rows of the real tokens in the flattened
-            [B*S] positions (inference only): the dense layers, LayerNorms and residuals run
+            [B*S] positions: the dense layers, LayerNorms and residuals run
             on those N rows only; the attention scatters its keys, values (and queries) back
             to the [B, S] layout, where the mask already ignores the padding. The layers'
             outputs are 0 at the other positions.
@@ -822,8 +828,8 @@ class BertModel(tf.Module):
         # dense layer is then one plain GEMM.
         prev_output = reshape_to_matrix(embedding_output)
         if token_rows is not None:
-            if training:
-                raise ValueError("drop_padding (token_rows) is for inference (training=False)")
+            # The embeddings' dropout ran in the [B, S] layout; its gradient to the padding
+            # rows is 0 through the gather, as the padded run's is through the attention mask.
             prev_output = tf.gather(prev_output, token_rows)  # [N, E]
         if self.embedding_projection is not None:
             prev_output = self.embedding_projection(prev_output)  # [B*S or N, E] -> [., H]
@@ -930,6 +936,14 @@ class _EncoderLayer:
         batch_size, _, seq_length = get_shape_list(attention_mask, expected_rank=3)
         return _EncoderLayer(self.config, self.training, batch_size, seq_length, attention_mask)
 
+    @property
+    def rows(self):
+        """`dropout`'s `rows` for this layer's [N, H] activations: (token_rows, B*S), or None
+        on every row."""
+        if self.token_rows is None:
+            return None
+        return self.token_rows, self.batch_size * self.seq_length
+
     def padded(self, x):
         """Real-token rows [N, W] -> [B*S, W], zeros at the padding (identity without rows)."""
         if self.token_rows is None:
@@ -968,7 +982,8 @@ class _EncoderLayer:
         if self.token_rows is not None and not first_only:
             context = tf.gather(context, self.token_rows)  # [B*S, H] -> [N, H]
         return dropout(attention.output(context), config.hidden_dropout_prob, self.training,
-                       seq_view=(SEQ, config.hidden_size))
+                       seq_view=(SEQ, config.hidden_size),
+                       rows=None if first_only else self.rows)
 
     def key_mask(self):
         """[B, T]: 1.0 at real tokens. The model's mask is a key mask broadcast over F
@@ -1034,12 +1049,15 @@ class _EncoderLayer:
         if self.token_rows is not None and not first_only:
             context = tf.gather(context, self.token_rows)  # [B*S, H] -> [N, H]
         return dropout(attention.output(context), config.hidden_dropout_prob, self.training,
-                       seq_view=(SEQ, config.hidden_size))
+                       seq_view=(SEQ, config.hidden_size),
+                       rows=None if first_only else self.rows)
 
-    def feed_forward(self, ffn, x):
-        """The feed-forward sub-block before its residual."""
+    def feed_forward(self, ffn, x, first_only=False):
+        """The feed-forward sub-block before its residual (x: the real rows, or with
+        `first_only` the first tokens [B, H])."""
         return dropout(ffn(x), self.config.hidden_dropout_prob, self.training,
-                       seq_view=(SEQ, self.config.hidden_size))
+                       seq_view=(SEQ, self.config.hidden_size),
+                       rows=None if first_only else self.rows)
 
     def __call__(self, attention, ffn, layer_input, first_only=False):
         """layer_input [B*S or N, H] -> the layer's output, the same rows ([B, H] with
@@ -1048,10 +1066,12 @@ class _EncoderLayer:
         if self.config.pre_layer_norm:
             attention_output = residual + self.attend(
                 attention, attention.normalized(layer_input), first_only)
-            return attention_output + self.feed_forward(ffn, ffn.layer_norm(attention_output))
+            return attention_output + self.feed_forward(ffn, ffn.layer_norm(attention_output),
+                                                        first_only)
         attention_output = attention.layer_norm(
             self.attend(attention, layer_input, first_only) + residual)
-        return ffn.layer_norm(self.feed_forward(ffn, attention_output) + attention_output)
+        return ffn.layer_norm(self.feed_forward(ffn, attention_output, first_only)
+                              + attention_output)
 
     def sequences(self, outputs, first_token_only):
         """The layers' outputs [B*S or N, H] as [B, S, H], zeros at dropped padding; with

@@ -33,6 +33,7 @@ import tensorflow as tf
 from bert_mgpu.data import input_pipeline
 from bert_mgpu.data.features import FILE_BATCH_WEIGHT, WINDOW_WEIGHT
 from bert_mgpu.engine import contract
+from bert_mgpu.model import execution
 
 Tensors = contract.Tensors
 
@@ -140,11 +141,19 @@ def inference_options(training: bool, classifier_input: str) -> Dict[str, bool]:
     """`BertModel` keyword arguments of a sequence-level head's call: for eval and predict
     (never traced under XLA here), the dense layers skip the padding and, when the head reads
     the [CLS] vector only, the last layer runs for [CLS] only; the same outputs to float
-    rounding (modeling's tests) for less work. Training keeps the [batch, length] layout, in
-    which the position-keyed dropout masks are drawn."""
+    rounding (modeling's tests) for less work. In training the heads read nothing at the
+    padding either: the dense layers skip it when the trainer allows (`training_options`)."""
     if training:
-        return {}
+        return training_options()
     return {"drop_padding": True, "first_token_only": classifier_input in ("pooled", "cls")}
+
+
+def training_options() -> Dict[str, bool]:
+    """`BertModel` keyword arguments of a training call whose loss reads nothing at the
+    padding (or reads it masked): the dense layers run on the real tokens only when the trainer
+    traces without XLA (`execution.ExecutionContext.real_tokens`), dropout drawing the padded
+    run's masks there, so the update is the padded run's to float rounding."""
+    return {"drop_padding": execution.current().real_tokens}
 
 
 def estimator_loss_sums(per_example_loss, features) -> Tensors:

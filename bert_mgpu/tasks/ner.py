@@ -19,6 +19,7 @@ from bert_mgpu.tasks.base import (
     class_names,
     pad_positions,
     ratio,
+    training_options,
 )
 
 
@@ -53,8 +54,9 @@ class TaggingTask(BertTask, tf.Module):
         return modeling.merge_named_variables(self.bert, self.tagger)
 
     def _forward(self, features, training):
+        # The tagger's loss weighs the padding 0 (label_weights): training may skip it.
         out = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
-                        training=training)
+                        training=training, **(training_options() if training else {}))
         return self.tagger(self.bert.token_head(out.sequence_output), features.get("label_ids"),
                            features.get("label_weights"), training=training)
 

@@ -19,6 +19,7 @@ from bert_mgpu.tasks.base import (
     Tensors,
     pad_positions,
     ratio,
+    training_options,
 )
 
 
@@ -49,9 +50,12 @@ class SquadTask(MeanOverExamples, tf.Module):
         return modeling.merge_named_variables(self.bert, self.span)
 
     def _forward(self, features, training, with_positions=True):
-        out = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
-                        training=training)
         mask = features["input_mask"] if self.padded_length is not None else None
+        # Only a masked span softmax ignores the padding (Google's includes the positions past
+        # the windows): then training may skip it.
+        options = training_options() if training and mask is not None else {}
+        out = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
+                        training=training, **options)
         sequence_output = self.bert.token_head(out.sequence_output)
         if not with_positions:
             return self.span(sequence_output, input_mask=mask, training=training)

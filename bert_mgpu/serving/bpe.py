@@ -58,7 +58,9 @@ class BpeGraphError(ValueError):
     """A tokenizer.json the graph tokenizer cannot reproduce exactly."""
 
 
-def _tf_text():
+def tf_text_module():
+    """TensorFlow Text (the serving export's optional dependency), or one line saying how to
+    install it."""
     try:
         import tensorflow_text  # pylint: disable=import-outside-toplevel
     except ImportError as e:
@@ -115,7 +117,7 @@ def _nfc_isolated():
     new letters and marks that compose in ICU only; an old mark such as U+0307 is used by the
     library's decompositions and keeps composing)."""
     from tokenizers import normalizers  # pylint: disable=import-outside-toplevel
-    tf_text = _tf_text()
+    tf_text = tf_text_module()
     chars = [chr(c) for c in _code_points() if c != 0x0A]  # "\n" separates the probes
 
     def both(library, icu_form, context):
@@ -348,7 +350,7 @@ class BpeGraph(tf.Module):
             [(normalize(t["content"]), t["id"], t.get("lstrip"), t.get("rstrip"))
              for t in added if t.get("normalized")], tokenizer_file)
         if self._nfc:
-            _tf_text()
+            tf_text_module()
             self._isolated = tf.constant(_nfc_isolated())
 
     @staticmethod
@@ -371,7 +373,7 @@ class BpeGraph(tf.Module):
         """NFC of each string [n] as `tokenizers` computes it (module docstring, step 3)."""
         if not self._nfc:
             return strings
-        normalize = lambda s: _tf_text().normalize_utf8(s, "NFC")  # noqa: E731
+        normalize = lambda s: tf_text_module().normalize_utf8(s, "NFC")  # noqa: E731
         if self._isolated.shape[0] == 0:
             return normalize(strings)
 

@@ -91,15 +91,6 @@ class ServingTokenizerError(ValueError):
     """A vocabulary or option the graph tokenizer cannot represent."""
 
 
-def _tf_text():
-    try:
-        import tensorflow_text  # pylint: disable=import-outside-toplevel
-    except ImportError as e:
-        raise ImportError("the serving export needs tensorflow-text: pip install "
-                          "'bert_mgpu[export]' (or tensorflow-text==2.21.*)") from e
-    return tensorflow_text
-
-
 def _is_cased(char):
     return char.islower() or char.isupper() or unicodedata.category(char) == "Lt"
 
@@ -374,7 +365,7 @@ class ServingTokenizer(tf.Module):
             ImportError: when tensorflow-text is not installed.
         """
         super().__init__(name=name)
-        tf_text = _tf_text()
+        tf_text = serving_bpe.tf_text_module()
         if max_seq_length < 3:
             raise ServingTokenizerError(f"--max_seq_length={max_seq_length} must be at least 3")
         if truncation not in ("head", "head_tail"):

@@ -1105,7 +1105,7 @@ def attention_layer(from_tensor, to_tensor, query, key, value, attention_mask,
 
     def to_heads(t, seq_length):
         t = tf.reshape(t, [batch_size, seq_length, num_attention_heads, size_per_head])
-        return tf.transpose(t, [0, 2, 1, 3])
+        return transpose(t, [0, 2, 1, 3])
 
     query_layer = to_heads(query(from_tensor), from_seq_length)  # [B, N, F, H]
     key_layer = to_heads(key(to_tensor), to_seq_length)  # [B, N, T, H]
@@ -1126,8 +1126,23 @@ def attention_layer(from_tensor, to_tensor, query, key, value, attention_mask,
                               seq_view=(num_attention_heads, SEQ, SEQ))
 
     context_layer = tf.matmul(attention_probs, value_layer)  # [B, N, F, H]
-    context_layer = tf.transpose(context_layer, [0, 2, 1, 3])  # [B, F, N, H]
+    context_layer = transpose(context_layer, [0, 2, 1, 3])  # [B, F, N, H]
     return tf.reshape(context_layer, [-1, num_attention_heads * size_per_head])  # [B*F, N*H]
+
+
+# The integer type of each float dtype's width (`transpose`).
+_SAME_WIDTH_INTEGER = {tf.float32: tf.int32, tf.float16: tf.int16, tf.bfloat16: tf.int16}
+
+
+def transpose(x, perm):
+    """`tf.transpose(x, perm)`; under the execution context's `bitwise_transposes` (inference),
+    the transpose of x's bits as integers of its width: a transpose moves values without
+    computing, so the result is the same, and the integer op escapes the oneDNN rewrite of float
+    transposes, whose per-call cost dominates at serving's shapes (docs/benchmarks.md)."""
+    integer = _SAME_WIDTH_INTEGER.get(x.dtype)
+    if integer is None or not execution.current().bitwise_transposes:
+        return tf.transpose(x, perm)
+    return tf.bitcast(tf.transpose(tf.bitcast(x, integer), perm), x.dtype)
 
 
 def gather_indexes(sequence_tensor, positions):

@@ -153,7 +153,7 @@ class ServingModel(tf.Module):
         self.task_module = task_module
         # XLA compiles per shape: cut lengths are rounded up to a multiple of 8.
         self._length_multiple = 8 if jit_compile else 1
-        self._bitwise_transposes = not jit_compile
+        self._inference_kernels = not jit_compile
         # Outputs without a sequence dimension can come from chunks of different lengths.
         self._length_chunks = 1 if self.task_serving.per_position else length_chunks
         # ... and from the real tokens' rows only (the padding's rows are never computed):
@@ -184,7 +184,7 @@ class ServingModel(tf.Module):
     def _encode_python(self, input_ids, input_mask, segment_ids, drop_padding=None):
         # The head transposes as integers (the same values; why: model/execution.py), except
         # under XLA.
-        with execution.entered(bitwise_transposes=self._bitwise_transposes):
+        with execution.entered(inference_kernels=self._inference_kernels):
             out = self.bert(input_ids, input_mask, segment_ids, training=False,
                             first_token_only=self._first_token_only,
                             drop_padding=self._drop_padding if drop_padding is None

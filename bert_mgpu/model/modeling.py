@@ -1146,11 +1146,11 @@ def transpose(x, perm):
 
 
 def batch_matmul(a, b, transpose_b=False):
-    """`tf.matmul(a, b, transpose_b=...)` of rank-4 Tensors; under the execution context's
-    `inference_kernels`, as `BatchMatMulV3` (a, b and the product of one dtype), which
-    TensorFlow's oneDNN rewrite leaves alone: at serving's shapes that rewrite's per-call cost
-    is most of the product's time (docs/benchmarks.md)."""
-    if not execution.current().inference_kernels:
+    """`tf.matmul(a, b, transpose_b=...)` of rank-4 Tensors; float32 ones under the execution
+    context's `inference_kernels` as `BatchMatMulV3`, which TensorFlow's oneDNN rewrite leaves
+    alone: at serving's shapes that rewrite's per-call cost is most of the product's time
+    (docs/benchmarks.md). (TensorFlow's CPU BatchMatMulV3 has no float16 kernel.)"""
+    if a.dtype != tf.float32 or not execution.current().inference_kernels:
         return tf.matmul(a, b, transpose_b=transpose_b)
     return tf.raw_ops.BatchMatMulV3(x=a, y=b, Tout=a.dtype, adj_y=transpose_b)
 

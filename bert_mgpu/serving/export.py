@@ -66,6 +66,12 @@ have no sequence dimension (classifier) and keeps the length it is given otherwi
 compiles for a few lengths rather than every one. The classifier computes the last layer for
 the [CLS] token only (all the pooler reads).
 
+Without `jit_compile` the encoder's attention transposes its heads as integers and runs its
+batched products as `BatchMatMulV3` (`inference_kernels`, model/execution.py): ops TensorFlow's
+oneDNN rewrite leaves alone, whose fixed cost per call is far below the rewritten ones' at
+serving's small shapes; the same values (the transposes exactly, the products to float
+rounding).
+
 The classifier's dense layers also run on the real tokens' rows only (`BertModel`'s
 `drop_padding`: the projections, feed-forward layers and LayerNorms never see the padding; the
 attention scatters its keys and values back to the [batch, length] layout); not with

@@ -49,6 +49,9 @@ class Int8Classifier:
     text and runs the LiteRT model on that shape; the interpreter is resized only when the
     shape changes. Calls are serialised by a lock (a LiteRT
     interpreter runs one call at a time).
+
+    Attributes:
+      python_tokenizer: the export's `PythonTokenizer`, or None (the signatures tokenize).
     """
 
     def __init__(self, export_dir: str, num_threads: int = 0, length_chunks: int = 4):
@@ -116,7 +119,6 @@ class Int8Classifier:
         label_id = probabilities.argmax(axis=-1).astype(np.int32)
         return {"probabilities": probabilities, "label_id": label_id,
                 "label": self.labels[label_id]}
-
 
     def _features(self, text_a, text_b=None):
         """[input_ids, input_mask, segment_ids] int32 numpy [batch, max_seq_length]."""

@@ -12,8 +12,9 @@ labelled test texts give each arm's accuracy. Without it: all-MiniLM-L6-v2 (the 
 
 Arms (one process each, one at a time, alternating over `--rounds`):
   - ours_fp32: export_saved_model.py's SavedModel, `serving_default(text_a=...)`.
-  - ours_int8: export_saved_model.py --quantize=int8, served by serving/int8_runner.py (loaded
-    from its file: tensorflow + tensorflow-text only).
+  - ours_int8: export_saved_model.py --quantize=int8, served by serving/int8_runner.py (copied
+    with bert_mgpu/tokenization.py into a folder of their own, as a server deploys them; texts
+    tokenized in Python).
   - ort_fp32: the same weights through convert_to_hf.py, exported to ONNX by torch.onnx, then
     ONNX Runtime's transformer optimizer (fused attention, LayerNorm, GELU; what Optimum's
     ORTOptimizer runs), HF fast tokenizer, padding to the batch's longest.
@@ -58,17 +59,26 @@ def _size_mib(path):
 
 def arm_ours_int8(export_dir, texts, latency_texts):
     import importlib.util
+    import shutil
 
+    # As a server deploys it: the runner and a copy of tokenization.py in a folder of their
+    # own, bert_mgpu not importable.
     sys.path = [p for p in sys.path if not os.path.isdir(os.path.join(p, "bert_mgpu"))]
+    sys.modules["bert_mgpu"] = None
+    server = tempfile.mkdtemp(prefix="int8_runner_")
+    for path in ("serving/int8_runner.py", "tokenization.py"):
+        shutil.copy(os.path.join(REPO, "bert_mgpu", path), server)
     spec = importlib.util.spec_from_file_location(
-        "int8_runner", os.path.join(REPO, "bert_mgpu", "serving", "int8_runner.py"))
+        "int8_runner", os.path.join(server, "int8_runner.py"))
     runner = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(runner)
     model = runner.Int8Classifier(export_dir)
     result = fp32_bench._time_arm(lambda b: model(b)["probabilities"].tolist(), texts,
                                   latency_texts)
     import tensorflow as tf
-    result["versions"] = f"TensorFlow {tf.__version__} (tf.lite, XNNPACK)"
+    tokenizer = "Python" if model.python_tokenizer is not None else "the tokenize signature"
+    result["versions"] = (f"TensorFlow {tf.__version__} (tf.lite, XNNPACK), texts tokenized by "
+                          f"{tokenizer}")
     return result
 
 

@@ -24,6 +24,12 @@ through `current()`. Its fields, what the model does with each, and who enters i
   ignores the padding ask for it in training when this is set. Entered by the trainer when
   nothing is XLA-compiled (a compiled tower cannot trace the rows' dynamic count; compiled
   layers are per shape).
+* `inference_kernels`: the attention's head transposes move the activations' bits as integers
+  of their width and its two batched products run as `BatchMatMulV3` (`modeling.transpose`,
+  `modeling.batch_matmul`): the same products, without TensorFlow's oneDNN rewrites of float
+  `Transpose` and `BatchMatMulV2`, whose fixed cost per call is most of these small ops' time
+  at serving's shapes. Inference only (a bitcast has no gradient). Entered by the fp32/bf16
+  SavedModel export around its encoder (serving/export.py), not under XLA, which fuses these.
 
 Outside any entered block the context is `ExecutionContext()`: Google's model run op by op, the
 variables read as they are, `tf.nn.dropout` (evaluation and prediction outside the trainer, the
@@ -273,6 +279,8 @@ class ExecutionContext:
         pass (gradient checkpointing, `recomputed`).
       compile_layers: each encoder layer runs as one XLA computation (`CompiledLayer`).
       real_tokens: training may skip the padding (`drop_padding`) where the loss ignores it.
+      inference_kernels: the attention's transposes and batched products escape oneDNN's
+        rewrites (inference only).
     """
     stream: Optional[DropoutStream] = None
     parameters: Optional[Mapping] = None
@@ -280,6 +288,7 @@ class ExecutionContext:
     recompute_layers: bool = False
     compile_layers: bool = False
     real_tokens: bool = False
+    inference_kernels: bool = False
 
     @property
     def in_trainer_towers(self) -> bool:

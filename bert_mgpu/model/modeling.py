@@ -1105,14 +1105,14 @@ def attention_layer(from_tensor, to_tensor, query, key, value, attention_mask,
 
     def to_heads(t, seq_length):
         t = tf.reshape(t, [batch_size, seq_length, num_attention_heads, size_per_head])
-        return tf.transpose(t, [0, 2, 1, 3])
+        return transpose(t, [0, 2, 1, 3])
 
     query_layer = to_heads(query(from_tensor), from_seq_length)  # [B, N, F, H]
     key_layer = to_heads(key(to_tensor), to_seq_length)  # [B, N, T, H]
     value_layer = to_heads(value(to_tensor), to_seq_length)  # [B, N, T, H]
 
     # `attention_scores` = [B, N, F, T]
-    attention_scores = tf.matmul(query_layer, key_layer, transpose_b=True)
+    attention_scores = batch_matmul(query_layer, key_layer, transpose_b=True)
     attention_scores *= tf.cast(1.0 / math.sqrt(float(size_per_head)), attention_scores.dtype)
     if attention_mask is not None:
         attention_mask = tf.expand_dims(attention_mask, axis=1)  # [B, 1, F, T]
@@ -1125,9 +1125,34 @@ def attention_layer(from_tensor, to_tensor, query, key, value, attention_mask,
     attention_probs = dropout(attention_probs, attention_probs_dropout_prob, training,
                               seq_view=(num_attention_heads, SEQ, SEQ))
 
-    context_layer = tf.matmul(attention_probs, value_layer)  # [B, N, F, H]
-    context_layer = tf.transpose(context_layer, [0, 2, 1, 3])  # [B, F, N, H]
+    context_layer = batch_matmul(attention_probs, value_layer)  # [B, N, F, H]
+    context_layer = transpose(context_layer, [0, 2, 1, 3])  # [B, F, N, H]
     return tf.reshape(context_layer, [-1, num_attention_heads * size_per_head])  # [B*F, N*H]
+
+
+# The integer type of each float dtype's width (`transpose`).
+_SAME_WIDTH_INTEGER = {tf.float32: tf.int32, tf.float16: tf.int16, tf.bfloat16: tf.int16}
+
+
+def transpose(x, perm):
+    """`tf.transpose(x, perm)`; under the execution context's `inference_kernels` (inference),
+    the transpose of x's bits as integers of its width: a transpose moves values without
+    computing, so the result is the same, and the integer op escapes the oneDNN rewrite of float
+    transposes, whose per-call cost dominates at serving's shapes (docs/benchmarks.md)."""
+    integer = _SAME_WIDTH_INTEGER.get(x.dtype)
+    if integer is None or not execution.current().inference_kernels:
+        return tf.transpose(x, perm)
+    return tf.bitcast(tf.transpose(tf.bitcast(x, integer), perm), x.dtype)
+
+
+def batch_matmul(a, b, transpose_b=False):
+    """`tf.matmul(a, b, transpose_b=...)` of rank-4 Tensors; float32 ones under the execution
+    context's `inference_kernels` as `BatchMatMulV3`, which TensorFlow's oneDNN rewrite leaves
+    alone: at serving's shapes that rewrite's per-call cost is most of the product's time
+    (docs/benchmarks.md). (TensorFlow's CPU BatchMatMulV3 has no float16 kernel.)"""
+    if a.dtype != tf.float32 or not execution.current().inference_kernels:
+        return tf.matmul(a, b, transpose_b=transpose_b)
+    return tf.raw_ops.BatchMatMulV3(x=a, y=b, Tout=a.dtype, adj_y=transpose_b)
 
 
 def gather_indexes(sequence_tensor, positions):

@@ -66,6 +66,12 @@ have no sequence dimension (classifier) and keeps the length it is given otherwi
 compiles for a few lengths rather than every one. The classifier computes the last layer for
 the [CLS] token only (all the pooler reads).
 
+Without `jit_compile` the encoder's attention transposes its heads as integers and runs its
+batched products as `BatchMatMulV3` (`inference_kernels`, model/execution.py): ops TensorFlow's
+oneDNN rewrite leaves alone, whose fixed cost per call is far below the rewritten ones' at
+serving's small shapes; the same values (the transposes exactly, the products to float
+rounding).
+
 The classifier's dense layers also run on the real tokens' rows only (`BertModel`'s
 `drop_padding`: the projections, feed-forward layers and LayerNorms never see the padding; the
 attention scatters its keys and values back to the [batch, length] layout); not with
@@ -101,7 +107,7 @@ from bert_mgpu.configs.base import check_truncation
 from bert_mgpu.configs.serving import DEFAULT_LENGTH_CHUNKS
 from bert_mgpu.configs.squad import SquadAnswerOptions
 from bert_mgpu.engine import checkpoint
-from bert_mgpu.model import modeling
+from bert_mgpu.model import execution, modeling
 from bert_mgpu.model.bert_config import BertConfig
 from bert_mgpu.model.head_spec import ClassifierHeadSpec
 from bert_mgpu.serving import int8
@@ -153,6 +159,7 @@ class ServingModel(tf.Module):
         self.task_module = task_module
         # XLA compiles per shape: cut lengths are rounded up to a multiple of 8.
         self._length_multiple = 8 if jit_compile else 1
+        self._inference_kernels = not jit_compile
         # Outputs without a sequence dimension can come from chunks of different lengths.
         self._length_chunks = 1 if self.task_serving.per_position else length_chunks
         # ... and from the real tokens' rows only (the padding's rows are never computed):
@@ -181,10 +188,13 @@ class ServingModel(tf.Module):
         return modeling.merge_named_variables(*mods)
 
     def _encode_python(self, input_ids, input_mask, segment_ids, drop_padding=None):
-        out = self.bert(input_ids, input_mask, segment_ids, training=False,
-                        first_token_only=self._first_token_only,
-                        drop_padding=self._drop_padding if drop_padding is None
-                        else drop_padding)
+        # The head transposes as integers (the same values; why: model/execution.py), except
+        # under XLA.
+        with execution.entered(inference_kernels=self._inference_kernels):
+            out = self.bert(input_ids, input_mask, segment_ids, training=False,
+                            first_token_only=self._first_token_only,
+                            drop_padding=self._drop_padding if drop_padding is None
+                            else drop_padding)
         return self.task_serving.outputs(self.head, out, input_mask)
 
     def _encode_plain_python(self, input_ids, input_mask, segment_ids):

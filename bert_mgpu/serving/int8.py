@@ -17,20 +17,26 @@ Layout of EXPORT_DIR/<version>/::
     saved_model.pb, variables/, assets/vocab.txt
                              signatures tokenize, tokenize_pair (as the fp32 export's) and
                              labels (-> label string [labels]); no encoder weights
+    assets/python_tokenizer.json
+                             (WordPiece vocabularies) what the runner's Python tokenizer needs
+                             besides the vocabulary: do_lower_case, max_seq_length,
+                             truncation, head_tokens
 
 `serving/int8_runner.py` serves it (raw text in, the fp32 export's `probabilities`, `label_id`,
-`label` out) with tensorflow and tensorflow-text only.
+`label` out) with tensorflow, tensorflow-text and bert_mgpu/tokenization.py (stdlib only):
+tokenizing a request in Python costs a small fraction of a `tokenize` signature call.
 
 Scope: `--task=classifier` runs of single-label classification without `--doc_stride`;
 anything else is refused before a file is written (`check`).
 """
 
+import json
 import os
 
 import tensorflow as tf
 
 from bert_mgpu.configs import registry
-from bert_mgpu.serving.int8_runner import TFLITE_FILE
+from bert_mgpu.serving.int8_runner import PYTHON_TOKENIZER_FILE, TFLITE_FILE
 from bert_mgpu.serving.task import ExportError
 
 
@@ -126,3 +132,19 @@ def write_int8(model, directory: str) -> None:
     tf.saved_model.save(tokenizer, directory, signatures=tokenizer.signatures())
     with tf.io.gfile.GFile(os.path.join(directory, TFLITE_FILE), "wb") as f:
         f.write(flatbuffer)
+    write_python_tokenizer_options(model.tokenizer, directory)
+
+
+def write_python_tokenizer_options(tokenizer, directory: str) -> None:
+    """assets/python_tokenizer.json of the SavedModel in `directory`: the options of
+    `tokenizer` (a `ServingTokenizer`) that the runner's `PythonTokenizer` needs besides the
+    vocabulary (saved under its base name in assets/). Nothing for SentencePiece or
+    tokenizer.json vocabularies: the runner keeps the export's signatures for those."""
+    if tokenizer.is_bpe or tokenizer.is_sentencepiece:
+        return
+    vocab = os.path.basename(tokenizer.vocab_file.asset_path.numpy().decode("utf-8"))
+    options = {"vocab_file": vocab, "do_lower_case": tokenizer.do_lower_case,
+               "max_seq_length": tokenizer.max_seq_length, "truncation": tokenizer.truncation,
+               "head_tokens": tokenizer.head_tokens}
+    with tf.io.gfile.GFile(os.path.join(directory, "assets", PYTHON_TOKENIZER_FILE), "w") as f:
+        f.write(json.dumps(options, indent=1) + "\n")

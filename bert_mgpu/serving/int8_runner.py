@@ -11,10 +11,17 @@ or from Python::
     model = Int8Classifier("EXPORT_DIR/1")
     model(["a raw sentence"])  # {"probabilities": float32 [1, labels], "label_id", "label"}
 
-This module imports tensorflow, tensorflow-text and numpy only (nothing else of bert_mgpu), so
-it can be copied next to a server as it is.
+This module imports tensorflow, tensorflow-text and numpy, and of bert_mgpu only
+`bert_mgpu/tokenization.py` (stdlib only), so it can be copied next to a server with a copy of
+that file beside it. Texts are tokenized in Python by `tokenization.FullTokenizer` (Google's
+WordPiece, the tokenizer the export's graph equals) when the export holds
+`assets/python_tokenizer.json` (a WordPiece vocabulary: serving/int8.py writes it) and
+`tokenization.py` can be imported (from the package, else from this file's directory); otherwise
+(an export from before that file, a SentencePiece or tokenizer.json vocabulary, no
+tokenization.py) by the export's `tokenize` / `tokenize_pair` signatures. Both give the same ids.
 """
 
+import importlib.util
 import json
 import os
 import sys
@@ -26,6 +33,8 @@ import tensorflow as tf
 # The LiteRT model's file name in the export (serving/int8.py writes it).
 TFLITE_FILE = "model_int8.tflite"
 _IDS = ("input_ids", "input_mask", "segment_ids")
+# The Python tokenizer's options in the export's assets/ (serving/int8.py writes it).
+PYTHON_TOKENIZER_FILE = "python_tokenizer.json"
 # The fewest texts of a length chunk (the fp32 export's MIN_CHUNK_EXAMPLES): below that the
 # products get thin and each piece pays an interpreter resize.
 MIN_CHUNK_ROWS = 8
@@ -34,11 +43,15 @@ MIN_CHUNK_ROWS = 8
 class Int8Classifier:
     """The tokenizer SavedModel and the LiteRT int8 model of one export, as one callable.
 
-    Each call tokenizes in TensorFlow (the export's `tokenize`/`tokenize_pair`), sorts the
+    Each call tokenizes (in Python, `PythonTokenizer`, or with the export's
+    `tokenize`/`tokenize_pair` signatures: see the module docstring), sorts the
     batch by length into up to `length_chunks` pieces, cuts each piece's padding to its longest
     text and runs the LiteRT model on that shape; the interpreter is resized only when the
     shape changes. Calls are serialised by a lock (a LiteRT
     interpreter runs one call at a time).
+
+    Attributes:
+      python_tokenizer: the export's `PythonTokenizer`, or None (the signatures tokenize).
     """
 
     def __init__(self, export_dir: str, num_threads: int = 0, length_chunks: int = 4):
@@ -54,6 +67,7 @@ class Int8Classifier:
         self._tokenizer = tf.saved_model.load(export_dir)
         signatures = self._tokenizer.signatures
         self._tokenize, self._tokenize_pair = signatures["tokenize"], signatures["tokenize_pair"]
+        self.python_tokenizer = PythonTokenizer.load(export_dir)
         self.labels = np.array([s.decode("utf-8") for s in
                                 signatures["labels"]()["label"].numpy().tolist()])
         self._interpreter = tf.lite.Interpreter(
@@ -96,12 +110,7 @@ class Int8Classifier:
         """Texts (str list [batch]; `text_b` as the fp32 export's `serving_pair`) ->
         `probabilities` float32 [batch, labels], `label_id` int32 [batch], `label` str
         [batch]."""
-        if text_b is None:
-            features = self._tokenize(text_a=tf.constant(text_a, tf.string))
-        else:
-            features = self._tokenize_pair(text_a=tf.constant(text_a, tf.string),
-                                           text_b=tf.constant(text_b, tf.string))
-        ids = [features[name].numpy() for name in _IDS]
+        ids = self._features(text_a, text_b)
         probabilities = np.zeros([len(ids[0]), len(self.labels)], np.float32)
         for rows in self._chunks(ids[1]):
             # Masks are prefixes: a chunk is cut after its longest text.
@@ -110,6 +119,101 @@ class Int8Classifier:
         label_id = probabilities.argmax(axis=-1).astype(np.int32)
         return {"probabilities": probabilities, "label_id": label_id,
                 "label": self.labels[label_id]}
+
+    def _features(self, text_a, text_b=None):
+        """[input_ids, input_mask, segment_ids] int32 numpy [batch, max_seq_length]."""
+        if self.python_tokenizer is not None:
+            return self.python_tokenizer(text_a, text_b)
+        if text_b is None:
+            features = self._tokenize(text_a=tf.constant(text_a, tf.string))
+        else:
+            features = self._tokenize_pair(text_a=tf.constant(text_a, tf.string),
+                                           text_b=tf.constant(text_b, tf.string))
+        return [features[name].numpy() for name in _IDS]
+
+
+def _tokenization_module():
+    """bert_mgpu/tokenization.py: the package's, else a copy next to this file, else None."""
+    try:
+        from bert_mgpu import tokenization
+        return tokenization
+    except ImportError:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tokenization.py")
+        if not os.path.isfile(path):
+            return None
+        spec = importlib.util.spec_from_file_location("tokenization", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+
+class PythonTokenizer:
+    """The export's `tokenize` / `tokenize_pair` in Python: `FullTokenizer` and the
+    classifier's packing as the graph does it (`[CLS] a [SEP]`, `[CLS] a [SEP] b [SEP]`, no
+    second [SEP] when b has no tokens, Google's pair truncation, single texts cut by
+    `truncation`), the same ids for a fraction of a signature call's time."""
+
+    def __init__(self, tokenizer, max_seq_length: int, truncation: str, head_tokens: int):
+        self.tokenizer = tokenizer
+        self.max_seq_length = max_seq_length
+        self.truncation = truncation
+        self.head_tokens = head_tokens
+        self.cls_id, self.sep_id = tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]"])
+
+    @classmethod
+    def load(cls, export_dir: str):
+        """The export's Python tokenizer, or None (no options file, or no tokenization.py)."""
+        path = os.path.join(export_dir, "assets", PYTHON_TOKENIZER_FILE)
+        tokenization = _tokenization_module()
+        if tokenization is None or not os.path.isfile(path):
+            return None
+        with open(path, encoding="utf-8") as f:
+            options = json.load(f)
+        tokenizer = tokenization.FullTokenizer(
+            os.path.join(export_dir, "assets", options["vocab_file"]),
+            do_lower_case=options["do_lower_case"])
+        return cls(tokenizer, options["max_seq_length"], options["truncation"],
+                   options["head_tokens"])
+
+    def ids(self, text) -> list:
+        """One text (str or UTF-8 bytes) -> its token ids."""
+        return self.tokenizer.convert_tokens_to_ids(self.tokenizer.tokenize(text))
+
+    def _single(self, ids: list) -> list:
+        """A single text's ids cut as the graph does (`head` or `head_tail`)."""
+        budget = self.max_seq_length - 2
+        if len(ids) <= budget:
+            return ids
+        if self.truncation != "head_tail":
+            return ids[:budget]
+        head = min(self.head_tokens, budget)
+        return ids[:head] + ids[len(ids) - (budget - head):]
+
+    def _pair(self, a: list, b: list):
+        """Google's `_truncate_seq_pair` (the longer text loses its last token first, a wins
+        ties), closed form; a text b without tokens makes a single text."""
+        if not b:
+            return self._single(a), b
+        budget = self.max_seq_length - 3
+        if len(a) + len(b) <= budget:
+            return a, b
+        keep_a = min(len(a), max((budget + 1) // 2, budget - len(b)))
+        return a[:keep_a], b[:budget - keep_a]
+
+    def __call__(self, text_a, text_b=None) -> list:
+        """Texts (str or bytes lists [batch]) -> [input_ids, input_mask, segment_ids], int32
+        numpy [batch, max_seq_length], equal to the export's signatures' outputs."""
+        out = np.zeros([3, len(text_a), self.max_seq_length], np.int32)
+        for row, text in enumerate(text_a):
+            if text_b is None:
+                a, b = self._single(self.ids(text)), []
+            else:
+                a, b = self._pair(self.ids(text), self.ids(text_b[row]))
+            tokens = [self.cls_id, *a, self.sep_id] + ([*b, self.sep_id] if b else [])
+            out[0, row, :len(tokens)] = tokens
+            out[1, row, :len(tokens)] = 1
+            out[2, row, len(a) + 2:len(tokens)] = 1
+        return list(out)
 
 
 def main(argv) -> None:

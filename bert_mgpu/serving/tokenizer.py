@@ -335,6 +335,7 @@ class ServingTokenizer(tf.Module):
         vocab_size: int.
         cls_id, sep_id: int ids of [CLS] and [SEP] as `FullTokenizer` converts them.
         vocab_file / spm_model_file: `tf.saved_model.Asset` of the vocabulary file.
+        is_sentencepiece: bool, the vocabulary is a SentencePiece model (`spm_model_file`).
         is_bpe: bool, the vocabulary is a tokenizer.json (ModernBERT's byte-level BPE, run by
             serving/bpe.py; `do_lower_case` does not apply: the file has its normalizer).
     """
@@ -377,6 +378,7 @@ class ServingTokenizer(tf.Module):
         self.truncation = truncation
         self.head_tokens = int(head_tokens)
         self._spm = spm_model_file is not None
+        self.is_sentencepiece = self._spm
         self._init_backend(tf_text, vocab_file, do_lower_case, spm_model_file)
         # Texts -> ids (~3,000 graph ops) and -> the classifier's inputs, each traced once
         # whatever calls them: an export's signatures (text, pair, tokenize, windows, SQuAD)

@@ -251,10 +251,19 @@ def _interleaved_records(files: Sequence[str], seed: int, shuffle_buffer: int,
     return d
 
 
+# Records fetched per eager step by `_read_records`: one iterator step per record cost more
+# than reading the file (docs/benchmarks.md, "Issue 53: CPU seconds per phase").
+_READ_BATCH = 4096
+
+
 def _read_records(input_files: Sequence[str]) -> List[bytes]:
+    """Every serialized record of `input_files`, in order."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    return [r.numpy() for r in tf.data.TFRecordDataset(list(input_files))]
+    records: List[bytes] = []
+    for batch in tf.data.TFRecordDataset(list(input_files)).batch(_READ_BATCH):
+        records.extend(batch.numpy().tolist())
+    return records
 
 
 def epoch_permutations(input_files: Sequence[str], seed: int, group_size: int = 0):

@@ -185,6 +185,8 @@ class ServingModel(tf.Module):
                         first_token_only=self._first_token_only,
                         drop_padding=self._drop_padding if drop_padding is None
                         else drop_padding)
+        if self.task_serving.token_level:
+            out = out._replace(sequence_output=self.bert.token_head(out.sequence_output))
         return self.task_serving.outputs(self.head, out, input_mask)
 
     def _encode_plain_python(self, input_ids, input_mask, segment_ids):

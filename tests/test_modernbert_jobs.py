@@ -591,3 +591,27 @@ def test_ner_export_tags_equal_the_runs_predictions(bpe, token_runs, tmp_path):
     assert len(windows) > len(sentences)  # the long sentence: several windows
     assert got["windows"]["input_ids"] == [w.values["input_ids"] for w in windows]
     assert got["windows"]["example_index"] == [w.sentence_index for w in windows]
+
+
+def test_multiple_choice_export_equals_test_results(token_runs, tmp_path):
+    """export_saved_model.py --task=multiple_choice of the ModernBERT run (its tokenizer.json in
+    the graph): raw contexts and choices give the run's test_results.tsv and predict.txt."""
+    pytest.importorskip("tensorflow_text")
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
+
+    from bert_mgpu.data import multiple_choice_data as mc_data
+
+    proc, out = token_runs["multiple_choice"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _script("export_saved_model.py", "--task=multiple_choice", f"--output_dir={out}",
+            f"--export_dir={tmp_path / 'export'}")
+    model = tf.saved_model.load(str(tmp_path / "export" / "1"))
+    examples = mc_data.read_swag_csv(str(out.parent / "swag" / "test.csv"), "test")
+    served = model.signatures["serving_default"](
+        context=tf.constant([e.context for e in examples]),
+        choices=tf.constant([list(e.choices) for e in examples]))
+    np.testing.assert_allclose(served["probabilities"].numpy(),
+                               np.loadtxt(out / "test_results.tsv", delimiter="\t"), atol=1e-5)
+    np.testing.assert_array_equal(served["label_id"].numpy(),
+                                  np.loadtxt(out / "predict.txt", dtype=int))

@@ -36,9 +36,11 @@ _ACTIVATIONS = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu", "tanh"
 # Config options of this project that Hugging Face's BERT cannot express, with their BERT value.
 _BERT_ONLY = {"embedding_size": None, "share_parameters": "none", "pre_layer_norm": False,
               "use_bias": True, "position_embedding_type": "absolute", "num_hidden_groups": None}
-# Checkpoint entries that are not model weights (optimizer slots, step, our input state).
+# Checkpoint entries that are not model weights (optimizer slots, step, our input state, an
+# fp16 run's loss scale).
 NOT_WEIGHTS = re.compile(r"(/adam_[mv]|/lamb_[mv]|/Momentum|/accumulat\w*)$|^global_step$"
-                          r"|^_CHECKPOINTABLE_OBJECT_GRAPH$|^input_state")
+                         r"|^_CHECKPOINTABLE_OBJECT_GRAPH$|^input_state"
+                         r"|^loss_scale(_good_steps)?$")
 
 # A multi-task run's heads (config.head_scope).
 _TASK_HEAD = re.compile(rf"^{re.escape(head_scope(''))}[^/]+/output_(weights|bias)$")

@@ -798,8 +798,12 @@ class ServingTokenizer(tf.Module):
         ids, start, end, _ = self._bpe.ids_with_offsets(tf.strings.unicode_encode(joined,
                                                                                  "UTF-8"))
         base = tf.gather(joined.row_splits, ids.value_rowids())
-        return (ids, ids.with_values(tf.gather(source, base + start.values)),
-                ids.with_values(tf.gather(source, base + end.values - 1) + 1))
+        # (Clipped: the joined text is normalized already, so the tokenizer reads it unchanged
+        # and the offsets are in range; a text where normalizing twice differs stays valid.)
+        last = tf.maximum(tf.size(source, out_type=tf.int64) - 1, 0)
+        source = tf.concat([source, tf.zeros([1], tf.int64)], 0)
+        return (ids, ids.with_values(tf.gather(source, tf.minimum(base + start.values, last))),
+                ids.with_values(tf.gather(source, tf.minimum(base + end.values - 1, last)) + 1))
 
     def tokenize(self, text_a, text_b=None):
         """One or two texts -> the classifier's inputs, as `run_classifier_mgpu.py` builds them.

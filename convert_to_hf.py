@@ -16,8 +16,11 @@ run_config.json next to the checkpoint). A multi-task run of run_classifier_mgpu
 per task: --task_label chooses the one written (its labels and task type: regression and
 multilabel become Hugging Face's problem_type).
 
-A ModernBERT-shaped config (position_embedding_type "rope") is written as ModernBertForMaskedLM
-with the tokenizer files next to --vocab_file (its tokenizer.json).
+A ModernBERT-shaped config (position_embedding_type "rope") is written with the tokenizer files
+next to --vocab_file (its tokenizer.json) as the model of its fine-tuned head:
+ModernBertForSequenceClassification (run_classifier.py), ModernBertForTokenClassification
+(run_ner.py, its tags as id2label), ModernBertForQuestionAnswering (run_squad.py),
+ModernBertForMultipleChoice (run_multiple_choice.py); without one as ModernBertForMaskedLM.
 """
 
 import time

@@ -215,3 +215,29 @@ def test_converter_puts_the_output_layer_where_the_job_reads_it(hf_heads, tmp_pa
                                   hf_weights["classifier.weight"])
     np.testing.assert_array_equal(reader.get_tensor(f"{scope}output_bias"),
                                   hf_weights["classifier.bias"])
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_fine_tuned_folder_converts_back_bit_exact(hf_heads, tmp_path, name):
+    """convert_hf_checkpoint.py then convert_to_hf.py's work on a fine-tuned folder: the same
+    model class, label count and head options, and every tensor bit for bit (so transformers
+    computes the logits the parity test above compares ours with)."""
+    folder = hf_heads[name][0]
+    paths = hf_folders.convert_hf_folder(str(folder), str(tmp_path / "ours"))
+    back = tmp_path / "back"
+    hf_folders.convert_to_hf(paths["bert_config"], paths["checkpoint"],
+                             str(tmp_path / "ours" / "tokenizer.json"), False, str(back))
+    original = read_safetensors(str(folder / "model.safetensors"))
+    written = read_safetensors(str(back / "model.safetensors"))
+    assert sorted(written) == sorted(original)
+    for tensor, value in original.items():
+        np.testing.assert_array_equal(written[tensor], value, err_msg=tensor)
+    expected, ours = (json.loads((f / "config.json").read_text(encoding="utf-8"))
+                      for f in (folder, back))
+    assert ours["architectures"] == expected["architectures"]
+    # (save_pretrained leaves out what equals the defaults: two labels, LABEL_0 and LABEL_1.)
+    assert ours["id2label"] == expected.get("id2label", {"0": "LABEL_0", "1": "LABEL_1"})
+    for key in ("classifier_pooling", "classifier_bias", "norm_bias", "pad_token_id",
+                "cls_token_id", "sep_token_id"):
+        if key in expected:
+            assert ours[key] == expected[key], key

@@ -8,10 +8,13 @@ attention, classifier_dropout): 2 towers x 2 x 2 accumulated, gradient checkpoin
 SIGKILL and rerun end with the weights of 1 tower x 8 run through. run_ner.py and run_squad.py
 fine-tune a converted masked-LM folder end to end (its head initialises the token head, as
 transformers' from_pretrained does), with the words and answers cut into BPE pieces in running
-text. The heads' numbers against transformers:
-tests/test_modernbert_finetune.py. Not wired yet: export_saved_model.py, run_pretraining.py.
+text; run_multiple_choice.py on real SWAG-format data. The heads' numbers against transformers:
+tests/test_modernbert_finetune.py. Each fine-tuned run back to transformers by convert_to_hf.py
+(its ModernBertFor* model, logits equal to ours); the SQuAD and NER runs exported with the
+tokenizer.json in the graph give their own predictions from raw text.
 """
 
+import csv
 import gzip
 import json
 import os
@@ -348,9 +351,267 @@ def token_runs(folders, tmp_path_factory):
                  "--do_predict=true", "--do_eval=true", f"--predict_file={squad}",
                  "--max_seq_length=64", "--doc_stride=24", "--max_query_length=16",
                  "--train_batch_size=8", "--num_train_epochs=1", "--learning_rate=1e-3"]
+    tsv = root / "tsv"
+    tsv.mkdir()
+    _write_tsv(tsv / "train.tsv", rng, 16)
+    _write_tsv(tsv / "dev.tsv", rng, 4)
+    classifier = [sys.executable, os.path.join(REPO, "run_classifier.py"), "--task_name=tsv",
+                  f"--data_dir={tsv}", *_model_flags(folders["classifier"]),
+                  f"--output_dir={root / 'classifier'}", "--do_train=true",
+                  "--max_seq_length=32", "--train_batch_size=8", "--num_train_epochs=1",
+                  "--learning_rate=1e-3"]
     with started({"ner": lambda: (run_command(ner), root / "ner"),
-                  "squad": lambda: (run_command(squad_cmd), root / "squad")}) as runs:
-        yield dict(runs, ner_dev=dev, squad_data=squad_data_)
+                  "squad": lambda: (run_command(squad_cmd), root / "squad"),
+                  "classifier": lambda: (run_command(classifier), root / "classifier"),
+                  "multiple_choice": lambda: _multiple_choice_run(model, root)}) as runs:
+        yield dict(runs, ner_dev=dev, squad_data=squad_data_, squad_file=squad)
+
+
+MC_SHIPPED = os.path.join(DATA, "multiple_choice", "hellaswag_activitynet")
+
+
+def _multiple_choice_run(model, root):
+    """run_multiple_choice.py on the masked-LM folder and a slice of the shipped SWAG-format
+    data (16 training examples of 4 choices; 6 dev ones, and the same unlabelled as test.csv):
+    (CompletedProcess, --output_dir)."""
+    data = root / "swag"
+    data.mkdir()
+    rows = {}
+    for name, n in (("train.csv", 16), ("dev.csv", 6)):
+        with open(os.path.join(MC_SHIPPED, name), encoding="utf-8", newline="") as f:
+            table = list(csv.reader(f))
+        rows[name] = table[0], table[1:n + 1]
+    header, dev = rows["dev.csv"]
+    label = header.index("label")
+    for name, table in (("train.csv", rows["train.csv"][1]), ("val.csv", dev),
+                        ("test.csv", [r[:label] + [""] + r[label + 1:] for r in dev])):
+        with open(data / name, "w", encoding="utf-8", newline="") as f:
+            csv.writer(f).writerows([header] + table)
+    out = root / "multiple_choice"
+    return run_command([sys.executable, os.path.join(REPO, "run_multiple_choice.py"),
+                        f"--data_dir={data}", *model, f"--output_dir={out}", "--do_train=true",
+                        "--do_eval=true", "--do_predict=true", "--max_seq_length=48",
+                        "--train_batch_size=4", "--n_gpus=2", "--num_train_epochs=1",
+                        "--learning_rate=1e-3"]), out
+
+
+def test_run_multiple_choice_end_to_end(token_runs):
+    """run_multiple_choice.py on a converted masked-LM folder (its head initialises the
+    pooler, as transformers' ModernBertForMultipleChoice.from_pretrained does): trains (2
+    towers, dropout 0.1), evaluates, and predicts every test example (test_results.tsv: 4
+    probabilities a row; their equality with transformers:
+    test_fine_tuned_runs_convert_to_transformers)."""
+    proc, out = token_runs["multiple_choice"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = _results(out / "eval_results.txt")
+    assert {"eval_accuracy", "eval_loss"} <= set(result)
+    rows = [list(map(float, line.split("\t")))
+            for line in (out / "test_results.tsv").read_text().splitlines()]
+    assert len(rows) == 6 and all(len(r) == 4 and abs(sum(r) - 1) < 1e-5 for r in rows)
+    assert len((out / "predict.txt").read_text().splitlines()) == 6
 
 
 _token_runs_with_the_module = with_the_module("token_runs")
+
+
+# run -> (Hugging Face model written by convert_to_hf.py, the oracle's kind).
+HF_MODELS = {"classifier": ("ModernBertForSequenceClassification", "classifier"),
+             "ner": ("ModernBertForTokenClassification", "token"),
+             "squad": ("ModernBertForQuestionAnswering", "qa"),
+             "multiple_choice": ("ModernBertForMultipleChoice", "multiple_choice")}
+
+
+def _our_logits(run, out, ids, mask):
+    """Logits of the run's final checkpoint by our task on `ids`/`mask` (evaluation mode), by
+    Hugging Face's output name (real positions only for the token-level heads)."""
+    import tensorflow as tf
+
+    from bert_mgpu.engine import checkpoint
+    from bert_mgpu.model.bert_config import BertConfig
+    from bert_mgpu.tasks.classifier import BertClassifier
+    from bert_mgpu.tasks.multiple_choice import BertMultipleChoice
+    from bert_mgpu.tasks.ner import TaggingTask
+    from bert_mgpu.tasks.squad import SquadTask
+
+    config = BertConfig.from_json_file(str(out / "bert_config.json"))
+    prefix = checkpoint.resolve_checkpoint_path(str(out))
+    shapes = dict(tf.train.list_variables(prefix))
+    task = {"classifier": lambda: BertClassifier(config, shapes["output_bias"][0]),
+            "ner": lambda: TaggingTask(config, shapes["cls/ner/output_bias"][0]),
+            "squad": lambda: SquadTask(config),
+            "multiple_choice": lambda: BertMultipleChoice(config, ids.shape[1])}[run]()
+    checkpoint.restore_checkpoint(prefix, task.named_variables())
+    features = {"input_ids": tf.constant(ids), "input_mask": tf.constant(mask),
+                "segment_ids": tf.zeros_like(tf.constant(ids))}
+    if run == "multiple_choice":
+        features["label_ids"] = tf.zeros([ids.shape[0]], tf.int32)
+        return {"logits": task._scored(features, False)["logits"].numpy()}
+    if run == "squad":
+        found = task._forward(features, False, with_positions=False)
+        return {k: found[k].numpy()[mask > 0] for k in ("start_logits", "end_logits")}
+    found = task._forward(features, False)["logits"].numpy()
+    return {"logits": found if run == "classifier" else found[mask > 0]}
+
+
+def _swag_test_inputs(bpe, data):
+    """ids and mask [6, 4, 48] of the multiple-choice run's test.csv, as the run builds them."""
+    from bert_mgpu.data import multiple_choice_data as mc_data
+
+    tokenizer = tokenization.BpeTokenizer(str(bpe[0]))
+    values = [mc_data.convert_example(e, 48, tokenizer)
+              for e in mc_data.read_swag_csv(str(data / "test.csv"), "test")]
+    return (np.array([v["input_ids"] for v in values], np.int32),
+            np.array([v["input_mask"] for v in values], np.int32))
+
+
+def test_fine_tuned_runs_convert_to_transformers(bpe, token_runs, tmp_path):
+    """convert_to_hf.py on each fine-tuned run (its --output_dir: the final checkpoint, the
+    run's labels): transformers loads the folder as the job's ModernBertFor* model and its
+    logits (eager and sdpa) equal ours on the same weights to 1e-4, texts of several lengths
+    padded in one batch; the multiple-choice model's probabilities equal the run's own
+    test_results.tsv."""
+    tokenizer = tokenization.BpeTokenizer(str(bpe[0]))
+    special = bpe[1]
+    sequences = [[special["[CLS]"]] + tokenizer.convert_tokens_to_ids(tokenizer.tokenize(t))
+                 + [special["[SEP]"]] for t in TEXTS + ["Moses went to Egypt ."]]
+    width = max(map(len, sequences))
+    ids = np.array([s + [special["[PAD]"]] * (width - len(s)) for s in sequences], np.int32)
+    mask = np.array([[1] * len(s) + [0] * (width - len(s)) for s in sequences], np.int32)
+    requests, inputs = [], {}
+    for run, (model, kind) in HF_MODELS.items():
+        proc, out = token_runs[run].result()
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        inputs[run] = (_swag_test_inputs(bpe, out.parent / "swag") if run == "multiple_choice"
+                       else (ids, mask))
+        _script("convert_to_hf.py", f"--bert_config_file={out / 'bert_config.json'}",
+                f"--init_checkpoint={out}", f"--vocab_file={bpe[0]}", "--do_lower_case=false",
+                f"--output_dir={tmp_path / run}")
+        config = json.loads((tmp_path / run / "config.json").read_text(encoding="utf-8"))
+        assert config["architectures"] == [model]
+        if run in ("ner", "classifier"):  # the run's label names, in id order
+            labels = json.loads((out / "run_config.json").read_text())["labels"]
+            assert list(config["id2label"].values()) == [str(x) for x in labels]
+        requests.append({"save_dir": str(tmp_path / run), "kind": kind,
+                         "out": str(tmp_path / f"{run}.npz"),
+                         "input_ids": inputs[run][0].tolist(),
+                         "attention_mask": inputs[run][1].tolist()})
+    run_json_request("hf_modernbert.py", requests, tmp_path)
+    for run in HF_MODELS:
+        ours = _our_logits(run, token_runs[run].result()[1], *inputs[run])
+        ref = np.load(tmp_path / f"{run}.npz")
+        real = inputs[run][1] > 0
+        for attn in ("eager", "sdpa"):
+            for key, value in ours.items():
+                expected = ref[f"{attn}_{key}"]
+                expected = expected[real] if run in ("ner", "squad") else expected
+                np.testing.assert_allclose(value, expected, atol=1e-4, rtol=0,
+                                           err_msg=f"{run} {attn} {key}")
+    out = token_runs["multiple_choice"].result()[1]
+    predicted = np.loadtxt(out / "test_results.tsv", delimiter="\t")
+    logits = np.load(tmp_path / "multiple_choice.npz")["sdpa_logits"]
+    expected = np.exp(logits - logits.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(predicted, expected / expected.sum(axis=1, keepdims=True),
+                               atol=1e-5, rtol=0)
+
+
+def test_squad_export_answers_equal_the_runs_predictions(bpe, token_runs, tmp_path):
+    """export_saved_model.py --task=squad --output_dir=RUN of the ModernBERT SQuAD run
+    (run_config.json gives the tokenizer.json and the window flags): raw questions and
+    contexts in, in a process without bert_mgpu; the `tokenize` windows are the run's
+    features (run_squad.py's, the words joined in running text) and every answer is the run's
+    own predictions.json answer, cut from the context at the returned offsets."""
+    pytest.importorskip("tensorflow_text")
+    from _serving import run_loaded
+
+    proc, out = token_runs["squad"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _script("export_saved_model.py", "--task=squad", f"--output_dir={out}",
+            f"--export_dir={tmp_path / 'export'}")
+    data = token_runs["squad_data"]
+    questions = [(qa["id"], qa["question"], p["context"])
+                 for p in data["data"][0]["paragraphs"] for qa in p["qas"]]
+    got = run_loaded(tmp_path, tmp_path / "export" / "1", """
+        q, c = tf.constant(request["questions"]), tf.constant(request["contexts"])
+        out = {"answers": plain(model.signatures["serving_default"](question=q, context=c)),
+               "windows": plain(model.signatures["tokenize"](question=q, context=c))}
+    """, {"questions": [q for _, q, _ in questions], "contexts": [c for _, _, c in questions]})
+    predictions = json.loads((out / "predictions.json").read_text(encoding="utf-8"))
+    answers = got["answers"]
+    assert answers["answer"] == [predictions[qas_id] for qas_id, _, _ in questions]
+    for i, (_, _, context) in enumerate(questions):
+        start, end = answers["answer_start"][i], answers["answer_end"][i]
+        assert context[start:end] == answers["answer"][i]
+    # The windows are the run's features (its examples, its tokenizer, its flags).
+    examples = squad_data.read_squad_examples(token_runs["squad_file"], is_training=False)
+    features = list(squad_data.convert_examples_to_features(
+        examples, tokenization.BpeTokenizer(str(bpe[0])), 64, 24, 16, is_training=False))
+    windows = got["windows"]
+    assert len(features) > len(questions)  # contexts read in several windows
+    for name in ("input_ids", "input_mask"):
+        assert windows[name] == [getattr(f, name) for f in features], name
+    assert windows["example_index"] == [f.example_index for f in features]
+
+
+def test_ner_export_tags_equal_the_runs_predictions(bpe, token_runs, tmp_path):
+    """export_saved_model.py --task=ner --output_dir=RUN of the ModernBERT NER run: each test
+    sentence as raw text (its words joined by spaces, some by whitespace runs) in, in a
+    process without bert_mgpu: its words, and the tags of the run's own predictions.txt (the
+    30-word sentence read in several windows); the `tokenize` windows are the run's records."""
+    pytest.importorskip("tensorflow_text")
+    from _serving import run_loaded
+
+    proc, out = token_runs["ner"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _script("export_saved_model.py", "--task=ner", f"--output_dir={out}",
+            f"--export_dir={tmp_path / 'export'}")
+    sentences = token_runs["ner_dev"]
+    texts = [(" " if i % 3 else " \t ").join(words) + ("\n" if i % 2 else "")
+             for i, (words, _) in enumerate(sentences)]
+    got = run_loaded(tmp_path, tmp_path / "export" / "1", """
+        text = tf.constant(request["texts"])
+        out = {"tags": plain(model.signatures["serving_default"](text=text)),
+               "windows": plain(model.signatures["tokenize"](text=text))}
+    """, {"texts": texts})
+    lines = [line.split() for line in
+             (out / "predictions.txt").read_text(encoding="utf-8").splitlines() if line]
+    predicted, at = [], 0
+    for words, _ in sentences:
+        predicted.append([line[2] for line in lines[at:at + len(words)]])
+        at += len(words)
+    tags = got["tags"]
+    assert tags["num_words"] == [len(words) for words, _ in sentences]
+    for row, (words, _) in enumerate(sentences):
+        n = len(words)
+        assert tags["words"][row][:n] == words and not any(tags["words"][row][n:])
+        assert tags["tags"][row][:n] == predicted[row], row
+    labels = json.loads((out / "run_config.json").read_text())["labels"]
+    windows = ner_data.convert_sentences(
+        [ner_data.Sentence(str(i), w, t, [], "") for i, (w, t) in enumerate(sentences)],
+        labels, 24, tokenization.BpeTokenizer(str(bpe[0])))
+    assert len(windows) > len(sentences)  # the long sentence: several windows
+    assert got["windows"]["input_ids"] == [w.values["input_ids"] for w in windows]
+    assert got["windows"]["example_index"] == [w.sentence_index for w in windows]
+
+
+def test_multiple_choice_export_equals_test_results(token_runs, tmp_path):
+    """export_saved_model.py --task=multiple_choice of the ModernBERT run (its tokenizer.json in
+    the graph): raw contexts and choices give the run's test_results.tsv and predict.txt."""
+    pytest.importorskip("tensorflow_text")
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
+
+    from bert_mgpu.data import multiple_choice_data as mc_data
+
+    proc, out = token_runs["multiple_choice"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _script("export_saved_model.py", "--task=multiple_choice", f"--output_dir={out}",
+            f"--export_dir={tmp_path / 'export'}")
+    model = tf.saved_model.load(str(tmp_path / "export" / "1"))
+    examples = mc_data.read_swag_csv(str(out.parent / "swag" / "test.csv"), "test")
+    served = model.signatures["serving_default"](
+        context=tf.constant([e.context for e in examples]),
+        choices=tf.constant([list(e.choices) for e in examples]))
+    np.testing.assert_allclose(served["probabilities"].numpy(),
+                               np.loadtxt(out / "test_results.tsv", delimiter="\t"), atol=1e-5)
+    np.testing.assert_array_equal(served["label_id"].numpy(),
+                                  np.loadtxt(out / "predict.txt", dtype=int))

@@ -42,13 +42,13 @@ print(json.dumps({"enum": task.parser.enum_values, "help": task.help,
 
 def test_every_job_registers_its_task_once():
     tasks = registry.tasks()
-    assert list(tasks) == ["classifier", "features", "multiple_choice", "squad"]
+    assert list(tasks) == ["classifier", "features", "multiple_choice", "ner", "squad"]
     assert tasks["squad"].options is not None and tasks["classifier"].types
     assert registry.task_type("regression").hf_problem_type == "regression"
     with pytest.raises(ValueError, match="is registered twice"):
         registry.register(registry.RegisteredTask("squad", "", serving="elsewhere"))
     with pytest.raises(ValueError, match=r"--task must be one of classifier, features, "
-                                         r"multiple_choice, squad"):
+                                         r"multiple_choice, ner, squad"):
         registry.task("nothing")
 
 
@@ -66,6 +66,6 @@ def test_a_new_task_is_found_by_its_files_alone(tmp_path):
                           env=dict(os.environ, PYTHONPATH=str(tmp_path), CUDA_VISIBLE_DEVICES=""))
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["enum"] == ["classifier", "features", "multiple_choice", "squad", "toy"]
+    assert out["enum"] == ["classifier", "features", "multiple_choice", "ner", "squad", "toy"]
     assert out["help"].endswith("or 'toy' (a toy task's outputs).")
     assert out["serving"] == "ToyServing"

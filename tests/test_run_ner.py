@@ -477,3 +477,36 @@ def test_help_lists_the_flags(scripts):
     for flag in ("--tag_scheme", "--doc_stride", "--label_list", "--n_gpus", "--data_dir",
                  "--eval_every_n_steps", "--num_accumulation_steps", "--init_checkpoint"):
         assert flag in proc.stdout, flag
+
+
+def test_ner_export_tags_equal_the_runs_predictions(run, tmp_path):
+    """export_saved_model.py --task=ner --output_dir=RUN: the test sentences as raw text (words
+    joined by spaces) in, in a process without bert_mgpu: their words, and tags that, in the
+    files' scheme (the run trained on BIOES), are predictions.txt's: the long sentence read in
+    the run's windows, the word without a WordPiece tagged O."""
+    pytest.importorskip("tensorflow_text")
+    from _serving import run_loaded
+
+    proc, out, dev = run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    export = run_command([sys.executable, os.path.join(REPO, "export_saved_model.py"),
+                          "--task=ner", f"--output_dir={out}",
+                          f"--export_dir={tmp_path / 'export'}"])
+    assert export.returncode == 0, export.stderr[-3000:]
+    got = run_loaded(tmp_path, tmp_path / "export" / "1", """
+        served = model.signatures["serving_default"](text=tf.constant(request["texts"]))
+        # (UTF-8 words: the zero-width space.)
+        out = {k: [[w.decode("utf-8") for w in row] for row in v.numpy().tolist()]
+               if v.dtype == tf.string else v.numpy().tolist() for k, v in served.items()}
+    """, {"texts": [" ".join(words) for words, _ in dev]})
+    lines = [line.split(" ") for line in
+             (out / "predictions.txt").read_text(encoding="utf-8").splitlines() if line]
+    assert got["num_words"] == [len(words) for words, _ in dev]
+    at = 0
+    for row, (words, _) in enumerate(dev):
+        n = len(words)
+        assert got["words"][row][:n] == words
+        assert ner_data.bioes_to_bio(got["tags"][row][:n]) == [
+            line[2] for line in lines[at:at + n]], row
+        at += n
+    assert got["tags"][-2][1] == "O"  # NO_PIECES

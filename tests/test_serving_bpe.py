@@ -188,6 +188,43 @@ def test_invalid_utf8_is_dropped_as_python_does(tokenizer_json, graph):
     assert graph[1](tf.constant(raw)).to_list() == expected
 
 
+def test_paragraph_tokens_and_their_characters(tokenizer_json, graph):
+    """`tokenize_paragraph` (the SQuAD export's context): the ids run_squad.py gives the
+    paragraph's words (Google's whitespace split) joined by single spaces, and each token's
+    characters in `offset_text` (the NFC text): a whole token is the text it decodes to
+    without its leading space; pieces of one character (a 4-byte character cut in two) both
+    point at it; offsets never go back."""
+    from bert_mgpu.data.squad_data import split_paragraph
+
+    texts = (_squad_paragraphs()[:20] + _emoji_lines()[:10] + _chinese("dev", 10)
+             + WHITESPACE_AND_TOKENS + ["a\u202fb \u202f c", "\n\t", "x\r\ny  z\t"])
+    tokenizer = graph[0]
+    reference = tokenization.BpeTokenizer(tokenizer_json)
+    ids, start, end = (x.to_list() for x in tokenizer.tokenize_paragraph(tf.constant(texts)))
+    read = [t.decode("utf-8") for t in tokenizer.offset_text(tf.constant(texts)).numpy()]
+    words = reference.tokenize_words([split_paragraph(t)[0] for t in texts])
+    expected = [reference.convert_tokens_to_ids([p for word in row for p in word])
+                for row in words]
+    _assert_same(texts, ids, expected, "BpeTokenizer.tokenize_words")
+    with open(tokenizer_json, encoding="utf-8") as f:
+        added = {t["id"] for t in json.load(f)["added_tokens"]}
+    whole = 0
+    for text, row, first, last in zip(read, ids, start, end):
+        assert first == sorted(first) and last == sorted(last)
+        for token, s, e in zip(row, first, last):
+            assert 0 <= s < e <= len(text)
+            decoded = reference.decode([token])
+            if "\ufffd" in decoded:  # a piece of a character
+                continue
+            whole += 1
+            if token in added:  # its match, with the whitespace it strips
+                assert text[s:e].strip() == decoded.strip()
+            else:
+                assert text[s:e] == (decoded[1:] if decoded[:1] == " " and len(decoded) > 1
+                                     else decoded), (text, token)
+    assert whole > 1000
+
+
 @pytest.mark.parametrize("truncation,head_tokens", [("head", 128), ("head_tail", 5)])
 def test_tokenize_equals_classifier_features(tokenizer_json, truncation, head_tokens):
     """The `tokenize` signature's packing: [CLS] a [SEP] b [SEP] with the classifier's

@@ -33,8 +33,20 @@ from bert_mgpu.configs.base import (
     flag_values,
     subtree,
 )
+from bert_mgpu.configs.registry import RegisteredTask, register
 
 TAG_SCHEMES = ("bio", "bioes")
+
+
+register(RegisteredTask(
+    "ner", "'ner' (a run_ner.py model: text -> its words and a tag per word)",
+    serving="bert_mgpu.serving.ner"))
+
+
+def default_doc_stride(max_seq_length: int) -> int:
+    """run_ner.py's --doc_stride by default: half a window (at least 1), so each piece is seen
+    with some context on both sides."""
+    return max(1, (max_seq_length - 2) // 2)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -96,10 +108,10 @@ class NerConfig(LengthBatching, EvalDuringTraining):
 
     @property
     def effective_doc_stride(self) -> int:
-        """--doc_stride, or half a window (ner_data.default_doc_stride)."""
+        """--doc_stride, or half a window (`default_doc_stride`)."""
         if self.doc_stride is not None:
             return self.doc_stride
-        return max(1, (self.model.max_seq_length - 2) // 2)
+        return default_doc_stride(self.model.max_seq_length)
 
     def train_config(self, num_train_windows: int = 0, num_workers: int = 1) -> TrainConfig:
         """The trainer's config: steps from the number of training windows (records), the

@@ -68,7 +68,8 @@ class ExportConfig(FromFlags):
                                "is read in windows starting this many pieces apart, as "
                                "run_classifier_mgpu.py --doc_stride (default: the run's; 0 = "
                                "the first window only). --task=squad: run_squad.py's flag "
-                               "(default: the run's, else 128)."}}
+                               "(default: the run's, else 128). --task=ner: run_ner.py's "
+                               "(default: the run's, else half a window)."}}
     model: ModelFiles = subtree(ModelFiles)
     export_dir: str = Flag("string", None, "Where the SavedModel goes, in TF Serving's layout: "
                                            "EXPORT_DIR/<version>/saved_model.pb, variables/, "

@@ -37,6 +37,7 @@ import json
 import os
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
+from bert_mgpu.configs.ner import default_doc_stride
 from bert_mgpu.data import checks, features, file_io, tfrecord
 from bert_mgpu.data.processors import DataError
 from bert_mgpu.data.sequence import window_spans
@@ -269,11 +270,6 @@ def _best_window(spans: Sequence[Tuple[int, int]], position: int) -> int:
         if best_score is None or score > best_score:
             best, best_score = i, score
     return best
-
-
-def default_doc_stride(max_seq_length: int) -> int:
-    """Half a window (at least 1): each piece is seen with some context on both sides."""
-    return max(1, (max_seq_length - 2) // 2)
 
 
 def convert_sentences(sentences: Sequence[Sentence], label_list: Sequence[str],

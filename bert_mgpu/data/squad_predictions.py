@@ -158,6 +158,12 @@ def _as_floats(logits) -> List[float]:
     return [float(x) for x in logits]
 
 
+def decodes_original(tokenizer) -> bool:
+    """Whether `tokenizer.convert_tokens_to_string` gives the original characters (byte-level
+    BPE: `compute_predictions`' `decodes_original`), not normalized WordPieces."""
+    return isinstance(tokenizer, tokenization.BpeTokenizer)
+
+
 def _detokenize_wordpieces(tokens: Sequence[str]) -> str:
     """Google's: WordPieces " ##"-joined, whitespace cleaned."""
     text = " ".join(tokens).replace(" ##", "").replace("##", "")
@@ -168,7 +174,8 @@ def compute_predictions(all_examples, all_features, all_results: Sequence[RawRes
                         n_best_size: int, max_answer_length: int, do_lower_case: bool,
                         version_2_with_negative: bool = False,
                         null_score_diff_threshold: float = 0.0, verbose_logging: bool = False,
-                        detokenize: Optional[Callable[[Sequence[str]], str]] = None
+                        detokenize: Optional[Callable[[Sequence[str]], str]] = None,
+                        decodes_original: bool = False
                         ) -> Tuple[Dict[str, str], Dict[str, List[Dict]], Dict[str, float]]:
     """Google's `write_predictions`, returning what it writes.
 
@@ -189,6 +196,11 @@ def compute_predictions(all_examples, all_features, all_results: Sequence[RawRes
       detokenize: a span's tokens -> its text, before `get_final_text` projects it onto the
         original words: the tokenizer's `convert_tokens_to_string` (byte-level BPE decodes
         its bytes); None = Google's WordPiece rule (" ##" joined).
+      decodes_original: `detokenize` gives the original characters (byte-level BPE, whose
+        tokens hold the text's own bytes): a text found as it is in the original words is the
+        answer. `get_final_text` would look for it in the basic-tokenized words, where
+        punctuation stands apart ("Normandy , France"), and fall back to the whole words for
+        any answer with punctuation in it. Otherwise Google's projection.
 
     Returns:
       predictions: OrderedDict qas_id -> answer text.
@@ -270,7 +282,9 @@ def compute_predictions(all_examples, all_features, all_results: Sequence[RawRes
                 orig_tokens = example.doc_tokens[orig_doc_start:(orig_doc_end + 1)]
                 tok_text = (detokenize or _detokenize_wordpieces)(tok_tokens)
                 orig_text = " ".join(orig_tokens)
-                final_text = get_final_text(tok_text, orig_text, do_lower_case, verbose_logging)
+                final_text = (tok_text if decodes_original and tok_text in orig_text else
+                              get_final_text(tok_text, orig_text, do_lower_case,
+                                             verbose_logging))
                 if final_text in seen_predictions:
                     continue
                 seen_predictions.add(final_text)
@@ -335,12 +349,13 @@ def write_predictions(all_examples, all_features, all_results: Sequence[RawResul
                       output_null_log_odds_file: Optional[str],
                       version_2_with_negative: bool = False,
                       null_score_diff_threshold: float = 0.0, verbose_logging: bool = False,
-                      detokenize: Optional[Callable[[Sequence[str]], str]] = None
+                      detokenize: Optional[Callable[[Sequence[str]], str]] = None,
+                      decodes_original: bool = False
                       ) -> Tuple[Dict[str, str], Dict[str, List[Dict]], Dict[str, float]]:
     """Google's `write_predictions`: computes (`compute_predictions`) and writes the files.
 
     `output_null_log_odds_file` is written for SQuAD v2.0 only. Returns what
-    `compute_predictions` returns (`detokenize`: as there).
+    `compute_predictions` returns (`detokenize`, `decodes_original`: as there).
     """
     if version_2_with_negative and not output_null_log_odds_file:
         raise ValueError("SQuAD v2.0 predictions need a null_odds.json path")
@@ -348,7 +363,8 @@ def write_predictions(all_examples, all_features, all_results: Sequence[RawResul
     logging.info("Writing nbest to: %s", output_nbest_file)
     predictions, nbest, null_odds = compute_predictions(
         all_examples, all_features, all_results, n_best_size, max_answer_length, do_lower_case,
-        version_2_with_negative, null_score_diff_threshold, verbose_logging, detokenize)
+        version_2_with_negative, null_score_diff_threshold, verbose_logging, detokenize,
+        decodes_original)
     _write_text_atomic(output_prediction_file, json.dumps(predictions, indent=4) + "\n")
     _write_text_atomic(output_nbest_file, json.dumps(nbest, indent=4) + "\n")
     if version_2_with_negative:

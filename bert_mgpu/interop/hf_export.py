@@ -36,9 +36,11 @@ _ACTIVATIONS = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu", "tanh"
 # Config options of this project that Hugging Face's BERT cannot express, with their BERT value.
 _BERT_ONLY = {"embedding_size": None, "share_parameters": "none", "pre_layer_norm": False,
               "use_bias": True, "position_embedding_type": "absolute", "num_hidden_groups": None}
-# Checkpoint entries that are not model weights (optimizer slots, step, our input state).
-_NOT_WEIGHTS = re.compile(r"(/adam_[mv]|/lamb_[mv]|/Momentum|/accumulat\w*)$|^global_step$"
-                          r"|^_CHECKPOINTABLE_OBJECT_GRAPH$|^input_state")
+# Checkpoint entries that are not model weights (optimizer slots, step, our input state, an
+# fp16 run's loss scale).
+NOT_WEIGHTS = re.compile(r"(/adam_[mv]|/lamb_[mv]|/Momentum|/accumulat\w*)$|^global_step$"
+                         r"|^_CHECKPOINTABLE_OBJECT_GRAPH$|^input_state"
+                         r"|^loss_scale(_good_steps)?$")
 
 # A multi-task run's heads (config.head_scope).
 _TASK_HEAD = re.compile(rf"^{re.escape(head_scope(''))}[^/]+/output_(weights|bias)$")
@@ -92,7 +94,7 @@ def export_weights(weights: Mapping[str, np.ndarray]) -> Tuple[Dict[str, np.ndar
     """
     mapped, unknown = {}, []
     for name, value in weights.items():
-        if _NOT_WEIGHTS.search(name):
+        if NOT_WEIGHTS.search(name):
             continue
         try:
             hf_name, transpose = google_to_hf_name(name)
@@ -147,15 +149,27 @@ def export_config(bert_config: Mapping, architecture: str,
     out.update(hidden_act=_ACTIVATIONS[act], layer_norm_eps=1e-12, pad_token_id=0,
                position_embedding_type="absolute", tie_word_embeddings=True)
     if num_labels is not None:
-        names = [str(x) for x in labels] if labels else [f"LABEL_{i}" for i in range(num_labels)]
-        if len(names) != num_labels:
-            raise ConversionError(f"--label_list has {len(names)} labels, the classifier head "
-                                  f"{num_labels}")
-        out["id2label"] = {str(i): n for i, n in enumerate(names)}
-        out["label2id"] = {n: i for i, n in enumerate(names)}
-        problem_type = registry.task_type(task_type).hf_problem_type
-        if problem_type is not None:
-            out["problem_type"] = problem_type
+        out.update(label_keys(labels, num_labels, task_type))
+    return out
+
+
+def label_keys(labels: Optional[Sequence[str]], num_labels: int,
+               task_type: str = "classification") -> Dict:
+    """config.json's `id2label`, `label2id` (`labels`, else LABEL_0..) and `problem_type` (by
+    the classifier's --task_type) of a head of `num_labels` outputs.
+
+    Raises:
+      ConversionError: `labels` has another length.
+    """
+    names = [str(x) for x in labels] if labels else [f"LABEL_{i}" for i in range(num_labels)]
+    if len(names) != num_labels:
+        raise ConversionError(f"--label_list has {len(names)} labels, the classifier head "
+                              f"{num_labels}")
+    out = {"id2label": {str(i): n for i, n in enumerate(names)},
+           "label2id": {n: i for i, n in enumerate(names)}}
+    problem_type = registry.task_type(task_type).hf_problem_type
+    if problem_type is not None:
+        out["problem_type"] = problem_type
     return out
 
 
@@ -191,17 +205,24 @@ def write_safetensors(path: str, tensors: Mapping[str, np.ndarray],
     os.replace(tmp, path)
 
 
-def _classifier_head(weights: Dict[str, np.ndarray], prefix: str,
-                     task_label: Optional[str]) -> ClassifierHeadSpec:
-    """The classifier head to write (a multi-task run's `task_<label>/` head renamed in
-    `weights` to Google's root-level `output_weights`/`output_bias`, the other tasks' heads
-    dropped), read with the run_config.json next to the checkpoint (or one directory up, for a
-    run's `best/`) when there is one."""
+def run_of_checkpoint(prefix: str) -> Dict:
+    """The run_config.json next to the checkpoint `prefix` (or one directory up, for a run's
+    `best/`); {} when there is none."""
     from bert_mgpu.engine import checkpoint  # TensorFlow only when converting
 
     folder = os.path.dirname(prefix)
-    run = checkpoint.read_run_config(folder) or checkpoint.read_run_config(
+    return checkpoint.read_run_config(folder) or checkpoint.read_run_config(
         os.path.dirname(folder))
+
+
+def classifier_head(weights: Dict[str, np.ndarray], prefix: str, task_label: Optional[str],
+                    architecture: str = "BertForSequenceClassification") -> ClassifierHeadSpec:
+    """The classifier head to write (a multi-task run's `task_<label>/` head renamed in
+    `weights` to Google's root-level `output_weights`/`output_bias`, the other tasks' heads
+    dropped), read with the run's run_config.json (`run_of_checkpoint`) when there is one.
+    `architecture`: the Hugging Face model that reads it (named in the error of a head that
+    does not read the pooled output)."""
+    run = run_of_checkpoint(prefix)
     try:
         head = classifier_head_of_run(run, list(weights), task_label,
                                       f"--init_checkpoint={prefix}")
@@ -214,8 +235,8 @@ def _classifier_head(weights: Dict[str, np.ndarray], prefix: str,
                 weights[name[len(head.scope) + 1:]] = value
     if "output_bias" in weights and head.classifier_input != "pooled":
         raise ConversionError(f"--classifier_input={head.classifier_input} (the run's): "
-                              f"Hugging Face's BertForSequenceClassification reads the pooled "
-                              f"output (--classifier_input=pooled) only")
+                              f"Hugging Face's {architecture} reads the pooled output "
+                              f"(--classifier_input=pooled) only")
     return head
 
 
@@ -235,7 +256,7 @@ def convert_checkpoint(bert_config_file: str, init_checkpoint: str, vocab_file: 
             raise ConversionError(f"{bert_config_file}:{e.lineno}: invalid JSON ({e.msg})") \
                 from None
     prefix, weights = _read_weights(init_checkpoint, bert_config)
-    head = _classifier_head(weights, prefix, task_label)
+    head = classifier_head(weights, prefix, task_label)
     if labels is None and head.labels and registry.task_type(head.task_type).has_label_names:
         labels = head.labels
     state, architecture = export_weights(weights)
@@ -270,7 +291,7 @@ def _read_weights(init_checkpoint: str, bert_config: dict):
     prefix = checkpoint.resolve_checkpoint_path(init_checkpoint)
     reader = tf.train.load_checkpoint(prefix)
     weights = {name: reader.get_tensor(name)
-               for name in reader.get_variable_to_shape_map() if not _NOT_WEIGHTS.search(name)}
+               for name in reader.get_variable_to_shape_map() if not NOT_WEIGHTS.search(name)}
     missing = [n for n in hf_checkpoint.expected_bert_names(
         _ConfigView(bert_config)) if n not in weights]
     if missing:

@@ -37,17 +37,12 @@ def convert_to_hf(bert_config_file: str, init_checkpoint: str, vocab_file: str,
                   do_lower_case: bool, output_dir: str, labels: Optional[Sequence[str]] = None,
                   task_label: Optional[str] = None) -> Dict[str, str]:
     """A checkpoint here -> a Hugging Face folder; returns the paths. A ModernBERT-shaped one
-    takes its tokenizer files from --vocab_file's folder (its tokenizer.json); it is written as
-    the masked-LM model (a classifier head is not exported yet: `labels`/`task_label` are
-    refused for it)."""
+    takes its tokenizer files from --vocab_file's folder (its tokenizer.json) and is written as
+    its fine-tuned head's model, else as the masked-LM model (hf_modernbert.export_checkpoint)."""
     bert_config = _read_json(bert_config_file)
     if bert_config.get("position_embedding_type") == "rope":
-        if labels or task_label:
-            raise ConversionError(f"{bert_config_file}: a ModernBERT-shaped model is exported "
-                                  f"as ModernBertForMaskedLM only; --label_list and "
-                                  f"--task_label are not supported for it yet")
         return hf_modernbert.export_checkpoint(bert_config, bert_config_file, init_checkpoint,
                                                os.path.dirname(os.path.abspath(vocab_file)),
-                                               output_dir)
+                                               output_dir, labels, task_label)
     return hf_export.convert_checkpoint(bert_config_file, init_checkpoint, vocab_file,
                                         do_lower_case, output_dir, labels, task_label)

@@ -33,11 +33,14 @@ import json
 import os
 import re
 import shutil
-from typing import Dict, Mapping, Tuple
+from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from bert_mgpu.configs import registry
+from bert_mgpu.interop import hf_export
 from bert_mgpu.interop.hf_checkpoint import ConversionError, read_hf_weights
+from bert_mgpu.model.head_spec import head_scope
 
 # Files of a Hugging Face tokenizer copied as they are, both ways.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
@@ -162,21 +165,30 @@ def place_output_layer(weights: Dict[str, np.ndarray], hf_config: Mapping) -> No
                 weights[scopes[0] + name] = weights.pop(name)
 
 
-def export_weights(weights: Mapping[str, np.ndarray], with_mlm: bool = True
+def export_weights(weights: Mapping[str, np.ndarray], head: Optional[str] = "mlm"
                    ) -> Dict[str, np.ndarray]:
-    """Names here -> a `ModernBertForMaskedLM` state dict (`with_mlm`, needs the masked-LM head)
-    or a `ModernBertModel` one; the inverse of `convert_weights` (the pooler copy is dropped)."""
-    prefix = _ENCODER_PREFIX if with_mlm else ""
-    head = _HEAD_SCOPES["mlm"]
+    """Names here -> a Hugging Face state dict, the inverse of `convert_weights`.
+
+    Args:
+      weights: name here -> array.
+      head: "mlm": `ModernBertForMaskedLM` (needs the masked-LM head; the pooler copy is
+        dropped); "classifier": a fine-tuned head model (`bert/pooler` as `head`, the root-level
+        `output_weights`/`output_bias` as `classifier`: the names of
+        `ModernBertFor{SequenceClassification,TokenClassification,QuestionAnswering,
+        MultipleChoice}` alike); None: `ModernBertModel` (the encoder alone).
+    """
+    prefix = _ENCODER_PREFIX if head else ""
+    scope = _HEAD_SCOPES.get(head or "mlm")
     layers = {int(m.group(1)) for m in
               (re.match(r"^bert/encoder/layer_(\d+)/", n) for n in weights) if m}
+    wanted = {"mlm": ("head.", "decoder."), "classifier": ("head.", "classifier.")}.get(head, ())
     out = {}
     for hf_template, template, how in NAMES:
         is_head = hf_template.startswith(_HEAD_NAMES)
-        if is_head and not with_mlm or hf_template.startswith("classifier."):
+        if is_head and not hf_template.startswith(wanted):
             continue
         for layer in sorted(layers) if "{i}" in hf_template else [None]:
-            names = _our_names(template, layer, head)
+            names = _our_names(template, layer, scope)
             if not all(n in weights for n in names):
                 continue
             parts = [np.asarray(weights[n], np.float32) for n in names]
@@ -383,37 +395,106 @@ def expected_names(bert_config) -> Tuple[str, ...]:
     return tuple(names)
 
 
-def export_checkpoint(bert_config: Dict, bert_config_file: str, init_checkpoint: str,
-                      tokenizer_dir: str, output_dir: str) -> Dict[str, str]:
-    """A ModernBERT-shaped checkpoint here -> a Hugging Face `ModernBertForMaskedLM` folder
-    (`ModernBertModel` when the checkpoint has no masked-LM head) with the tokenizer files of
-    `tokenizer_dir` (the folder of --vocab_file's tokenizer.json); returns the paths."""
+# A fine-tuned checkpoint's output layer by its scope here (`place_output_layer`, the way
+# back); a root-level one is a sequence classifier's, or a run_multiple_choice.py run's.
+_SCOPED_MODELS = {scope: model for model, scope in _OUTPUT_SCOPES.items()}
+# What a ModernBERT checkpoint here may hold besides optimizer slots and steps: the encoder,
+# the masked-LM head, and one output layer (a multi-task run's: one per task).
+_EXPORTABLE = re.compile(r"^(bert/|cls/predictions/)|^(cls/ner/|cls/squad/|"
+                         + re.escape(head_scope("")) + r"[^/]+/)?output_(weights|bias)$")
+
+
+def _head_model(weights: Dict[str, np.ndarray], prefix: str, labels: Optional[Sequence[str]],
+                task_label: Optional[str]) -> Tuple[Optional[str], Dict]:
+    """(the Hugging Face model of a fine-tuned checkpoint's output layer, config.json keys of
+    its labels), the layer moved in `weights` to the root-level `output_weights`/`output_bias`
+    (a multi-task run's `task_label` head; the others dropped); (None, {}) without one.
+    Labels: `labels`, else the run's (run_config.json next to the checkpoint)."""
+    run = hf_export.run_of_checkpoint(prefix)
+    for scope, model in _SCOPED_MODELS.items():
+        if scope + "output_bias" in weights:
+            if task_label:
+                raise ConversionError(f"--task_label={task_label}: {prefix} is not a multi-task "
+                                      f"classifier run (its head is {scope}output_bias)")
+            for name in ("output_weights", "output_bias"):
+                weights[name] = weights.pop(scope + name)
+            token = model == "ModernBertForTokenClassification"
+            return model, _label_keys(model, labels or (run.get("labels") if token else None),
+                                      weights["output_bias"].shape[0])
+    model = "ModernBertForSequenceClassification"
+    head = hf_export.classifier_head(weights, prefix, task_label, model)
+    if "output_bias" not in weights:
+        return None, {}
+    if "num_choices" in run:  # run_multiple_choice.py's one score per choice
+        return "ModernBertForMultipleChoice", _label_keys("ModernBertForMultipleChoice",
+                                                          labels, None)
+    if labels is None and head.labels and registry.task_type(head.task_type).has_label_names:
+        labels = head.labels
+    return model, hf_export.label_keys(labels, weights["output_bias"].shape[0], head.task_type)
+
+
+def _label_keys(model: str, labels: Optional[Sequence[str]], num_labels: Optional[int]) -> Dict:
+    """config.json's label keys of a token or QA model (none for multiple choice, whose
+    classifier has one output whatever num_labels says); `labels` refused where none apply."""
+    if model != "ModernBertForTokenClassification" and labels:
+        raise ConversionError(f"--label_list: a {model} has no label names")
+    return {} if num_labels is None else hf_export.label_keys(labels, num_labels)
+
+
+def _read_weights(init_checkpoint: str, config) -> Tuple[str, Dict[str, np.ndarray]]:
+    """(the checkpoint's prefix, its weights by name: optimizer slots and steps left out).
+
+    Raises:
+      ConversionError: a ModernBERT variable is missing, or a variable is not part of what
+        a ModernBERT folder holds (`_EXPORTABLE`), naming them.
+    """
     import tensorflow as tf  # only to read the checkpoint
 
     from bert_mgpu.engine import checkpoint
-    from bert_mgpu.interop.hf_export import write_safetensors
+
+    prefix = checkpoint.resolve_checkpoint_path(init_checkpoint)
+    reader = tf.train.load_checkpoint(prefix)
+    names = [n for n in reader.get_variable_to_shape_map()
+             if not hf_export.NOT_WEIGHTS.search(n)]
+    for problem, found in (("missing", [n for n in expected_names(config) if n not in names]),
+                           ("not part of a ModernBERT model",
+                            sorted(n for n in names if not _EXPORTABLE.search(n)))):
+        if found:
+            raise ConversionError(f"{prefix}: {len(found)} variable(s) {problem}: "
+                                  f"{', '.join(found[:5])}{', ...' if len(found) > 5 else ''}")
+    return prefix, {n: reader.get_tensor(n) for n in names}
+
+
+def export_checkpoint(bert_config: Dict, bert_config_file: str, init_checkpoint: str,
+                      tokenizer_dir: str, output_dir: str, labels: Optional[Sequence[str]] = None,
+                      task_label: Optional[str] = None) -> Dict[str, str]:
+    """A ModernBERT-shaped checkpoint here -> a Hugging Face folder with the tokenizer files of
+    `tokenizer_dir` (the folder of --vocab_file's tokenizer.json); returns the paths.
+
+    The model written: a fine-tuned run's head model (`_head_model`: run_classifier's
+    `ModernBertForSequenceClassification`, `labels` or the run's as id2label, a multi-task
+    run's `task_label` head; run_ner's `ModernBertForTokenClassification`; run_squad's
+    `ModernBertForQuestionAnswering`; run_multiple_choice's `ModernBertForMultipleChoice`),
+    else `ModernBertForMaskedLM`, else (no masked-LM head) `ModernBertModel`.
+    """
     from bert_mgpu.model.bert_config import BertConfig
 
     config = BertConfig.from_dict(bert_config, source=bert_config_file)
-    prefix = checkpoint.resolve_checkpoint_path(init_checkpoint)
-    reader = tf.train.load_checkpoint(prefix)
-    shapes = reader.get_variable_to_shape_map()
-    missing = [n for n in expected_names(config) if n not in shapes]
-    if missing:
-        raise ConversionError(f"{prefix}: {len(missing)} ModernBERT variable(s) missing: "
-                              f"{', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}")
-    with_mlm = "cls/predictions/output_bias" in shapes
-    names = [n for n in shapes if n.startswith(("bert/", "cls/predictions/"))]
-    state = export_weights({n: reader.get_tensor(n) for n in names}, with_mlm)
+    prefix, weights = _read_weights(init_checkpoint, config)
+    model, label_config = _head_model(weights, prefix, labels, task_label)
+    head = "classifier" if model else ("mlm" if "cls/predictions/output_bias" in weights
+                                       else None)
+    state = export_weights(weights, head)
     hf_config = export_config(config.to_dict())
     hf_config.update({k: v for k, v in special_token_ids(tokenizer_dir).items()
                       if k not in hf_config})
-    if not with_mlm:
-        hf_config["architectures"] = ["ModernBertModel"]
+    hf_config.update(label_config)
+    hf_config["architectures"] = [model or ("ModernBertForMaskedLM" if head
+                                            else "ModernBertModel")]
     os.makedirs(output_dir, exist_ok=True)
     paths = {name: os.path.join(output_dir, name) for name in ("config.json",
                                                                "model.safetensors")}
-    write_safetensors(paths["model.safetensors"], state, {"format": "pt"})
+    hf_export.write_safetensors(paths["model.safetensors"], state, {"format": "pt"})
     with open(paths["config.json"], "w", encoding="utf-8") as f:
         f.write(json.dumps(hf_config, indent=2) + "\n")
     paths.update(copy_tokenizer(tokenizer_dir, output_dir))

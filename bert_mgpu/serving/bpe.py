@@ -225,8 +225,10 @@ class _AddedTokens(tf.Module):
             default_value=-1)
 
     def split(self, strings):
-        """strings [n] -> (pieces, ids): string and int32 RaggedTensors [n, (pieces)], the
-        parts between tokens (id -1) and the tokens (their id), in order, none empty."""
+        """strings [n] -> (pieces, ids, consumed): string, int32 and string RaggedTensors
+        [n, (pieces)], the parts between tokens (id -1; piece "") and the tokens (their id),
+        in order, none empty; `consumed`: the text each took (a token's match, with the
+        whitespace it strips)."""
         marked = tf.strings.regex_replace(strings, self.pattern, _CUT + _TOKEN + b"\\0" + _CUT)
         pieces = tf.strings.split(marked, sep=_CUT)
         pieces = tf.ragged.boolean_mask(pieces, tf.strings.length(pieces) > 0)
@@ -239,7 +241,8 @@ class _AddedTokens(tf.Module):
         ids = tf.where(ids < 0, self.table.lookup(
             tf.strings.regex_replace(content, self.strip_pattern, "")), ids)
         return (pieces.with_values(tf.where(is_token, tf.constant(b""), flat)),
-                pieces.with_values(tf.where(is_token, ids, -1)))
+                pieces.with_values(tf.where(is_token, ids, -1)),
+                pieces.with_values(tf.where(is_token, content, flat)))
 
 
 def _only(component, kind, source, what):
@@ -367,7 +370,7 @@ class BpeGraph(tf.Module):
             return added.split(strings)
         pieces = tf.RaggedTensor.from_tensor(strings[:, None])
         pieces = tf.ragged.boolean_mask(pieces, tf.strings.length(pieces) > 0)
-        return pieces, pieces.with_values(tf.fill(tf.shape(pieces.values), -1))
+        return pieces, pieces.with_values(tf.fill(tf.shape(pieces.values), -1)), pieces
 
     def _normalize(self, strings):
         """NFC of each string [n] as `tokenizers` computes it (module docstring, step 3)."""
@@ -396,17 +399,23 @@ class BpeGraph(tf.Module):
             tf.searchsorted(self._isolated, cps), tf.size(self._isolated) - 1)), cps))
         return tf.cond(hit, isolated, lambda: normalize(strings))
 
+    def normalize_text(self, strings):
+        """string [n] -> string [n]: each (valid UTF-8) string normalized as the file's
+        normalizer does (unchanged without one)."""
+        return self._normalize(strings)
+
     def _items(self, text):
-        """text string [B] -> (item strings [I], item ids int32 [I], item rows int64 [I]):
-        the added tokens (id >= 0, string "") and the normalized text between them (id -1),
-        in order, each with its text's index."""
+        """text string [B] -> (item strings [I], item ids int32 [I], item rows int64 [I],
+        item texts string [I]): the added tokens (id >= 0, string "") and the normalized text
+        between them (id -1), in order, each with its text's index and the text it stands
+        for (a token's match; the normalized text itself)."""
         decoded = tf.strings.unicode_decode(text, "UTF-8", errors="ignore")
         text = tf.strings.unicode_encode(decoded, "UTF-8")
-        pieces, ids = self._split(text, self._raw)
+        pieces, ids, consumed = self._split(text, self._raw)
         strings, ids, rows = pieces.values, ids.values, pieces.value_rowids()
         is_text = ids < 0
-        inner, inner_ids = self._split(self._normalize(tf.boolean_mask(strings, is_text)),
-                                       self._normalized)
+        inner, inner_ids, inner_consumed = self._split(
+            self._normalize(tf.boolean_mask(strings, is_text)), self._normalized)
         # Each first-level piece becomes its token, or its second-level pieces: gathered from
         # [the tokens; the second-level pieces].
         tokens = tf.size(ids, out_type=tf.int64) - tf.reduce_sum(tf.cast(is_text, tf.int64))
@@ -420,8 +429,10 @@ class BpeGraph(tf.Module):
         index = tf.ragged.range(start, start + count)
         pool_strings = tf.concat([tf.fill([tokens], tf.constant(b"")), inner.values], 0)
         pool_ids = tf.concat([tf.boolean_mask(ids, ~is_text), inner_ids.values], 0)
+        pool_consumed = tf.concat([tf.boolean_mask(consumed.values, ~is_text),
+                                   inner_consumed.values], 0)
         return (tf.gather(pool_strings, index.values), tf.gather(pool_ids, index.values),
-                tf.gather(rows, index.value_rowids()))
+                tf.gather(rows, index.value_rowids()), tf.gather(pool_consumed, index.values))
 
     # -----------------------------------------------------------------------------------------
     # Items -> words (the byte-level regex) -> byte-level symbols
@@ -477,7 +488,8 @@ class BpeGraph(tf.Module):
 
     def _symbols(self, cps, word):
         """The byte-level symbols of characters `cps` int32 [n] (an added token, -1 - id, is
-        its own id) and their words (`word` int64 [n]): (symbols int32 [m], words int64 [m])."""
+        its own id) and their words (`word` int64 [n]): (symbols int32 [m], words int64 [m],
+        characters int64 [m]: the index in `cps` of each symbol's character)."""
         n = 1 + sum(tf.cast(cps >= limit, tf.int32) for limit in (0x80, 0x800, 0x10000))
         n = tf.where(cps < 0, 1, n)
         index = tf.ragged.range(n)
@@ -488,18 +500,20 @@ class BpeGraph(tf.Module):
         byte = tf.where(tf.equal(k, 0), tf.bitwise.bitwise_or(lead, shifted),
                         tf.bitwise.bitwise_or(0x80, tf.bitwise.bitwise_and(shifted, 0x3F)))
         symbols = tf.where(cp < 0, -1 - cp, tf.gather(self._byte_ids, tf.minimum(byte, 255)))
-        return symbols, tf.gather(word, parent)
+        return symbols, tf.gather(word, parent), parent
 
     # -----------------------------------------------------------------------------------------
     # BPE
 
-    def _merge_round(self, symbols, words, num_words):
+    def _merge_round(self, symbols, words, num_words, lengths=None):
         """One round: in every word, the occurrences of its lowest-ranked pair merged, left to
-        right without overlap.
+        right without overlap. `lengths` int32 [symbols] (or None): the byte-level symbols
+        each symbol is made of.
 
         Returns:
-            (symbols, words, finished): the symbols and their words after the round, and bool
-            [symbols]: the symbol's word had nothing to merge (it never will again).
+            (symbols, words, finished, lengths): the symbols and their words after the round,
+            bool [symbols]: the symbol's word had nothing to merge (it never will again), and
+            the symbols' lengths (None without `lengths`).
         """
         left, right = symbols[:-1], symbols[1:]
         keys = (tf.cast(left, tf.int64) * self._key_base + tf.cast(right, tf.int64))
@@ -521,29 +535,37 @@ class BpeGraph(tf.Module):
         keep = ~_shift_right(tf.concat([merge, [False]], 0), False)
         words = tf.boolean_mask(words, keep)
         finished = tf.gather(tf.equal(lowest, _NO_RANK), words)
-        return tf.boolean_mask(symbols, keep), words, finished
+        if lengths is not None:
+            joined = tf.where(merge, lengths[:-1] + lengths[1:], lengths[:-1])
+            lengths = tf.boolean_mask(tf.concat([joined, lengths[-1:]], 0), keep)
+        return tf.boolean_mask(symbols, keep), words, finished, lengths
 
-    def _bpe(self, symbols, words, num_words):
+    def _bpe(self, symbols, words, num_words, lengths=None):
         """All merges, round after round; a word with nothing left to merge leaves the rounds
         (a round costs what the words still merging hold). Returns the symbols and their words,
-        in order."""
+        in order, and with `lengths` (int32 [symbols], ones: see `_merge_round`) the byte-level
+        symbols each final one is made of."""
         if self._merged.shape[0] == 0:
-            return symbols, words
+            return symbols, words, lengths
+        tracked = (symbols, words) + ((lengths,) if lengths is not None else ())
 
-        def body(symbols, words, done_symbols, done_words):
-            symbols, words, finished = self._merge_round(symbols, words, num_words)
-            return (tf.boolean_mask(symbols, ~finished), tf.boolean_mask(words, ~finished),
-                    tf.concat([done_symbols, tf.boolean_mask(symbols, finished)], 0),
-                    tf.concat([done_words, tf.boolean_mask(words, finished)], 0))
+        def body(live, done):
+            symbols, words, finished, lengths = self._merge_round(*live[:2], num_words,
+                                                                  *live[2:])
+            live = (symbols, words) + ((lengths,) if lengths is not None else ())
+            return (tuple(tf.boolean_mask(x, ~finished) for x in live),
+                    tuple(tf.concat([d, tf.boolean_mask(x, finished)], 0)
+                          for d, x in zip(done, live)))
 
         vector = tf.TensorShape([None])
-        _, _, symbols, words = tf.while_loop(
-            lambda s, *_: tf.size(s) > 0, body,
-            (symbols, words, tf.zeros([0], symbols.dtype), tf.zeros([0], words.dtype)),
-            shape_invariants=(vector,) * 4)
+        _, done = tf.while_loop(
+            lambda live, _: tf.size(live[0]) > 0, body,
+            (tracked, tuple(tf.zeros([0], x.dtype) for x in tracked)),
+            shape_invariants=((vector,) * len(tracked),) * 2)
         # Words leave whole, each keeping its order: a stable sort by word restores the text.
-        order = tf.argsort(words, stable=True)
-        return tf.gather(symbols, order), tf.gather(words, order)
+        order = tf.argsort(done[1], stable=True)
+        done = [tf.gather(x, order) for x in done]
+        return done[0], done[1], done[2] if lengths is not None else None
 
     def ids(self, text):
         """Token ids of each text, as `BpeTokenizer.convert_tokens_to_ids(tokenize(text))`.
@@ -554,8 +576,28 @@ class BpeGraph(tf.Module):
         Returns:
             int32 RaggedTensor of shape [batch_size, (num_tokens)].
         """
+        return self._encode(text, with_offsets=False)
+
+    def ids_with_offsets(self, text):
+        """`ids`, and the characters of each token in the text as the tokenizer reads it.
+
+        Args:
+            text: string Tensor of shape [batch_size] (UTF-8).
+
+        Returns:
+            (ids, start, end, read): `ids`' RaggedTensor; int64 RaggedTensors of its shape,
+            each token's first character and one past its last in `read` (a token's leading
+            space, "Ġ", is not one of its characters unless the token is only that space:
+            Hugging Face's trimmed offsets); `read` string [batch_size], the text the tokens
+            come from: invalid bytes dropped, the text between added tokens normalized (the
+            text itself when it is in NFC or the file has no normalizer).
+        """
+        return self._encode(text, with_offsets=True)
+
+    def _encode(self, text, with_offsets):
+        """`ids` or `ids_with_offsets`."""
         batch = tf.shape(text, out_type=tf.int64)[0]
-        strings, ids, rows = self._items(text)
+        strings, ids, rows, consumed = self._items(text)
         decoded = tf.strings.unicode_decode(strings, "UTF-8")
         token = tf.RaggedTensor.from_value_rowids(
             -1 - tf.boolean_mask(ids, ids >= 0), tf.where(ids >= 0)[:, 0],
@@ -567,7 +609,47 @@ class BpeGraph(tf.Module):
         word = tf.cumsum(tf.cast(starts, tf.int64)) - 1
         num_words = tf.reduce_sum(tf.cast(starts, tf.int64))
         word_row = tf.gather(rows, tf.boolean_mask(item, starts))
-        symbols, words = self._symbols(cps, word)
-        symbols, words = self._bpe(symbols, words, num_words)
-        return tf.RaggedTensor.from_value_rowids(symbols, tf.gather(word_row, words),
-                                                 nrows=batch, validate=False)
+        symbols, words, parent = self._symbols(cps, word)
+        lengths = tf.ones_like(symbols) if with_offsets else None
+        symbols, words, lengths = self._bpe(symbols, words, num_words, lengths)
+        ids = tf.RaggedTensor.from_value_rowids(symbols, tf.gather(word_row, words),
+                                                nrows=batch, validate=False)
+        if not with_offsets:
+            return ids
+        read = tf.RaggedTensor.from_value_rowids(consumed, rows, nrows=batch, validate=False)
+        start, end = _token_chars(chars, read, lengths, parent)
+        return ids, ids.with_values(start), ids.with_values(end), tf.strings.reduce_join(
+            read, axis=1)
+
+
+def _token_chars(chars, read, lengths, parent):
+    """Each token's (first character, one past its last) in its row of the text read.
+
+    Args:
+        chars: int32 RaggedTensor [items, (chars)], each item's characters (an added token:
+            one, negative).
+        read: string RaggedTensor [batch_size, (items)], the text each item stands for.
+        lengths: int32 [tokens], the byte-level symbols of each token, in order.
+        parent: int64 [symbols], the index in `chars.values` of each byte-level symbol.
+
+    Returns:
+        (start, end): int64 [tokens].
+    """
+    cps, item = chars.values, chars.value_rowids()
+    width = tf.cast(tf.strings.length(read.values, unit="UTF8_CHAR"), tf.int64)   # [items]
+    before = tf.cumsum(width, exclusive=True)
+    # (A row without items starts past the last item.)
+    row_first = tf.gather(tf.concat([before, tf.reduce_sum(width, keepdims=True)], 0),
+                          read.row_splits[:-1])                                    # [batch]
+    item_start = before - tf.gather(row_first, read.value_rowids())
+    # Each character's place in its row: a text character is one, an added token all it took.
+    char_start = (tf.gather(item_start, item)
+                  + tf.range(tf.size(cps, out_type=tf.int64))
+                  - tf.gather(chars.row_splits, item))
+    char_end = char_start + tf.where(cps < 0, tf.gather(width, item), 1)
+    symbol_end = tf.cumsum(tf.cast(lengths, tf.int64))
+    first = tf.gather(parent, symbol_end - tf.cast(lengths, tf.int64))
+    last = tf.gather(parent, symbol_end - 1)
+    leading_space = tf.equal(tf.gather(cps, first), _SPACE) & tf.not_equal(first, last)
+    return (tf.gather(char_start, first) + tf.cast(leading_space, tf.int64),
+            tf.gather(char_end, last))

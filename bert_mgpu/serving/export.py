@@ -39,6 +39,9 @@ The SQuAD export (`--task=squad`, a run_squad.py model) has its own (see serving
 - `serve_ids`: the ids [windows, seq_length] -> `start_logits`, `end_logits` float32
   [windows, seq_length].
 
+The NER export (`--task=ner`, a run_ner.py model: serving/ner.py) takes `text` string [batch]
+and gives each text's words and a tag per word, read in the run's windows.
+
 A SavedModel signature has a fixed set of inputs, which is why the optional second text is a
 signature of its own rather than an optional input.
 
@@ -195,6 +198,8 @@ class ServingModel(tf.Module):
                             first_token_only=self._first_token_only,
                             drop_padding=self._drop_padding if drop_padding is None
                             else drop_padding)
+            if self.task_serving.token_level:
+                out = out._replace(sequence_output=self.bert.token_head(out.sequence_output))
         return self.task_serving.outputs(self.head, out, input_mask)
 
     def _encode_plain_python(self, input_ids, input_mask, segment_ids):

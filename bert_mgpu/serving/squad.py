@@ -34,8 +34,16 @@ Where this differs from Google's post-processing, by design:
 
 Google tokenizes the context word by word (split on " \\t\\r\\n" and U+202F); the WordPiece
 tokenizer splits on every whitespace anyway, so tokenizing the whole context gives the same
-tokens, and character offsets come with them (`ServingTokenizer.tokenize_with_offsets`).
-WordPiece vocabularies only.
+tokens, and character offsets come with them (`ServingTokenizer.tokenize_paragraph`).
+
+A tokenizer.json (ModernBERT's byte-level BPE) reads the context as run_squad.py does, its
+words joined by single spaces (so a word after the first starts with its space, "Ġword");
+`answer_start`/`answer_end` count the characters of the context as its normalizer leaves it
+(`ServingTokenizer.offset_text`: the context itself when it is in NFC), and the answer is
+those characters, the span of the start token (without its leading space) to the end token.
+run_squad.py decodes the same tokens from the words joined by single spaces: the two agree
+unless the answer crosses a whitespace run other than one space. SentencePiece models are
+refused (no offsets).
 """
 
 import dataclasses
@@ -55,7 +63,8 @@ class SquadServing(tf.Module):
     """Windows and answers of raw (question, context) batches; see the module docstring.
 
     Attributes:
-      tokenizer: the `ServingTokenizer` (WordPiece); its max_seq_length is the windows'.
+      tokenizer: the `ServingTokenizer` (WordPiece or tokenizer.json); its max_seq_length is
+        the windows'.
       options: `configs/squad.py`'s `SquadAnswerOptions`.
     """
 
@@ -86,7 +95,7 @@ class SquadServing(tf.Module):
         opt = self.options
         cls_id, sep_id = self.tokenizer.cls_id, self.tokenizer.sep_id
         query = self.tokenizer.tokenize_ids(question)[:, :opt.max_query_length]
-        doc_ids, char_start, char_end = self.tokenizer.tokenize_with_offsets(context)
+        doc_ids, char_start, char_end = self.tokenizer.tokenize_paragraph(context)
         query_len = query.row_lengths()                      # [B]
         # Google: max_tokens_for_doc, and windows `min(length, doc_stride)` apart.
         max_doc = self.tokenizer.max_seq_length - query_len - 3         # [B], >= 1 (validate)
@@ -97,7 +106,7 @@ class SquadServing(tf.Module):
         length = doc_offset + doc_length + 1
         doc, token = slice_windows(doc_ids, example, doc_start, doc_length)  # [W, (doc)]
 
-        is_max = _is_max_context(doc_ids, token, doc_length)
+        is_max = is_max_context(doc_ids, token, doc_length)
 
         rows = tf.size(example, out_type=tf.int64)
         cls = token_column(rows, cls_id)
@@ -149,9 +158,8 @@ class SquadServing(tf.Module):
         minus_one = -tf.ones_like(begin)
         begin = tf.where(answered, begin, minus_one)
         finish = tf.where(answered, finish, minus_one)
-        # Offsets count the characters of the context decoded as FullTokenizer decodes it.
-        text = tf.strings.unicode_encode(
-            tf.strings.unicode_decode(context, "UTF-8", errors="ignore"), "UTF-8")
+        # Offsets count the characters of the context as the tokenizer reads it.
+        text = self.tokenizer.offset_text(context)
         answer = tf.strings.substr(text, tf.maximum(begin, 0), tf.maximum(finish - begin, 0),
                                    unit="UTF8_CHAR")
         return {"answer": answer,
@@ -160,7 +168,7 @@ class SquadServing(tf.Module):
                 "null_score_diff": tf.cast(null_score_diff, tf.float32)}
 
 
-def _is_max_context(doc_ids, token, doc_length):
+def is_max_context(doc_ids, token, doc_length):
     """Google's `_check_is_max_context` for every window token: bool [W, (doc)] values, True
     where the token's window scores highest, min(left, right) + 0.01 * window length (float64
     as Python's); the first window with the highest score wins.
@@ -275,7 +283,9 @@ def _char_offsets(windows, example, best: dict):
 
 class SquadTaskServing(TaskServing):
     """A run_squad.py model (export_saved_model.py --task=squad): the span head on the sequence
-    output, and signatures of (question, context) strings (see serving/export.py)."""
+    output (ModernBERT's: after its token head), and signatures of (question, context)
+    strings (see serving/export.py)."""
+    token_level = True
 
     def resolve(self, cfg, run, checkpoint_prefix, option):
         """run_squad.py's window and answer flags: the run's unless given."""
@@ -287,8 +297,9 @@ class SquadTaskServing(TaskServing):
 
     def check(self, spec) -> None:
         if spec.spm_model_file:
-            raise ExportError("--task=squad needs a WordPiece --vocab_file (answers are cut "
-                              "from the context by the tokens' character offsets)")
+            raise ExportError("--task=squad needs a --vocab_file (WordPiece or tokenizer.json: "
+                              "answers are cut from the context by the tokens' character "
+                              "offsets), not --spm_model_file")
         try:
             spec.squad.validate(spec.max_seq_length)
         except ValueError as e:

@@ -22,10 +22,14 @@ class TaskServing:
       per_position: the outputs have a sequence dimension (`serve_ids` keeps its length).
       windows: a run's --doc_stride is served (each text read in windows, pooled by the head's
         `pool`).
+      token_level: the head reads every token through the encoder's `token_head` (ModernBERT's
+        head on every token, as its token and QA models; the last layer itself for BERT):
+        `outputs` is given `sequence_output` after it.
     """
     first_token_only = False
     per_position = True
     windows = False
+    token_level = False
 
     def resolve(self, cfg, run: Dict[str, Any], checkpoint_prefix: str, option) -> Dict[str, Any]:
         """The `ResolvedExport` fields of this task from the export's config `cfg`, the run's

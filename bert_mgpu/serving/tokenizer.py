@@ -78,6 +78,8 @@ _REORDER = 8      # its NFD holds a non-Mn mark with a non-zero combining class
 _CAPITAL_SIGMA = 16  # U+03A3 when lower-casing (its output depends on context)
 _SIGMA = 0x03A3
 _FINAL_SIGMA = 0x03C2
+# Where Google's run_squad.py splits a paragraph into words (`_is_squad_whitespace`).
+SQUAD_WHITESPACE = (0x20, 0x09, 0x0D, 0x0A, 0x202F)
 
 # Packing of a character's entry: start << _START_SHIFT | length << 1 | iso flag. NFKD expands a
 # character to at most 18 (U+FDFA).
@@ -387,9 +389,9 @@ class ServingTokenizer(tf.Module):
         ids = (self._sentencepiece_ids if self._spm else
                self._bpe.ids if self._bpe is not None else self._wordpiece_ids)
         self._traced_ids = tf.function(ids, input_signature=[texts], autograph=False)
-        self._traced_offsets = None if self._spm or self._bpe is not None else tf.function(
-            lambda text: self._wordpiece_ids(text, with_offsets=True), input_signature=[texts],
-            autograph=False)
+        self._traced_offsets = None if self._spm else tf.function(
+            lambda text: self._wordpiece_ids(text, with_offsets=True) if self._bpe is None
+            else self._bpe_paragraph(text), input_signature=[texts], autograph=False)
         self._traced_single = tf.function(self._tokenize, input_signature=[texts],
                                           autograph=False)
         self._traced_pair = tf.function(self._tokenize, input_signature=[texts, texts],
@@ -732,9 +734,78 @@ class ServingTokenizer(tf.Module):
         """
         if self._spm or self._bpe is not None:
             raise ServingTokenizerError("character offsets of tokens need a WordPiece "
-                                        "vocabulary (--vocab_file), not --spm_model_file or "
-                                        "a tokenizer.json")
+                                        "vocabulary (--vocab_file), not --spm_model_file; a "
+                                        "tokenizer.json has tokenize_paragraph")
         return self._traced_offsets(self._texts(text))
+
+    def tokenize_paragraph(self, text):
+        """A SQuAD paragraph's token ids as run_squad.py reads it, with the characters each
+        token comes from.
+
+        run_squad.py splits a paragraph into words at " \\t\\r\\n" and U+202F (Google's
+        `read_squad_examples`). WordPiece tokenizes each word alone, which gives the tokens of
+        the whole text (`tokenize_with_offsets`). A tokenizer.json reads the words joined by
+        single spaces (`BpeTokenizer.tokenize_words`): so does this, offsets mapped back to the
+        characters of `offset_text`.
+
+        Args:
+            text: string Tensor of shape [batch_size] (UTF-8).
+
+        Returns:
+            (ids, start, end): int32 RaggedTensor [batch_size, (num_tokens)], and int64
+            RaggedTensors of the same shape: each token's first character and one past its last
+            in `offset_text(text)` (a byte-level token's leading space is not one of its
+            characters).
+
+        Raises:
+            ServingTokenizerError: for a SentencePiece model.
+        """
+        if self._spm:
+            raise ServingTokenizerError("character offsets of tokens need a --vocab_file "
+                                        "(WordPiece or tokenizer.json), not --spm_model_file")
+        return self._traced_offsets(self._texts(text))
+
+    def offset_text(self, text):
+        """string [batch_size]: the text `tokenize_paragraph`'s offsets count the characters
+        of: `text` without its invalid UTF-8 bytes (dropped, as the tokenizers drop them) and,
+        for a tokenizer.json with a normalizer, normalized by it (NFC: the text itself when it
+        is already in NFC, as nearly all text is)."""
+        text = tf.strings.unicode_encode(
+            tf.strings.unicode_decode(self._texts(text), "UTF-8", errors="ignore"), "UTF-8")
+        return text if self._bpe is None else self._bpe.normalize_text(text)
+
+    def _bpe_paragraph(self, text):
+        """`tokenize_paragraph` with a tokenizer.json: the words of `offset_text` joined by
+        single spaces, tokenized with offsets (`BpeGraph.ids_with_offsets`), the offsets
+        mapped from the joined text back to `offset_text`."""
+        decoded = tf.strings.unicode_decode(self.offset_text(text), "UTF-8")
+        cps, rows = decoded.values, decoded.value_rowids()
+        white = tf.reduce_any(tf.equal(cps[:, None], SQUAD_WHITESPACE), axis=1)
+        position = tf.range(tf.size(cps, out_type=tf.int64)) - tf.gather(decoded.row_splits,
+                                                                         rows)
+        # Words before and after each character in its row.
+        word = tf.cast(~white, tf.int64)
+        before = tf.cumsum(word, exclusive=True)
+        bounds = tf.concat([before, tf.reduce_sum(word, keepdims=True)], 0)
+        words_before = before - tf.gather(bounds, tf.gather(decoded.row_splits, rows))
+        words_after = tf.gather(bounds, tf.gather(decoded.row_splits[1:], rows)) - before - word
+        run_start = ~_shift_right(white, False) | tf.equal(position, 0)
+        # A whitespace run between two words becomes one space; runs at either end go.
+        keep = ~white | (run_start & (words_before > 0) & (words_after > 0))
+        joined = tf.RaggedTensor.from_value_rowids(
+            tf.boolean_mask(tf.where(white, tf.constant(0x20, cps.dtype), cps), keep),
+            tf.boolean_mask(rows, keep), nrows=tf.size(text, out_type=tf.int64),
+            validate=False)
+        source = tf.boolean_mask(position, keep)        # joined character -> offset_text's
+        ids, start, end, _ = self._bpe.ids_with_offsets(tf.strings.unicode_encode(joined,
+                                                                                 "UTF-8"))
+        base = tf.gather(joined.row_splits, ids.value_rowids())
+        # (Clipped: the joined text is normalized already, so the tokenizer reads it unchanged
+        # and the offsets are in range; a text where normalizing twice differs stays valid.)
+        last = tf.maximum(tf.size(source, out_type=tf.int64) - 1, 0)
+        source = tf.concat([source, tf.zeros([1], tf.int64)], 0)
+        return (ids, ids.with_values(tf.gather(source, tf.minimum(base + start.values, last))),
+                ids.with_values(tf.gather(source, tf.minimum(base + end.values - 1, last)) + 1))
 
     def tokenize(self, text_a, text_b=None):
         """One or two texts -> the classifier's inputs, as `run_classifier_mgpu.py` builds them.

@@ -190,7 +190,8 @@ def _predict_squad(job: Job, trainer, tokenizer):
         examples, eval_features, results, answers.n_best_size, answers.max_answer_length,
         model.do_lower_case, *files, answers.version_2_with_negative,
         answers.null_score_diff_threshold, cfg.verbose_logging,
-        tokenizer.convert_tokens_to_string)
+        tokenizer.convert_tokens_to_string,
+        decodes_original=squad_predictions.decodes_original(tokenizer))
     logging.info("Wrote predictions for %d questions to %s", len(predictions), cfg.output_dir)
     return predictions, null_odds
 

@@ -5,7 +5,8 @@ Usage: python hf_modernbert.py REQUEST.json  (one request or a list of them)
 REQUEST: {"save_dir": folder to save a new random model into (or to load from), "new": true to
 build one (config keys in "config", seed in "seed"), "classifier": true for a
 ModernBertForSequenceClassification (else ModernBertForMaskedLM; or "kind": "classifier",
-"token" (ModernBertForTokenClassification), "qa" (ModernBertForQuestionAnswering)),
+"token" (ModernBertForTokenClassification), "qa" (ModernBertForQuestionAnswering),
+"multiple_choice" (ModernBertForMultipleChoice: ids and mask [B, C, L], logits [B, C])),
 "input_ids": [[...]], "attention_mask": [[...]], "out": .npz path, optional "labels" (a
 classifier: [B]; token: [B, S] with -100 where unlabelled) or "start_positions" /
 "end_positions" [B] (qa)}.
@@ -31,6 +32,7 @@ import torch
 from transformers import (
     ModernBertConfig,
     ModernBertForMaskedLM,
+    ModernBertForMultipleChoice,
     ModernBertForQuestionAnswering,
     ModernBertForSequenceClassification,
     ModernBertForTokenClassification,
@@ -38,7 +40,8 @@ from transformers import (
 )
 
 HEAD_MODELS = {"classifier": ModernBertForSequenceClassification,
-               "token": ModernBertForTokenClassification, "qa": ModernBertForQuestionAnswering}
+               "token": ModernBertForTokenClassification, "qa": ModernBertForQuestionAnswering,
+               "multiple_choice": ModernBertForMultipleChoice}
 
 
 def kind_of(request):

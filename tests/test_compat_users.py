@@ -106,8 +106,18 @@ def _mrpc(path, predictor):
 
 
 def _run(cmd, cwd, timeout=600):
+    """`cmd` in `cwd`, the checkout's package first on the path (`python -m bert_mgpu.compat`
+    and the probe run from a temporary folder)."""
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
                           env=script_env(PYTHONPATH=REPO, CUDA_VISIBLE_DEVICES=""))
+
+
+def _script(cmd, cwd):
+    """A top-level script of the checkout in `cwd` (the script's folder is first on its path):
+    the tests' environment, so that it is forked from their zygote (tests/_zygote.py) instead
+    of importing TensorFlow afresh."""
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600,
+                          env=script_env(CUDA_VISIBLE_DEVICES=""))
 
 
 def _ours(script, args, cwd):
@@ -143,11 +153,11 @@ def runs(tmp_path_factory):
                 f"--init_checkpoint={model}/bert_model.ckpt", "--layers=-2",
                 f"--max_seq_length={SEQ}", "--batch_size=2"]
     embedding = os.path.join(gobert, "export_embedding.py")
-    with started({"finetune": lambda: _run(finetune, root),
+    with started({"finetune": lambda: _script(finetune, root),
                   "embedding_ours": lambda: _ours(embedding, ["model", "emb_ours"], root),
                   "embedding_google": lambda: _google(google_dir, embedding,
                                                       ["model", "emb_google"], root),
-                  "features": lambda: _run(features, root)}) as first:
+                  "features": lambda: _script(features, root)}) as first:
         done = {key: future.result() for key, future in first.items()}
     assert done["finetune"].returncode == 0, done["finetune"].stderr[-3000:]
     # gobert's exporter copies vocab.txt from the model directory it exports (its README's

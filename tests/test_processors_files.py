@@ -265,8 +265,13 @@ def launch_job(command, root, pasted, name):
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, pasted):
-    root = tmp_path_factory.mktemp("processors_files")
+def runs_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("processors_files")
+
+
+@pytest.fixture(scope="module")
+def runs(runs_root, pasted):
+    root = runs_root
     bom = bom_command(root / "bom")
     jobs = {"clue": launch_job(clue_command, root / "clue", pasted, "clue_iflytek.py"),
             "hoc": launch_job(hoc_command, root / "hoc", pasted, "bluebert_hoc.py"),
@@ -412,23 +417,51 @@ PASTED = [
 ]
 
 
-def googles(tmp_path, path, cls, splits, argv, multilabel, data, vocab, max_seq_length=24):
-    stdout = run_json_request("google_user_processors.py", {
-        "processors_file": path, "class": cls, "data_dir": str(data), "vocab_file": vocab,
-        "do_lower_case": True, "max_seq_length": max_seq_length, "splits": splits,
-        "argv": argv, "multilabel": multilabel}, tmp_path)
-    return json.loads(stdout.splitlines()[-1])  # the last line: above it, what the file prints
+def google_request(path, cls, splits, argv, multilabel, data, vocab, max_seq_length=24):
+    """One case of tests/oracles/google_user_processors.py's request."""
+    return {"processors_file": path, "class": cls, "data_dir": str(data), "vocab_file": vocab,
+            "do_lower_case": True, "max_seq_length": max_seq_length, "splits": splits,
+            "argv": argv, "multilabel": multilabel}
+
+
+def googles(tmp_path, requests):
+    """Google's results of `requests` (a list of cases), all from one oracle process."""
+    stdout = run_json_request("google_user_processors.py", requests, tmp_path)
+    results = json.loads(stdout.splitlines()[-1])  # the last line: above it, what files print
+    assert len(results) == len(requests)
+    return results
+
+
+@pytest.fixture(scope="module")
+def pasted_cases(tmp_path_factory, pasted):
+    """{task: (the processors file, its data folder, vocab.txt, Google's result)} for the cases
+    of PASTED, Google's side from one oracle run (its start-up, TensorFlow's import, once); a
+    case whose file is unavailable (no snapshot of its repository) maps to its skip."""
+    root = tmp_path_factory.mktemp("pasted_cases")
+    vocab = os.path.join(tiny_bert_dir(root / "model"), "vocab.txt")
+    cases, requests = {}, []
+    for name, task, cls, splits, files, argv, multilabel in PASTED:
+        try:
+            path = pasted(name)
+        except pytest.skip.Exception as e:
+            cases[task] = e
+            continue
+        data = root / task / "data"
+        files(data, np.random.RandomState(5))
+        cases[task] = (path, data, vocab)
+        requests.append(google_request(path, cls, splits, argv, multilabel, data, vocab))
+    results = iter(googles(root, requests) if requests else [])
+    return {task: case if isinstance(case, pytest.skip.Exception) else case + (next(results),)
+            for task, case in cases.items()}
 
 
 @pytest.mark.parametrize("name,task,cls,splits,files,argv,multilabel", PASTED,
                          ids=[case[1] for case in PASTED])
 def test_the_pasted_processors_give_googles_examples_and_features(
-        tmp_path, pasted, name, task, cls, splits, files, argv, multilabel):
-    path = pasted(name)
-    data = tmp_path / "data"
-    files(data, np.random.RandomState(5))
-    vocab = os.path.join(tiny_bert_dir(tmp_path / "model"), "vocab.txt")
-    google = googles(tmp_path, path, cls, splits, argv, multilabel, data, vocab)
+        pasted_cases, name, task, cls, splits, files, argv, multilabel):
+    if isinstance(pasted_cases[task], pytest.skip.Exception):
+        raise pasted_cases[task]
+    path, data, vocab, google = pasted_cases[task]
     task_type = "multilabel" if multilabel else "classification"
     user_processors.set_run_flags({"num_aspects": 10, "aspect_value_list": ["0", "1"]})
     try:
@@ -466,23 +499,46 @@ def records(path):
             for r in tf.data.TFRecordDataset(str(path))]
 
 
+# The runs' files: (processors file, Google's class, its flags, data folder, model folder).
+RUN_FILES = {
+    "clue": ("clue_iflytek.py", "iFLYTEKDataProcessor", [], "clue/CLUEdataset/iflytek",
+             "clue/prev_trained_model/chinese_L-12_H-768_A-12"),
+    "hoc": ("bluebert_hoc.py", "HoCProcessor", ["--num_aspects=10", "--aspect_value_list=0,1"],
+            "hoc/hoc", "hoc/bluebert"),
+}
+
+
+@pytest.fixture(scope="module")
+def googles_records(runs, runs_root, pasted, tmp_path_factory):
+    """{run: Google's examples and features of the run's training file} for the clue and hoc
+    runs (their files are written before the runs start), from one oracle process; a run whose
+    processors file is unavailable maps to its skip."""
+    cases, requests = {}, []
+    for run, (name, cls, argv, data, model) in RUN_FILES.items():
+        try:
+            path = pasted(name)
+        except pytest.skip.Exception as e:
+            cases[run] = e
+            continue
+        cases[run] = None
+        requests.append(google_request(path, cls, ["train"], argv, run == "hoc",
+                                       runs_root / data, str(runs_root / model / "vocab.txt"),
+                                       max_seq_length=128))
+    results = iter(googles(tmp_path_factory.mktemp("googles_records"), requests)
+                   if requests else [])
+    return {run: case or next(results) for run, case in cases.items()}
+
+
 @pytest.mark.parametrize("run", ["clue", "hoc"])
-def test_the_runs_records_are_googles_features(runs, tmp_path, pasted, run):
+def test_the_runs_records_are_googles_features(runs, googles_records, run):
     """The training records the scripts wrote (the feature cache in --output_dir) equal Google's
     convert_single_example of the same files, label ids in get_labels()'s order."""
+    if isinstance(googles_records[run], pytest.skip.Exception):
+        raise googles_records[run]
     proc, root = runs[run].result()
     assert proc.returncode == 0, proc.stderr[-3000:]
-    if run == "clue":
-        data, out, cls = root / "CLUEdataset" / "iflytek", root / "iflytek_output", \
-            "iFLYTEKDataProcessor"
-        model, argv, path = root / "prev_trained_model" / "chinese_L-12_H-768_A-12", [], \
-            pasted("clue_iflytek.py")
-    else:
-        data, out, cls, model, path = root / "hoc", root / "out", "HoCProcessor", \
-            root / "bluebert", pasted("bluebert_hoc.py")
-        argv = ["--num_aspects=10", "--aspect_value_list=0,1"]
-    google = googles(tmp_path, path, cls, ["train"], argv, run == "hoc", data,
-                     str(model / "vocab.txt"), max_seq_length=128)
+    out = root / ("iflytek_output" if run == "clue" else "out")
+    google = googles_records[run]
     (train,) = out.glob("train.*.tf_record")
     written = records(train)
     assert len(written) == len(google["train"]) > 0

@@ -296,10 +296,10 @@ def _script(name, *flags):
     return proc
 
 
-def _hf_classifier(tmp_path, spec, pooling, num_labels, sequences):
-    """A ModernBertForSequenceClassification (random weights, local window 8) built and saved
-    by transformers into tmp_path/hf beside the tokenizer.json `spec`; returns its logits
-    float32 [len(sequences), num_labels] on the id `sequences` (padded, masked)."""
+def _hf_request(folder, spec, pooling, num_labels, sequences):
+    """hf_modernbert.py's request for a ModernBertForSequenceClassification (random weights,
+    local window 8) built and saved by transformers into folder/hf beside the tokenizer.json
+    `spec`, its logits on the id `sequences` (padded, masked) into folder/hf.npz."""
     special = {t["content"]: t["id"] for t in spec["added_tokens"]}
     width = max(map(len, sequences))
     ids = [s + [special["[PAD]"]] * (width - len(s)) for s in sequences]
@@ -310,44 +310,61 @@ def _hf_classifier(tmp_path, spec, pooling, num_labels, sequences):
               "classifier_pooling": pooling, "pad_token_id": special["[PAD]"],
               "bos_token_id": special["[CLS]"], "eos_token_id": special["[SEP]"],
               "cls_token_id": special["[CLS]"], "sep_token_id": special["[SEP]"]}
-    run_json_request("hf_modernbert.py", {
-        "save_dir": str(tmp_path / "hf"), "new": True, "seed": 5, "classifier": True,
-        "config": config, "input_ids": ids, "attention_mask": mask,
-        "out": str(tmp_path / "hf.npz")}, tmp_path)
-    return np.load(tmp_path / "hf.npz")["sdpa_logits"]
+    return {"save_dir": str(folder / "hf"), "new": True, "seed": 5, "classifier": True,
+            "config": config, "input_ids": ids, "attention_mask": mask,
+            "out": str(folder / "hf.npz")}
 
 
 SERVED = ["In the beginning God created the heaven and the earth.",
           "房间很干净，服务也很周到", "def f(x):\n    return x  # [MASK] 🙂",
           "   spaces   and\ttabs\n\n", "", "They're here, aren't they? " * 6]
+SERVED_PAIRS = [[SERVED[0], SERVED[1]], [SERVED[2], ""], [SERVED[3], SERVED[5]]]
+
+
+@pytest.fixture(scope="module")
+def hf_models(tokenizer_json, tmp_path_factory):
+    """The ModernBERT classifiers transformers builds for the export tests, all from one
+    oracle process (torch and transformers load once): {"mean", "cls"} (3 labels, run on the
+    ids `tokenizers` gives SERVED and SERVED_PAIRS) and "run" (2 labels, [CLS] pooling, to
+    fine-tune). Each: (folder holding hf/ (the model and the tokenizer.json), the ids
+    sequences, the encodings {"single", "pairs"} or None, transformers' sdpa logits)."""
+    root = tmp_path_factory.mktemp("hf_models")
+    with open(tokenizer_json, encoding="utf-8") as f:
+        spec = json.load(f)
+    request = root / "texts.json"
+    request.write_text(json.dumps({"texts": SERVED, "pairs": SERVED_PAIRS}), encoding="utf-8")
+    run_oracle_script("hf_bpe_tokenizer.py", "encode", tokenizer_json, request,
+                      root / "ids.json")
+    encoded = json.loads((root / "ids.json").read_text(encoding="utf-8"))
+    # Hugging Face's pair encoding keeps [SEP] after an empty b; Google's (and the served
+    # model's) has no second segment then: that row is compared as a single text.
+    sequences = encoded["single"] + [encoded["pairs"][0], encoded["single"][2],
+                                     encoded["pairs"][2]]
+    cases = {"mean": (3, sequences, encoded), "cls": (3, sequences, encoded),
+             "run": (2, [[0, 1]], None)}
+    for key in cases:
+        (root / key / "hf").mkdir(parents=True)
+        (root / key / "hf" / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
+    run_json_request("hf_modernbert.py", [
+        _hf_request(root / key, spec, "mean" if key == "mean" else "cls", labels, ids)
+        for key, (labels, ids, _) in cases.items()], root)
+    return {key: (root / key, ids, codes, np.load(root / key / "hf.npz")["sdpa_logits"])
+            for key, (_, ids, codes) in cases.items()}
 
 
 @pytest.mark.slow  # a minute or two each: transformers, the converter, the export, a loader
 @pytest.mark.parametrize("pooling", ["mean", "cls"])
-def test_export_serves_raw_text_as_hugging_face(tokenizer_json, tmp_path, pooling):
+def test_export_serves_raw_text_as_hugging_face(hf_models, tmp_path, pooling):
     """A ModernBertForSequenceClassification built and saved by transformers, with the
     tokenizer.json; convert_hf_checkpoint.py, then export_saved_model.py: the SavedModel, loaded
     in a process that cannot import bert_mgpu, gives from raw text the probabilities
     transformers gives on the ids `tokenizers` gives (its post-processor's [CLS] a [SEP] and
     [CLS] a [SEP] b [SEP]; texts within max_seq_length, so no truncation rule is involved)."""
     max_seq_length = 128
-    hf = tmp_path / "hf"
-    hf.mkdir()
-    with open(tokenizer_json, encoding="utf-8") as f:
-        spec = json.load(f)
-    (hf / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
-    pairs = [[SERVED[0], SERVED[1]], [SERVED[2], ""], [SERVED[3], SERVED[5]]]
-    request = tmp_path / "texts.json"
-    request.write_text(json.dumps({"texts": SERVED, "pairs": pairs}), encoding="utf-8")
-    run_oracle_script("hf_bpe_tokenizer.py", "encode", hf / "tokenizer.json", request,
-                      tmp_path / "ids.json")
-    encoded = json.loads((tmp_path / "ids.json").read_text(encoding="utf-8"))
-    # Hugging Face's pair encoding keeps [SEP] after an empty b; Google's (and the served
-    # model's) has no second segment then: that row is compared as a single text.
-    sequences = encoded["single"] + [encoded["pairs"][0], encoded["single"][2],
-                                     encoded["pairs"][2]]
+    folder, sequences, encoded, logits = hf_models[pooling]
+    hf = folder / "hf"
+    pairs = SERVED_PAIRS
     assert max(map(len, sequences)) <= max_seq_length
-    logits = _hf_classifier(tmp_path, spec, pooling, 3, sequences)
     expected = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
     ours = tmp_path / "ours"
     _script("convert_hf_checkpoint.py", f"--hf_model_dir={hf}", f"--output_dir={ours}")
@@ -371,17 +388,12 @@ def test_export_serves_raw_text_as_hugging_face(tokenizer_json, tmp_path, poolin
 
 
 @pytest.mark.slow  # about two minutes: transformers, the converter, a fine-tuning run, the export
-def test_export_of_a_classifier_run_equals_its_test_results(tokenizer_json, tmp_path):
+def test_export_of_a_classifier_run_equals_its_test_results(hf_models, tmp_path):
     """run_classifier_mgpu.py fine-tunes the converted ModernBERT ([CLS] pooling) with
     --vocab_file=tokenizer.json and predicts; export_saved_model.py --output_dir=RUN alone
     (run_config.json gives the tokenizer.json) serves the test texts, raw, with the
     probabilities of its test_results.tsv."""
-    hf = tmp_path / "hf"
-    hf.mkdir()
-    with open(tokenizer_json, encoding="utf-8") as f:
-        spec = json.load(f)
-    (hf / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
-    _hf_classifier(tmp_path, spec, "cls", 2, [[0, 1]])
+    hf = hf_models["run"][0] / "hf"
     ours, run, data = tmp_path / "ours", tmp_path / "run", tmp_path / "data"
     _script("convert_hf_checkpoint.py", f"--hf_model_dir={hf}", f"--output_dir={ours}")
     data.mkdir()

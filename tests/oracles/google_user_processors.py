@@ -7,14 +7,17 @@ bert-tensorflow package, `tf` is tensorflow.compat.v1 (`tf.flags` is absl's: the
 flags are defined and parsed from REQUEST["argv"], as Google's script parses them).
 
 Usage: python google_user_processors.py REQUEST.json
-REQUEST: {"processors_file": ..., "class": "iFLYTEKDataProcessor", "data_dir": ...,
-"vocab_file": ..., "do_lower_case": true, "max_seq_length": 32, "splits": ["train", "dev"],
-"argv": ["--num_aspects=10"], "multilabel": false}
-Prints JSON as its last line (what the file prints comes above): {"labels": get_labels(),
-"<split>": [[guid, text_a, text_b, label, input_ids, input_mask, segment_ids, label_id], ...]}:
-Google's convert_single_example's features; with "multilabel", label_id is the multi-hot list
-the multi-label forks (BlueBERT) build from the comma-joined labels (Google's own
-convert_single_example takes one label).
+REQUEST: a list of cases, each {"processors_file": ..., "class": "iFLYTEKDataProcessor",
+"data_dir": ..., "vocab_file": ..., "do_lower_case": true, "max_seq_length": 32, "splits":
+["train", "dev"], "argv": ["--num_aspects=10"], "multilabel": false}. The cases run one after
+the other in this one process (Google's modules load once); each file is executed afresh in a
+namespace of its own and the flags it defined are deleted after its case, so a file can come
+back in a later case (its `flags.DEFINE_*` lines run again) and no case sees another's flags.
+Prints JSON as its last line (what the files print comes above): a list, one result per case,
+{"labels": get_labels(), "<split>": [[guid, text_a, text_b, label, input_ids, input_mask,
+segment_ids, label_id], ...]}: Google's convert_single_example's features; with "multilabel",
+label_id is the multi-hot list the multi-label forks (BlueBERT) build from the comma-joined
+labels (Google's own convert_single_example takes one label).
 """
 
 import json
@@ -36,7 +39,7 @@ def _material_oracles():
 
 def main(request_path):
     with open(request_path) as f:
-        request = json.load(f)
+        cases = json.load(f)
     sys.path.insert(0, _material_oracles())
     # Google's eedf571 modules under TF 2.x; bert-tensorflow's modeling imports contrib.
     import run_google_latest
@@ -47,6 +50,19 @@ def main(request_path):
     tokenization = run_google_latest.module("tokenization")
     from absl import flags
 
+    results = []
+    for request in cases:
+        before = set(flags.FLAGS)
+        try:
+            results.append(_case(request, run_classifier, tokenization, flags))
+        finally:
+            for name in set(flags.FLAGS) - before:  # the file's own flags
+                delattr(flags.FLAGS, name)
+    print(json.dumps(results))
+
+
+def _case(request, run_classifier, tokenization, flags):
+    """One case of the request: the file run as pasted into Google's script."""
     path = request["processors_file"]
     namespace = {"__name__": "user_processors", "__file__": path}
     with open(path, "rb") as f:
@@ -74,7 +90,7 @@ def main(request_path):
             rows.append([e.guid, e.text_a, e.text_b, e.label, feature.input_ids,
                          feature.input_mask, feature.segment_ids, label_id])
         out[split] = rows
-    print(json.dumps(out))
+    return out
 
 
 if __name__ == "__main__":

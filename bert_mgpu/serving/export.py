@@ -173,7 +173,7 @@ class ServingModel(tf.Module):
                                    reduce_retracing=True, autograph=False)
         # One text has no padding left after the cut: dropping it would only add scatters
         # and gathers, so a batch of one runs the plain graph.
-        self._encode_plain = tf.function(self._encode_plain_python, jit_compile=jit_compile,
+        self._encode_plain = tf.function(self.plain_outputs, jit_compile=jit_compile,
                                          reduce_retracing=True, autograph=False)
 
     def named_variables(self) -> Dict[str, tf.Variable]:
@@ -187,7 +187,9 @@ class ServingModel(tf.Module):
                         else drop_padding)
         return self.task_serving.outputs(self.head, out, input_mask)
 
-    def _encode_plain_python(self, input_ids, input_mask, segment_ids):
+    def plain_outputs(self, input_ids, input_mask, segment_ids):
+        """The task's outputs of the ids on the plain graph (every position computed, no
+        padding dropped), untraced: also what the int8 export converts."""
         return self._encode_python(input_ids, input_mask, segment_ids, drop_padding=False)
 
     def _finish(self, outputs):
@@ -455,7 +457,8 @@ def export_saved_model(cfg) -> str:
     """
     spec = resolve(cfg)
     if cfg.quantize == "int8":
-        int8.check(cfg.task, spec, cfg.precision, cfg.jit_compile)
+        int8.check(cfg.task, task_serving(cfg.task), spec, cfg.precision, cfg.jit_compile,
+                   [name for name in registry.tasks() if task_serving(name).int8_outputs])
     model = build_serving_model(spec, cfg.task, cfg.precision, cfg.jit_compile,
                                 cfg.length_chunks)
     version = cfg.export_version or next_version(cfg.export_dir)

@@ -8,9 +8,10 @@ on all-MiniLM-L6-v2's real weights (a head whose logits span a few units), their
 difference at most 0.015; the predicted label equal on at least 99% of the texts, and on every
 text whose fp32 probabilities are more than 0.02 apart; accuracy on the labelled texts within
 0.5 points of fp32's. The same head read as multi-label: sigmoids within 0.02, the predicted
-label set equal on at least 99% of the texts. SQuAD (a tiny random model whose wide span head
+label set equal on at least 99% of the texts and wherever fp32's sigmoid is more than 0.02
+from the threshold. SQuAD (a tiny random model whose wide span head
 spreads the logits over about +-15): start/end logits within SQUAD_LOGIT_ATOL of fp32's at
-every real position (a quarter of it on average), the same answer on at least 90% of the
+every real position (a quarter of it on average), the same answer on at least 95% of the
 SQuAD v2.0 dev questions; the answer search on the same logits exactly the fp32 export's.
 """
 
@@ -41,8 +42,8 @@ CONFIG = {"vocab_size": 21128, "hidden_size": 32, "num_hidden_layers": 2,
           "max_position_embeddings": 64, "type_vocab_size": 2, "initializer_range": 0.02}
 SCRIPT = os.path.join(REPO, "export_saved_model.py")
 # The int8 SQuAD model's start/end logits against fp32's at real positions (the tiny model's
-# logits span about +-15).
-SQUAD_LOGIT_ATOL = 0.5
+# logits span about +-17; measured: at most 0.08, 0.014 on average).
+SQUAD_LOGIT_ATOL = 0.2
 
 
 def _rows(split, n):
@@ -267,7 +268,10 @@ def test_multilabel_head(run, tmp_path):
     int8 = model(texts)
     assert sorted(int8) == sorted(fp32) == ["label", "predicted", "probabilities"]
     np.testing.assert_allclose(int8["probabilities"], fp32["probabilities"].numpy(), atol=0.02)
-    same = (int8["predicted"] == fp32["predicted"].numpy()).all(axis=1)
+    agree = int8["predicted"] == fp32["predicted"].numpy()
+    clear = np.abs(fp32["probabilities"].numpy() - 0.5) > 0.02
+    assert agree[clear].all(), np.argwhere(~agree & clear)
+    same = agree.all(axis=1)
     assert same.mean() >= 0.99, same.mean()
     assert 0 < int8["predicted"].sum() < int8["predicted"].size, "all one way: nothing checked"
     np.testing.assert_array_equal(int8["label"][same],
@@ -433,8 +437,8 @@ def test_squad_answer_search_is_the_fp32_exports(squad):
 def test_squad_int8_answers_agree_with_fp32(squad):
     """The runner's answers against the fp32 export's on the SQuAD dev questions: the logits at
     every real position within SQUAD_LOGIT_ATOL of fp32's, the same answer text on at least
-    90% of the questions (a random tiny model has near ties an int8 rounding flips), answered
-    and unanswered questions both present."""
+    95% of the questions (a near tie may flip), answered and unanswered questions both
+    present."""
     questions, contexts = squad["questions"], squad["contexts"]
     q, c = tf.constant(questions), tf.constant(contexts)
     fp32 = tf.saved_model.load(squad["fp32"]).signatures
@@ -444,7 +448,7 @@ def test_squad_int8_answers_agree_with_fp32(squad):
     want = _plain(fp32["serving_default"](question=q, context=c))
     assert sorted(got) == sorted(want)
     same = got["answer"] == want["answer"]
-    assert same.mean() >= 0.9, (same.mean(), got["answer"][~same], want["answer"][~same])
+    assert same.mean() >= 0.95, (same.mean(), got["answer"][~same], want["answer"][~same])
     assert 0 < (want["answer"] != "").sum() < len(questions) - 1
     assert got["answer"][-1] == "" and got["answer_start"][-1] == -1
     for i in np.flatnonzero(got["answer"] != ""):

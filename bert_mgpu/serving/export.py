@@ -457,8 +457,7 @@ def export_saved_model(cfg) -> str:
     """
     spec = resolve(cfg)
     if cfg.quantize == "int8":
-        int8.check(cfg.task, task_serving(cfg.task), spec, cfg.precision, cfg.jit_compile,
-                   [name for name in registry.tasks() if task_serving(name).int8_outputs])
+        int8.check(cfg.task, task_serving(cfg.task), spec, cfg.precision, cfg.jit_compile)
     model = build_serving_model(spec, cfg.task, cfg.precision, cfg.jit_compile,
                                 cfg.length_chunks)
     version = cfg.export_version or next_version(cfg.export_dir)

@@ -2,18 +2,18 @@
 stage, in CPU seconds of this process (user + sys over all its threads, `time.process_time`),
 not wall-clock time, so that other jobs on a shared machine count for little.
 
-    .venv/bin/python bench/request_cpu.py --fp32 EXPORT_FP32/1 --int8 EXPORT_INT8/1 \\
-        [--texts FILE] [--requests 300]
+    .venv/bin/python bench/request_cpu.py --work DIR [--texts FILE] [--requests 300]
+    .venv/bin/python bench/request_cpu.py --fp32 EXPORT_FP32/1 --int8 EXPORT_INT8/1 ...
 
 Both exports come from the same classifier run (export_saved_model.py, without and with
---quantize=int8). Each request is one text of FILE (a TSV whose first column is the text, or
-one text a line), in file order, each stage timed on its own after a warm-up over every
-distinct length:
+--quantize=int8); with --work, all-MiniLM-L6-v2 with a seeded 2-way head, as
+bench/serving_int8.py without --run_dir (made in DIR once). Each request is one text of FILE
+(a TSV whose first column is the text, or one text a line), in file order, each stage timed
+on its own after a warm-up pass over the same texts:
 
 - fp32: `serving_default` (the whole request), `tokenize` (the in-graph tokenizer alone, as a
   signature call), `serve_ids` on the tokenized ids cut to the text (the encoder and head, as a
-  signature call), and `labels`-free overhead: a signature call of `tokenize` on an empty batch
-  (what any signature call costs before its ops).
+  signature call), and a signature call's own overhead: `tokenize` on an empty batch.
 - int8: the runner's whole `__call__`, its `tokenize` signature call, the LiteRT resize and
   allocation when the length changes, and `set_tensor` + `invoke` (the encoder).
 
@@ -115,8 +115,10 @@ def int8_stages(export_dir, texts):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--fp32", required=True)
-    parser.add_argument("--int8", required=True)
+    parser.add_argument("--fp32")
+    parser.add_argument("--int8")
+    parser.add_argument("--work", help="where the MiniLM exports are made (without --fp32, "
+                                       "--int8)")
     parser.add_argument("--texts", default=None)
     parser.add_argument("--requests", type=int, default=300)
     args = parser.parse_args()
@@ -124,6 +126,11 @@ def main():
     import serving as fp32_bench
 
     texts = _texts(args.texts or fp32_bench.DEFAULT_DATA, args.requests)
+    if not (args.fp32 and args.int8):
+        import serving_int8
+
+        targets, _ = serving_int8.prepare(args.work, None, onnx=False)
+        args.fp32, args.int8 = targets["ours_fp32"], targets["ours_int8"]
     for name, stages in (("fp32", fp32_stages(args.fp32, texts)),
                          ("int8", int8_stages(args.int8, texts))):
         print(f"\n{name}: CPU ms per request ({len(texts)} requests of one text)")

@@ -118,13 +118,29 @@ def test_writes_a_run_squad_run_that_run_squad_predicts_with(runs, teacher, tmp_
     assert json.loads((tmp_path / "predicted" / "predictions.json").read_text()) == predictions
 
 
+# The span head's bias adds one constant to every position's start (end) logit, which no
+# softmax sees: its gradient is exactly 0 in both the soft-target and Google's loss, so what
+# it moves is float noise divided by Adam's epsilon (1e-6), which differs with the towers'
+# summation order. It is compared to ZERO_GRADIENT_ATOL (it stays that close to where it
+# started); every other variable to 1e-5.
+ZERO_GRADIENT = "cls/squad/output_bias"
+ZERO_GRADIENT_ATOL = 2e-4
+
+
+def _assert_same_weights(ours, expected):
+    assert sorted(ours) == sorted(expected)
+    for name in expected:
+        atol = ZERO_GRADIENT_ATOL if name == ZERO_GRADIENT else 1e-5
+        np.testing.assert_allclose(ours[name], expected[name], atol=atol, rtol=0, err_msg=name)
+
+
 def test_two_towers_equal_one_device_with_dropout_on(runs, teacher):
     for key in ("good", "one"):
         assert runs[key].result().returncode == 0, runs[key].result().stderr[-3000:]
     two, one = final_tensors(str(teacher / "good")), final_tensors(str(teacher / "one"))
-    assert sorted(two) == sorted(one)
-    for name in one:
-        np.testing.assert_allclose(two[name], one[name], atol=1e-5, err_msg=name)
+    _assert_same_weights(two, one)
+    start = tf.train.load_checkpoint(str(teacher / "teacher")).get_tensor(ZERO_GRADIENT)
+    np.testing.assert_allclose(one[ZERO_GRADIENT], start, atol=ZERO_GRADIENT_ATOL)
 
 
 @pytest.mark.parametrize("key", ["alpha0", "temperature", "inner"])
@@ -191,7 +207,8 @@ def test_span_loss_by_hand_on_one_batch(padded_length):
 
 def test_sigkill_then_rerun_ends_with_the_same_weights(runs, teacher):
     """A 2 x 4 SQuAD student, killed with SIGKILL after its checkpoint at step 4 and rerun as
-    1 x 8 (dropout 0.1): the final weights of the uninterrupted 2 x 4 run ("good"), to 1e-5."""
+    1 x 8 (dropout 0.1): the final weights of the uninterrupted 2 x 4 run ("good"), to 1e-5
+    (the span head's bias as `_assert_same_weights`)."""
     assert runs["good"].result().returncode == 0, runs["good"].result().stderr[-3000:]
     expected = final_tensors(str(teacher / "good"))
     steps = int(expected["global_step"])
@@ -199,14 +216,13 @@ def test_sigkill_then_rerun_ends_with_the_same_weights(runs, teacher):
     killed = teacher / "killed"
     cmd = _command(teacher, killed, 2, 4, **{"--save_checkpoints_steps": 4})
     dying = Launched(cmd)
-    assert signal_at_checkpoint([(dying, str(killed), 4, signal.SIGKILL, 0.05)])[0] is not None
+    # (published: killed once the state file names step 4, so the rerun must resume from it.)
+    assert signal_at_checkpoint([(dying, str(killed), 4, signal.SIGKILL, 0.05)],
+                                published=True)[0] is not None
     _, not_killed = finish_killed(dying, str(killed), steps)
     assert not_killed is None, not_killed
     rerun = run_command(_command(teacher, killed, 1, 8, **{"--save_checkpoints_steps": 4}),
                         timeout=600)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert "Resumed from" in rerun.stderr
-    ours = final_tensors(str(killed))
-    assert sorted(ours) == sorted(expected)
-    for name in expected:
-        np.testing.assert_allclose(ours[name], expected[name], atol=1e-5, rtol=0, err_msg=name)
+    _assert_same_weights(final_tensors(str(killed)), expected)

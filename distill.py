@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-r"""Distils a fine-tuned classifier or run_ner.py run (the teacher) into a smaller student run.
+r"""Distils a fine-tuned classifier, run_ner.py or run_squad.py run (the teacher) into a smaller
+student run.
 
 Usage:
   python distill.py --teacher_dir=$TEACHER_RUN --output_dir=$STUDENT_RUN \
@@ -20,20 +21,36 @@ predict.txt) that export_saved_model.py --output_dir and run_classifier.py read.
 A run_ner.py --output_dir as --teacher_dir: the student learns the teacher's tag
 distributions at each labelled word (and the tags), with run_ner.py's data flags (the
 teacher's by default, --tag_scheme included), and --output_dir becomes a run_ner.py run that
-run_ner.py --do_predict reads. --tinybert_* and --minilm_* add TinyBERT's and MiniLM's losses
+run_ner.py --do_predict reads. A run_squad.py --output_dir as --teacher_dir: the student
+learns the teacher's start and end distributions over each window (and the answers), with
+run_squad.py's flags (the teacher's files, windows and answer flags by default), and
+--output_dir becomes a run_squad.py run (predictions.json; export_saved_model.py --task=squad
+reads it). --tinybert_* and --minilm_* add TinyBERT's and MiniLM's losses
 on hidden states and attention (docs/distill.md).
 """
 
 from bert_mgpu import cli
-from bert_mgpu.configs.distill import DistillConfig, DistillNerConfig, teacher_is_ner
+from bert_mgpu.configs.distill import (
+    DistillConfig,
+    DistillNerConfig,
+    DistillSquadConfig,
+    teacher_kind,
+)
 from bert_mgpu.scripts import run
 
-cli.define_config_flags(DistillConfig, DistillNerConfig)
+cli.define_config_flags(DistillConfig, DistillNerConfig, DistillSquadConfig)
 
 
 def main(_):
     # Every flag and file checked before TensorFlow is loaded.
-    if teacher_is_ner(cli.flag_values_dict()["teacher_dir"]):
+    kind = teacher_kind(cli.flag_values_dict()["teacher_dir"])
+    if kind == "squad":
+        from bert_mgpu.data.squad_data import check_squad_inputs
+        cfg = cli.build_config(DistillSquadConfig, check_squad_inputs)
+        from bert_mgpu.tasks.distill import run_distill_squad
+        run_distill_squad(cfg)
+        return
+    if kind == "ner":
         from bert_mgpu.data.ner_data import check_ner_inputs
         cfg = cli.build_config(DistillNerConfig, check_ner_inputs)
         from bert_mgpu.tasks.distill import run_distill_ner

@@ -134,8 +134,9 @@ def build_onnx(hf_dir, work, num_heads, hidden_size):
 
 # -- the driver ---------------------------------------------------------------------------------
 
-def prepare(work, run_dir):
-    """Our fp32 and int8 exports, the HF folder and the ONNX files of the same weights."""
+def prepare(work, run_dir, onnx=True):
+    """Our fp32 and int8 exports, the HF folder and (`onnx`) the ONNX files of the same
+    weights."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
     if run_dir:
         run = json.load(open(os.path.join(run_dir, "run_config.json")))
@@ -165,6 +166,8 @@ def prepare(work, run_dir):
             subprocess.run([sys.executable, os.path.join(REPO, "export_saved_model.py"),
                             *source, f"--export_dir={os.path.dirname(targets[arm])}",
                             "--export_version=1", *extra], check=True, env=env)
+    if not onnx:
+        return targets, hf_dir
     if not os.path.exists(os.path.join(work, "int8.onnx")):
         bert = json.load(open(config))
         subprocess.run([fp32_bench.ORACLE_PYTHON, os.path.abspath(__file__), "--build_onnx",

@@ -1,12 +1,18 @@
-"""export_saved_model.py --quantize=int8: the LiteRT int8 classifier beside its tokenizer
-SavedModel, served by serving/int8_runner.py, against the fp32 SavedModel of the same run.
+"""export_saved_model.py --quantize=int8: the LiteRT int8 classifier (single-label and
+multi-label) and SQuAD model beside their tokenizer SavedModel, served by
+serving/int8_runner.py, against the fp32 SavedModel of the same run.
 
 Tolerances (stated here; dynamic-range int8 moves a logit by up to about 0.15 on these
 inputs): probabilities within 0.02 of the fp32 export's on the tiny trained run and within 0.04
 on all-MiniLM-L6-v2's real weights (a head whose logits span a few units), their mean absolute
 difference at most 0.015; the predicted label equal on at least 99% of the texts, and on every
 text whose fp32 probabilities are more than 0.02 apart; accuracy on the labelled texts within
-0.5 points of fp32's.
+0.5 points of fp32's. The same head read as multi-label: sigmoids within 0.02, the predicted
+label set equal on at least 99% of the texts and wherever fp32's sigmoid is more than 0.02
+from the threshold. SQuAD (a tiny random model whose wide span head
+spreads the logits over about +-15): start/end logits within SQUAD_LOGIT_ATOL of fp32's at
+every real position (a quarter of it on average), the same answer on at least 95% of the
+SQuAD v2.0 dev questions; the answer search on the same logits exactly the fp32 export's.
 """
 
 import gzip
@@ -23,7 +29,7 @@ from _oracle import DATA, ORACLES, REPO, minilm_model_dir, require_material, req
 from _serving import ENV
 from _together import started
 
-from bert_mgpu.serving.int8_runner import TFLITE_FILE, Int8Classifier
+from bert_mgpu.serving.int8_runner import TFLITE_FILE, Int8Classifier, Int8Squad, load
 
 pytest.importorskip("tensorflow_text")
 
@@ -35,6 +41,9 @@ CONFIG = {"vocab_size": 21128, "hidden_size": 32, "num_hidden_layers": 2,
           "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
           "max_position_embeddings": 64, "type_vocab_size": 2, "initializer_range": 0.02}
 SCRIPT = os.path.join(REPO, "export_saved_model.py")
+# The int8 SQuAD model's start/end logits against fp32's at real positions (the tiny model's
+# logits span about +-17; measured: at most 0.08, 0.014 on average).
+SQUAD_LOGIT_ATOL = 0.2
 
 
 def _rows(split, n):
@@ -216,7 +225,8 @@ def test_the_one_line_runner(run):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--task=features"], "--quantize=int8 exports --task=classifier only, not --task=features"),
+    (["--task=features"], "--quantize=int8 exports --task=classifier or --task=squad only, "
+                          "not --task=features"),
     (["--precision=bf16"], "--precision=bf16 cannot be combined"),
     (["--jit_compile=true"], "--jit_compile (XLA) cannot be combined"),
     (["--doc_stride=16"], "--doc_stride=16 needs the fp32 export"),
@@ -226,6 +236,54 @@ def test_bad_input_is_one_line_and_writes_nothing(run, tmp_path, args, message):
     proc = _export([f"--output_dir={run['out']}", f"--export_dir={target}", "--quantize=int8",
                     *args], tmp_path)
     assert message in error_line(proc, "export_saved_model.py")
+    assert not target.exists()
+
+
+def _run_of_type(run, root, task_type):
+    """A copy of the trained run whose run_config.json records --task_type=`task_type` (its
+    2-way head then read as that type's), its checkpoint files linked."""
+    copy = root / task_type
+    copy.mkdir()
+    for name in os.listdir(run["out"]):
+        if name.startswith(("model.ckpt", "checkpoint", "bert_config")):
+            os.symlink(run["out"] / name, copy / name)
+    config = json.loads((run["out"] / "run_config.json").read_text())
+    (copy / "run_config.json").write_text(json.dumps(dict(config, task_type=task_type,
+                                                          multilabel_threshold=0.5)))
+    return copy
+
+
+def test_multilabel_head(run, tmp_path):
+    """The trained head read as a multi-label one (a sigmoid per label, predicted above the
+    run's threshold 0.5): the int8 runner gives the fp32 export's outputs (within the
+    classifier's tolerances) on the real reviews."""
+    multilabel = _run_of_type(run, tmp_path, "multilabel")
+    _export_fp32_and_int8([f"--output_dir={multilabel}"], tmp_path)
+    _, rows = _rows("test", 200)
+    texts = [r[0] for r in rows]
+    fp32 = tf.saved_model.load(str(tmp_path / "fp32" / "1")).signatures["serving_default"](
+        text_a=tf.constant(texts))
+    model = load(str(tmp_path / "int8" / "1"))
+    assert isinstance(model, Int8Classifier) and model.threshold == 0.5
+    int8 = model(texts)
+    assert sorted(int8) == sorted(fp32) == ["label", "predicted", "probabilities"]
+    np.testing.assert_allclose(int8["probabilities"], fp32["probabilities"].numpy(), atol=0.02)
+    agree = int8["predicted"] == fp32["predicted"].numpy()
+    clear = np.abs(fp32["probabilities"].numpy() - 0.5) > 0.02
+    assert agree[clear].all(), np.argwhere(~agree & clear)
+    same = agree.all(axis=1)
+    assert same.mean() >= 0.99, same.mean()
+    assert 0 < int8["predicted"].sum() < int8["predicted"].size, "all one way: nothing checked"
+    np.testing.assert_array_equal(int8["label"][same],
+                                  fp32["label"].numpy().astype(str)[same])
+
+
+def test_a_regression_head_is_refused(run, tmp_path):
+    target = tmp_path / "export"
+    proc = _export([f"--output_dir={_run_of_type(run, tmp_path, 'regression')}",
+                    f"--export_dir={target}", "--quantize=int8"], tmp_path)
+    assert ("--quantize=int8 exports classification and multilabel heads, not "
+            "--task_type=regression") in error_line(proc, "export_saved_model.py")
     assert not target.exists()
 
 
@@ -255,3 +313,182 @@ def test_real_weights_minilm(tmp_path):
     fp32, _ = _fp32_outputs(str(tmp_path / "fp32" / "1"), texts)
     int8, _ = _int8_outputs(Int8Classifier(str(tmp_path / "int8" / "1")), texts)
     _check_agreement(fp32, int8, atol=0.04)
+
+
+# ---------------------------------------------------------------------------------------------
+# SQuAD: a run_squad.py model exported as int8, answers out.
+
+SQUAD_VOCAB = os.path.join(DATA, "vocab", "bert_uncased_vocab.txt")
+# run_squad.py's flags as its run_config.json records them (small windows: many per context).
+SQUAD_FLAGS = {"vocab_file": SQUAD_VOCAB, "do_lower_case": True, "max_seq_length": 48,
+               "doc_stride": 16, "max_query_length": 12, "n_best_size": 5,
+               "max_answer_length": 8, "version_2_with_negative": True}
+
+
+def _squad_questions():
+    """Questions on the first paragraphs of the SQuAD v2.0 dev material (real text; test-only
+    material: skips without it), a context of one window and one without any token."""
+    path = require_material("squad", "squad_v2_dev_normans.json")
+    with open(path, encoding="utf-8") as f:
+        paragraphs = json.load(f)["data"][0]["paragraphs"]
+    pairs = [(qa["question"], p["context"]) for p in paragraphs[:8] for qa in p["qas"][:5]]
+    pairs += [("Who wrote it?", "It was written by Ada (Countess of Lovelace), in 1843."),
+              ("What is here?", " \u200b ")]
+    return [q for q, _ in pairs], [c for _, c in pairs]
+
+
+@pytest.fixture(scope="module")
+def squad(tmp_path_factory):
+    """A run directory as run_squad.py leaves it (tiny encoder, seeded random weights with a
+    wide span head so that logits differ clearly; its null-score threshold the median of its
+    questions' so that both answered and unanswered ones occur), exported as fp32 and int8."""
+    from _pretraining_data import TINY_CONFIG
+
+    from bert_mgpu.configs.base import ModelFiles
+    from bert_mgpu.configs.serving import ExportConfig
+    from bert_mgpu.engine import checkpoint
+    from bert_mgpu.model.bert_config import BertConfig
+    from bert_mgpu.serving import export
+    from bert_mgpu.serving.squad import serve_squad
+    from bert_mgpu.tasks.squad import SquadTask
+
+    questions, contexts = _squad_questions()
+    root = tmp_path_factory.mktemp("int8_squad")
+    run = root / "run"
+    run.mkdir()
+    config = dict(TINY_CONFIG, vocab_size=30522)
+    (run / "bert_config.json").write_text(json.dumps(config))
+    tf.random.set_seed(3)
+    weights = {k: v.numpy() for k, v in SquadTask(BertConfig.from_dict(config))
+               .named_variables().items()}
+    weights["cls/squad/output_weights"] = np.random.RandomState(0).normal(
+        0, 1, [2, 32]).astype(np.float32)
+    checkpoint.write_bundle(str(run / "model.ckpt"), weights)
+    (run / "run_config.json").write_text(json.dumps(dict(SQUAD_FLAGS,
+                                                         null_score_diff_threshold=0.0)))
+    model = export.build_serving_model(export.resolve(ExportConfig(
+        model=ModelFiles(init_checkpoint=str(run / "model.ckpt")), output_dir=str(run),
+        export_dir="unused", task="squad")), "squad")
+    diffs = serve_squad(model, tf.constant(questions), tf.constant(contexts))[
+        "null_score_diff"].numpy()
+    threshold = float(np.median(diffs))
+    (run / "run_config.json").write_text(json.dumps(dict(SQUAD_FLAGS,
+                                                         null_score_diff_threshold=threshold)))
+    _export_fp32_and_int8(["--task=squad", f"--output_dir={run}",
+                           f"--init_checkpoint={run / 'model.ckpt'}"], root)
+    return {"run": run, "fp32": str(root / "fp32" / "1"), "int8": str(root / "int8" / "1"),
+            "questions": questions, "contexts": contexts}
+
+
+def _plain(outputs):
+    return {k: v.numpy().astype(str) if v.dtype == tf.string else v.numpy()
+            for k, v in outputs.items()}
+
+
+def test_squad_windows_are_run_squads(squad):
+    """The int8 export's windows (its `tokenize`, and the `windows` the runner reads, cut to
+    the longest) are run_squad.py's features (Google's convert_examples_to_features)."""
+    from bert_mgpu import tokenization
+    from bert_mgpu.data import squad_data
+
+    questions, contexts = squad["questions"], squad["contexts"]
+    tokenizer = tokenization.FullTokenizer(SQUAD_VOCAB, do_lower_case=True)
+    examples = [squad_data.SquadExample(qas_id=str(i), question_text=q,
+                                        doc_tokens=squad_data.split_paragraph(c)[0])
+                for i, (q, c) in enumerate(zip(questions, contexts))]
+    features = list(squad_data.convert_examples_to_features(
+        examples[:-1], tokenizer, 48, 16, 12, is_training=False))
+    signatures = tf.saved_model.load(squad["int8"]).signatures
+    q, c = tf.constant(questions), tf.constant(contexts)
+    padded = _plain(signatures["tokenize"](question=q, context=c))
+    cut = _plain(signatures["windows"](question=q, context=c))
+    n = len(features)
+    assert n > 80 and len(padded["input_ids"]) == len(cut["input_ids"]) == n + 1
+    for name in ("input_ids", "input_mask", "segment_ids"):
+        want = np.array([getattr(f, name) for f in features])
+        np.testing.assert_array_equal(padded[name][:n], want, name)
+        length = cut[name].shape[1]
+        np.testing.assert_array_equal(cut[name][:n], want[:, :length], name)
+        assert not want[:, length:].any(), name
+    want_index = [f.example_index for f in features] + [len(examples) - 1]
+    np.testing.assert_array_equal(padded["example_index"], want_index)
+    np.testing.assert_array_equal(cut["example_index"], want_index)
+
+
+def test_squad_answer_search_is_the_fp32_exports(squad):
+    """The int8 export's `answers` on the fp32 model's logits gives the fp32 export's
+    `serving_default` exactly: the answer search is the same, only the logits differ."""
+    questions, contexts = squad["questions"], squad["contexts"]
+    q, c = tf.constant(questions), tf.constant(contexts)
+    fp32 = tf.saved_model.load(squad["fp32"]).signatures
+    int8 = tf.saved_model.load(squad["int8"]).signatures
+    windows = int8["windows"](question=q, context=c)
+    logits = fp32["serve_ids"](**{k: windows[k] for k in
+                                  ("input_ids", "input_mask", "segment_ids")})
+    got = _plain(int8["answers"](context=c, **windows, **logits))
+    want = _plain(fp32["serving_default"](question=q, context=c))
+    assert sorted(got) == sorted(want)
+    for name in ("answer", "answer_start", "answer_end"):
+        np.testing.assert_array_equal(got[name], want[name], name)
+    for name in ("start_logit", "end_logit", "null_score_diff"):
+        np.testing.assert_allclose(got[name], want[name], atol=1e-4, err_msg=name)
+
+
+def test_squad_int8_answers_agree_with_fp32(squad):
+    """The runner's answers against the fp32 export's on the SQuAD dev questions: the logits at
+    every real position within SQUAD_LOGIT_ATOL of fp32's, the same answer text on at least
+    95% of the questions (a near tie may flip), answered and unanswered questions both
+    present."""
+    questions, contexts = squad["questions"], squad["contexts"]
+    q, c = tf.constant(questions), tf.constant(contexts)
+    fp32 = tf.saved_model.load(squad["fp32"]).signatures
+    model = load(squad["int8"])
+    assert isinstance(model, Int8Squad)
+    got = model(questions, contexts)
+    want = _plain(fp32["serving_default"](question=q, context=c))
+    assert sorted(got) == sorted(want)
+    same = got["answer"] == want["answer"]
+    assert same.mean() >= 0.95, (same.mean(), got["answer"][~same], want["answer"][~same])
+    assert 0 < (want["answer"] != "").sum() < len(questions) - 1
+    assert got["answer"][-1] == "" and got["answer_start"][-1] == -1
+    for i in np.flatnonzero(got["answer"] != ""):
+        assert contexts[i][got["answer_start"][i]:got["answer_end"][i]] == got["answer"][i]
+    # The logits of every window, through the runner's LiteRT model.
+    windows = _plain(model._windows(question=q, context=c))
+    ids = [windows[k] for k in ("input_ids", "input_mask", "segment_ids")]
+    int8_logits = model._model(*ids)
+    fp32_logits = _plain(fp32["serve_ids"](**{k: tf.constant(v) for k, v in
+                                              zip(("input_ids", "input_mask", "segment_ids"),
+                                                  ids)}))
+    real = ids[1] > 0
+    for name in ("start_logits", "end_logits"):
+        error = np.abs(int8_logits[name] - fp32_logits[name])[real]
+        assert error.max() <= SQUAD_LOGIT_ATOL, (name, error.max())
+        assert error.mean() <= SQUAD_LOGIT_ATOL / 4, (name, error.mean())
+    # One question at a time gives the batched answers.
+    for i in (0, 9, len(questions) - 2):
+        one = model([questions[i]], [contexts[i]])
+        assert one["answer"][0] == got["answer"][i]
+        np.testing.assert_allclose(one["start_logit"][0], got["start_logit"][i], atol=1e-4)
+    assert model([], [])["answer"].shape == (0,)
+
+
+def test_squad_one_line_runner(squad):
+    pair = [squad["questions"][0], squad["contexts"][0]]
+    proc = subprocess.run([sys.executable, "-m", "bert_mgpu.serving.int8_runner",
+                           squad["int8"], *pair], capture_output=True, text=True, timeout=300,
+                          env=ENV, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (line,) = [json.loads(x) for x in proc.stdout.strip().splitlines()]
+    want = load(squad["int8"])(*([x] for x in pair))
+    assert line["answer"] == want["answer"][0]
+    assert line["answer_start"] == want["answer_start"][0]
+
+
+def test_squad_bad_input_writes_nothing(squad, tmp_path):
+    target = tmp_path / "export"
+    proc = _export(["--task=squad", f"--output_dir={squad['run']}",
+                    f"--init_checkpoint={squad['run'] / 'model.ckpt'}",
+                    f"--export_dir={target}", "--quantize=int8", "--precision=bf16"], tmp_path)
+    assert "--precision=bf16 cannot be combined" in error_line(proc, "export_saved_model.py")
+    assert not target.exists()

@@ -87,7 +87,7 @@ TASK_TYPES = {t.name: t for t in (
 
 register(RegisteredTask(
     "classifier", "'classifier' (probabilities, label_id, label)",
-    serving="bert_mgpu.serving.classifier", types=TASK_TYPES))
+    serving="bert_mgpu.serving.classifier", types=TASK_TYPES, int8=True))
 
 
 CLASSIFIER_INPUTS = ("pooled", "cls", "mean", "cls_last4")

@@ -1,10 +1,12 @@
-"""The config of distill.py (a fine-tuned classifier run -> a smaller student) and its flags.
+"""The config of distill.py (a fine-tuned run -> a smaller student) and its flags.
 
 The teacher is a run directory of run_classifier_mgpu.py (one --task_name, --task_type
-classification): its run_config.json gives the data and text flags the student is trained
-with (the task, data dir, vocabulary, casing, max_seq_length, truncation, labels, what the head
-reads), each unless given on distill.py's command line; its bert_config.json and latest
-checkpoint give the teacher model. The student is written as a normal classifier run.
+classification; `DistillConfig`), run_ner.py (`DistillNerConfig`) or run_squad.py
+(`DistillSquadConfig`): its run_config.json gives the data and text flags the student is
+trained with (for a classifier: the task, data dir, vocabulary, casing, max_seq_length,
+truncation, labels, what the head reads), each unless given on distill.py's command line; its
+bert_config.json and latest checkpoint give the teacher model. The student is written as a
+normal run of the teacher's script.
 """
 
 import dataclasses
@@ -16,6 +18,7 @@ from typing import Any, Dict, Mapping, Optional
 from bert_mgpu.configs.base import Flag, check_at_least
 from bert_mgpu.configs.classifier import ClassifierConfig
 from bert_mgpu.configs.ner import NerConfig
+from bert_mgpu.configs.squad import SquadAnswerOptions, SquadConfig
 
 # --student_layers: which teacher layers initialise the student's k layers (of the teacher's L).
 STUDENT_LAYER_CHOICES = ("spread", "first")
@@ -27,6 +30,9 @@ TEACHER_TASK_FLAGS = ("task_name", "data_dir", "classifier_input", "truncation",
                       "text_columns", "column_names", "data_format", "processors_file")
 # A run_ner.py teacher's: its data, tags and windows.
 TEACHER_NER_FLAGS = ("data_dir", "tag_scheme", "doc_stride")
+# A run_squad.py teacher's: its data, its batches' padding, and its windows and answers (the
+# `answers` subtree: every SquadAnswerOptions field).
+TEACHER_SQUAD_FLAGS = ("train_file", "predict_file", "pad_to_longest")
 
 
 def read_json(path: str) -> Dict[str, Any]:
@@ -53,26 +59,33 @@ def is_ner_run(run: Mapping[str, Any]) -> bool:
     return bool(run.get("labels")) and "tag_scheme" in run
 
 
-def teacher_is_ner(teacher_dir: Optional[str]) -> bool:
-    """Whether --teacher_dir holds a run_ner.py run (False when it holds no readable
-    run_config.json: the classifier's config then names what is wrong)."""
+def is_squad_run(run: Mapping[str, Any]) -> bool:
+    """Whether a run_config.json is a run_squad.py run's (it records --max_query_length)."""
+    return "max_query_length" in run and not run.get("labels")
+
+
+def teacher_kind(teacher_dir: Optional[str]) -> str:
+    """"ner" or "squad" when --teacher_dir holds a run_ner.py or run_squad.py run, else
+    "classifier" (also when it holds no readable run_config.json: the classifier's config then
+    names what is wrong)."""
     path = os.path.join(teacher_dir or "", "run_config.json")
     try:
-        return bool(teacher_dir) and is_ner_run(read_json(path))
+        run = read_json(path) if teacher_dir else {}
     except ValueError:
-        return False
+        return "classifier"
+    return "ner" if is_ner_run(run) else "squad" if is_squad_run(run) else "classifier"
 
 
 def teacher_run(teacher_dir: str) -> Dict[str, Any]:
-    """The teacher's run_config.json, checked to be a single-task classification run or a
-    run_ner.py run, with a checkpoint.
+    """The teacher's run_config.json, checked to be a single-task classification run, a
+    run_ner.py or a run_squad.py run, with a checkpoint.
 
     Raises:
       ValueError: one line naming the file and what makes it no teacher.
     """
     path = os.path.join(teacher_dir, "run_config.json")
     run = read_json(path)
-    ner = is_ner_run(run)
+    ner = is_ner_run(run) or is_squad_run(run)
     if not ner and (not run.get("labels") or not run.get("task_name")):
         raise ValueError(f"--teacher_dir={teacher_dir} is not a run_classifier_mgpu.py run "
                          f"(nor a run_ner.py run): {path} has no labels/task_name")
@@ -106,14 +119,16 @@ def _from_teacher(cls, values: Dict[str, Any], given, run: Mapping[str, Any],
         model_changes["bert_config_file"] = teacher_config
         filled["bert_config_file"] = teacher_config
     values["model"] = dataclasses.replace(values["model"], **model_changes)
+    values["flags"] = dict(values["flags"], **filled)
+    if "labels" not in run:  # a run_squad.py teacher
+        return values
     if "label_list" in given and list(values["label_list"] or ()) != list(run["labels"]):
         raise ValueError(f"--label_list={','.join(values['label_list'] or ())}: the teacher's "
                          f"labels are {','.join(run['labels'])} (in this order); the student "
                          f"learns the teacher's outputs")
     if "label_list" not in given:
         values["label_list"] = cls.flag("label_list").field_value(list(run["labels"]))
-        filled["label_list"] = list(run["labels"])
-    values["flags"] = dict(values["flags"], **filled)
+        values["flags"] = dict(values["flags"], label_list=list(run["labels"]))
     return values
 
 
@@ -298,7 +313,7 @@ class DistillNerConfig(_Distillation, NerConfig):
     evaluation and prediction) plus the distillation's; the data directory, tag scheme,
     windows, vocabulary, casing, --max_seq_length and tags default to the teacher run's. The
     script defines DistillConfig's flags and this one's (--tag_scheme) and builds this config
-    when --teacher_dir holds a run_ner.py run (`teacher_is_ner`)."""
+    when --teacher_dir holds a run_ner.py run (`teacher_kind`)."""
     required_flags = ("teacher_dir", "output_dir")
     narrowed_flags = dict(NerConfig.narrowed_flags, **{
         name: DistillConfig.narrowed_flags[name] for name in ("init_checkpoint",
@@ -335,3 +350,48 @@ class DistillNerConfig(_Distillation, NerConfig):
         if self.unlabeled_file:
             raise ValueError("--unlabeled_file is for a classifier teacher (a run_ner.py "
                              "teacher learns from --data_dir's CoNLL files)")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DistillSquadConfig(_Distillation, SquadConfig):
+    """distill.py with a run_squad.py teacher: run_squad.py's flags (the student's training,
+    prediction and evaluation) plus the distillation's; the SQuAD files, windows and answer
+    flags, --pad_to_longest, vocabulary, casing and --max_seq_length default to the teacher
+    run's. The script builds this config when --teacher_dir holds a run_squad.py run
+    (`teacher_kind`)."""
+    required_flags = ("teacher_dir", "output_dir")
+    narrowed_flags = dict(SquadConfig.narrowed_flags, **{
+        name: DistillConfig.narrowed_flags[name] for name in ("init_checkpoint",
+                                                              "bert_config_file")})
+    teacher_dir: str = _distillation_field("teacher_dir", required=True)
+    student_num_layers: int = _distillation_field("student_num_layers")
+    student_layers: str = _distillation_field("student_layers")
+    student_config: Optional[str] = _distillation_field("student_config")
+    unlabeled_file: Optional[str] = _distillation_field("unlabeled_file")
+    temperature: float = _distillation_field("temperature")
+    alpha: float = _distillation_field("alpha")
+    tinybert_hidden_weight: float = _distillation_field("tinybert_hidden_weight")
+    tinybert_attention_weight: float = _distillation_field("tinybert_attention_weight")
+    minilm_attention_weight: float = _distillation_field("minilm_attention_weight")
+    minilm_value_weight: float = _distillation_field("minilm_value_weight")
+    minilm_relation_heads: int = _distillation_field("minilm_relation_heads")
+
+    @classmethod
+    def build(cls, values, given) -> "DistillSquadConfig":
+        """The teacher run's files, windows, answer and text flags where not given."""
+        run = teacher_run(values["teacher_dir"])
+        values = _from_teacher(cls, dict(values), given, run, TEACHER_SQUAD_FLAGS)
+        answers = {f.name: run[f.name] for f in dataclasses.fields(SquadAnswerOptions)
+                   if f.name not in given and f.name in run}
+        values["answers"] = dataclasses.replace(values["answers"], **{
+            name: SquadAnswerOptions.flag(name).field_value(value)
+            for name, value in answers.items()})
+        values["flags"] = dict(values["flags"], **answers)
+        return super().build(values, given)
+
+    def validate(self) -> None:
+        super().validate()
+        self.validate_distillation()
+        if self.unlabeled_file:
+            raise ValueError("--unlabeled_file is for a classifier teacher (a run_squad.py "
+                             "teacher learns from --train_file's questions)")

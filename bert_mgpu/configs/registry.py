@@ -30,12 +30,15 @@ class RegisteredTask:
       types: the task's head types by name (e.g. the classifier's --task_type: `TaskType`s),
         which its runs record (run_config.json "task_type") and the Hugging Face conversion
         reads.
+      int8: its export has --quantize=int8 (serving/int8.py: its `TaskServing` declares the
+        `int8_outputs` and `int8_signatures`).
     """
     name: str
     returns: str
     serving: str
     options: Optional[type] = None
     types: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    int8: bool = False
 
 
 _REGISTERED: Dict[str, RegisteredTask] = {}

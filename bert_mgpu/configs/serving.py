@@ -89,11 +89,12 @@ class ExportConfig(FromFlags):
     jit_compile: bool = Flag("bool", False, "Compile the exported encoder with XLA "
                                             "(jit_compile).").field()
     quantize: str = Flag(
-        "enum", "none", "int8: the classifier's weights in int8 with dynamically quantized "
+        "enum", "none", "int8: the model's weights in int8 with dynamically quantized "
                         "activations, as a LiteRT model (model_int8.tflite) beside a SavedModel "
                         "holding the tokenizer; serve it with python -m "
-                        "bert_mgpu.serving.int8_runner. --task=classifier, single-label "
-                        "classification, no --doc_stride. none: the float SavedModel.",
+                        "bert_mgpu.serving.int8_runner. --task=classifier (single-label or "
+                        "multi-label classification, no --doc_stride) or --task=squad. none: "
+                        "the float SavedModel.",
         QUANTIZATIONS).field()
     truncation: str = TRUNCATION.field()
     head_tokens: int = HEAD_TOKENS.field()
@@ -135,9 +136,10 @@ class ExportConfig(FromFlags):
                              "are required")
         check_at_least(self, 0, "export_version", "head_tokens")
         check_at_least(self, 1, "length_chunks")
-        if self.quantize == "int8" and self.task != "classifier":
-            raise ValueError(f"--quantize=int8 exports --task=classifier only, not "
-                             f"--task={self.task}")
+        if self.quantize == "int8" and not registry.task(self.task).int8:
+            supported = [name for name, task in registry.tasks().items() if task.int8]
+            raise ValueError(f"--quantize=int8 exports --task={' or --task='.join(supported)} "
+                             f"only, not --task={self.task}")
         if self.task_label and self.task != "classifier":
             raise ValueError(f"--task_label chooses a classifier head; --task={self.task} has "
                              f"none")

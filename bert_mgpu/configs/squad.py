@@ -66,7 +66,8 @@ class SquadAnswerOptions(FromFlags):
 
 register(RegisteredTask(
     "squad", "'squad' (a run_squad.py model: question + context -> answer, its character offsets "
-             "and logits)", serving="bert_mgpu.serving.squad", options=SquadAnswerOptions))
+             "and logits)", serving="bert_mgpu.serving.squad", options=SquadAnswerOptions,
+    int8=True))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

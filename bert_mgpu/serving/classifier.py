@@ -35,6 +35,11 @@ class ServedClassifier(tf.Module):
     def _encoding(self):
         return registry.task_type(self.task_type).label_encoding
 
+    @property
+    def multi_label(self) -> bool:
+        """One sigmoid per label (`predicted`: probability > `threshold`)."""
+        return self._encoding == "multi_hot"
+
     def pool(self, outputs, example_index, num_texts, pooling: str):
         """The outputs of texts from those of their windows (`__call__`'s [W, ...]), as the
         classifier's eval and predict pool a --doc_stride run's windows: the `pooling` of the
@@ -66,6 +71,7 @@ class ClassifierServing(TaskServing):
     first_token_only = True
     per_position = False
     windows = True
+    int8_outputs = ("probabilities",)
 
     def resolve(self, cfg, run, checkpoint_prefix, option):
         """The run's head (scope, task type, labels), --doc_stride and --window_pooling."""
@@ -97,6 +103,34 @@ class ClassifierServing(TaskServing):
         if spec.window_pooling not in WINDOW_POOLINGS:
             raise ExportError(f"--window_pooling must be one of {', '.join(WINDOW_POOLINGS)}, "
                               f"got {spec.window_pooling!r}")
+
+    def check_int8(self, spec) -> None:
+        """The int8 export serves single-label and multi-label heads on one window per text."""
+        if registry.task_type(spec.head.task_type).label_encoding == "score":
+            raise ExportError(f"--quantize=int8 exports classification and multilabel heads, "
+                              f"not --task_type={spec.head.task_type}")
+        if spec.doc_stride:
+            raise ExportError(f"--quantize=int8 reads one window per text; the run's "
+                              f"--doc_stride={spec.doc_stride} needs the fp32 export "
+                              f"(--quantize=none) or --doc_stride=0")
+
+    def int8_signatures(self, side, model):
+        """`tokenize`, `tokenize_pair` (the fp32 export's) and `labels` (-> `label` string
+        [labels]; a multi-label head also `multilabel_threshold` float32 scalar)."""
+        text = tf.TensorSpec([None], tf.string, name="text_a")
+        text_b = tf.TensorSpec([None], tf.string, name="text_b")
+        names = {"label": side.label_names}
+        if model.head.multi_label:
+            names["multilabel_threshold"] = tf.constant(model.head.threshold, tf.float32)
+        return {
+            "tokenize": tf.function(lambda text_a: side.tokenizer.tokenize(text_a),
+                                    input_signature=[text], autograph=False),
+            "tokenize_pair": tf.function(
+                lambda text_a, text_b: side.tokenizer.tokenize(text_a, text_b),
+                input_signature=[text, text_b], autograph=False),
+            "labels": tf.function(lambda: {k: tf.identity(v) for k, v in names.items()},
+                                  input_signature=[], autograph=False),
+        }
 
     def build(self, bert_config, shapes, spec):
         head = spec.head

@@ -183,7 +183,7 @@ class ServingModel(tf.Module):
                                    reduce_retracing=True, autograph=False)
         # One text has no padding left after the cut: dropping it would only add scatters
         # and gathers, so a batch of one runs the plain graph.
-        self._encode_plain = tf.function(self._encode_plain_python, jit_compile=jit_compile,
+        self._encode_plain = tf.function(self.plain_outputs, jit_compile=jit_compile,
                                          reduce_retracing=True, autograph=False)
 
     def named_variables(self) -> Dict[str, tf.Variable]:
@@ -202,7 +202,9 @@ class ServingModel(tf.Module):
                 out = out._replace(sequence_output=self.bert.token_head(out.sequence_output))
         return self.task_serving.outputs(self.head, out, input_mask)
 
-    def _encode_plain_python(self, input_ids, input_mask, segment_ids):
+    def plain_outputs(self, input_ids, input_mask, segment_ids):
+        """The task's outputs of the ids on the plain graph (every position computed, no
+        padding dropped), untraced: also what the int8 export converts."""
         return self._encode_python(input_ids, input_mask, segment_ids, drop_padding=False)
 
     def _finish(self, outputs):
@@ -470,7 +472,7 @@ def export_saved_model(cfg) -> str:
     """
     spec = resolve(cfg)
     if cfg.quantize == "int8":
-        int8.check(cfg.task, spec, cfg.precision, cfg.jit_compile)
+        int8.check(cfg.task, task_serving(cfg.task), spec, cfg.precision, cfg.jit_compile)
     model = build_serving_model(spec, cfg.task, cfg.precision, cfg.jit_compile,
                                 cfg.length_chunks)
     version = cfg.export_version or next_version(cfg.export_dir)

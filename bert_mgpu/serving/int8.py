@@ -13,21 +13,28 @@ the raw text goes through exactly the tokenizer of the fp32 SavedModel (equal to
 Layout of EXPORT_DIR/<version>/::
 
     model_int8.tflite        signature serving_default: input_ids, input_mask, segment_ids
-                             int32 [batch, seq_length] -> probabilities float32 [batch, labels]
+                             int32 [batch, seq_length] -> the task's `int8_outputs`:
+                             classifier: probabilities float32 [batch, labels];
+                             squad: start_logits, end_logits float32 [windows, seq_length]
     saved_model.pb, variables/, assets/vocab.txt
-                             signatures tokenize, tokenize_pair (as the fp32 export's) and
-                             labels (-> label string [labels]); no encoder weights
+                             the task's `int8_signatures`, no encoder weights; classifier:
+                             tokenize, tokenize_pair (as the fp32 export's) and labels (->
+                             label string [labels], and a multi-label head's
+                             multilabel_threshold); squad: tokenize (as the fp32 export's),
+                             windows and answers (Google's answer search, as the fp32 export's
+                             serving_default, on the LiteRT model's logits)
     assets/python_tokenizer.json
                              (WordPiece vocabularies) what the runner's Python tokenizer needs
                              besides the vocabulary: do_lower_case, max_seq_length,
                              truncation, head_tokens
 
-`serving/int8_runner.py` serves it (raw text in, the fp32 export's `probabilities`, `label_id`,
-`label` out) with tensorflow, tensorflow-text and bert_mgpu/tokenization.py (stdlib only):
-tokenizing a request in Python costs a small fraction of a `tokenize` signature call.
+`serving/int8_runner.py` serves it (raw text in, the fp32 export's `serving_default` outputs
+out) with tensorflow, tensorflow-text and bert_mgpu/tokenization.py (stdlib only): tokenizing a
+request in Python costs a small fraction of a `tokenize` signature call.
 
-Scope: `--task=classifier` runs of single-label classification without `--doc_stride`;
-anything else is refused before a file is written (`check`).
+Scope: `--task=classifier` runs of single-label or multi-label classification without
+`--doc_stride`, and `--task=squad` runs; anything else is refused before a file is written
+(`check`).
 """
 
 import json
@@ -35,30 +42,24 @@ import os
 
 import tensorflow as tf
 
-from bert_mgpu.configs import registry
 from bert_mgpu.serving.int8_runner import PYTHON_TOKENIZER_FILE, TFLITE_FILE
 from bert_mgpu.serving.task import ExportError
 
 
-def check(task: str, spec, precision: str, jit_compile: bool) -> None:
+def check(task: str, serving, spec, precision: str, jit_compile: bool) -> None:
     """Raises ExportError (one line naming the flag) for an export --quantize=int8 cannot make.
 
     Args:
       task: --task.
+      serving: its `TaskServing`.
       spec: the resolved export (`serving.export.ResolvedExport`).
       precision: --precision (int8 replaces it: only fp32 may be given).
       jit_compile: --jit_compile (XLA does not apply to a LiteRT model).
     """
-    if task != "classifier":
-        raise ExportError(f"--quantize=int8 exports --task=classifier only, not --task={task}")
-    encoding = registry.task_type(spec.head.task_type).label_encoding
-    if encoding != "index":
-        raise ExportError(f"--quantize=int8 exports single-label classification only, not "
-                          f"--task_type={spec.head.task_type}")
-    if spec.doc_stride:
-        raise ExportError(f"--quantize=int8 reads one window per text; the run's "
-                          f"--doc_stride={spec.doc_stride} needs the fp32 export "
-                          f"(--quantize=none) or --doc_stride=0")
+    # (configs/serving.py refuses a task not registered with `int8` before TensorFlow loads.)
+    if not serving.int8_outputs:
+        raise ExportError(f"--quantize=int8: --task={task} has no int8 export")
+    serving.check_int8(spec)
     if precision != "fp32":
         raise ExportError(f"--quantize=int8 sets the compute; --precision={precision} cannot "
                           f"be combined with it")
@@ -67,44 +68,33 @@ def check(task: str, spec, precision: str, jit_compile: bool) -> None:
                           "combined with it")
 
 
-class TokenizerModule(tf.Module):
-    """The SavedModel beside the LiteRT model: the in-graph tokenizer and the label names."""
+class SideModule(tf.Module):
+    """The SavedModel beside the LiteRT model: the in-graph tokenizer, the task's module (SQuAD's
+    windows and answer search) and the label names; no encoder weight. Its signatures are the
+    task's `int8_signatures`."""
 
-    def __init__(self, tokenizer, labels):
+    def __init__(self, model):
+        """`model`: the `ServingModel` exported."""
         super().__init__(name=None)
-        self.tokenizer = tokenizer
-        self.label_names = tf.constant(list(labels))
-
-    def signatures(self):
-        text = tf.TensorSpec([None], tf.string, name="text_a")
-        text_b = tf.TensorSpec([None], tf.string, name="text_b")
-        return {
-            "tokenize": tf.function(lambda text_a: self.tokenizer.tokenize(text_a),
-                                    input_signature=[text], autograph=False),
-            "tokenize_pair": tf.function(
-                lambda text_a, text_b: self.tokenizer.tokenize(text_a, text_b),
-                input_signature=[text, text_b], autograph=False),
-            "labels": tf.function(lambda: {"label": tf.identity(self.label_names)},
-                                  input_signature=[], autograph=False),
-        }
+        self.tokenizer = model.tokenizer
+        self.task_module = model.task_module
+        self.label_names = model.labels
 
 
 def _encoder_function(model):
-    """The classifier's ids -> probabilities of `model` (a `ServingModel`), padded inputs of any
+    """The task's ids -> `int8_outputs` of `model` (a `ServingModel`), padded inputs of any
     batch and length (the runner cuts them to the batch's longest text)."""
     ids = [tf.TensorSpec([None, None], tf.int32, name=n)
            for n in ("input_ids", "input_mask", "segment_ids")]
+    names = model.task_serving.int8_outputs
 
-    def probabilities(input_ids, input_mask, segment_ids):
+    def outputs(input_ids, input_mask, segment_ids):
         # drop_padding gathers the real rows with dynamic shapes; LiteRT runs the plain graph
         # (the runner already cut the padding to the batch's longest text).
-        out = model.bert(input_ids, input_mask, segment_ids, training=False,
-                         first_token_only=model.task_serving.first_token_only,
-                         drop_padding=False)
-        return {"probabilities": model.task_serving.outputs(model.head, out,
-                                                            input_mask)["probabilities"]}
+        out = model.plain_outputs(input_ids, input_mask, segment_ids)
+        return {name: out[name] for name in names}
 
-    return tf.function(probabilities, input_signature=ids, autograph=False)
+    return tf.function(outputs, input_signature=ids, autograph=False)
 
 
 def tflite_int8(model) -> bytes:
@@ -124,12 +114,12 @@ def tflite_int8(model) -> bytes:
 
 
 def write_int8(model, directory: str) -> None:
-    """Writes the int8 export of `model` (a `ServingModel` of a classifier) into `directory`
-    (the caller's temporary directory, renamed into place afterwards)."""
+    """Writes the int8 export of `model` (a `ServingModel` of a task with `int8_outputs`) into
+    `directory` (the caller's temporary directory, renamed into place afterwards)."""
     flatbuffer = tflite_int8(model)
-    tokenizer = TokenizerModule(model.tokenizer, [s.decode("utf-8") for s in
-                                                  model.labels.numpy().tolist()])
-    tf.saved_model.save(tokenizer, directory, signatures=tokenizer.signatures())
+    side = SideModule(model)
+    tf.saved_model.save(side, directory,
+                        signatures=model.task_serving.int8_signatures(side, model))
     with tf.io.gfile.GFile(os.path.join(directory, TFLITE_FILE), "wb") as f:
         f.write(flatbuffer)
     write_python_tokenizer_options(model.tokenizer, directory)

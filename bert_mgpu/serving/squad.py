@@ -286,6 +286,7 @@ class SquadTaskServing(TaskServing):
     output (ModernBERT's: after its token head), and signatures of (question, context)
     strings (see serving/export.py)."""
     token_level = True
+    int8_outputs = ("start_logits", "end_logits")
 
     def resolve(self, cfg, run, checkpoint_prefix, option):
         """run_squad.py's window and answer flags: the run's unless given."""
@@ -327,6 +328,63 @@ class SquadTaskServing(TaskServing):
                 "tokenize": tf.function(lambda question, context: _windows(
                     model, question, context), input_signature=texts, autograph=False),
                 "serve_ids": serve_ids}
+
+
+    def int8_signatures(self, side, model):
+        """`tokenize` (the fp32 export's), `windows` (question, context -> every field the
+        answer search reads, `WINDOW_FIELDS`, the windows padded to the longest) and `answers`
+        (context, those fields, `start_logits`, `end_logits` float32 [W, L] -> the fp32
+        export's `serving_default` outputs)."""
+        del model
+        texts = [tf.TensorSpec([None], tf.string, name=n) for n in ("question", "context")]
+        fields = [tf.TensorSpec([None] * len(shape), dtype, name=name)
+                  for name, (dtype, shape) in WINDOW_FIELDS.items()]
+        logits = [tf.TensorSpec([None, None], tf.float32, name=n)
+                  for n in ("start_logits", "end_logits")]
+
+        def answers(context, *args):
+            flat = dict(zip(list(WINDOW_FIELDS) + ["start_logits", "end_logits"], args))
+            return side.task_module.answers(context, _unflatten(flat), flat["start_logits"],
+                                            flat["end_logits"])
+
+        return {"tokenize": tf.function(lambda question, context: _windows(
+                    side, question, context), input_signature=texts, autograph=False),
+                "windows": tf.function(lambda question, context: _flatten(
+                    side.task_module.windows(question, context)), input_signature=texts,
+                    autograph=False),
+                "answers": tf.function(answers, input_signature=[texts[1], *fields, *logits],
+                                       autograph=False)}
+
+
+# The int8 export's `windows` outputs and `answers` inputs: `SquadServing.windows` with its
+# context tokens as flat Tensors, name -> (dtype, one letter per dimension: W the windows, L
+# their length, B the questions + 1, T the batch's context tokens); the ragged `doc_tokens`
+# become their row splits and the values of its ids and character offsets.
+WINDOW_FIELDS = {
+    "input_ids": (tf.int32, "WL"), "input_mask": (tf.int32, "WL"),
+    "segment_ids": (tf.int32, "WL"), "example_index": (tf.int32, "W"),
+    "length": (tf.int64, "W"), "doc_offset": (tf.int64, "W"), "doc_length": (tf.int64, "W"),
+    "doc_start": (tf.int64, "W"), "max_context": (tf.bool, "WL"),
+    "doc_splits": (tf.int64, "B"), "doc_ids": (tf.int32, "T"), "char_start": (tf.int64, "T"),
+    "char_end": (tf.int64, "T")}
+
+
+def _flatten(windows):
+    """`SquadServing.windows` -> `WINDOW_FIELDS` (dense Tensors only)."""
+    doc_ids, char_start, char_end = windows["doc_tokens"]
+    flat = {k: v for k, v in windows.items() if k != "doc_tokens"}
+    flat.update(doc_splits=doc_ids.row_splits, doc_ids=doc_ids.values,
+                char_start=char_start.values, char_end=char_end.values)
+    return {name: tf.cast(flat[name], dtype) for name, (dtype, _) in WINDOW_FIELDS.items()}
+
+
+def _unflatten(flat):
+    """`WINDOW_FIELDS` -> the `SquadServing.windows` that `answers` reads."""
+    windows = {k: v for k, v in flat.items() if k in WINDOW_FIELDS}
+    splits = windows.pop("doc_splits")
+    windows["doc_tokens"] = tuple(tf.RaggedTensor.from_row_splits(windows.pop(name), splits)
+                                  for name in ("doc_ids", "char_start", "char_end"))
+    return windows
 
 
 def _windows(model, question, context):

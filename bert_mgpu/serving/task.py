@@ -25,11 +25,14 @@ class TaskServing:
       token_level: the head reads every token through the encoder's `token_head` (ModernBERT's
         head on every token, as its token and QA models; the last layer itself for BERT):
         `outputs` is given `sequence_output` after it.
+      int8_outputs: the outputs (of `outputs`) the int8 export's LiteRT model returns
+        (serving/int8.py); empty: the task has no int8 export.
     """
     first_token_only = False
     per_position = True
     windows = False
     token_level = False
+    int8_outputs = ()
 
     def resolve(self, cfg, run: Dict[str, Any], checkpoint_prefix: str, option) -> Dict[str, Any]:
         """The `ResolvedExport` fields of this task from the export's config `cfg`, the run's
@@ -41,6 +44,18 @@ class TaskServing:
     def check(self, spec) -> None:
         """Raises ExportError for a resolved export (`spec`) this task cannot serve."""
         del spec
+
+    def check_int8(self, spec) -> None:
+        """Raises ExportError for a resolved export (`spec`) of this task that the int8 export
+        cannot make (one line naming the flag)."""
+        del spec
+
+    def int8_signatures(self, side, model) -> Dict[str, Any]:
+        """The signatures of the SavedModel beside the int8 export's LiteRT model: `side` is
+        what it holds (serving/int8.py's `SideModule`: the tokenizer, `task_module`,
+        `label_names`), `model` the `ServingModel` exported (read for Python values only)."""
+        del side, model
+        return {}
 
     def build(self, bert_config, shapes: Dict[str, Any], spec) -> Optional[tf.Module]:
         """The head (its variables under Google's names), from the checkpoint's variable

@@ -1,7 +1,8 @@
-"""distill.py: a fine-tuned classifier (the teacher) -> a student with fewer layers or a smaller
-width, trained on the teacher's softened outputs plus the labels (Hinton et al. 2015), and
-written as a normal classifier run (Google's variable names, its own bert_config.json,
-run_config.json with the labels) that export_saved_model.py and run_classifier.py read.
+"""distill.py: a fine-tuned classifier, run_ner.py or run_squad.py run (the teacher) -> a
+student with fewer layers or a smaller width, trained on the teacher's softened outputs plus
+the labels (Hinton et al. 2015), and written as a normal run of the teacher's script (Google's
+variable names, its own bert_config.json, run_config.json with the teacher's labels or answer
+flags) that export_saved_model.py and the teacher's script read.
 
 The teacher's logits are computed in the same traced step as the student's, inside the tower
 function (so towers split the teacher's work too), with its weights frozen (they are not among
@@ -30,6 +31,7 @@ from bert_mgpu.tasks.classifier import (
     predict_classifier,
 )
 from bert_mgpu.tasks.ner import TaggingTask, run_ner
+from bert_mgpu.tasks.squad import SquadTask, run_squad
 
 # The student's initial weights (cut from the teacher), written once into its output_dir.
 STUDENT_INIT = os.path.join("student_init", "model.ckpt")
@@ -245,6 +247,55 @@ class DistillTagger(_Distiller, TaggingTask):
     def metrics(cls, sums, context):
         return {"loss": sums["token_sum"] / cls._denominator(context)
                 + sums["inner_sum"] / context["num_examples"]}
+
+
+class DistillSpan(_Distiller, SquadTask):
+    """A run_squad.py student (Google's `BertModel` + `SpanHead`: its prediction and
+    post-processing run_squad.py's) trained against a frozen teacher `SquadTask`: a window's
+    loss is the mean of `distillation_loss` over the start positions and over the end
+    positions at `temperature` (as Google's span loss averages its start and end terms) plus
+    `alpha` times Google's span loss, plus the weighted `inner` losses; the global batch's
+    loss their mean over its windows (`SquadTask`'s)."""
+
+    def __init__(self, config: BertConfig, teacher_config: BertConfig, temperature: float,
+                 alpha: float, compute_dtype=tf.float32, padded_length=None,
+                 inner: distill_losses.InnerLosses = distill_losses.InnerLosses()):
+        super().__init__(config, compute_dtype, padded_length=padded_length)
+        self.teacher = SquadTask(teacher_config, compute_dtype, padded_length=padded_length)
+        self._distills(config, teacher_config, temperature, alpha, inner)
+
+    def _span(self, model: SquadTask, out, features, training, **positions):
+        """`model`'s span head on its `BertOutputs` `out` (the padding masked out of the span
+        softmax as `SquadTask` does with `padded_length`)."""
+        mask = features["input_mask"] if model.padded_length is not None else None
+        return model.span(model.bert.token_head(out.sequence_output), input_mask=mask,
+                          training=training, **positions)
+
+    def teacher_outputs(self, features):
+        """(`BertOutputs`, {`start_logits`, `end_logits`: float32 [B, S]}) of the teacher: no
+        dropout, no gradient, the training layout (no padding skipped, as the student's)."""
+        out = self.teacher.bert(features["input_ids"], features["input_mask"],
+                                features["segment_ids"], training=False)
+        logits = self._span(self.teacher, out, features, training=False)
+        return out, {k: tf.stop_gradient(logits[k]) for k in ("start_logits", "end_logits")}
+
+    def per_example_loss(self, features, training) -> tf.Tensor:
+        """float32 [B]: the window's loss (the class docstring)."""
+        out = self.bert(features["input_ids"], features["input_mask"], features["segment_ids"],
+                        training=training)
+        student = self._span(self, out, features, training,
+                             start_positions=features["start_positions"],
+                             end_positions=features["end_positions"])
+        teacher_out, teacher = self.teacher_outputs(features)
+        loss = (distillation_loss(teacher["start_logits"], student["start_logits"],
+                                  self.temperature)
+                + distillation_loss(teacher["end_logits"], student["end_logits"],
+                                    self.temperature)) / 2.0
+        if self.inner.any:
+            loss += self.inner_loss(out, teacher_out, features["input_mask"])
+        if self.alpha:
+            loss += self.alpha * student["per_example_loss"]
+        return loss
 
 
 def _layer_projections(model, out, layer: int):
@@ -488,11 +539,42 @@ def run_distill_ner(cfg) -> dict:
         checkpoint.restore_checkpoint(teacher_checkpoint, task.teacher.named_variables())
         train_cfg = _with_student_init(cfg, job, task, student, teacher_checkpoint, train_cfg,
                                        "the training windows")
-        extra = dict(bert_config_file=os.path.join(cfg.output_dir, "bert_config.json"),
-                     init_checkpoint=train_cfg.init_checkpoint,
-                     teacher_checkpoint=teacher_checkpoint, student_layer_map=student.layer_map)
-        if task.inner.any:
-            extra["teacher_layer_targets"] = list(task.inner.layer_targets)
-        return task, train_cfg, extra
+        return task, train_cfg, _student_extras(cfg, task, student, train_cfg,
+                                                teacher_checkpoint)
 
     return run_ner(cfg, student_tagger)
+
+
+def run_distill_squad(cfg) -> dict:
+    """Runs distill.py with a run_squad.py teacher (a configs/distill.py DistillSquadConfig);
+    returns the eval results. The student's run is run_squad.py's (`run_squad` with a
+    `DistillSpan`): the same features, trainer, prediction files and evaluation."""
+    teacher_checkpoint = checkpoint.resolve_checkpoint_path(cfg.teacher_dir)
+
+    def student_span(job: Job, train_cfg):
+        teacher_config = job.bert_config
+        student = student_of(cfg, teacher_config)
+        job.bert_config = student.config
+        task = DistillSpan(student.config, teacher_config, cfg.temperature, cfg.alpha,
+                           compute_dtype=job.compute_dtype(),
+                           padded_length=(cfg.model.max_seq_length if cfg.pad_to_longest
+                                          else None),
+                           inner=inner_losses(cfg, teacher_config, student))
+        checkpoint.restore_checkpoint(teacher_checkpoint, task.teacher.named_variables())
+        train_cfg = _with_student_init(cfg, job, task, student, teacher_checkpoint, train_cfg,
+                                       "the training windows")
+        return task, train_cfg, _student_extras(cfg, task, student, train_cfg,
+                                                teacher_checkpoint)
+
+    return run_squad(cfg, student_span)
+
+
+def _student_extras(cfg, task, student: Student, train_cfg, teacher_checkpoint: str) -> dict:
+    """What a student's run_config.json records beside its flags: its model files, the
+    teacher's checkpoint and the teacher layers the student starts from (and learns)."""
+    extra = dict(bert_config_file=os.path.join(cfg.output_dir, "bert_config.json"),
+                 init_checkpoint=train_cfg.init_checkpoint,
+                 teacher_checkpoint=teacher_checkpoint, student_layer_map=student.layer_map)
+    if task.inner.any:
+        extra["teacher_layer_targets"] = list(task.inner.layer_targets)
+    return extra

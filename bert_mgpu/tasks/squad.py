@@ -3,7 +3,7 @@
 scores in metrics/squad.py)."""
 
 import os
-from typing import Dict
+from typing import Callable, Dict, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -99,13 +99,18 @@ class SquadTask(MeanOverExamples, tf.Module):
         return {"unique_ids": tf.reshape(features["unique_ids"], [-1]), **logits}
 
 
-def run_squad(cfg) -> dict:
+def run_squad(cfg, span_task: Optional[Callable] = None) -> dict:
     """Runs run_squad.py with a `configs/squad.py` `SquadConfig`; returns the eval results
     (--do_eval).
 
     Follows Google's `run_squad.py` (features in data/squad_data.py, post-processing in
     data/squad_predictions.py, steps in `SquadConfig.train_config`); prediction and evaluation
     are the chief's.
+
+    `span_task(job, train_cfg) -> (task, train_cfg, run_config extras)` makes the task
+    (default: `SquadTask` of the job's model config); distill.py's makes a student, which may
+    change `job.bert_config` (the student's, written as bert_config.json) and the trainer's
+    config.
     """
 
     job = start_job(cfg)
@@ -123,9 +128,8 @@ def run_squad(cfg) -> dict:
         logging.info("  Batch size = %d (global: %d)", cfg.train.train_batch_size,
                      train_cfg.global_batch_size * job.num_workers)
         logging.info("  Num steps = %d", train_cfg.num_train_steps)
-    job.save_effective_config()
-    task = SquadTask(job.bert_config, compute_dtype=job.compute_dtype(),
-                     padded_length=cfg.model.max_seq_length if cfg.pad_to_longest else None)
+    task, train_cfg, extra = (span_task or _squad_task)(job, train_cfg)
+    job.save_effective_config(**extra)
     trainer = job.trainer(task, train_cfg)
     watch = train_watched(job, trainer, lambda: job.training_input(
         [train.path], squad_data.squad_train_shapes(cfg.model.max_seq_length), train_cfg))
@@ -136,6 +140,14 @@ def run_squad(cfg) -> dict:
             result = _evaluate_squad(job, trainer, predictions, null_odds, watch)
     job.print_summary("f1", result, job.export_command("squad"))
     return result
+
+
+def _squad_task(job: Job, train_cfg):
+    """run_squad.py's task: Google's model of the job's config and the span head."""
+    cfg = job.cfg
+    task = SquadTask(job.bert_config, compute_dtype=job.compute_dtype(),
+                     padded_length=cfg.model.max_seq_length if cfg.pad_to_longest else None)
+    return task, train_cfg, {}
 
 
 def _check_has_answers(predict_file: str) -> None:

@@ -6,6 +6,7 @@ the signatures when an export has no options file."""
 import json
 import os
 import shutil
+import types
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ import tensorflow as tf
 from _oracle import DATA, require_material
 
 from bert_mgpu.serving import int8
+from bert_mgpu.serving.classifier import ClassifierServing
 from bert_mgpu.serving.int8_runner import PYTHON_TOKENIZER_FILE, PythonTokenizer
 from bert_mgpu.serving.tokenizer import ServingTokenizer
 
@@ -24,9 +26,14 @@ NAMES = ("input_ids", "input_mask", "segment_ids")
 
 def _export(directory, **options):
     """The int8 export's tokenizer SavedModel (and its options file) of a ServingTokenizer."""
-    module = int8.TokenizerModule(ServingTokenizer(VOCAB, **options), ["0", "1"])
-    tf.saved_model.save(module, str(directory), signatures=module.signatures())
-    int8.write_python_tokenizer_options(module.tokenizer, str(directory))
+    # What int8.write_int8 saves beside the LiteRT model, for a classifier's tokenizer alone.
+    model = types.SimpleNamespace(tokenizer=ServingTokenizer(VOCAB, **options),
+                                  task_module=None, labels=tf.constant(["0", "1"]),
+                                  head=types.SimpleNamespace(multi_label=False))
+    side = int8.SideModule(model)
+    tf.saved_model.save(side, str(directory),
+                        signatures=ClassifierServing().int8_signatures(side, model))
+    int8.write_python_tokenizer_options(model.tokenizer, str(directory))
     return str(directory)
 
 

@@ -152,11 +152,13 @@ def build(args, work):
         json.dump({"save_dir": hf, "new": True, "seed": 0, "kind": "classifier",
                    "config": config, "input_ids": [[50281, 50282]],
                    "attention_mask": [[1, 1]], "out": os.path.join(work, "hf.npz")}, f)
-    subprocess.run([ORACLE_PYTHON, ORACLE, request], check=True, capture_output=True)
     converted = os.path.join(work, "ours")
-    subprocess.run([sys.executable, "convert_hf_checkpoint.py", f"--hf_model_dir={hf}",
-                    f"--output_dir={converted}"], check=True, cwd=_common.REPO,
-                   capture_output=True)
+    for cmd in ([ORACLE_PYTHON, ORACLE, request],
+                [sys.executable, "convert_hf_checkpoint.py", f"--hf_model_dir={hf}",
+                 f"--output_dir={converted}"]):
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=_common.REPO)
+        if proc.returncode:
+            sys.exit(f"{os.path.basename(cmd[1])} failed:\n{proc.stderr[-3000:]}")
     return {"hf": hf, "ours": converted}
 
 
@@ -228,8 +230,9 @@ def main():
     text = "\n".join([
         "## ModernBERT at long context", "",
         f"{started}, `{command}`. Machine: {_common.machine()}.", "",
-        f"Model: ModernBERT-base's widths (hidden {args.hidden}, {args.heads} heads, GeGLU "
-        f"{args.intermediate}) with {args.layers} layers (global every 3rd, window 128), random "
+        f"Model: hidden {args.hidden}, {args.heads} heads, GeGLU {args.intermediate} "
+        f"(ModernBERT-base's widths by default), {args.layers} layers (global every 3rd: layer 0,"
+        f" 3, ...; window 128), vocabulary 50,368, 2 labels, [CLS] pooling; random "
         f"weights built by transformers and converted: the same in every arm. One sequence, "
         f"forward + backward of the classification loss, fp32, dropouts 0. Peak MiB: the peak "
         f"resident memory above the process's once its model is built and loaded (activations,"

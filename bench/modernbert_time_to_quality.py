@@ -201,8 +201,15 @@ def report(results, args, counts, chapters, started):
              f"run_pretraining.py process, start-up and tracing included. Data: the KJV "
              f"split of the time-to-quality race ({chapters['train']} chapters for training, "
              f"{chapters['heldout']} held out), uncased WordPiece for both, sequences of {SEQ}; "
-             f"held-out masked-LM loss over the same 15 % masks. Recipes: the module docstring "
-             f"of bench/modernbert_time_to_quality.py.", "", *rows, ""]
+             f"held-out masked-LM loss over the same 15 % masks. Recipes (micro-batch "
+             f"{MICRO_BATCH}, clipping 1.0, Google's AdamWeightDecay): BERT post-LN, dropout "
+             f"0.1, masked LM + next sentence on Google-format pairs, static 15 % masks, lr "
+             f"{args.bert_learning_rate:g} linear (warm-up 1 %); ModernBERT pre-LN, RoPE, "
+             f"GeGLU, window 128 / global every 3rd layer, dropout 0, masked LM only on packed "
+             f"records keeping documents apart, 30 % dynamic masks, lr "
+             f"{args.modernbert_learning_rate:g} warmup-stable-decay (warm-up 6 %, the last 20 "
+             f"% decayed); the same depth (4), width (256) and heads (4), ModernBERT's GeGLU "
+             f"width set to equal BERT's parameter count.", "", *rows, ""]
     if len(results) == 2:
         b, m = results["bert"]["masked_lm_loss"], results["modernbert"]["masked_lm_loss"]
         winner = "ModernBERT" if m < b else "BERT"
@@ -224,6 +231,8 @@ def main():
     parser.add_argument("--write", action="store_true")
     _common.add_max_isa_flag(parser)
     args = parser.parse_args()
+    if args.calibrate_steps < 3:
+        parser.error("--calibrate_steps must be at least 3 (the first update traces)")
     _common.cap_isa(args.max_isa)
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     glu = matched_glu_width(BERT)

@@ -25,6 +25,7 @@ memory above the process's resident memory once the model is built and its weigh
 (the kernel's high-water mark, reset by /proc/self/clear_refs just before the first step, ours
 traced before it: so it is activations, gradients and the framework's workspace, the weights
 excluded).
+An arm whose resident memory passes `--max_rss_gib` (18) is stopped and shown as not fitting.
 `--memory_only` leaves the seconds out of the table (memory does not depend on the machine's
 load; time does). `--write` puts the table into docs/benchmarks.md ("ModernBERT at long
 context").
@@ -162,18 +163,42 @@ def build(args, work):
     return {"hf": hf, "ours": converted}
 
 
-def run_arm(arm, folders, length, steps):
-    """One arm in a fresh process; its figures, or {"error": last line} if it failed (e.g.
-    killed for lack of memory)."""
+def _resident_gib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 2 ** 20
+    return 0.0
+
+
+def run_arm(arm, folders, length, steps, max_rss_gib):
+    """One arm in a fresh process; its figures, or {"error": why} if it failed: stopped
+    (SIGKILL) once its resident memory passed `max_rss_gib`, so that an arm that cannot fit
+    does not bring the kernel's out-of-memory killer onto other processes."""
     python = ORACLE_PYTHON if arm == "hf" else sys.executable
     folder = folders["hf" if arm == "hf" else "ours"]
-    proc = subprocess.run([python, os.path.abspath(__file__), f"--arm={arm}",
-                           f"--folder={folder}", f"--length={length}", f"--steps={steps}"],
-                          capture_output=True, text=True, cwd=_common.REPO)
-    if proc.returncode:
-        lines = proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"]
-        return {"error": lines[-1][:200]}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([python, os.path.abspath(__file__), f"--arm={arm}",
+                                 f"--folder={folder}", f"--length={length}",
+                                 f"--steps={steps}"], stdout=out, stderr=err, text=True,
+                                cwd=_common.REPO)
+        over = False
+        while proc.poll() is None:
+            try:
+                over = over or _resident_gib(proc.pid) > max_rss_gib
+            except OSError:
+                pass
+            if over:
+                proc.kill()
+                proc.wait()
+                return {"error": f"over {max_rss_gib:g} GiB resident: stopped"}
+            time.sleep(0.2)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode:
+            lines = err.read().strip().splitlines() or [f"exit code {proc.returncode}"]
+            return {"error": lines[-1][:200]}
+        return json.loads(out.read().strip().splitlines()[-1])
 
 
 def table(results, arms, memory_only):
@@ -213,6 +238,8 @@ def main():
     parser.add_argument("--folder", help=argparse.SUPPRESS)
     parser.add_argument("--memory_only", action="store_true",
                         help="leave the seconds out of the table (a loaded machine)")
+    parser.add_argument("--max_rss_gib", type=float, default=18.0,
+                        help="stop an arm whose resident memory passes this (it does not fit)")
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
     if args.arm:
@@ -224,7 +251,8 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         folders = build(args, work)
         for length in map(int, args.lengths.split(",")):
-            results[length] = {a: run_arm(a, folders, length, args.steps) for a in arms}
+            results[length] = {a: run_arm(a, folders, length, args.steps, args.max_rss_gib)
+                               for a in arms}
             print(length, json.dumps(results[length]), file=sys.stderr, flush=True)
     command = "python bench/modernbert_long_context.py " + " ".join(sys.argv[1:])
     text = "\n".join([

@@ -17,9 +17,10 @@ evaluated (237), the others train (952); chapters of one book fall on both sides
 is "which part of the canon is this chapter from", not generalisation to unseen books.
 
 Model: ModernBERT's keys (RoPE, window 128 with global every 3rd layer, GeGLU, pre-LN, no
-biases, dropout 0) at a small shape, a byte-level BPE tokenizer.json trained on the training
-chapters (tests/oracles/hf_bpe_tokenizer.py), random initial weights unless `--init_checkpoint`
-(a pretrained ModernBERT of that config, e.g. run_pretraining.py's output) is given. It is
+biases, dropout 0, `--pooling` mean as ModernBERT-base's config.json) at a small shape, a
+byte-level BPE tokenizer.json trained on the training chapters
+(tests/oracles/hf_bpe_tokenizer.py), random initial weights unless `--init_checkpoint` (a
+pretrained ModernBERT of that config, e.g. run_pretraining.py's output) is given. It is
 fine-tuned once by run_classifier.py on whole chapters (`--max_seq_length` = the longest
 chapter, at most 8,192; batches padded to their longest, grouped by length). The fine-tuned
 checkpoint is then evaluated twice by run_classifier.py --do_eval (no training):
@@ -124,7 +125,7 @@ def model_files(args, work):
               "local_rope_theta": 10000.0, "local_attention_window": 128,
               "global_attention_every_n_layers": 3, "layer_norm_eps": 1e-5,
               "layer_norm_bias": False, "first_layer_attention_norm": False,
-              "head_bias": False, "classifier_pooling": "cls"}
+              "head_bias": False, "classifier_pooling": args.pooling}
     path = os.path.join(work, "bert_config.json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(config, f)
@@ -190,8 +191,8 @@ def report(args, arms, facts, started):
         f"bench/modernbert_long_documents.py says why it is a fair task): {c['train']} train, "
         f"{c['dev']} evaluated; the longest {facts['length']:,} BPE tokens. Model: ModernBERT's "
         f"keys, {args.layers} layers, hidden {args.hidden}, {args.heads} heads, GeGLU "
-        f"{args.glu}, " + (f"from `{args.init_checkpoint}`" if args.init_checkpoint else
-                           "random initial weights")
+        f"{args.glu}, {args.pooling} pooling, "
+        + (f"from `{args.init_checkpoint}`" if args.init_checkpoint else "random initial weights")
         + f"; fine-tuned once on whole chapters ({args.epochs:g} epochs, batch {args.batch}, "
           f"lr {args.learning_rate:g}; {facts['train_cpu']:.0f} CPU s), then evaluated twice. "
           f"CPU s per chapter: the evaluation phase's CPU (user + system, tracing included, "
@@ -206,6 +207,8 @@ def main():
         parser.add_argument(f"--{name}", type=int, default=default)
     parser.add_argument("--epochs", type=float, default=3.0)
     parser.add_argument("--learning_rate", type=float, default=3e-4)
+    parser.add_argument("--pooling", default="mean", choices=("mean", "cls"),
+                        help="classifier_pooling (ModernBERT-base's config.json: mean)")
     parser.add_argument("--init_checkpoint", default="")
     parser.add_argument("--write", action="store_true")
     _common.add_max_isa_flag(parser)

@@ -342,3 +342,73 @@ def convert_minilm(work, oracle_python):
                    capture_output=True)
     return converted
 
+
+
+# -- CPU seconds of a child process -----------------------------------------------------------
+
+def process_cpu_seconds(pid):
+    """User + system CPU seconds of process `pid` so far, every thread included (from
+    /proc/PID/stat; the command name may hold spaces and parentheses, so fields are counted
+    after its last ')')."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_measured(cmd, marks=(), cpu_budget=None, cwd=REPO, env=None, poll_seconds=0.2):
+    """Runs `cmd`, reading its stderr line by line, and measures the CPU it uses.
+
+    Args:
+      cmd: the command (list).
+      marks: (name, regex) pairs: the process's CPU seconds at the first stderr line matching
+        each (e.g. a job's "***** Running evaluation" line), so that a phase's cost can be told
+        from the start-up's.
+      cpu_budget: if given, SIGTERM once the process has used this many CPU seconds (a
+        run_pretraining.py then writes a checkpoint and exits cleanly).
+      cwd, env: as subprocess.Popen's.
+      poll_seconds: how often the budget is checked.
+
+    Returns:
+      dict: "returncode", "stderr" (text), "cpu_seconds" (the whole process: user + system
+      from wait4, children it waited for included), "marks" ({name: CPU seconds}, for the
+      marks seen), "stopped" (True when the budget stopped it).
+    """
+    import signal
+    import threading
+
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, errors="replace")
+    state = {"stopped": False, "done": False}
+
+    def watch():
+        while not state["done"]:
+            try:
+                used = process_cpu_seconds(proc.pid)
+            except (OSError, IndexError, ValueError):
+                return
+            if used >= cpu_budget and not state["stopped"]:
+                state["stopped"] = True
+                proc.send_signal(signal.SIGTERM)
+            time.sleep(poll_seconds)
+
+    watcher = threading.Thread(target=watch, daemon=True) if cpu_budget else None
+    if watcher:
+        watcher.start()
+    pending, seen, lines = [(n, re.compile(r)) for n, r in marks], {}, []
+    for line in proc.stderr:
+        lines.append(line)
+        for name, pattern in pending:
+            if name not in seen and pattern.search(line):
+                try:
+                    seen[name] = process_cpu_seconds(proc.pid)
+                except OSError:  # exited between the line and the read
+                    pass
+    proc.stderr.close()
+    state["done"] = True
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if watcher:
+        watcher.join()
+    return {"returncode": proc.returncode, "stderr": "".join(lines),
+            "cpu_seconds": usage.ru_utime + usage.ru_stime, "marks": seen,
+            "stopped": state["stopped"]}

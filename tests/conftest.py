@@ -32,7 +32,8 @@ tf.config.set_logical_device_configuration(
 # run out of files. Heaviest first by CPU per file, script runs included (tests/_cpu_report.py
 # measures it; a file that is one long test, test_quickstart.py, by that test); the rest keep
 # their order.
-_HEAVY_FIRST = ("test_training.py", "test_distill.py", "test_quickstart.py",
+_HEAVY_FIRST = ("test_modernbert_jobs.py", "test_training.py", "test_distill.py",
+                "test_distill_squad.py", "test_quickstart.py",
                 "test_serving_bpe.py", "test_compat_users.py", "test_run_pretraining.py",
                 "test_export_int8.py", "test_serving_tokenizer.py", "test_run_squad.py",
                 "test_length_batching.py", "test_classifier.py", "test_bad_input.py",

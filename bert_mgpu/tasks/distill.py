@@ -536,11 +536,7 @@ def run_distill_ner(cfg) -> dict:
                              cfg.temperature, cfg.alpha, compute_dtype=job.compute_dtype(),
                              tag_names=data.labels, padded_length=cfg.model.max_seq_length,
                              inner=inner_losses(cfg, teacher_config, student))
-        checkpoint.restore_checkpoint(teacher_checkpoint, task.teacher.named_variables())
-        train_cfg = _with_student_init(cfg, job, task, student, teacher_checkpoint, train_cfg,
-                                       "the training windows")
-        return task, train_cfg, _student_extras(cfg, task, student, train_cfg,
-                                                teacher_checkpoint)
+        return _start_student(cfg, job, task, student, teacher_checkpoint, train_cfg)
 
     return run_ner(cfg, student_tagger)
 
@@ -560,13 +556,18 @@ def run_distill_squad(cfg) -> dict:
                            padded_length=(cfg.model.max_seq_length if cfg.pad_to_longest
                                           else None),
                            inner=inner_losses(cfg, teacher_config, student))
-        checkpoint.restore_checkpoint(teacher_checkpoint, task.teacher.named_variables())
-        train_cfg = _with_student_init(cfg, job, task, student, teacher_checkpoint, train_cfg,
-                                       "the training windows")
-        return task, train_cfg, _student_extras(cfg, task, student, train_cfg,
-                                                teacher_checkpoint)
+        return _start_student(cfg, job, task, student, teacher_checkpoint, train_cfg)
 
     return run_squad(cfg, student_span)
+
+
+def _start_student(cfg, job: Job, task, student: Student, teacher_checkpoint: str, train_cfg):
+    """The NER and SQuAD students' common start: the teacher's weights restored into `task`,
+    the student initialised (over the training windows); (task, train_cfg, extras)."""
+    checkpoint.restore_checkpoint(teacher_checkpoint, task.teacher.named_variables())
+    train_cfg = _with_student_init(cfg, job, task, student, teacher_checkpoint, train_cfg,
+                                   "the training windows")
+    return task, train_cfg, _student_extras(cfg, task, student, train_cfg, teacher_checkpoint)
 
 
 def _student_extras(cfg, task, student: Student, train_cfg, teacher_checkpoint: str) -> dict:

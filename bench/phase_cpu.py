@@ -35,7 +35,7 @@ import tempfile
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "bench"))
 from _common import add_max_isa_flag, cap_isa, convert_minilm, machine  # noqa: E402
-from update_cpu import DEFAULT_DATA, ORACLE_PYTHON, parse_arm  # noqa: E402
+from update_cpu import DEFAULT_DATA, ORACLE_PYTHON, arm_checkouts, parse_arm  # noqa: E402
 
 # Runs in the arm's process: phases charged by wrapping the job's functions, then the script.
 _WRAPPER = r"""
@@ -168,13 +168,7 @@ def main():
     cap_isa(args.max_isa)
     arms = [parse_arm(text) for text in args.arm]
     work = tempfile.mkdtemp(prefix="phase_cpu_")
-    repos = {}
-    try:
-        for arm in arms:
-            if arm[3] and arm[3] not in repos:
-                repos[arm[3]] = os.path.join(work, f"code_{len(repos)}")
-                subprocess.run(["git", "worktree", "add", "--detach", repos[arm[3]], arm[3]],
-                               cwd=REPO, check=True, capture_output=True)
+    with arm_checkouts(arms, work) as repos:
         converted = args.converted or convert_minilm(work, ORACLE_PYTHON)
         results = {arm[0]: [] for arm in arms}
         for r in range(args.rounds):
@@ -186,10 +180,6 @@ def main():
                 print(f"round {r} {arm[0]}: {total:.1f} CPU s (load "
                       f"{os.getloadavg()[0]:.1f}; log {out}.log)", file=sys.stderr)
         report(args, arms, results)
-    finally:
-        for path in repos.values():
-            subprocess.run(["git", "worktree", "remove", "--force", path], cwd=REPO,
-                           capture_output=True)
 
 
 def report(args, arms, results):

@@ -27,6 +27,7 @@ threads that ran them: shares, not CPU seconds). Prints Markdown; nothing is wri
 
 import argparse
 import collections
+import contextlib
 import glob
 import json
 import os
@@ -81,6 +82,24 @@ finally:
     with open(out, "w") as f:
         json.dump(mark.get("result"), f)
 """
+
+
+@contextlib.contextmanager
+def arm_checkouts(arms, work):
+    """{commit: a detached worktree of the repository under `work`} for the arms that name a
+    commit (`parse_arm`'s fourth field), removed when the block ends."""
+    repos = {}
+    try:
+        for arm in arms:
+            if arm[3] and arm[3] not in repos:
+                repos[arm[3]] = os.path.join(work, f"code_{len(repos)}")
+                subprocess.run(["git", "worktree", "add", "--detach", repos[arm[3]], arm[3]],
+                               cwd=REPO, check=True, capture_output=True)
+        yield repos
+    finally:
+        for path in repos.values():
+            subprocess.run(["git", "worktree", "remove", "--force", path], cwd=REPO,
+                           capture_output=True)
 
 
 def parse_arm(text):
@@ -157,13 +176,7 @@ def main():
     cap_isa(args.max_isa)
     arms = [parse_arm(text) for text in args.arm]
     work = tempfile.mkdtemp(prefix="update_cpu_")
-    repos = {}
-    try:
-        for arm in arms:
-            if arm[3] and arm[3] not in repos:
-                repos[arm[3]] = os.path.join(work, f"code_{len(repos)}")
-                subprocess.run(["git", "worktree", "add", "--detach", repos[arm[3]], arm[3]],
-                               cwd=REPO, check=True, capture_output=True)
+    with arm_checkouts(arms, work) as repos:
         converted = convert_minilm(work, ORACLE_PYTHON)
         results = {arm[0]: [] for arm in arms}
         for r in range(args.rounds):
@@ -175,10 +188,6 @@ def main():
                 print(f"round {r} {arm[0]}: {results[arm[0]][-1]} (load "
                       f"{os.getloadavg()[0]:.1f})", file=sys.stderr)
         report(args, arms, results, work)
-    finally:
-        for path in repos.values():
-            subprocess.run(["git", "worktree", "remove", "--force", path], cwd=REPO,
-                           capture_output=True)
 
 
 def report(args, arms, results, work):

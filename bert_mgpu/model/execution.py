@@ -30,6 +30,13 @@ through `current()`. Its fields, what the model does with each, and who enters i
   `Transpose` and `BatchMatMulV2`, whose fixed cost per call is most of these small ops' time
   at serving's shapes. Inference only (a bitcast has no gradient). Entered by the fp32/bf16
   SavedModel export around its encoder (serving/export.py), not under XLA, which fuses these.
+* `frozen_tables`: embedding tables are read from constants of their float32 bits
+  (`ExecutionContext.gather`, made by `frozen_table`). Entered by the int8 export
+  (serving/int8.py) around the encoder LiteRT converts, for the token-type table: LiteRT's
+  dynamic-range quantization stores every float constant of 1,024 values or more as int8 with
+  one scale for the whole tensor, and the token-type row added to every position holds one large
+  value among small ones (at hidden size 512 its 2 x 512 table is quantized: on a Chinese
+  classifier that moved probabilities by up to 0.19, docs/benchmarks.md).
 
 Outside any entered block the context is `ExecutionContext()`: Google's model run op by op, the
 variables read as they are, `tf.nn.dropout` (evaluation and prediction outside the trainer, the
@@ -281,6 +288,8 @@ class ExecutionContext:
       real_tokens: training may skip the padding (`drop_padding`) where the loss ignores it.
       inference_kernels: the attention's transposes and batched products escape oneDNN's
         rewrites (inference only).
+      frozen_tables: `variable.ref()` -> the `frozen_table` (int32 constant) an embedding
+        table is read from, or None (tables read as they are).
     """
     stream: Optional[DropoutStream] = None
     parameters: Optional[Mapping] = None
@@ -289,6 +298,7 @@ class ExecutionContext:
     compile_layers: bool = False
     real_tokens: bool = False
     inference_kernels: bool = False
+    frozen_tables: Optional[Mapping] = None
 
     @property
     def in_trainer_towers(self) -> bool:
@@ -306,6 +316,15 @@ class ExecutionContext:
         if self.parameters is None:
             return var
         return self.parameters.get(var.ref(), var)
+
+    def gather(self, table, ids):
+        """Rows `ids` of the embedding table `table` (a `tf.Variable`): a gather of the table
+        read as a Tensor (not of the variable itself: see `BertModel.embed`), or of its
+        `frozen_tables` constant."""
+        bits = self.frozen_tables.get(table.ref()) if self.frozen_tables else None
+        if bits is None:
+            return tf.gather(tf.convert_to_tensor(self.value(table)), ids)
+        return tf.bitcast(tf.gather(bits, ids), tf.float32)
 
 
 _CURRENT: "contextvars.ContextVar[ExecutionContext]" = contextvars.ContextVar(
@@ -328,6 +347,12 @@ def entered(**changes) -> Iterator[ExecutionContext]:
         yield context
     finally:
         _CURRENT.reset(token)
+
+
+def frozen_table(table: np.ndarray) -> tf.Tensor:
+    """`table` (float32) as a constant for `frozen_tables`: its values' bits as int32, which a
+    converter leaves as they are (`ExecutionContext.gather` reads them back exactly)."""
+    return tf.constant(np.asarray(table, np.float32).view(np.int32))
 
 
 def substituted(variables: Sequence[tf.Variable], values: Sequence[tf.Tensor]) -> Mapping:

@@ -781,10 +781,9 @@ class BertModel(tf.Module):
         # ResourceGather) puts it in copy-on-read mode, after which every other read of it (the
         # tied masked-LM decoder's, every update) copies the whole table.
         context = execution.current()
-        output = tf.gather(tf.convert_to_tensor(context.value(self.word_embeddings)), input_ids)
+        output = context.gather(self.word_embeddings, input_ids)
         if self.token_type_embeddings is not None:
-            output += tf.gather(tf.convert_to_tensor(context.value(self.token_type_embeddings)),
-                                token_type_ids)
+            output += context.gather(self.token_type_embeddings, token_type_ids)
         # Positions 0..S-1, broadcast over the batch (RoPE: in the attention instead).
         if self.position_embeddings is not None:
             output += tf.expand_dims(context.value(self.position_embeddings)[:seq_length], 0)

@@ -42,6 +42,7 @@ import os
 
 import tensorflow as tf
 
+from bert_mgpu.model import execution
 from bert_mgpu.serving.int8_runner import PYTHON_TOKENIZER_FILE, TFLITE_FILE
 from bert_mgpu.serving.task import ExportError
 
@@ -88,10 +89,17 @@ def _encoder_function(model):
            for n in ("input_ids", "input_mask", "segment_ids")]
     names = model.task_serving.int8_outputs
 
+    # The token-type table exactly (model/execution.py, frozen_tables); the word embeddings
+    # as LiteRT quantizes them (int8, one scale for the table: an int8 row with a scale of its
+    # own each was measured no better, docs/benchmarks.md).
+    types = model.bert.token_type_embeddings
+    tables = {types.ref(): execution.frozen_table(types.numpy())} if types is not None else {}
+
     def outputs(input_ids, input_mask, segment_ids):
         # drop_padding gathers the real rows with dynamic shapes; LiteRT runs the plain graph
         # (the runner already cut the padding to the batch's longest text).
-        out = model.plain_outputs(input_ids, input_mask, segment_ids)
+        with execution.entered(frozen_tables=tables):
+            out = model.plain_outputs(input_ids, input_mask, segment_ids)
         return {name: out[name] for name in names}
 
     return tf.function(outputs, input_signature=ids, autograph=False)
@@ -100,9 +108,10 @@ def _encoder_function(model):
 def tflite_int8(model) -> bytes:
     """The LiteRT flatbuffer of `model`'s encoder and head with dynamic-range int8 weights.
 
-    Every constant weight matrix (the encoder's dense layers, the embedding tables, the pooler
-    and the head) is stored as int8 with one float scale per output channel; activations stay
-    float32 between layers and are quantized per call inside each matrix product.
+    Every constant weight matrix (the encoder's dense layers, the pooler and the head) is stored
+    as int8 with one float scale per output channel; activations stay float32 between layers
+    and are quantized per call inside each matrix product. The word embeddings are int8 with one
+    scale for the table; the token-type and position tables stay float32.
     """
     function = _encoder_function(model)
     converter = tf.lite.TFLiteConverter.from_concrete_functions(

@@ -132,9 +132,59 @@ def _from_teacher(cls, values: Dict[str, Any], given, run: Mapping[str, Any],
     return values
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class _Distillation:
-    """What distill.py's configs share (a classifier teacher's, a run_ner.py teacher's): the
-    checks of the student, the teacher and the distillation flags, and the student's depth."""
+    """What distill.py's configs share (a classifier teacher's, a run_ner.py teacher's, a
+    run_squad.py teacher's): the teacher and distillation flags (declared once here: each
+    config's fields follow its task's), their checks, and the student's depth."""
+    teacher_dir: str = Flag("string", None, "The teacher: a run_classifier_mgpu.py --output_dir "
+                                            "(run_config.json, bert_config.json, its latest "
+                                            "checkpoint).").field(required=True)
+    student_num_layers: int = Flag("integer", 0, "The student's encoder layers (default 0: half "
+                                                 "the teacher's, rounded up); at most the "
+                                                 "teacher's.").field()
+    student_layers: str = Flag("enum", "spread", "Which teacher layers initialise the student's "
+                                                 "k layers (of the teacher's L): spread = "
+                                                 "layer floor(i * L / k) for student layer i "
+                                                 "(half: 0, 2, 4, ..., as DistilBERT); first = "
+                                                 "layers 0..k-1. Embeddings, pooler and output "
+                                                 "layer: the teacher's.",
+                               STUDENT_LAYER_CHOICES).field()
+    student_config: Optional[str] = Flag(
+        "string", None, "A smaller student: its bert_config.json (the teacher's vocab_size, any "
+                        "hidden size and depth up to the teacher's), initialised from "
+                        "--init_checkpoint (its output layer random). Default: the teacher's "
+                        "config with --student_num_layers layers.").field()
+    unlabeled_file: Optional[str] = Flag(
+        "string", None, "Unlabelled text the student also learns from, soft targets only: a "
+                        "UTF-8 file, one example per line (a pair task: text_a<TAB>text_b); "
+                        "its lines count as training examples (epochs and steps).").field()
+    temperature: float = Flag("float", 2.0, "The softmax temperature T of the soft targets: the "
+                                            "loss is T^2 * KL(teacher_T || student_T) + alpha * "
+                                            "cross-entropy(labels) (Hinton et al. 2015).").field()
+    alpha: float = Flag("float", 0.5, "The weight of the labels' cross-entropy in the loss (0: "
+                                      "soft targets only).").field()
+    tinybert_hidden_weight: float = Flag(
+        "float", 0.0, "Weight of TinyBERT's hidden-state loss (Jiao et al. 2020; 0: off): the "
+                      "MSE of the student's embeddings and of each layer's output against its "
+                      "teacher layer's (--student_layers' map, the last of each block), through "
+                      "a learned projection when the widths differ.").field()
+    tinybert_attention_weight: float = Flag(
+        "float", 0.0, "Weight of TinyBERT's attention-score loss (0: off): the MSE of each "
+                      "student layer's unnormalised attention scores against its teacher "
+                      "layer's (the same number of heads).").field()
+    minilm_attention_weight: float = Flag(
+        "float", 0.0, "Weight of MiniLM's self-attention distribution loss (Wang et al. 2020; "
+                      "0: off): the KL of the last layers' attention probabilities, teacher to "
+                      "student, any widths.").field()
+    minilm_value_weight: float = Flag(
+        "float", 0.0, "Weight of MiniLM's value-relation loss (0: off): the KL of the last "
+                      "layers' softmax(V V^T / sqrt(d)), teacher to student.").field()
+    minilm_relation_heads: int = Flag(
+        "integer", 0, "The heads of MiniLM's losses: 0 = the models' attention heads (the "
+                      "same number in both), else the queries, keys and values split into this "
+                      "many relation heads (MiniLMv2; it divides both hidden sizes).").field()
+
 
     def validate_distillation(self) -> None:
         """Raises ValueError naming the flag of the first impossible distillation value."""
@@ -231,54 +281,6 @@ class DistillConfig(_Distillation, ClassifierConfig):
                                  "allowed (the student starts from the teacher's layers)."},
         bert_config_file={"help": "The teacher's model config (default: "
                                   "TEACHER_DIR/bert_config.json)."})
-    teacher_dir: str = Flag("string", None, "The teacher: a run_classifier_mgpu.py --output_dir "
-                                            "(run_config.json, bert_config.json, its latest "
-                                            "checkpoint).").field(required=True)
-    student_num_layers: int = Flag("integer", 0, "The student's encoder layers (default 0: half "
-                                                 "the teacher's, rounded up); at most the "
-                                                 "teacher's.").field()
-    student_layers: str = Flag("enum", "spread", "Which teacher layers initialise the student's "
-                                                 "k layers (of the teacher's L): spread = "
-                                                 "layer floor(i * L / k) for student layer i "
-                                                 "(half: 0, 2, 4, ..., as DistilBERT); first = "
-                                                 "layers 0..k-1. Embeddings, pooler and output "
-                                                 "layer: the teacher's.",
-                               STUDENT_LAYER_CHOICES).field()
-    student_config: Optional[str] = Flag(
-        "string", None, "A smaller student: its bert_config.json (the teacher's vocab_size, any "
-                        "hidden size and depth up to the teacher's), initialised from "
-                        "--init_checkpoint (its output layer random). Default: the teacher's "
-                        "config with --student_num_layers layers.").field()
-    unlabeled_file: Optional[str] = Flag(
-        "string", None, "Unlabelled text the student also learns from, soft targets only: a "
-                        "UTF-8 file, one example per line (a pair task: text_a<TAB>text_b); "
-                        "its lines count as training examples (epochs and steps).").field()
-    temperature: float = Flag("float", 2.0, "The softmax temperature T of the soft targets: the "
-                                            "loss is T^2 * KL(teacher_T || student_T) + alpha * "
-                                            "cross-entropy(labels) (Hinton et al. 2015).").field()
-    alpha: float = Flag("float", 0.5, "The weight of the labels' cross-entropy in the loss (0: "
-                                      "soft targets only).").field()
-    tinybert_hidden_weight: float = Flag(
-        "float", 0.0, "Weight of TinyBERT's hidden-state loss (Jiao et al. 2020; 0: off): the "
-                      "MSE of the student's embeddings and of each layer's output against its "
-                      "teacher layer's (--student_layers' map, the last of each block), through "
-                      "a learned projection when the widths differ.").field()
-    tinybert_attention_weight: float = Flag(
-        "float", 0.0, "Weight of TinyBERT's attention-score loss (0: off): the MSE of each "
-                      "student layer's unnormalised attention scores against its teacher "
-                      "layer's (the same number of heads).").field()
-    minilm_attention_weight: float = Flag(
-        "float", 0.0, "Weight of MiniLM's self-attention distribution loss (Wang et al. 2020; "
-                      "0: off): the KL of the last layers' attention probabilities, teacher to "
-                      "student, any widths.").field()
-    minilm_value_weight: float = Flag(
-        "float", 0.0, "Weight of MiniLM's value-relation loss (0: off): the KL of the last "
-                      "layers' softmax(V V^T / sqrt(d)), teacher to student.").field()
-    minilm_relation_heads: int = Flag(
-        "integer", 0, "The heads of MiniLM's losses: 0 = the models' attention heads (the "
-                      "same number in both), else the queries, keys and values split into this "
-                      "many relation heads (MiniLMv2; it divides both hidden sizes).").field()
-
     @classmethod
     def build(cls, values, given) -> "DistillConfig":
         """The teacher run's data and text flags where not given, then the classifier's
@@ -302,11 +304,6 @@ class DistillConfig(_Distillation, ClassifierConfig):
             raise ValueError(f"--unlabeled_file={self.unlabeled_file}: not found")
 
 
-def _distillation_field(name: str, **changes):
-    """DistillConfig's field `name` declared again (the same flag) for DistillNerConfig."""
-    return DistillConfig.flag(name).field(**changes)
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DistillNerConfig(_Distillation, NerConfig):
     """distill.py with a run_ner.py teacher: run_ner.py's flags (the student's training,
@@ -319,18 +316,6 @@ class DistillNerConfig(_Distillation, NerConfig):
         name: DistillConfig.narrowed_flags[name] for name in ("init_checkpoint",
                                                               "bert_config_file")})
     data_dir: str = NerConfig.flag("data_dir").field(default=None)
-    teacher_dir: str = _distillation_field("teacher_dir", required=True)
-    student_num_layers: int = _distillation_field("student_num_layers")
-    student_layers: str = _distillation_field("student_layers")
-    student_config: Optional[str] = _distillation_field("student_config")
-    unlabeled_file: Optional[str] = _distillation_field("unlabeled_file")
-    temperature: float = _distillation_field("temperature")
-    alpha: float = _distillation_field("alpha")
-    tinybert_hidden_weight: float = _distillation_field("tinybert_hidden_weight")
-    tinybert_attention_weight: float = _distillation_field("tinybert_attention_weight")
-    minilm_attention_weight: float = _distillation_field("minilm_attention_weight")
-    minilm_value_weight: float = _distillation_field("minilm_value_weight")
-    minilm_relation_heads: int = _distillation_field("minilm_relation_heads")
 
     @classmethod
     def build(cls, values, given) -> "DistillNerConfig":
@@ -363,18 +348,6 @@ class DistillSquadConfig(_Distillation, SquadConfig):
     narrowed_flags = dict(SquadConfig.narrowed_flags, **{
         name: DistillConfig.narrowed_flags[name] for name in ("init_checkpoint",
                                                               "bert_config_file")})
-    teacher_dir: str = _distillation_field("teacher_dir", required=True)
-    student_num_layers: int = _distillation_field("student_num_layers")
-    student_layers: str = _distillation_field("student_layers")
-    student_config: Optional[str] = _distillation_field("student_config")
-    unlabeled_file: Optional[str] = _distillation_field("unlabeled_file")
-    temperature: float = _distillation_field("temperature")
-    alpha: float = _distillation_field("alpha")
-    tinybert_hidden_weight: float = _distillation_field("tinybert_hidden_weight")
-    tinybert_attention_weight: float = _distillation_field("tinybert_attention_weight")
-    minilm_attention_weight: float = _distillation_field("minilm_attention_weight")
-    minilm_value_weight: float = _distillation_field("minilm_value_weight")
-    minilm_relation_heads: int = _distillation_field("minilm_relation_heads")
 
     @classmethod
     def build(cls, values, given) -> "DistillSquadConfig":

@@ -30,6 +30,16 @@ through `current()`. Its fields, what the model does with each, and who enters i
   `Transpose` and `BatchMatMulV2`, whose fixed cost per call is most of these small ops' time
   at serving's shapes. Inference only (a bitcast has no gradient). Entered by the fp32/bf16
   SavedModel export around its encoder (serving/export.py), not under XLA, which fuses these.
+* `attention_chunk`: a RoPE model's global attention layers take their queries this many rows
+  at a time and keep none of the [B, N, S, S] probabilities for the backward pass
+  (`rotary_attention.chunked_attention`: memory O(S x chunk), the same values), on sequences
+  longer than the chunk (every dynamic length) where no attention dropout is drawn (not
+  training, or `attention_probs_dropout_prob` 0: a chunk cannot draw its rows of the
+  position-keyed [N, S, S] masks); 0: the full probabilities. 256 outside the trainer; the
+  trainer enters `TrainConfig.attention_chunk` (--attention_chunk).
+* `recompute_band`: training computes a RoPE local layer's band scores and probabilities again
+  in the backward pass instead of keeping them (`recomputed`, the same dropout masks; not
+  when whole layers are recomputed). On by default; off only to measure the difference.
 
 Outside any entered block the context is `ExecutionContext()`: Google's model run op by op, the
 variables read as they are, `tf.nn.dropout` (evaluation and prediction outside the trainer, the
@@ -281,6 +291,9 @@ class ExecutionContext:
       real_tokens: training may skip the padding (`drop_padding`) where the loss ignores it.
       inference_kernels: the attention's transposes and batched products escape oneDNN's
         rewrites (inference only).
+      attention_chunk: query rows per chunk of a RoPE model's global attention (0: not
+        chunked).
+      recompute_band: training recomputes a RoPE local layer's band in the backward pass.
     """
     stream: Optional[DropoutStream] = None
     parameters: Optional[Mapping] = None
@@ -289,6 +302,8 @@ class ExecutionContext:
     compile_layers: bool = False
     real_tokens: bool = False
     inference_kernels: bool = False
+    attention_chunk: int = 256
+    recompute_band: bool = True
 
     @property
     def in_trainer_towers(self) -> bool:

@@ -3,19 +3,26 @@ Hugging Face's `ModernBertForSequenceClassification` on the same weights, batch 
 
 Usage (speed needs an idle machine; memory does not):
   .venv/bin/python bench/modernbert_long_context.py [--lengths=1024,4096,8192 --layers=3
-    --hidden=768 --heads=12 --intermediate=1152 --steps=3] [--memory_only] [--write]
+    --hidden=768 --heads=12 --intermediate=1152 --steps=3 --attention_chunk=256
+    --arms=local,global,local_full,global_full,hf] [--memory_only] [--write]
 
 The model: a random ModernBERT classifier (window 128, global every 3rd layer, dropouts 0 as
 ModernBERT's released configs, [CLS] pooling, 2 labels) built and saved by
 `transformers` itself (tests/oracles/hf_modernbert.py, the oracle virtualenv) and converted by
-convert_hf_checkpoint.py, so all three arms hold the same weights. ModernBERT-base's widths
+convert_hf_checkpoint.py, so all arms hold the same weights. ModernBERT-base's widths
 (hidden 768, 12 heads, GeGLU 1152) by default, with 3 layers (one global and two local, one
-period of ModernBERT's pattern) instead of 22: every layer global at 8,192 tokens keeps a
-12 x 8,192 x 8,192 attention matrix per layer for the backward pass, and 22 of them do not fit
-in 24 GiB. Arms, each in its own process (so its peak memory is its own), one after another:
+period of ModernBERT's pattern) instead of 22: with full probabilities, every layer global at
+8,192 tokens keeps a 12 x 8,192 x 8,192 attention matrix per layer for the backward pass, and
+22 of them do not fit in 24 GiB. Arms, each in its own process (so its peak memory is its
+own), one after another:
 - "local": our BertModel as converted (global every 3rd layer, local layers compute only their
-  band: O(n w));
-- "global": the same weights with `global_attention_every_n_layers: 1`;
+  band: O(n w)); its global layers take `--attention_chunk` query rows at a time and keep no
+  probabilities for the backward pass (`rotary_attention.chunked_attention`), its local layers
+  recompute their band in the backward pass (`recompute_band`): the defaults;
+- "global": the same weights with `global_attention_every_n_layers: 1`, chunked likewise;
+- "local_full", "global_full": the same two with the global layers' full [B, N, n, n]
+  probabilities and the local layers' band kept for the backward pass (`attention_chunk` 0,
+  `recompute_band` off: the code before either);
 - "hf": `ModernBertForSequenceClassification` (sdpa attention, eager PyTorch, fp32), which on
   CPU computes its local layers as the full n^2 product under a sliding-window mask.
 Each arm runs forward + backward of the classification loss (cross-entropy on the logits, one
@@ -48,8 +55,10 @@ sys.path.insert(1, _common.REPO)
 ORACLE_PYTHON = os.environ.get("BERT_MGPU_ORACLE_PYTHON") or os.path.join(
     _common.REPO, ".venv-oracle", "bin", "python")
 ORACLE = os.path.join(_common.REPO, "tests", "oracles", "hf_modernbert.py")
-ARMS = ("local", "global", "hf")
+ARMS = ("local", "global", "local_full", "global_full", "hf")
 LABELS = {"local": "ours, local layers (window 128)", "global": "ours, every layer global",
+          "local_full": "ours, local layers, full global probabilities",
+          "global_full": "ours, every layer global, full probabilities",
           "hf": "Hugging Face ModernBertForSequenceClassification (sdpa)"}
 
 
@@ -81,18 +90,19 @@ def _timed(step, steps):
             "peak_mib": _resident_mib("VmHWM") - baseline, "first_seconds": times[0]}
 
 
-def ours(folder, arm, length, steps):
-    """Our arm in this process (the TensorFlow virtualenv)."""
+def ours(folder, arm, length, steps, chunk):
+    """Our arm in this process (the TensorFlow virtualenv): the global layers chunked by
+    `chunk` query rows, or (the `_full` arms) keeping their full probabilities."""
     import numpy as np
     import tensorflow as tf
 
     from bert_mgpu.engine import checkpoint
-    from bert_mgpu.model import modeling
+    from bert_mgpu.model import execution, modeling
     from bert_mgpu.model.bert_config import BertConfig
 
     with open(os.path.join(folder, "bert_config.json"), encoding="utf-8") as f:
         keys = json.load(f)
-    if arm == "global":
+    if arm.startswith("global"):
         keys["global_attention_every_n_layers"] = 1
     model = modeling.BertModel(BertConfig.from_dict(keys))
     weights = tf.Variable(tf.zeros([2, keys["hidden_size"]]), name="output_weights")
@@ -113,7 +123,10 @@ def ours(folder, arm, length, steps):
                 tf.constant([1]), logits))
         return tape.gradient(loss, variables)
 
-    step.get_concrete_function()  # traced before the memory baseline (graph optimization is not)
+    full = arm.endswith("_full")
+    with execution.entered(attention_chunk=0 if full else chunk, recompute_band=not full):
+        # Traced before the memory baseline (graph optimization is not).
+        step.get_concrete_function()
     return _timed(step, steps)
 
 
@@ -171,7 +184,7 @@ def _resident_gib(pid):
     return 0.0
 
 
-def run_arm(arm, folders, length, steps, max_rss_gib):
+def run_arm(arm, folders, length, steps, max_rss_gib, chunk):
     """One arm in a fresh process; its figures, or {"error": why} if it failed: stopped
     (SIGKILL) once its resident memory passed `max_rss_gib`, so that an arm that cannot fit
     does not bring the kernel's out-of-memory killer onto other processes."""
@@ -180,8 +193,8 @@ def run_arm(arm, folders, length, steps, max_rss_gib):
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen([python, os.path.abspath(__file__), f"--arm={arm}",
                                  f"--folder={folder}", f"--length={length}",
-                                 f"--steps={steps}"], stdout=out, stderr=err, text=True,
-                                cwd=_common.REPO)
+                                 f"--steps={steps}", f"--attention_chunk={chunk}"],
+                                stdout=out, stderr=err, text=True, cwd=_common.REPO)
         over = False
         while proc.poll() is None:
             try:
@@ -230,7 +243,8 @@ def table(results, arms, memory_only):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     for name, default in (("layers", 3), ("hidden", 768), ("heads", 12),
-                          ("intermediate", 1152), ("steps", 3), ("length", 0)):
+                          ("intermediate", 1152), ("steps", 3), ("length", 0),
+                          ("attention_chunk", 256)):
         parser.add_argument(f"--{name}", type=int, default=default)
     parser.add_argument("--lengths", default="1024,4096,8192")
     parser.add_argument("--arms", default=",".join(ARMS))
@@ -244,15 +258,15 @@ def main():
     args = parser.parse_args()
     if args.arm:
         run = peer(args.folder, args.length, args.steps) if args.arm == "hf" else \
-            ours(args.folder, args.arm, args.length, args.steps)
+            ours(args.folder, args.arm, args.length, args.steps, args.attention_chunk)
         return print(json.dumps(run))
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     results, arms = {}, args.arms.split(",")
     with tempfile.TemporaryDirectory() as work:
         folders = build(args, work)
         for length in map(int, args.lengths.split(",")):
-            results[length] = {a: run_arm(a, folders, length, args.steps, args.max_rss_gib)
-                               for a in arms}
+            results[length] = {a: run_arm(a, folders, length, args.steps, args.max_rss_gib,
+                                          args.attention_chunk) for a in arms}
             print(length, json.dumps(results[length]), file=sys.stderr, flush=True)
     command = "python bench/modernbert_long_context.py " + " ".join(sys.argv[1:])
     text = "\n".join([

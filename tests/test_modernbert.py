@@ -6,6 +6,7 @@ Hugging Face runs its eager and its sdpa attention (no flash-attn, so no unpaddi
 positions are computed and their keys masked); both are compared at the real positions only.
 """
 
+import collections
 import json
 import os
 import subprocess
@@ -19,7 +20,7 @@ from _oracle import REPO, run_json_request
 from bert_mgpu.engine import checkpoint
 from bert_mgpu.interop import hf_folders, hf_modernbert
 from bert_mgpu.interop.hf_checkpoint import read_safetensors
-from bert_mgpu.model import heads, modeling, rotary_attention
+from bert_mgpu.model import execution, heads, modeling, rotary_attention
 from bert_mgpu.model.bert_config import BertConfig, BertConfigError
 
 _SPECIAL = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "cls_token_id": 1,
@@ -101,28 +102,34 @@ def _convert(hf_folder, out_dir, script=False):
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
-def _ours(out_dir, ids, mask):
+def _ours(out_dir, ids, mask, attention_chunk=0):
+    """Our model's outputs and masked-LM logits; `attention_chunk` > 0: the global layers in
+    chunks of that many query rows (`rotary_attention.chunked_attention`)."""
     config = BertConfig.from_json_file(os.path.join(out_dir, "bert_config.json"))
     model, head = modeling.BertModel(config), heads.MaskedLMHead(config)
     named = modeling.merge_named_variables(model, head)
     checkpoint.init_from_checkpoint(os.path.join(out_dir, "bert_model.ckpt"), named,
                                     required_prefixes=("bert/", "cls/"))
-    out = model(tf.constant(ids), tf.constant(mask), training=False)
+    with execution.entered(attention_chunk=attention_chunk):
+        out = model(tf.constant(ids), tf.constant(mask), training=False)
     positions = np.tile(np.arange(ids.shape[1], dtype=np.int32), [ids.shape[0], 1])
     logits = head(out.sequence_output, out.embedding_table, tf.constant(positions))["logits"]
     return config, out, tf.reshape(logits, [ids.shape[0], ids.shape[1], -1]).numpy()
 
 
+@pytest.mark.parametrize("attention_chunk", [0, 5])
 @pytest.mark.parametrize("case", ["every_3rd_global", "every_2nd_global_biases", "all_global"])
-def test_hidden_states_and_logits_equal_transformers(hf_models, tmp_path, case):
+def test_hidden_states_and_logits_equal_transformers(hf_models, tmp_path, case,
+                                                     attention_chunk):
     """Sequences longer than the window (8, 16), global every 3rd / 2nd / every layer, padding,
-    batch 2-3, with and without biases, erf and tanh GELU, own RoPE thetas."""
+    batch 2-3, with and without biases, erf and tanh GELU, own RoPE thetas; the global layers'
+    full probabilities (chunk 0) and in chunks of 5 query rows (shorter than every sequence)."""
     hf_folder, ref, ids, mask = hf_models[case]
     for attn in ("eager", "sdpa"):
         assert str(ref[f"{attn}_implementation"]) == attn
     out_dir = str(tmp_path / "ours")
-    _convert(hf_folder, out_dir, script=case == "every_3rd_global")
-    config, out, logits = _ours(out_dir, ids, mask)
+    _convert(hf_folder, out_dir, script=case == "every_3rd_global" and not attention_chunk)
+    config, out, logits = _ours(out_dir, ids, mask, attention_chunk)
     assert config.position_embedding_type == "rope" and config.type_vocab_size == 0
     real = mask.astype(bool)
     ours_layers = [x.numpy() for x in out.all_encoder_layers]
@@ -210,6 +217,130 @@ def test_band_attention_equals_masked_full_attention(seq_length, half_window):
     assert rows.sum() > 0
     np.testing.assert_allclose(got.numpy()[rows[:, None, :].repeat(2, 1)],
                                expected.numpy()[rows[:, None, :].repeat(2, 1)], atol=1e-6)
+
+
+def _packed_inputs(seq_length, seed=1):
+    """Band inputs with 3 documents packed in row 0 and padding closing row 1 (a document of
+    its own, as the packed records' padding): (q, k, v, key_mask, document_ids, [B, F, T] mask
+    of `masked_attention`)."""
+    q, k, v, key_mask = _band_inputs(seq_length, seed=seed)
+    documents = np.zeros([2, seq_length], np.int32)
+    documents[0, seq_length // 4:] = 1
+    documents[0, seq_length // 2:] = 2
+    documents[1, seq_length * 2 // 3:] = 5
+    same = (documents[:, :, None] == documents[:, None, :]).astype(np.float32)
+    return q, k, v, key_mask, tf.constant(documents), key_mask[:, None, :] * same
+
+
+@pytest.mark.parametrize("chunk", [1, 4, 7, 37, 64])
+@pytest.mark.parametrize("packed", [False, True])
+def test_chunked_attention_equals_masked_attention(chunk, packed):
+    """Outputs and query/key/value gradients of `chunked_attention` equal `masked_attention`'s
+    (padding; packed documents), chunks dividing the length or not, one chunk, a chunk longer
+    than the sequence; eagerly and traced with a dynamic length."""
+    q, k, v, key_mask, documents, mask = _packed_inputs(37)
+    if not packed:
+        documents, mask = None, key_mask[:, None, :]
+    upstream = tf.constant(np.random.default_rng(3).standard_normal(q.shape), tf.float32)
+
+    def gradients(attend, *args):
+        with tf.GradientTape() as tape:
+            tape.watch(args[:3])
+            out = attend(*args)
+            loss = tf.reduce_sum(out * upstream)
+        return [out] + tape.gradient(loss, list(args[:3]))
+
+    expected = gradients(lambda *a: rotary_attention.masked_attention(
+        *a, mask, 0.35, lambda p: p), q, k, v)
+    spec = tf.TensorSpec([2, 2, None, 8], tf.float32)
+    docs_spec = tf.TensorSpec([2, None], tf.int32)
+    traced = tf.function(lambda q, k, v, m, d: gradients(
+        lambda *a: rotary_attention.chunked_attention(*a, m, 0.35, chunk, d), q, k, v),
+        input_signature=[spec] * 3 + [tf.TensorSpec([2, None]), docs_spec])
+    for got in (gradients(lambda *a: rotary_attention.chunked_attention(
+            *a, key_mask, 0.35, chunk, documents), q, k, v),
+            traced(q, k, v, key_mask, documents if packed else tf.zeros([2, 37], tf.int32))):
+        for name, a, b in zip(("out", "d_query", "d_key", "d_value"), got, expected):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-5, err_msg=name)
+
+
+def _global_attention_graph(config, training, chunk, seq_length=24, **context):
+    """The op types (with their counts) and the output shapes of a traced forward and backward
+    pass of `config`'s model on [2, seq_length] tokens under `attention_chunk` = chunk and
+    the execution context's `context`."""
+    model = modeling.BertModel(config)
+    ids, mask = _batch(config.vocab_size, [seq_length, 9], seed=2)
+
+    @tf.function(autograph=False)
+    def step():
+        with execution.entered(attention_chunk=chunk, **context), tf.GradientTape() as tape:
+            out = model(tf.constant(ids), tf.constant(mask), training=training)
+            loss = tf.reduce_sum(out.sequence_output ** 2)
+        return tape.gradient(loss, list(model.named_variables().values()))
+
+    graph = step.get_concrete_function().graph
+    ops = list(graph.get_operations())
+    for function in graph._functions.values():  # the custom gradient's and loops' bodies
+        ops += list(function.graph.get_operations())
+    shapes = {tuple(t.shape.as_list()) for op in ops for t in op.outputs
+              if t.shape.rank is not None}
+    return collections.Counter(op.type for op in ops), shapes
+
+
+def test_global_layers_take_the_chunked_path_only_without_attention_dropout():
+    """Chunked global layers keep no [B, N, S, S] Tensor, in training (attention dropout 0) and
+    evaluation; with attention dropout in training, or a sequence no longer than the chunk,
+    or chunk 0, the full probabilities are computed (their dropout masks are keyed over the
+    [N, S, S] layout)."""
+    full = (2, 2, 24, 24)
+    no_dropout = _tiny_rope_config(hidden_dropout_prob=0.1)
+    dropout = _tiny_rope_config(attention_probs_dropout_prob=0.1)
+    for config, training, chunk, chunked in ((no_dropout, True, 8, True),
+                                             (dropout, False, 8, True),
+                                             (dropout, True, 8, False),
+                                             (no_dropout, True, 24, False),
+                                             (no_dropout, True, 0, False)):
+        types, shapes = _global_attention_graph(config, training, chunk)
+        assert (full not in shapes) == chunked, (training, chunk, config)
+        assert ("While" in types or "StatelessWhile" in types) == chunked
+    # Training computes the local bands' softmax again in the backward pass (recompute_band,
+    # the default), unless whole layers are recomputed already.
+    softmaxes = [_global_attention_graph(no_dropout, True, 0, **context)[0]["Softmax"]
+                 for context in ({}, {"recompute_band": False}, {"recompute_layers": True},
+                                 {"recompute_layers": True, "recompute_band": False})]
+    assert softmaxes[0] > softmaxes[1] and softmaxes[2] == softmaxes[3]
+
+
+def test_chunked_and_recomputed_attention_keep_outputs_and_gradients():
+    """In the trainer's dropout stream (hidden dropout 0.1; attention dropout 0.1 for the
+    band), chunked global layers and recomputed local bands give the outputs and gradients of
+    the full probabilities kept for the backward pass, packed documents and padding included;
+    and the band's recomputation draws the forward pass's masks."""
+    ids, mask = _batch(60, [30, 11], seed=9)
+    documents = np.zeros_like(ids)
+    documents[0, 13:] = 1
+    documents[1, 11:] = 2  # the padding: a document of its own
+    for config in (_tiny_rope_config(hidden_dropout_prob=0.1),
+                   _tiny_rope_config(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)):
+        model = modeling.BertModel(config)
+        variables = list(model.named_variables().values())
+
+        def run(**context):
+            stream = execution.DropoutStream(5, 7, 0, 2, seq_length=ids.shape[1])
+            with execution.entered(stream=stream, **context), tf.GradientTape() as tape:
+                out = model(tf.constant(ids), tf.constant(mask), training=True,
+                            document_ids=tf.constant(documents))
+                loss = tf.reduce_sum(out.sequence_output ** 2)
+            grads = tape.gradient(loss, variables)
+            return [out.sequence_output] + [tf.convert_to_tensor(g) for g in grads if
+                                            g is not None]
+
+        kept = run(attention_chunk=0, recompute_band=False)
+        for got in (run(attention_chunk=4), run(attention_chunk=4, recompute_band=False),
+                    run(attention_chunk=0)):
+            assert len(got) == len(kept)
+            for a, b in zip(got, kept):
+                np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-5)
 
 
 def _traced_attention_flops(seq_length, local):

@@ -18,6 +18,7 @@ from _oracle import run_json_request
 
 from bert_mgpu.interop import hf_folders, hf_modernbert
 from bert_mgpu.interop.hf_checkpoint import read_safetensors
+from bert_mgpu.model import execution
 from bert_mgpu.model.bert_config import BertConfig
 from bert_mgpu.tasks.classifier import BertClassifier
 from bert_mgpu.tasks.ner import TaggingTask
@@ -141,10 +142,13 @@ def _forward(kind, task, features, training):
             tf.reduce_mean(out["per_example_loss"]))
 
 
+@pytest.mark.parametrize("attention_chunk", [0, 5])
 @pytest.mark.parametrize("name", list(CASES))
-def test_logits_loss_and_gradients_equal_transformers(hf_heads, name):
+def test_logits_loss_and_gradients_equal_transformers(hf_heads, name, attention_chunk):
     """Logits (at real positions) and loss equal Hugging Face's eager and sdpa runs to 1e-4;
-    every weight's gradient of the loss equals the eager run's (so one SGD step would too)."""
+    every weight's gradient of the loss equals the eager run's (so one SGD step would too).
+    The global layers keep their full probabilities (chunk 0) or take 5 query rows at a time
+    (`rotary_attention.chunked_attention`, their gradients computed again per chunk)."""
     kind = CASES[name][0]
     folder, ref, ids, mask, targets = hf_heads[name]
     hf_weights = read_safetensors(str(folder / "model.safetensors"))
@@ -155,10 +159,11 @@ def test_logits_loss_and_gradients_equal_transformers(hf_heads, name):
         var.assign(weights[var_name])
     features = _features(kind, ids, mask, targets)
     real = mask.astype(bool)
-    with tf.GradientTape() as tape:
-        logits, loss = _forward(kind, task, features, training=True)
-    grads = dict(zip(variables, tape.gradient(loss, list(variables.values()))))
-    eval_logits, eval_loss = _forward(kind, task, features, training=False)
+    with execution.entered(attention_chunk=attention_chunk):
+        with tf.GradientTape() as tape:
+            logits, loss = _forward(kind, task, features, training=True)
+        grads = dict(zip(variables, tape.gradient(loss, list(variables.values()))))
+        eval_logits, eval_loss = _forward(kind, task, features, training=False)
     for attn in ("eager", "sdpa"):
         assert str(ref[f"{attn}_implementation"]) == attn
         for ours in (logits, eval_logits):

@@ -165,20 +165,40 @@ def _write_tsv(path, rng, n, with_label=True):
                     "\n", encoding="utf-8")
 
 
-def test_classifier_towers_and_kill_resume_equal_one_device(folders, tmp_path):
+def _without_attention_dropout(folder, out):
+    """A copy of a converted folder with attention_probs_dropout_prob 0 (its other dropouts
+    kept): the global layers can then run in chunks in training."""
+    out.mkdir()
+    for path in folder.iterdir():
+        (out / path.name).write_bytes(path.read_bytes())
+    config = json.loads((folder / "bert_config.json").read_text())
+    config["attention_probs_dropout_prob"] = 0.0
+    (out / "bert_config.json").write_text(json.dumps(config, indent=2))
+    return out
+
+
+@pytest.mark.parametrize("attention", ["full", "chunked"])
+def test_classifier_towers_and_kill_resume_equal_one_device(folders, tmp_path, attention):
     """run_classifier_mgpu.py, 2 towers x 2 examples x 2 accumulated micro-batches with
     gradient checkpointing, killed (SIGKILL) after its checkpoint at step 8 of 16 and rerun,
     ends with the weights (and Adam slots) of run_classifier.py on 1 tower x 8 run through, to
-    1e-5, with every dropout 0.1; the uninterrupted run evaluates and predicts every example."""
+    1e-5, with every dropout 0.1; the uninterrupted run evaluates and predicts every example.
+    "chunked": attention dropout 0 (the others 0.1) and --attention_chunk=4, shorter than
+    every sequence, so the global layers run in chunks (and the one-tower run's local bands
+    are recomputed in the backward pass; the towers' are in their recomputed layers)."""
     rng = np.random.default_rng(0)
     data = tmp_path / "data"
     data.mkdir()
     _write_tsv(data / "train.tsv", rng, 64)
     _write_tsv(data / "dev.tsv", rng, 11)
     _write_tsv(data / "test.tsv", rng, 7, with_label=False)
-    common = ["--task_name=tsv", f"--data_dir={data}", *_model_flags(folders["classifier"]),
+    folder, chunk = folders["classifier"], []
+    if attention == "chunked":
+        folder = _without_attention_dropout(folder, tmp_path / "folder")
+        chunk = ["--attention_chunk=4"]
+    common = ["--task_name=tsv", f"--data_dir={data}", *_model_flags(folder),
               "--do_train=true", "--max_seq_length=32", "--num_train_epochs=2",
-              "--learning_rate=1e-3", "--save_checkpoints_steps=4"]
+              "--learning_rate=1e-3", "--save_checkpoints_steps=4", *chunk]
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     one = [sys.executable, os.path.join(REPO, "run_classifier.py"), *common,
            f"--output_dir={whole}", "--n_gpus=1", "--train_batch_size=8", "--do_eval=true",

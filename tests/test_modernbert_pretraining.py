@@ -30,7 +30,7 @@ from _oracle import DATA, ORACLES, REPO, run_json_request
 
 from bert_mgpu.data import input_pipeline, tfrecord
 from bert_mgpu.engine import checkpoint, optimization
-from bert_mgpu.model import heads, modeling
+from bert_mgpu.model import execution, heads, modeling
 from bert_mgpu.model.bert_config import BertConfig
 from bert_mgpu.tasks.pretraining import BertPretrainer
 
@@ -182,9 +182,17 @@ def test_dynamic_masking_takes_the_tokenizer_json_ids(files):
     assert changed.sum() <= n and masking.mask_id in masked["input_ids"].numpy()
 
 
-def test_packed_documents_train_as_if_alone():
+@pytest.mark.parametrize("attention_chunk", [0, 4])
+def test_packed_documents_train_as_if_alone(attention_chunk):
     """The task's masked-LM loss on a row packing two documents (document_ids) equals the loss
-    of the two documents run alone; without document_ids (packed=False) it does not."""
+    of the two documents run alone; without document_ids (packed=False) it does not. The
+    global layer with its full probabilities, and in chunks of 4 query rows (a chunk holding
+    both documents' queries)."""
+    with execution.entered(attention_chunk=attention_chunk):
+        _packed_documents_train_as_if_alone()
+
+
+def _packed_documents_train_as_if_alone():
     config = BertConfig.from_dict(dict(MB_CONFIG, vocab_size=50, hidden_dropout_prob=0.0,
                                        attention_probs_dropout_prob=0.0))
     rng = np.random.RandomState(0)
@@ -358,6 +366,28 @@ def test_sigkill_then_rerun_with_accumulation_ends_with_the_same_weights(runs):
     _check(proc)
     assert "Resumed from" in proc.stderr and "Input position restored" in proc.stderr
     _assert_same_weights(final_tensors(out), final_tensors(runs["towers"][1]))
+
+
+def test_chunked_global_attention_towers_and_kill_resume_equal_one_device(files, tmp_path):
+    """Packed records, attention dropout 0 (hidden dropout 0.1) and --attention_chunk=8, shorter
+    than the 32-token rows, so the global layer runs in chunks keeping documents apart: 2
+    towers killed (SIGKILL) after checkpoint 6 and rerun as 1 x 4 x 2 micro-batches end with
+    the weights of 1 x 8 run through."""
+    config = tmp_path / "bert_config.json"
+    config.write_text(json.dumps(dict(json.loads(open(files["config"]).read()),
+                                      attention_probs_dropout_prob=0.0)))
+    chunked = {**files, "config": str(config)}
+    one, killed = str(tmp_path / "one"), str(tmp_path / "killed")
+    launched = [Launched(_train_args(chunked, one, *ONE_DEVICE, "--attention_chunk=8")),
+                Launched(_train_args(chunked, killed, *TWO_TOWERS, "--attention_chunk=8"))]
+    assert signal_at_checkpoint([(launched[1], killed, 6, signal.SIGKILL, 0.05)])[0] is not None
+    _, not_killed = finish_killed(launched[1], killed, STEPS)
+    assert not_killed is None, not_killed
+    rerun = run_all([_train_args(chunked, killed, *ACCUMULATED, "--attention_chunk=8")])[0]
+    _check(launched[0].finish())
+    _check(rerun)
+    assert "Resumed from" in rerun.stderr
+    _assert_same_weights(final_tensors(killed), final_tensors(one))
 
 
 def test_second_phase_at_64_tokens_starts_from_the_first(runs):

@@ -320,6 +320,15 @@ class TrainOptions(FromFlags):
                                                        "instead of keeping them: less memory "
                                                        "for more compute, the same gradients "
                                                        "(dropout masks included).").field()
+    attention_chunk: int = Flag("integer", 256, "ModernBERT (RoPE) models: each global attention "
+                                                "layer takes its queries this many rows at a "
+                                                "time and recomputes their probabilities in the "
+                                                "backward pass instead of keeping the whole "
+                                                "[batch, heads, length, length] matrix (the same "
+                                                "values, memory linear in the length), on "
+                                                "sequences longer than this and when "
+                                                "attention_probs_dropout_prob is 0; 0 = keep "
+                                                "the whole matrix.").field()
     clip_norm: float = Flag("float", 1.0, "Gradients are clipped to this global norm (Google: "
                                           "1.0; Cramming: 0.5).").field()
     # How an IndexedSlices gradient counts in the clipped global norm (see
@@ -394,6 +403,8 @@ class TrainOptions(FromFlags):
             raise ValueError(f"--xla_layers cannot be combined with {other}")
         if not self.learning_rate > 0:
             raise ValueError(f"--learning_rate must be > 0, got {self.learning_rate}")
+        if self.attention_chunk < 0:
+            raise ValueError(f"--attention_chunk must be >= 0, got {self.attention_chunk}")
         if not self.clip_norm > 0:
             raise ValueError(f"--clip_norm must be > 0, got {self.clip_norm}")
         if self.indexed_slices_norm not in ("dense", "values"):

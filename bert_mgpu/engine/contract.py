@@ -19,11 +19,14 @@ The execution context. How the trainer runs the model a task traces is one decla
 * what the model reads: the dropout stream (position-keyed masks; while it is set the model is
   in the trainer's towers and fuses its GELU and masked-LM loss), substituted parameter values,
   dropout's random words drawn outside a compiled tower, whether encoder layers are recomputed
-  in the backward pass, whether they are XLA-compiled; and one field a task reads:
+  in the backward pass, whether they are XLA-compiled, how a RoPE model's attention keeps its
+  probabilities for the backward pass (chunked global layers, recomputed bands); and one field
+  a task reads:
   `real_tokens`, whether training may skip the padding (`tasks/base.training_options`);
 * who sets it and when: `training.UpdateStep`'s tower function, around each tower's
   `tower_loss`: the stream, `recompute_layers` = `TrainConfig.gradient_checkpointing`,
-  `compile_layers` = `TrainConfig.xla_layers` and `real_tokens` = neither XLA option;
+  `compile_layers` = `TrainConfig.xla_layers`, `attention_chunk` = `TrainConfig.attention_chunk`
+  and `real_tokens` = neither XLA option;
   `training.Trainer`, around tracing `eval_sums` and `predict`: the same layer fields (no
   stream); `towers.make_tower_grad_fn`, around an XLA-compiled tower: the weight copies
   (`parameters`) and the outside draws.

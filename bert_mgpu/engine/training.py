@@ -212,14 +212,15 @@ def _draws_outside_xla(devices) -> bool:
 def traced_as_configured(cfg: TrainConfig, **changes):
     """The execution context (`model/execution.py`, declared in `engine/contract.py`) the trainer
     traces a task under: the encoder layers recomputed in the backward pass
-    (`cfg.gradient_checkpointing`) or each one XLA computation (`cfg.xla_layers`), with
+    (`cfg.gradient_checkpointing`) or each one XLA computation (`cfg.xla_layers`), a RoPE
+    model's global attention in chunks of `cfg.attention_chunk` query rows, with
     `changes` (the towers' dropout stream) on top. A context manager.
 
     Without XLA (neither --use_xla nor --xla_layers) training runs on the real tokens only
     where the task's loss ignores the padding (`real_tokens`): the same update to float
     rounding, without the padding's share of the dense layers."""
     return execution.entered(recompute_layers=cfg.gradient_checkpointing,
-                             compile_layers=cfg.xla_layers,
+                             compile_layers=cfg.xla_layers, attention_chunk=cfg.attention_chunk,
                              real_tokens=not (cfg.use_xla or cfg.xla_layers), **changes)
 
 

@@ -37,6 +37,16 @@ through `current()`. Its fields, what the model does with each, and who enters i
   one scale for the whole tensor, and the token-type row added to every position holds one large
   value among small ones (at hidden size 512 its 2 x 512 table is quantized: on a Chinese
   classifier that moved probabilities by up to 0.19, docs/benchmarks.md).
+* `attention_chunk`: a RoPE model's global attention layers take their queries this many rows
+  at a time and keep none of the [B, N, S, S] probabilities for the backward pass
+  (`rotary_attention.chunked_attention`: memory O(S x chunk), the same values), on sequences
+  longer than the chunk (every dynamic length) where no attention dropout is drawn (not
+  training, or `attention_probs_dropout_prob` 0: a chunk cannot draw its rows of the
+  position-keyed [N, S, S] masks); 0: the full probabilities. 256 outside the trainer; the
+  trainer enters `TrainConfig.attention_chunk` (--attention_chunk).
+* `recompute_band`: training computes a RoPE local layer's band scores and probabilities again
+  in the backward pass instead of keeping them (`recomputed`, the same dropout masks; not
+  when whole layers are recomputed). On by default; off only to measure the difference.
 
 Outside any entered block the context is `ExecutionContext()`: Google's model run op by op, the
 variables read as they are, `tf.nn.dropout` (evaluation and prediction outside the trainer, the
@@ -290,6 +300,9 @@ class ExecutionContext:
         rewrites (inference only).
       frozen_tables: `variable.ref()` -> the `frozen_table` (int32 constant) an embedding
         table is read from, or None (tables read as they are).
+      attention_chunk: query rows per chunk of a RoPE model's global attention (0: not
+        chunked).
+      recompute_band: training recomputes a RoPE local layer's band in the backward pass.
     """
     stream: Optional[DropoutStream] = None
     parameters: Optional[Mapping] = None
@@ -299,6 +312,8 @@ class ExecutionContext:
     real_tokens: bool = False
     inference_kernels: bool = False
     frozen_tables: Optional[Mapping] = None
+    attention_chunk: int = 256
+    recompute_band: bool = True
 
     @property
     def in_trainer_towers(self) -> bool:

@@ -1033,20 +1033,59 @@ class _EncoderLayer:
             query = rotary_attention.apply_rotary(heads(project(attention.query, x), seq_length),
                                                   rope_positions, attention.inv_freq)
             if attention.half_window is not None:
-                # Dropout keyed by example position over the blocked [N, K, W, 3W] layout.
-                context = rotary_attention.band_attention(
-                    query, key, value, self.key_mask(), attention.half_window, scale,
-                    probs_dropout, None if self.packing is None else self.packing.document_ids)
+                context = self.local_attention(query, key, value, attention.half_window, scale,
+                                               probs_dropout)
             else:
-                context = rotary_attention.masked_attention(
-                    query, key, value, self.attention_mask, scale,
-                    lambda p: probs_dropout(p, (num_heads, SEQ, SEQ)))
+                context = self.global_attention(query, key, value, scale, probs_dropout)
         context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, num_heads * size])
         if self.token_rows is not None and not first_only:
             context = tf.gather(context, self.token_rows)  # [B*S, H] -> [N, H]
         return dropout(attention.output(context), config.hidden_dropout_prob, self.training,
                        seq_view=(SEQ, config.hidden_size),
                        rows=None if first_only else self.rows)
+
+    def local_attention(self, query, key, value, half_window, scale, probs_dropout):
+        """A RoPE local layer's attention, the band only (`rotary_attention.band_attention`):
+        [B, N, S, H] each -> [B, N, S, H]; its dropout keyed by example position over the
+        blocked [N, K, W, 3W] layout.
+
+        In training with the execution context's `recompute_band` (and not already
+        recomputing whole layers), the band's [B, N, K, W, 3W] scores and probabilities are
+        not kept for the backward pass but computed again there (`execution.recomputed`, the
+        same dropout masks): it keeps the queries, keys and values only.
+        """
+        documents = None if self.packing is None else self.packing.document_ids
+        key_mask = self.key_mask()
+
+        def band(query, key, value):
+            return rotary_attention.band_attention(query, key, value, key_mask, half_window,
+                                                   scale, probs_dropout, documents)
+
+        context = execution.current()
+        if self.training and context.recompute_band and not context.recompute_layers:
+            # [3, B, N, S, H]: `recomputed` keeps one input.
+            return execution.recomputed(lambda stacked: band(*tf.unstack(stacked)),
+                                        tf.stack([query, key, value]), [])
+        return band(query, key, value)
+
+    def global_attention(self, query, key, value, scale, probs_dropout):
+        """A RoPE global layer's attention over every key: [B, N, S, H] each -> [B, N, S, H].
+
+        Chunked (`rotary_attention.chunked_attention`, the execution context's
+        `attention_chunk`) on a sequence longer than the chunk when no attention dropout is
+        drawn; otherwise the full [B, N, S, S] probabilities (`masked_attention`), their dropout
+        keyed by example position over the [N, S, S] layout.
+        """
+        chunk = execution.current().attention_chunk
+        dropped = self.training and self.config.attention_probs_dropout_prob > 0
+        if chunk > 0 and not dropped and not (isinstance(self.seq_length, int)
+                                              and self.seq_length <= chunk):
+            return rotary_attention.chunked_attention(
+                query, key, value, self.key_mask(), scale, chunk,
+                None if self.packing is None else self.packing.document_ids)
+        return rotary_attention.masked_attention(
+            query, key, value, self.attention_mask, scale,
+            lambda p: probs_dropout(p, (self.config.num_attention_heads, SEQ, SEQ)))
 
     def feed_forward(self, ffn, x, first_only=False):
         """The feed-forward sub-block before its residual (x: the real rows, or with

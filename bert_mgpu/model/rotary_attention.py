@@ -188,3 +188,118 @@ def band_attention(query, key, value, key_mask, half_window, scale, probs_dropou
     context = tf.matmul(probs, values)  # [B, N, K, W, H]
     context = tf.reshape(context, tf.stack([shape[0], shape[1], num_blocks * w, shape[3]]))
     return context[:, :, :seq_length]
+
+
+def _chunk_adder(key_mask, query_docs, key_docs):
+    """The additive mask of one chunk of queries: 0 where a query may attend, MASK_ADDER
+    elsewhere (what `masked_attention` adds for the mask key_mask * same document).
+
+    Args:
+      key_mask: float32 Tensor [B, T], 1 = real key.
+      query_docs: int32 Tensor [B, C] (the chunk's queries' documents) or None (no packing).
+      key_docs: int32 Tensor [B, T] or None.
+
+    Returns:
+      float32 Tensor [B, 1, C or 1, T].
+    """
+    allowed = key_mask[:, None, :]  # [B, 1, T]
+    if query_docs is not None:
+        allowed = allowed * tf.cast(tf.equal(query_docs[:, :, None], key_docs[:, None, :]),
+                                    tf.float32)  # [B, C, T]
+    return ((1.0 - allowed) * MASK_ADDER)[:, None]
+
+
+def _in_chunks(x, chunk, num_chunks, fill=0):
+    """x [B, N, S, D] (or [B, S]) -> [K, B, N, C, D] ([K, B, C]): rows cut into K chunks of C,
+    the last one padded with `fill`."""
+    axis = 2 if x.shape.rank == 4 else 1  # the rows' axis
+    extra = num_chunks * chunk - tf.shape(x)[axis]
+    padding = [[0, 0]] * x.shape.rank
+    padding[axis] = [0, extra]
+    shape = tf.shape(x)
+    blocked = tf.reshape(tf.pad(x, padding, constant_values=fill),
+                         tf.concat([shape[:axis], [num_chunks, chunk], shape[axis + 1:]], 0))
+    return tf.transpose(blocked, [axis] + [j for j in range(x.shape.rank + 1) if j != axis])
+
+
+def _from_chunks(chunks, seq_length):
+    """[K, B, N, C, D] -> [B, N, S, D] (the inverse of `_in_chunks`, padding cut)."""
+    shape = tf.shape(chunks)
+    rows = tf.reshape(tf.transpose(chunks, [1, 2, 0, 3, 4]),
+                      tf.stack([shape[1], shape[2], shape[0] * shape[3], shape[4]]))
+    return rows[:, :, :seq_length]
+
+
+def chunked_attention(query, key, value, key_mask, scale, chunk, document_ids=None):
+    """`masked_attention` without dropout, computed `chunk` query rows at a time and keeping
+    none of the [B, N, C, T] probabilities for the backward pass, which computes each chunk's
+    again: memory O(B * N * C * T) at a time instead of O(B * N * S^2). The same values (each
+    query's softmax is over every key, in one chunk), and gradients to float rounding.
+
+    The chunks run one after another in a `tf.while_loop` (forward and backward), so a
+    dynamic S is fine; the loop's gradient is written here (`tf.custom_gradient`), so the loop
+    keeps nothing per chunk.
+
+    Args:
+      query, key, value: float Tensors [B, N, S, H].
+      key_mask: float or int Tensor [B, S], 1 = real key.
+      scale: Python float, multiplies the scores.
+      chunk: Python int C >= 1, query rows per chunk.
+      document_ids: optional int Tensor [B, S] (`Packing`): a query attends only to the keys
+        of its own document.
+
+    Returns:
+      float Tensor [B, N, S, H]: `masked_attention(query, key, value, key_mask[:, None, :] *
+      same_document, scale, identity)`.
+    """
+    seq_length = tf.shape(query)[2]
+    num_chunks = (seq_length + chunk - 1) // chunk
+    key_mask = tf.cast(key_mask, tf.float32)
+    key_docs = None if document_ids is None else tf.cast(document_ids, tf.int32)
+    # Padded query rows belong to no document (-1): masked everywhere, cut from the output.
+    query_docs = None if key_docs is None else _in_chunks(key_docs, chunk, num_chunks, -1)
+
+    def probs(i, query_chunk, key):  # chunk i's softmax [B, N, C, T]
+        scores = tf.matmul(query_chunk, key, transpose_b=True) * tf.cast(scale, key.dtype)
+        adder = _chunk_adder(key_mask, None if query_docs is None else query_docs[i], key_docs)
+        return tf.nn.softmax(scores + tf.cast(adder, scores.dtype))
+
+    @tf.custom_gradient
+    def attend(query, key, value):
+        queries = _in_chunks(query, chunk, num_chunks)
+
+        def step(i, out):
+            return i + 1, out.write(i, tf.matmul(probs(i, queries[i], key), value))
+
+        out = tf.TensorArray(query.dtype, size=num_chunks, element_shape=queries.shape[1:])
+        _, out = tf.while_loop(lambda i, _: i < num_chunks, step, (0, out),
+                               parallel_iterations=1)
+        return _from_chunks(out.stack(), seq_length), \
+            lambda d_out: _chunked_gradients(queries, key, value, d_out, probs, scale,
+                                             num_chunks, chunk)
+
+    return attend(query, key, value)
+
+
+def _chunked_gradients(queries, key, value, d_out, probs, scale, num_chunks, chunk):
+    """The gradients of `chunked_attention` with respect to its query, key and value, each
+    chunk's probabilities P computed again: dV = sum P^T dO, dS = P * (dP - rowsum(dP * P))
+    with dP = dO V^T, dQ = scale dS K, dK = scale sum dS^T Q. Key and value gradients are summed
+    in float32 over the chunks."""
+    d_outs = _in_chunks(d_out, chunk, num_chunks)
+
+    def step(i, d_queries, d_key, d_value):
+        p = probs(i, queries[i], key)  # [B, N, C, T]
+        d_value += tf.cast(tf.matmul(p, d_outs[i], transpose_a=True), tf.float32)
+        d_probs = tf.matmul(d_outs[i], value, transpose_b=True)
+        d_scores = p * (d_probs - tf.reduce_sum(d_probs * p, axis=-1, keepdims=True))
+        d_scores *= tf.cast(scale, d_scores.dtype)
+        d_key += tf.cast(tf.matmul(d_scores, queries[i], transpose_a=True), tf.float32)
+        return i + 1, d_queries.write(i, tf.matmul(d_scores, key)), d_key, d_value
+
+    d_queries = tf.TensorArray(queries.dtype, size=num_chunks, element_shape=queries.shape[1:])
+    zeros = tf.zeros(tf.shape(key), tf.float32)
+    _, d_queries, d_key, d_value = tf.while_loop(
+        lambda i, *_: i < num_chunks, step, (0, d_queries, zeros, zeros), parallel_iterations=1)
+    return (_from_chunks(d_queries.stack(), tf.shape(key)[2]), tf.cast(d_key, key.dtype),
+            tf.cast(d_value, value.dtype))

@@ -479,6 +479,47 @@ def test_drop_padding_in_training_equals_the_padded_run(config_dict, recompute, 
     assert np.abs(other.numpy() - full.pooled_output.numpy()).max() > 1e-3
 
 
+@pytest.mark.parametrize("config_dict,recompute", [
+    (TINY_CONFIG, False), (TINY_CONFIG, True),
+    (dict(TINY_CONFIG, pre_layer_norm=True, share_parameters="all", embedding_size=16), False)])
+@pytest.mark.parametrize("full_length", [None, 24])
+def test_first_token_only_in_training_equals_the_padded_run(config_dict, recompute, full_length):
+    """Training a loss that reads the last layer at [CLS] only, with that layer computed for
+    [CLS] only (and the real tokens' rows only before it): dropout 0.1 from the trainer's
+    stream (the batch's layout or a longer one) gives the first tokens the padded run's masks,
+    so the pooled output, [CLS]'s last hidden state and every variable's gradient equal the
+    padded run's, and another step's masks give other outputs."""
+    _, model, *_ = build_all(config_dict)
+    inputs = make_inputs()
+    args = (inputs["input_ids"], inputs["input_mask"], inputs["segment_ids"])
+    probe = tf.constant(np.random.RandomState(3).normal(size=[3, model.config.hidden_size]),
+                        tf.float32)
+    variables = list(model.named_variables().values())
+
+    def run(first_only, step=5):
+        with dropout_stream(7, step, 2, 3, seq_length=16 if full_length else None,
+                            full_length=full_length), \
+                execution.entered(recompute_layers=recompute), tf.GradientTape() as tape:
+            out = model(*args, training=True, drop_padding=first_only,
+                        first_token_only=first_only)
+            loss = tf.reduce_sum(out.pooled_output ** 2) + tf.reduce_sum(
+                out.sequence_output[:, 0] * probe)
+        grads = tape.gradient(loss, variables)
+        return out, [tf.convert_to_tensor(g).numpy() for g in grads]
+
+    full, full_grads = run(False)
+    first, first_grads = run(True)
+    assert first.sequence_output.shape[1] == 1  # the last layer ran for [CLS] only
+    np.testing.assert_allclose(first.pooled_output, full.pooled_output, atol=1e-5)
+    np.testing.assert_allclose(first.sequence_output[:, 0], full.sequence_output[:, 0],
+                               atol=1e-5)
+    for var, ours, padded in zip(variables, first_grads, full_grads):
+        assert np.abs(padded).max() > 0, var.name
+        np.testing.assert_allclose(ours, padded, rtol=1e-5, atol=1e-5, err_msg=var.name)
+    other, _ = run(True, step=6)
+    assert np.abs(other.pooled_output.numpy() - full.pooled_output.numpy()).max() > 1e-3
+
+
 @pytest.mark.parametrize("classifier_input", ["pooled", "cls", "mean", "cls_last4"])
 def test_sequence_heads_predict_as_the_padded_model(classifier_input):
     """Eval and predict of the sequence-level tasks run without the padding (and the last layer

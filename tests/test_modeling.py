@@ -172,6 +172,11 @@ def test_fused_exact_gelu_is_the_erf_formula_and_its_gradient():
     _assert_fused_activation_is(modeling._fused_gelu_exact, _erf_gelu, seed=7)
 
 
+def test_written_out_exact_gelu_is_the_erf_formula_and_its_gradient():
+    # The towers' erf GELU where XLA does not fuse it (a trace of any batch length).
+    _assert_fused_activation_is(modeling._gelu_exact_written_out, _erf_gelu, seed=8)
+
+
 def _erf_gelu(x):
     """The erf GELU, op by op."""
     return 0.5 * x * (1.0 + tf.math.erf(x / math.sqrt(2.0)))

@@ -137,23 +137,36 @@ def _fused_gelu(x):
 def gelu_exact(x):
     """GELU with the exact Gaussian CDF (erf), which Hugging Face calls `"gelu"` (so most
     converted checkpoints use it). Fused in the trainer's towers (`_fused_gelu_exact`) where
-    `gelu` is (`_fuse_activation`); elsewhere the formula runs op by op."""
+    `gelu` is (`_fuse_activation`); in the towers' traces of any batch length, op by op with
+    its gradient written out (`_gelu_exact_written_out`); elsewhere Google's formula op by op."""
     if _fuse_activation(x):
         return _fused_gelu_exact(x)
+    if execution.current().in_trainer_towers:
+        return _gelu_exact_written_out(x)
     return 0.5 * x * (1.0 + tf.math.erf(x / math.sqrt(2.0)))
+
+
+def _gelu_exact_cdf(x):
+    """Phi(x), the standard normal CDF."""
+    return 0.5 * (1.0 + tf.math.erf(x / math.sqrt(2.0)))
+
+
+def _gelu_exact_gradient(dy, x, cdf):
+    """dy * (Phi(x) + x phi(x)), phi the standard normal density."""
+    return dy * (cdf + x * (_INV_SQRT_2PI * tf.exp(-0.5 * (x * x))))
 
 
 @tf.function(jit_compile=True, autograph=False)
 def _gelu_exact_forward(x):
-    """(GELU(x), Phi(x)), Phi the standard normal CDF, fused into one pass."""
-    cdf = 0.5 * (1.0 + tf.math.erf(x / math.sqrt(2.0)))
+    """(GELU(x), Phi(x)), fused into one pass."""
+    cdf = _gelu_exact_cdf(x)
     return x * cdf, cdf
 
 
 @tf.function(jit_compile=True, autograph=False)
 def _gelu_exact_backward(dy, x, cdf):
-    """dy * (Phi(x) + x phi(x)), phi the standard normal density, fused into one pass."""
-    return dy * (cdf + x * (_INV_SQRT_2PI * tf.exp(-0.5 * (x * x))))
+    """`_gelu_exact_gradient`, fused into one pass."""
+    return _gelu_exact_gradient(dy, x, cdf)
 
 
 @tf.custom_gradient
@@ -168,6 +181,20 @@ def _fused_gelu_exact(x):
         return _gelu_exact_backward(dy, x, cdf)
 
     return y, grad
+
+
+@tf.custom_gradient
+def _gelu_exact_written_out(x):
+    """The erf GELU op by op with the fused version's expressions: its gradient written out
+    is 7 element-wise passes over the [rows, intermediate_size] activations against
+    autodiff's ~10, and keeps only x and Phi(x) for the backward pass (the cost:
+    docs/benchmarks.md, issue 53). Values equal the formula's to float rounding."""
+    cdf = _gelu_exact_cdf(x)
+
+    def grad(dy):
+        return _gelu_exact_gradient(dy, x, cdf)
+
+    return x * cdf, grad
 
 
 # Activation names accepted in `hidden_act`. Google's `modeling.get_activation` knows

@@ -173,18 +173,7 @@ class DropoutStream:
         if rows is not None:
             size = tf.cast(rows[1], tf.int64) * tf.cast(tf.reduce_prod(tf.shape(x)[1:]),
                                                          tf.int64)
-        full_view = None
-        if seq_view is not None and (self.full_length is not None or FIRST in seq_view):
-            length = self.full_length if self.full_length is not None else seq_length
-            if length is None:
-                raise ValueError("dropout: a FIRST view without a layout needs seq_length")
-            full_view = [length if d in (SEQ, FIRST) else d for d in seq_view]
-            per_example = 1
-            for d in full_view:
-                per_example = per_example * (tf.cast(d, tf.int64) if isinstance(d, tf.Tensor)
-                                             else d)
-        else:
-            per_example = size // self.num_examples
+        full_view, per_example = self._view(seq_view, size, seq_length)
         # One 16-bit draw per value: Philox yields 4 32-bit words (8 draws) per counter
         # increment, and each example takes a whole number of increments, so an example's draws
         # start at counter offset * increments. 16 bits instead of a float32 uniform's 32 halve
@@ -211,6 +200,22 @@ class DropoutStream:
         keep = tf.reshape(draws, tf.shape(x)) >= _drop_threshold(rate)
         scale = tf.cast(1.0 / (1.0 - rate), x.dtype)
         return tf.where(keep, x * scale, tf.zeros([], x.dtype))
+
+    def _view(self, seq_view, size, seq_length):
+        """(the per-example view the masks are drawn in, or None; its number of values): the
+        layout's (SEQ and FIRST axes `full_length` long) or, for a FIRST view without a
+        layout, the batch's (`seq_length`); else `size` values split evenly over the
+        examples."""
+        if seq_view is None or (self.full_length is None and FIRST not in seq_view):
+            return None, size // self.num_examples
+        length = self.full_length if self.full_length is not None else seq_length
+        if length is None:
+            raise ValueError("dropout: a FIRST view without a layout needs seq_length")
+        full_view = [length if d in (SEQ, FIRST) else d for d in seq_view]
+        per_example = 1
+        for d in full_view:
+            per_example *= tf.cast(d, tf.int64) if isinstance(d, tf.Tensor) else d
+        return full_view, per_example
 
     def _in_layout(self, draws, full_view, seq_view):
         """The draws of the L-long layout [E, *full_view] cut (or padded) to the batch's

@@ -705,11 +705,9 @@ class BertModel(tf.Module):
           token_type_ids: optional int32 Tensor [batch_size, seq_length] (segment ids).
           training: Python bool; dropout is applied only when True.
           first_token_only: Python bool; compute the last layer for the first token ([CLS])
-            only, all that `pooled_output` needs (a serving classifier, or training one):
-            `sequence_output` is then [batch_size, 1, hidden_size], the other outputs are
-            unchanged; in training, the dropout stream's masks at [CLS] are those of the run
-            computing every position. Ignored with `classifier_pooling: "mean"`, whose pooled
-            output needs every token, and in training a RoPE model.
+            only, all that `pooled_output` needs: `sequence_output` is then [batch_size, 1,
+            hidden_size], the other outputs are unchanged (in training, [CLS]'s dropout masks
+            are the full run's). Not always honoured: see `_first_token_only`.
           drop_padding: Python bool; the dense layers run on the real tokens' rows only (the
             same values there, 0 at padded positions; in training the dropout stream draws the
             padded run's masks). Shapes must be dynamic (not in a compiled tower).
@@ -723,10 +721,7 @@ class BertModel(tf.Module):
           `BertOutputs`.
         """
         config = self.config
-        # RoPE models train every position: a local last layer's dropout masks are laid out
-        # in its blocked band, which has no first-position view.
-        first_token_only = (first_token_only and config.classifier_pooling != "mean"
-                            and not (training and config.position_embedding_type == "rope"))
+        first_token_only = self._first_token_only(first_token_only, training)
         input_ids = tf.convert_to_tensor(input_ids)
         batch_size, seq_length = get_shape_list(input_ids, expected_rank=2, name="input_ids")
         if isinstance(seq_length, int) and seq_length > config.max_position_embeddings:
@@ -759,6 +754,14 @@ class BertModel(tf.Module):
         pooled_output = self.pool(sequence_output, input_mask)
         return BertOutputs(sequence_output, pooled_output, all_encoder_layers,
                            embedding_output, execution.current().value(self.word_embeddings))
+
+    def _first_token_only(self, requested: bool, training: bool) -> bool:
+        """Whether the last layer runs for [CLS] only, when `requested`: not with
+        `classifier_pooling: "mean"` (the pooled output reads every token), nor in training a
+        RoPE model (a local last layer's dropout masks are laid out in its band, which has no
+        view of the first position alone)."""
+        return requested and self.config.classifier_pooling != "mean" and not (
+            training and self.config.position_embedding_type == "rope")
 
     def token_head(self, sequence_output):
         """What a token-level job's output layer reads: with `classifier_pooling` (ModernBERT)

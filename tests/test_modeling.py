@@ -172,6 +172,11 @@ def test_fused_exact_gelu_is_the_erf_formula_and_its_gradient():
     _assert_fused_activation_is(modeling._fused_gelu_exact, _erf_gelu, seed=7)
 
 
+def test_written_out_exact_gelu_is_the_erf_formula_and_its_gradient():
+    # The towers' erf GELU where XLA does not fuse it (a trace of any batch length).
+    _assert_fused_activation_is(modeling._gelu_exact_written_out, _erf_gelu, seed=8)
+
+
 def _erf_gelu(x):
     """The erf GELU, op by op."""
     return 0.5 * x * (1.0 + tf.math.erf(x / math.sqrt(2.0)))
@@ -216,6 +221,44 @@ def test_gelu_is_fused_in_the_trainers_towers_only(act, fused_name, plain):
         np.testing.assert_allclose(b, a, atol=1e-5 * scale, rtol=1e-5, err_msg=v.name)
     evaluation = tf.function(lambda ids: model(ids, training=False).sequence_output)
     assert not _xla_compiled_calls(evaluation.get_concrete_function(ids).graph)
+
+
+def test_exact_gelu_in_a_trace_of_any_length_has_its_gradient_written_out():
+    """In the towers' trace of any sequence length (where XLA would compile once per length)
+    the erf GELU runs op by op with its gradient written out: the outputs and gradients of
+    Google's formula to 1e-5 with dropout 0.1, nothing compiled."""
+    _, model, _, _, clf = build_all(dict(TINY_CONFIG, hidden_act="gelu_exact"))
+    ids = tf.constant(np.random.RandomState(3).randint(1, 100, [3, 12]), tf.int32)
+    labels = tf.constant([0, 2, 1])
+    variables = list(model.named_variables().values()) + list(clf.named_variables().values())
+    calls = []
+
+    def step(ids):
+        with dropout_stream(5, tf.constant(2, tf.int64), 0, 3), tf.GradientTape() as tape:
+            out = model(ids, training=True)
+            loss = clf(out.pooled_output, labels, training=True)["loss"] + \
+                tf.reduce_sum(tf.square(out.sequence_output)) * 1e-2
+        return out.sequence_output, [tf.convert_to_tensor(g)
+                                     for g in tape.gradient(loss, variables)]
+
+    def run(written_out):
+        original = modeling._gelu_exact_written_out
+        modeling._gelu_exact_written_out = (
+            lambda x: calls.append(x) or original(x)) if written_out else _erf_gelu
+        try:
+            fn = tf.function(step, autograph=False,
+                             input_signature=[tf.TensorSpec([3, None], tf.int32)])
+            return fn(ids), _xla_compiled_calls(fn.get_concrete_function().graph)
+        finally:
+            modeling._gelu_exact_written_out = original
+
+    (plain_out, plain_grads), _ = run(False)
+    (out, grads), compiled = run(True)
+    assert len(calls) == TINY_CONFIG["num_hidden_layers"] and not compiled
+    np.testing.assert_allclose(out, plain_out, atol=1e-5, rtol=1e-5)
+    for v, a, b in zip(variables, plain_grads, grads):
+        scale = max(1.0, float(np.abs(a).max()))
+        np.testing.assert_allclose(b, a, atol=1e-5 * scale, rtol=1e-5, err_msg=v.name)
 
 
 @pytest.mark.parametrize("scale, offset", [(1.0, 0.0), (40.0, 1000.0)])
@@ -477,6 +520,47 @@ def test_drop_padding_in_training_equals_the_padded_run(config_dict, recompute, 
     with dropout_stream(7, 6, 2, examples):
         other = model(*args, training=True, drop_padding=True).pooled_output
     assert np.abs(other.numpy() - full.pooled_output.numpy()).max() > 1e-3
+
+
+@pytest.mark.parametrize("config_dict,recompute", [
+    (TINY_CONFIG, False), (TINY_CONFIG, True),
+    (dict(TINY_CONFIG, pre_layer_norm=True, share_parameters="all", embedding_size=16), False)])
+@pytest.mark.parametrize("full_length", [None, 24])
+def test_first_token_only_in_training_equals_the_padded_run(config_dict, recompute, full_length):
+    """Training a loss that reads the last layer at [CLS] only, with that layer computed for
+    [CLS] only (and the real tokens' rows only before it): dropout 0.1 from the trainer's
+    stream (the batch's layout or a longer one) gives the first tokens the padded run's masks,
+    so the pooled output, [CLS]'s last hidden state and every variable's gradient equal the
+    padded run's, and another step's masks give other outputs."""
+    _, model, *_ = build_all(config_dict)
+    inputs = make_inputs()
+    args = (inputs["input_ids"], inputs["input_mask"], inputs["segment_ids"])
+    probe = tf.constant(np.random.RandomState(3).normal(size=[3, model.config.hidden_size]),
+                        tf.float32)
+    variables = list(model.named_variables().values())
+
+    def run(first_only, step=5):
+        with dropout_stream(7, step, 2, 3, seq_length=16 if full_length else None,
+                            full_length=full_length), \
+                execution.entered(recompute_layers=recompute), tf.GradientTape() as tape:
+            out = model(*args, training=True, drop_padding=first_only,
+                        first_token_only=first_only)
+            loss = tf.reduce_sum(out.pooled_output ** 2) + tf.reduce_sum(
+                out.sequence_output[:, 0] * probe)
+        grads = tape.gradient(loss, variables)
+        return out, [tf.convert_to_tensor(g).numpy() for g in grads]
+
+    full, full_grads = run(False)
+    first, first_grads = run(True)
+    assert first.sequence_output.shape[1] == 1  # the last layer ran for [CLS] only
+    np.testing.assert_allclose(first.pooled_output, full.pooled_output, atol=1e-5)
+    np.testing.assert_allclose(first.sequence_output[:, 0], full.sequence_output[:, 0],
+                               atol=1e-5)
+    for var, ours, padded in zip(variables, first_grads, full_grads):
+        assert np.abs(padded).max() > 0, var.name
+        np.testing.assert_allclose(ours, padded, rtol=1e-5, atol=1e-5, err_msg=var.name)
+    other, _ = run(True, step=6)
+    assert np.abs(other.pooled_output.numpy() - full.pooled_output.numpy()).max() > 1e-3
 
 
 @pytest.mark.parametrize("classifier_input", ["pooled", "cls", "mean", "cls_last4"])

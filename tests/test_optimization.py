@@ -286,6 +286,25 @@ def test_global_norm_is_tfs_and_a_given_norm_clips_the_same():
         optimization.global_norm(grads, indexed_slices_norm="rows")
 
 
+def test_global_norm_over_unique_rows_is_the_densified_norm():
+    # The trainer's norm sums an IndexedSlices' duplicate rows over its distinct indices only
+    # (no pass over the whole table): the densified gradient's norm all the same, also when
+    # a large table has a few rows touched several times.
+    grads = _mixed_grads(3.0)
+    densified = [tf.convert_to_tensor(g) for g in grads if g is not None]
+    np.testing.assert_allclose(optimization.global_norm(grads, unique_rows=True).numpy(),
+                               tf.linalg.global_norm(densified).numpy(), rtol=1e-6)
+    rng = np.random.RandomState(0)
+    table = tf.IndexedSlices(tf.constant(rng.normal(size=[300, 8]), tf.float32),
+                             tf.constant(rng.randint(0, 40, size=300) * 1000),
+                             tf.constant([40_000, 8]))
+    want = tf.linalg.global_norm([tf.convert_to_tensor(table)]).numpy()
+    got = tf.function(lambda g: optimization.global_norm([g], unique_rows=True))(table)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+    # Summing the duplicates matters: the raw values' norm is another number.
+    assert abs(tf.linalg.global_norm([table.values]).numpy() - want) > 0.5
+
+
 def test_clip_by_global_norm_values_mode_is_tf1_indexed_slices_norm():
     # "values": TF's own clip_by_global_norm on IndexedSlices, which counts duplicate rows apart.
     grads = _mixed_grads(1.0)

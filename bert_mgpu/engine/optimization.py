@@ -489,7 +489,8 @@ class LAMB(_AdamBase):
         return update
 
 
-def _norm_input(grad: Gradient, indexed_slices_norm: str) -> Optional[tf.Tensor]:
+def _norm_input(grad: Gradient, indexed_slices_norm: str,
+                unique_rows: bool = False) -> Optional[tf.Tensor]:
     """The tensor whose squared L2 norm is `grad`'s contribution to the global norm."""
     if grad is None:
         return None
@@ -498,7 +499,7 @@ def _norm_input(grad: Gradient, indexed_slices_norm: str) -> Optional[tf.Tensor]
     if indexed_slices_norm == "values":
         return grad.values
     # "dense": the norm of the densified gradient; duplicate rows must be summed first.
-    if grad.dense_shape is not None:
+    if grad.dense_shape is not None and not unique_rows:
         # A static-size segment sum keeps the graph XLA-friendly (no tf.unique).
         num_rows = tf.cast(grad.dense_shape[0], grad.indices.dtype)
         return tf.math.unsorted_segment_sum(grad.values, grad.indices, num_rows)
@@ -520,12 +521,17 @@ def _check_indexed_slices_norm(indexed_slices_norm: str):
 
 
 def global_norm(grads: Union[Sequence[Gradient], Mapping[str, Gradient]],
-                indexed_slices_norm: str = "dense") -> tf.Tensor:
+                indexed_slices_norm: str = "dense", unique_rows: bool = False) -> tf.Tensor:
     """float32 scalar: the L2 norm of all gradients together, as `tf.linalg.global_norm`
     computes it (sqrt(2 x the sum of `tf.nn.l2_loss`), one kernel per gradient, no squared
-    copy); entries as `clip_by_global_norm`'s. Non-finite if any gradient is."""
+    copy); entries as `clip_by_global_norm`'s. Non-finite if any gradient is.
+
+    `unique_rows` (with "dense"): an `IndexedSlices` counts through its distinct rows' sums
+    (`tf.unique`, which XLA cannot compile) instead of a segment sum into every row of its
+    variable: the same norm to float rounding, without two passes over the whole table (a
+    word-embedding gradient touches a few hundred of its tens of thousands of rows)."""
     _check_indexed_slices_norm(indexed_slices_norm)
-    parts = [_norm_input(g, indexed_slices_norm) for g in _flat(grads)[1]]
+    parts = [_norm_input(g, indexed_slices_norm, unique_rows) for g in _flat(grads)[1]]
     halves = [tf.nn.l2_loss(tf.cast(p, tf.float32)) for p in parts if p is not None]
     return tf.sqrt(2.0 * tf.add_n(halves)) if halves else tf.constant(0.0, tf.float32)
 

@@ -379,7 +379,7 @@ class UpdateStep:
         incremented only when the update is applied.
         """
         global_norm = optimization.global_norm(
-            named_grads, indexed_slices_norm=self.cfg.indexed_slices_norm)
+            named_grads, indexed_slices_norm=self.cfg.indexed_slices_norm, unique_rows=True)
         # Any NaN or Inf in a gradient makes the global norm non-finite, so its finiteness is
         # the check (a separate is_finite pass would read every gradient once more).
         # The norm also overflows once some |gradient| > ~1e19, which is taken as non-finite.

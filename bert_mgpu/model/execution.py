@@ -65,6 +65,9 @@ import tensorflow as tf
 
 # Marks a sequence axis in a `dropout(..., seq_view=...)` layout.
 SEQ = "S"
+# Marks a sequence axis of which only the first position is there (a last layer computed for
+# [CLS] only, `BertModel`'s `first_token_only`): its values get the masks of that position.
+FIRST = "F"
 
 
 class DropoutStream:
@@ -164,27 +167,30 @@ class DropoutStream:
         stream.keys = keys
         return stream
 
-    def dropout(self, x: tf.Tensor, rate: float, seq_view=None, rows=None) -> tf.Tensor:
+    def dropout(self, x: tf.Tensor, rate: float, seq_view=None, rows=None,
+                seq_length=None) -> tf.Tensor:
         """x: float Tensor whose values are example-major (e.g. [B, ...] or [B*S, H] with B the
         tower's examples); `seq_view`: optional per-example layout of x, Python ints and `SEQ`
-        for a sequence axis (e.g. (SEQ, H), (N, SEQ, SEQ)). Keeps each value with probability
-        1 - rate (to 2**-16), scaled by 1/(1 - rate), as `tf.nn.dropout`.
+        for a sequence axis (e.g. (SEQ, H), (N, SEQ, SEQ)), or `FIRST` for a sequence axis of
+        which x holds the first position only (e.g. (FIRST, H) for [B, H], (N, FIRST, SEQ) for
+        [B, N, 1, S]). Keeps each value with probability 1 - rate (to 2**-16), scaled by
+        1/(1 - rate), as `tf.nn.dropout`.
 
         `rows`: optional (token_rows, padded_rows): x [N, ...] is the rows `token_rows` (int64
         [N]) of an example-major [padded_rows, ...] Tensor (the real tokens of [B*S, H], the
         model's `drop_padding`); the masks are drawn for that padded Tensor and its rows
-        `token_rows` kept, so each real value gets the mask it gets in the padded run."""
+        `token_rows` kept, so each real value gets the mask it gets in the padded run.
+
+        `seq_length`: the batch's sequence length S (int or int32 scalar Tensor), needed with
+        `FIRST` when this stream has no layout (`full_length` None): the masks are drawn for
+        the [S]-long view and their first position kept, so x's values get the masks they get
+        in the run that computes every position."""
         key = self._key()
         size = tf.size(x, out_type=tf.int64)
         if rows is not None:
             size = tf.cast(rows[1], tf.int64) * tf.cast(tf.reduce_prod(tf.shape(x)[1:]),
                                                          tf.int64)
-        full_view = None
-        if seq_view is not None and self.full_length is not None:
-            full_view = [self.full_length if d == SEQ else d for d in seq_view]
-            per_example = int(np.prod(full_view))
-        else:
-            per_example = size // self.num_examples
+        full_view, per_example = self._view(seq_view, size, seq_length)
         # One 16-bit draw per value: Philox yields 4 32-bit words (8 draws) per counter
         # increment, and each example takes a whole number of increments, so an example's draws
         # start at counter offset * increments. 16 bits instead of a float32 uniform's 32 halve
@@ -212,18 +218,38 @@ class DropoutStream:
         scale = tf.cast(1.0 / (1.0 - rate), x.dtype)
         return tf.where(keep, x * scale, tf.zeros([], x.dtype))
 
+    def _view(self, seq_view, size, seq_length):
+        """(the per-example view the masks are drawn in, or None; its number of values): the
+        layout's (SEQ and FIRST axes `full_length` long) or, for a FIRST view without a
+        layout, the batch's (`seq_length`); else `size` values split evenly over the
+        examples."""
+        if seq_view is None or (self.full_length is None and FIRST not in seq_view):
+            return None, size // self.num_examples
+        length = self.full_length if self.full_length is not None else seq_length
+        if length is None:
+            raise ValueError("dropout: a FIRST view without a layout needs seq_length")
+        full_view = [length if d in (SEQ, FIRST) else d for d in seq_view]
+        per_example = 1
+        for d in full_view:
+            per_example *= tf.cast(d, tf.int64) if isinstance(d, tf.Tensor) else d
+        return full_view, per_example
+
     def _in_layout(self, draws, full_view, seq_view):
         """The draws of the L-long layout [E, *full_view] cut (or padded) to the batch's
-        sequence length along the `SEQ` axes."""
+        sequence length along the `SEQ` axes, and to the first position along `FIRST` ones."""
         draws = tf.reshape(draws, [-1] + full_view)
         # A length unknown in the trace (one trace for every cut) is a cut of the layout:
         # a longer batch would not reshape to x, a loud error.
-        if not isinstance(self.seq_length, int) or self.seq_length <= self.full_length:
-            real = tuple([slice(None)] + [slice(0, self.seq_length) if d == SEQ
-                                          else slice(None) for d in seq_view])
+        # A FIRST axis keeps the layout's first position.
+        cuts = [slice(0, 1) if d == FIRST else slice(None) for d in seq_view]
+        if self.full_length is None or not isinstance(self.seq_length, int) or \
+                self.seq_length <= self.full_length:
+            real = tuple([slice(None)] + [slice(0, self.seq_length) if d == SEQ else cut
+                                          for d, cut in zip(seq_view, cuts)])
             return draws[real]
         # Positions past the layout are padding in every example: kept.
         past = self.seq_length - self.full_length
+        draws = draws[tuple([slice(None)] + cuts)]
         return tf.pad(draws, [[0, 0]] + [[0, past] if d == SEQ else [0, 0] for d in seq_view],
                       constant_values=np.uint16(0xFFFF))
 

@@ -61,7 +61,7 @@ import tensorflow as tf
 
 from bert_mgpu.model import execution, rotary_attention
 from bert_mgpu.model.bert_config import BertConfig
-from bert_mgpu.model.execution import SEQ
+from bert_mgpu.model.execution import FIRST, SEQ
 
 LAYER_NORM_EPSILON = 1e-12
 # Added to the attention scores of masked positions before the softmax (Google's value; large
@@ -137,23 +137,36 @@ def _fused_gelu(x):
 def gelu_exact(x):
     """GELU with the exact Gaussian CDF (erf), which Hugging Face calls `"gelu"` (so most
     converted checkpoints use it). Fused in the trainer's towers (`_fused_gelu_exact`) where
-    `gelu` is (`_fuse_activation`); elsewhere the formula runs op by op."""
+    `gelu` is (`_fuse_activation`); in the towers' traces of any batch length, op by op with
+    its gradient written out (`_gelu_exact_written_out`); elsewhere Google's formula op by op."""
     if _fuse_activation(x):
         return _fused_gelu_exact(x)
+    if execution.current().in_trainer_towers:
+        return _gelu_exact_written_out(x)
     return 0.5 * x * (1.0 + tf.math.erf(x / math.sqrt(2.0)))
+
+
+def _gelu_exact_cdf(x):
+    """Phi(x), the standard normal CDF."""
+    return 0.5 * (1.0 + tf.math.erf(x / math.sqrt(2.0)))
+
+
+def _gelu_exact_gradient(dy, x, cdf):
+    """dy * (Phi(x) + x phi(x)), phi the standard normal density."""
+    return dy * (cdf + x * (_INV_SQRT_2PI * tf.exp(-0.5 * (x * x))))
 
 
 @tf.function(jit_compile=True, autograph=False)
 def _gelu_exact_forward(x):
-    """(GELU(x), Phi(x)), Phi the standard normal CDF, fused into one pass."""
-    cdf = 0.5 * (1.0 + tf.math.erf(x / math.sqrt(2.0)))
+    """(GELU(x), Phi(x)), fused into one pass."""
+    cdf = _gelu_exact_cdf(x)
     return x * cdf, cdf
 
 
 @tf.function(jit_compile=True, autograph=False)
 def _gelu_exact_backward(dy, x, cdf):
-    """dy * (Phi(x) + x phi(x)), phi the standard normal density, fused into one pass."""
-    return dy * (cdf + x * (_INV_SQRT_2PI * tf.exp(-0.5 * (x * x))))
+    """`_gelu_exact_gradient`, fused into one pass."""
+    return _gelu_exact_gradient(dy, x, cdf)
 
 
 @tf.custom_gradient
@@ -168,6 +181,20 @@ def _fused_gelu_exact(x):
         return _gelu_exact_backward(dy, x, cdf)
 
     return y, grad
+
+
+@tf.custom_gradient
+def _gelu_exact_written_out(x):
+    """The erf GELU op by op with the fused version's expressions: its gradient written out
+    is 7 element-wise passes over the [rows, intermediate_size] activations against
+    autodiff's ~10, and keeps only x and Phi(x) for the backward pass (the cost:
+    docs/benchmarks.md, issue 53). Values equal the formula's to float rounding."""
+    cdf = _gelu_exact_cdf(x)
+
+    def grad(dy):
+        return _gelu_exact_gradient(dy, x, cdf)
+
+    return x * cdf, grad
 
 
 # Activation names accepted in `hidden_act`. Google's `modeling.get_activation` knows
@@ -207,7 +234,7 @@ def get_activation(activation_string):
     return _ACTIVATIONS[act]
 
 
-def dropout(input_tensor, dropout_prob, training, seq_view=None, rows=None):
+def dropout(input_tensor, dropout_prob, training, seq_view=None, rows=None, seq_length=None):
     """Dropout that is the identity outside training or when `dropout_prob` is 0.
 
     Under an execution context with a `stream` (the trainer's towers, `model/execution.py`) the
@@ -225,6 +252,8 @@ def dropout(input_tensor, dropout_prob, training, seq_view=None, rows=None):
         `token_rows` (int64 [N]) of a [padded_rows, ...] Tensor (`drop_padding`); the stream
         then draws the padded Tensor's masks and keeps those rows (`seq_view` is the padded
         Tensor's).
+      seq_length: the batch's sequence length, with a `FIRST` axis in `seq_view` (the first
+        position only: the stream then keeps the masks of the run computing every position).
 
     Returns:
       A Tensor of the same shape as `input_tensor`.
@@ -233,7 +262,7 @@ def dropout(input_tensor, dropout_prob, training, seq_view=None, rows=None):
         return input_tensor
     stream = execution.current().stream
     if stream is not None:
-        return stream.dropout(input_tensor, dropout_prob, seq_view, rows)
+        return stream.dropout(input_tensor, dropout_prob, seq_view, rows, seq_length)
     return tf.nn.dropout(input_tensor, rate=dropout_prob)
 
 
@@ -676,9 +705,9 @@ class BertModel(tf.Module):
           token_type_ids: optional int32 Tensor [batch_size, seq_length] (segment ids).
           training: Python bool; dropout is applied only when True.
           first_token_only: Python bool; compute the last layer for the first token ([CLS])
-            only, all that `pooled_output` needs (a serving classifier): `sequence_output` is
-            then [batch_size, 1, hidden_size], the other outputs are unchanged. Ignored with
-            `classifier_pooling: "mean"`, whose pooled output needs every token.
+            only, all that `pooled_output` needs: `sequence_output` is then [batch_size, 1,
+            hidden_size], the other outputs are unchanged (in training, [CLS]'s dropout masks
+            are the full run's). Not always honoured: see `_first_token_only`.
           drop_padding: Python bool; the dense layers run on the real tokens' rows only (the
             same values there, 0 at padded positions; in training the dropout stream draws the
             padded run's masks). Shapes must be dynamic (not in a compiled tower).
@@ -692,7 +721,7 @@ class BertModel(tf.Module):
           `BertOutputs`.
         """
         config = self.config
-        first_token_only = first_token_only and config.classifier_pooling != "mean"
+        first_token_only = self._first_token_only(first_token_only, training)
         input_ids = tf.convert_to_tensor(input_ids)
         batch_size, seq_length = get_shape_list(input_ids, expected_rank=2, name="input_ids")
         if isinstance(seq_length, int) and seq_length > config.max_position_embeddings:
@@ -725,6 +754,14 @@ class BertModel(tf.Module):
         pooled_output = self.pool(sequence_output, input_mask)
         return BertOutputs(sequence_output, pooled_output, all_encoder_layers,
                            embedding_output, execution.current().value(self.word_embeddings))
+
+    def _first_token_only(self, requested: bool, training: bool) -> bool:
+        """Whether the last layer runs for [CLS] only, when `requested`: not with
+        `classifier_pooling: "mean"` (the pooled output reads every token), nor in training a
+        RoPE model (a local last layer's dropout masks are laid out in its band, which has no
+        view of the first position alone)."""
+        return requested and self.config.classifier_pooling != "mean" and not (
+            training and self.config.position_embedding_type == "rope")
 
     def token_head(self, sequence_output):
         """What a token-level job's output layer reads: with `classifier_pooling` (ModernBERT)
@@ -881,7 +918,8 @@ class BertModel(tf.Module):
         """run(attention, ffn, x, first_only): one encoder layer as the execution context says.
 
         Training with `recompute_layers` (--gradient_checkpointing): only the layer's input
-        and output are kept for the backward pass, which recomputes the rest. With
+        and output are kept for the backward pass, which recomputes the rest (a
+        first-token-only last layer is not recomputed). With
         `compile_layers` (--xla_layers) and every row (no `token_rows`): each layer one XLA
         computation, except a first-token-only last layer. Otherwise op by op.
         """
@@ -891,6 +929,8 @@ class BertModel(tf.Module):
         rotary = self.config.position_embedding_type == "rope"
         if training and context.recompute_layers:
             def recomputed(attention, ffn, x, first_only):
+                if first_only:  # a last layer for [CLS] only: little to keep
+                    return layer(attention, ffn, x, True)
                 return execution.recomputed(lambda h: layer(attention, ffn, h, False), x,
                                             attention.variables() + ffn.variables())
             return recomputed
@@ -974,12 +1014,20 @@ class _EncoderLayer:
             num_attention_heads=config.num_attention_heads,
             attention_probs_dropout_prob=config.attention_probs_dropout_prob,
             training=self.training, batch_size=self.batch_size,
-            from_seq_length=from_length, to_seq_length=self.seq_length)
+            from_seq_length=from_length, to_seq_length=self.seq_length,
+            from_first_only=first_only)
         if self.token_rows is not None and not first_only:
             context = tf.gather(context, self.token_rows)  # [B*S, H] -> [N, H]
-        return dropout(attention.output(context), config.hidden_dropout_prob, self.training,
-                       seq_view=(SEQ, config.hidden_size),
-                       rows=None if first_only else self.rows)
+        return self.hidden_dropout(attention.output(context), first_only)
+
+    def hidden_dropout(self, x, first_only=False):
+        """Dropout on a sub-block's output [B*S or N, H], or with `first_only` the first
+        tokens' [B, H] (the masks of position 0 of the run computing every position)."""
+        if first_only:
+            return dropout(x, self.config.hidden_dropout_prob, self.training,
+                           seq_view=(FIRST, self.config.hidden_size), seq_length=self.seq_length)
+        return dropout(x, self.config.hidden_dropout_prob, self.training,
+                       seq_view=(SEQ, self.config.hidden_size), rows=self.rows)
 
     def key_mask(self):
         """[B, T]: 1.0 at real tokens. The model's mask is a key mask broadcast over F
@@ -1090,9 +1138,7 @@ class _EncoderLayer:
     def feed_forward(self, ffn, x, first_only=False):
         """The feed-forward sub-block before its residual (x: the real rows, or with
         `first_only` the first tokens [B, H])."""
-        return dropout(ffn(x), self.config.hidden_dropout_prob, self.training,
-                       seq_view=(SEQ, self.config.hidden_size),
-                       rows=None if first_only else self.rows)
+        return self.hidden_dropout(ffn(x), first_only)
 
     def __call__(self, attention, ffn, layer_input, first_only=False):
         """layer_input [B*S or N, H] -> the layer's output, the same rows ([B, H] with
@@ -1122,7 +1168,7 @@ class _EncoderLayer:
 
 def attention_layer(from_tensor, to_tensor, query, key, value, attention_mask,
                     num_attention_heads, attention_probs_dropout_prob, training,
-                    batch_size, from_seq_length, to_seq_length):
+                    batch_size, from_seq_length, to_seq_length, from_first_only=False):
     """Multi-headed scaled dot-product attention from `from_tensor` to `to_tensor`.
 
     Args:
@@ -1134,6 +1180,9 @@ def attention_layer(from_tensor, to_tensor, query, key, value, attention_mask,
       attention_probs_dropout_prob: dropout on the attention probabilities.
       training: Python bool.
       batch_size, from_seq_length, to_seq_length: B, F, T (ints or scalar Tensors).
+      from_first_only: Python bool; `from_tensor` is the first position of the T-long
+        `to_tensor`'s sequences (F = 1): the probabilities' dropout keeps the masks of the
+        attention from every position.
 
     Returns:
       float Tensor [B*F, N*H], the per-head context vectors concatenated.
@@ -1161,7 +1210,9 @@ def attention_layer(from_tensor, to_tensor, query, key, value, attention_mask,
     attention_probs = tf.nn.softmax(attention_scores)  # [B, N, F, T]
     # Dropping out whole tokens to attend to, as in the original Transformer.
     attention_probs = dropout(attention_probs, attention_probs_dropout_prob, training,
-                              seq_view=(num_attention_heads, SEQ, SEQ))
+                              seq_view=(num_attention_heads, FIRST if from_first_only else SEQ,
+                                        SEQ),
+                              seq_length=to_seq_length)
 
     context_layer = batch_matmul(attention_probs, value_layer)  # [B, N, F, H]
     context_layer = transpose(context_layer, [0, 2, 1, 3])  # [B, F, N, H]

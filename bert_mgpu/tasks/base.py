@@ -141,19 +141,24 @@ def inference_options(training: bool, classifier_input: str) -> Dict[str, bool]:
     """`BertModel` keyword arguments of a sequence-level head's call: for eval and predict
     (never traced under XLA here), the dense layers skip the padding and, when the head reads
     the [CLS] vector only, the last layer runs for [CLS] only; the same outputs to float
-    rounding (modeling's tests) for less work. In training the heads read nothing at the
-    padding either: the dense layers skip it when the trainer allows (`training_options`)."""
+    rounding (modeling's tests) for less work. In training the heads read nothing else either:
+    the trainer allows the same when it traces without XLA (`training_options`)."""
+    first_token_only = classifier_input in ("pooled", "cls")
     if training:
-        return training_options()
-    return {"drop_padding": True, "first_token_only": classifier_input in ("pooled", "cls")}
+        return training_options(first_token_only)
+    return {"drop_padding": True, "first_token_only": first_token_only}
 
 
-def training_options() -> Dict[str, bool]:
+def training_options(first_token_only: bool = False) -> Dict[str, bool]:
     """`BertModel` keyword arguments of a training call whose loss reads nothing at the
-    padding (or reads it masked): the dense layers run on the real tokens only when the trainer
-    traces without XLA (`execution.ExecutionContext.real_tokens`), dropout drawing the padded
-    run's masks there, so the update is the padded run's to float rounding."""
-    return {"drop_padding": execution.current().real_tokens}
+    padding (or reads it masked): when the trainer traces without XLA
+    (`execution.ExecutionContext.real_tokens`) the dense layers run on the real tokens only,
+    dropout drawing the padded run's masks there, and with `first_token_only` (a loss that
+    reads the last layer at [CLS] only, each example's sequence its own) the last layer runs
+    for [CLS] only, dropout drawing the masks of that position: the update is the padded run's
+    to float rounding."""
+    real_tokens = execution.current().real_tokens
+    return {"drop_padding": real_tokens, "first_token_only": first_token_only and real_tokens}
 
 
 def estimator_loss_sums(per_example_loss, features) -> Tensors:

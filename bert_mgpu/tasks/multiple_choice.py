@@ -35,6 +35,7 @@ from bert_mgpu.tasks.base import (
     estimator_loss_sums,
     inference_options,
     ratio,
+    training_options,
 )
 
 
@@ -64,7 +65,10 @@ class BertMultipleChoice(MeanOverExamples, tf.Module):
         """float32 [B, C]: each choice's score."""
         shape = tf.shape(features["input_ids"])
         flat = [tf.reshape(features[name], [-1, shape[-1]]) for name in CHOICE_FEATURES]
-        out = self.bert(*flat, training=training, **inference_options(training, "pooled"))
+        # Training on every choice's tokens: dropout lays each question's masks out over its
+        # [C, L] block, which has no view of the choices' first positions alone.
+        options = training_options() if training else inference_options(False, "pooled")
+        out = self.bert(*flat, training=training, **options)
         scores = self.classifier.logits(out.pooled_output, training=training)  # [B * C, 1]
         return tf.reshape(scores, shape[:2])
 

@@ -18,7 +18,6 @@ import subprocess
 import sys
 import textwrap
 
-import _zygote
 from _oracle import REPO
 
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -78,7 +77,6 @@ def run_loaded(tmp_path, saved_model, body, request):
     path.write_text(json.dumps(dict(request, dir=str(saved_model))))
     loader = tmp_path / "load.py"
     loader.write_text(_PREAMBLE + textwrap.dedent(body) + _EPILOGUE)
-    _zygote.forkable(loader)  # as `python load.py` would run it, TensorFlow already imported
     proc = subprocess.run([sys.executable, str(loader), str(path), str(tmp_path / "o.json")],
                           cwd=str(tmp_path), env=ENV, capture_output=True, text=True,
                           timeout=300)

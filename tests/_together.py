@@ -1,14 +1,10 @@
-"""Independent script runs of a test file, run in the background while its tests go on.
+"""Independent script runs of a test file, started together.
 
-A module fixture hands a file's independent runs (runs whose outputs no other of them reads)
-to `started`, and each test waits for its own run only; the fixture's teardown waits for the
-rest. With `with_the_module`, they start with the module's first test and overlap its
-in-process tests too. They run one at a time (WORKERS): forked from the zygote
-(tests/_zygote.py), a run no longer spends seconds importing TensorFlow on one core, and in
-tracing and training it keeps about a core busy, so under `make test`'s two pytest workers on
-two cores more runs at a time only share the cores, each at a higher CPU cost
-(docs/testing.md: test_distill.py measured both ways). A job may wait for a job handed in before
-it (the pool takes them in order), never for a later one.
+Each `python run_*.py` process spends seconds importing TensorFlow and tracing, mostly on one
+core, so a file's independent processes (runs whose outputs no other of them reads) overlap
+well even on two cores. A module fixture starts them all with `started` and each test waits
+for its own run only; the fixture's teardown waits for the rest. With `with_the_module`, they
+start with the module's first test and overlap its in-process tests too.
 
 Two tools, one for each way a test needs its runs: this module's thread pool when a run is a
 Python function whose result a test waits for (module fixtures, futures); tests/_launch.py's
@@ -23,14 +19,14 @@ import subprocess
 import pytest
 from _launch import env_without_tensorflow, script_env
 
-# Processes at a time of one pytest worker (see the docstring).
-WORKERS = 1
+# Processes at a time: a few TensorFlow processes fit in memory; more only wait for a core.
+WORKERS = 3
 
 
 @contextlib.contextmanager
 def started(jobs, workers=WORKERS):
-    """Starts `jobs` ({key: function of no argument}) in threads, in the dict's order (with
-    more than one worker, put the longest first so that the short ones fill the gaps).
+    """Starts `jobs` ({key: function of no argument}) in threads, in the dict's order (put
+    the longest first so that the short ones fill the gaps).
 
     Yields: {key: concurrent.futures.Future}; `.result()` is the function's return value (or
         raises its exception).

@@ -13,17 +13,12 @@ the same signal), so Popen's wait, kill, send_signal and returncode work as befo
 with SIGKILL takes its child with it: the zygote kills, and reaps, the child of a connection
 that closes before the child ended, before it serves the next launch.
 
-Only these launches with the tests' interpreter go through the zygote: the repository's
-top-level scripts, the scripts a test names with `forkable` (a loader it writes), and `python -m`
-of the modules in FORKED_MODULES (the compat runner, the int8 runner: `sys.path[0]` the working
-directory and argv[0] the module's file, as `-m` gives); and only when nothing that acts at
-interpreter start or at TensorFlow's import differs from the zygote's: a PYTHON* variable
-(PYTHONPATH: the tests that hide TensorFlow; the one exception is PYTHONPATH naming the
-repository, put on the child's path where a fresh interpreter puts it, when the repository holds
-no module the zygote has imported), a TF_*, XLA_*, CUDA_*, OMP_*, KMP_*, ONEDNN_* or MKL_*
-variable (TF_CONFIG apart: read at run time), a `preexec_fn`, interpreter options before the
-script. Every other command starts a fresh interpreter, as does everything when
-BERT_MGPU_TEST_ZYGOTE=0.
+Only launches of the repository's top-level scripts with the tests' interpreter go through the
+zygote, and only when nothing that acts at interpreter start or at TensorFlow's import differs
+from the zygote's: a PYTHON* variable (PYTHONPATH: the tests that hide TensorFlow), a TF_*,
+XLA_*, CUDA_*, OMP_*, KMP_*, ONEDNN_* or MKL_* variable (TF_CONFIG apart: read at run time), a
+`preexec_fn`, interpreter options before the script. Every other command starts a fresh
+interpreter, as does everything when BERT_MGPU_TEST_ZYGOTE=0.
 """
 
 import json
@@ -45,16 +40,6 @@ _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, sign
               signal.SIGUSR2)
 _IMPORT_TIME_PREFIXES = ("PYTHON", "TF_", "XLA_", "CUDA_", "OMP_", "KMP_", "ONEDNN_", "MKL_")
 _RUN_TIME_VARIABLES = {"TF_CONFIG"}
-# `python -m NAME` launches the zygote serves (the working directory first on the path).
-FORKED_MODULES = ("bert_mgpu.compat", "bert_mgpu.serving.int8_runner")
-# Scripts outside the repository's top level that tests asked to fork (`forkable`).
-_FORKABLE = set()
-
-
-def forkable(script):
-    """Lets launches of `script` (a path) be forked from the zygote: for a test's own script
-    that must run as `python script.py` would, TensorFlow's import apart."""
-    _FORKABLE.add(os.path.abspath(str(script)))
 
 
 # -- the zygote -------------------------------------------------------------------------------
@@ -77,29 +62,18 @@ def _run_child(request, fds):
         os.dup2(fd, target)
         os.close(fd)
     os.chdir(request["cwd"])
-    own_pythonpath = os.environ.get("PYTHONPATH")
     os.environ.clear()
     os.environ.update(request["env"])
-    argv = list(request["argv"])
-    module = argv[1] if argv[0] == "-m" else None
-    # The path a fresh interpreter starts with: the script's folder (for -m, the working
-    # directory), then PYTHONPATH's entries (on the zygote's path already if they are its own;
-    # else the zygote has none: see `_Launcher.compatible`).
-    sys.path[0] = os.getcwd() if module else os.path.dirname(os.path.abspath(argv[0]))
-    if os.environ.get("PYTHONPATH") != own_pythonpath:
-        sys.path[1:1] = [p for p in os.environ["PYTHONPATH"].split(os.pathsep) if p]
+    script = request["argv"][0]
+    sys.argv = list(request["argv"])
+    sys.path[0] = os.path.dirname(os.path.abspath(script))
     # The dispositions a fresh interpreter would start with: what its launcher ignored stays
     # ignored (a background job's SIGINT), else Python's KeyboardInterrupt and the defaults.
     for sig in _FORWARDED:
         signal.signal(sig, signal.SIG_IGN if sig in request["ignored"] else
                       signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
     import runpy
-    if module:
-        sys.argv = ["-m"] + argv[2:]  # runpy sets argv[0] to the module's file, as -m does
-        runpy._run_module_as_main(module, alter_argv=True)  # pylint: disable=protected-access
-    else:
-        sys.argv = argv
-        runpy.run_path(argv[0], run_name="__main__")
+    runpy.run_path(script, run_name="__main__")
     raise SystemExit(0)
 
 
@@ -173,10 +147,6 @@ class _Zygote:
 
 def serve(path):
     import tensorflow  # noqa: F401  (what the children do not import again)
-    # The top-level modules imported here, which a PYTHONPATH entry must not hold (written
-    # before the socket exists: the launcher reads it once the socket is there).
-    with open(os.path.join(os.path.dirname(path), "modules.json"), "w") as f:
-        json.dump(sorted({name.split(".")[0] for name in sys.modules}), f)
     zygote = _Zygote(path)
     zygote.serve()
 
@@ -225,11 +195,8 @@ class _Launcher:
     """Starts the zygote on first use and decides which launches it serves: scripts directly
     in one of `roots` (the repository's top level)."""
 
-    def __init__(self, roots=(REPO,), modules=FORKED_MODULES, path_entries=(REPO,)):
+    def __init__(self, roots=(REPO,)):
         self.roots = tuple(roots)
-        self.modules = tuple(modules)
-        self.path_entries = tuple(path_entries)  # what PYTHONPATH may name
-        self.imported = None  # the zygote's top-level modules
         self.lock = threading.Lock()
         self.path = None
         self.process = None
@@ -256,8 +223,6 @@ class _Launcher:
                 time.sleep(0.05)
             if os.path.exists(path):
                 self.path = path
-                with open(os.path.join(directory, "modules.json")) as f:
-                    self.imported = set(json.load(f))
             else:
                 self.failed = True
             return self.path
@@ -266,36 +231,16 @@ class _Launcher:
         """Whether a run with `env` may be forked from the zygote (see the docstring)."""
         keys = {k for k in set(env) | set(self.env)
                 if k.startswith(_IMPORT_TIME_PREFIXES) and k not in _RUN_TIME_VARIABLES}
-        same = all(env.get(k) == self.env.get(k) for k in keys - {"PYTHONPATH"})
-        if env.get("PYTHONPATH") == self.env.get("PYTHONPATH"):
-            return same
-        # Another PYTHONPATH: only where the zygote has none (the child puts env's on its path).
-        return same and "PYTHONPATH" not in self.env and \
-            self._path_entries_fit(env.get("PYTHONPATH", ""))
-
-    def _path_entries_fit(self, pythonpath):
-        """Whether PYTHONPATH=`pythonpath` names allowed folders only, none holding a module
-        the zygote has imported (a fresh interpreter would import that one instead)."""
-        entries = [p for p in pythonpath.split(os.pathsep) if p]
-        if not all(p in self.path_entries for p in entries):
-            return False
-        held = {os.path.splitext(name)[0] for p in entries for name in os.listdir(p)}
-        return not held & (self.imported or set())
-
-    def _served(self, args, cwd):
-        """Whether `args` (after the interpreter) is a script or `-m` module the zygote serves."""
-        if len(args) >= 3 and args[1] == "-m":
-            return str(args[2]) in self.modules
-        if len(args) < 2 or not str(args[1]).endswith(".py"):
-            return False
-        script = os.path.abspath(os.path.join(cwd or os.getcwd(), str(args[1])))
-        return os.path.dirname(script) in self.roots or script in _FORKABLE
+        return all(env.get(k) == self.env.get(k) for k in keys)
 
     def rewrite(self, args, preexec_fn, cwd, env, shell):
         """`args` itself, or the client's command for a launch the zygote can serve."""
         if shell or preexec_fn is not None or not isinstance(args, (list, tuple)):
             return args
-        if not args or args[0] != sys.executable or not self._served(args, cwd):
+        if len(args) < 2 or args[0] != sys.executable or not str(args[1]).endswith(".py"):
+            return args
+        script = os.path.abspath(os.path.join(cwd or os.getcwd(), str(args[1])))
+        if os.path.dirname(script) not in self.roots:
             return args
         path = self.socket_path()
         if path is None or not self.compatible(os.environ if env is None else env):

@@ -35,7 +35,6 @@ import subprocess
 import sys
 
 import _third_party
-import _zygote
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -264,7 +263,6 @@ def test_session_predictor_restores_the_fine_tuned_run(runs):
 # test runs only that file, unchanged.
 NOTEBOOK = "nlp_models/5.bert-base-cross-entropy.ipynb"
 PROBE = os.path.join(ORACLES, "session_probe.py")
-_zygote.forkable(PROBE)  # `ours` runs it as `python session_probe.py` would, TF imported once
 
 
 def _similarity_world(root, notebook, dropout):

@@ -18,22 +18,13 @@ if sys.argv[1] == "sleep":
     time.sleep(60)
 sys.exit(int(sys.argv[2]))
 '''
-# Run as `python -m zygote_module` with the scripts' folder on PYTHONPATH.
-MODULE = '''import os, sys
-print("argv", sys.argv[1:], "argv0", sys.argv[0] == os.path.abspath(__file__), "main", __name__,
-      "path", sys.path[:2] == [os.getcwd(), os.environ["PYTHONPATH"]], flush=True)
-'''
 
 
 @pytest.fixture(scope="module")
 def launcher(tmp_path_factory):
     root = tmp_path_factory.mktemp("zygote_scripts")
     (root / "script.py").write_text(SCRIPT)
-    (root / "zygote_module.py").write_text(MODULE)
-    shadow = root / "shadow"  # a folder holding a module the zygote has imported
-    (shadow / "tensorflow").mkdir(parents=True)
-    launcher = _zygote._Launcher(roots=(str(root),), modules=("zygote_module",),
-                                 path_entries=(str(root), str(shadow)))
+    launcher = _zygote._Launcher(roots=(str(root),))
     yield launcher, str(root / "script.py")
     launcher.stop()
 
@@ -52,23 +43,6 @@ def test_a_forked_run_equals_a_fresh_one(launcher, tmp_path):
     assert int(forked.stderr.split()[-1]) != int(fresh.stderr.split()[-1])  # another process
 
 
-def test_a_forked_module_run_equals_a_fresh_one(launcher, tmp_path):
-    """`python -m NAME` of a module in FORKED_MODULES, its folder on PYTHONPATH: the working
-    directory first on the path, then PYTHONPATH, argv[0] the module's file."""
-    launcher, script = launcher
-    cmd = [sys.executable, "-m", "zygote_module", "a", "b"]
-    env = dict(launcher.env, PYTHONPATH=os.path.dirname(script))
-    routed = launcher.rewrite(cmd, None, str(tmp_path), env, False)
-    assert routed[:4] == [sys.executable, "-I", "-S", _zygote.__file__]
-    assert launcher.rewrite([sys.executable, "-m", "json.tool"], None, None, env, False) \
-        == [sys.executable, "-m", "json.tool"]
-    fresh, forked = (subprocess.run(c, capture_output=True, text=True, cwd=tmp_path, env=env)
-                     for c in (cmd, routed))
-    assert forked.returncode == fresh.returncode == 0, forked.stderr
-    assert forked.stdout == fresh.stdout
-    assert "argv ['a', 'b'] argv0 True main __main__ path True" in forked.stdout
-
-
 def test_what_acts_at_start_up_gets_a_fresh_interpreter(launcher, tmp_path):
     launcher, script = launcher
     cmd = [sys.executable, script, "exit", "0"]
@@ -76,11 +50,8 @@ def test_what_acts_at_start_up_gets_a_fresh_interpreter(launcher, tmp_path):
     same = dict(launcher.env)
     assert launcher.rewrite(cmd, None, None, same, False) != cmd
     assert launcher.rewrite(cmd, None, None, dict(same, TF_CONFIG="{}"), False) != cmd
-    root = os.path.dirname(script)
-    assert launcher.rewrite(cmd, None, None, dict(same, PYTHONPATH=root), False) != cmd
     for changed in ({"PYTHONPATH": str(tmp_path)}, {"TF_XLA_FLAGS": "--tf_xla_auto_jit=2"},
-                    {"CUDA_VISIBLE_DEVICES": "0"}, {"PYTHONPATH": os.path.join(root, "shadow")},
-                    {"PYTHONPATH": os.pathsep.join([root, str(tmp_path)])}):
+                    {"CUDA_VISIBLE_DEVICES": "0"}):
         assert launcher.rewrite(cmd, None, None, dict(same, **changed), False) == cmd
     assert launcher.rewrite(cmd, lambda: None, None, same, False) == cmd
     assert launcher.rewrite([sys.executable, "-u", script], None, None, same, False) \

@@ -14,7 +14,7 @@ from _oracle import DATA, REPO
 from _together import started
 
 from bert_mgpu.configs.base import ClusterConfig, TrainConfig
-from bert_mgpu.data import input_pipeline, tfrecord
+from bert_mgpu.data import input_pipeline, multitask, tfrecord
 from bert_mgpu.engine.job import Job
 
 SHAPES = {"input_ids": 2, "input_mask": 2, "segment_ids": 2, "label_ids": 1,
@@ -32,8 +32,12 @@ def write_numbered(path, first, n, label=0):
 
 
 def numbers(dataset, batches):
-    it = iter(dataset)
-    return [next(it)["input_ids"][:, 0].numpy().tolist() for _ in range(batches)]
+    return numbers_of(iter(dataset), batches)
+
+
+def numbers_of(iterator, batches):
+    """input_ids[0] of the next `batches` batches of `iterator`, batch by batch."""
+    return [next(iterator)["input_ids"][:, 0].numpy().tolist() for _ in range(batches)]
 
 
 def test_epoch_permutation_every_record_once_per_epoch_and_a_new_order(tmp_path):
@@ -58,10 +62,49 @@ def test_epoch_permutation_resumes_mid_epoch_from_the_saved_position(tmp_path):
     for _ in range(9):  # 54 records: into the second epoch
         next(it)
     saved = tf.train.Checkpoint(input=it).write(str(tmp_path / "state" / "ckpt"))
-    expected = [next(it)["input_ids"][:, 0].numpy().tolist() for _ in range(10)]
+    expected = numbers_of(it, 10)
     resumed = make()
     tf.train.Checkpoint(input=resumed).read(saved).assert_existing_objects_matched()
-    assert [next(resumed)["input_ids"][:, 0].numpy().tolist() for _ in range(10)] == expected
+    assert numbers_of(resumed, 10) == expected
+
+
+def test_every_pipeline_runs_without_the_autotuning_thread(tmp_path):
+    """tf.data's autotuning thread can block an iterator's destructor for up to 60 s
+    (input_pipeline.prefetched): no pipeline the jobs read has it."""
+    path = write_numbered(tmp_path / "a", 0, 20)
+    empty = str(tmp_path / "empty")
+    with tfrecord.RecordFileWriter(empty):
+        pass
+    pipelines = {
+        "training, whole-data permutation": input_pipeline.record_dataset(
+            [path], SHAPES, 4, True, shuffle_buffer=0),
+        "training, shuffle buffer": input_pipeline.record_dataset(
+            [path], SHAPES, 4, True, shuffle_buffer=10),
+        "evaluation": input_pipeline.record_dataset([path], SHAPES, 4, False),
+        "evaluation by length": input_pipeline.length_sorted_dataset([path], SHAPES, 4),
+        "evaluation by length, no record": input_pipeline.length_sorted_dataset(
+            [empty], SHAPES, 4),
+        "multi-task training": multitask.training_dataset([(path, SHAPES)], 4, 1, [1.0]),
+    }
+    on = [name for name, d in pipelines.items() if d.options().autotune.enabled is not False]
+    assert not on
+
+
+def test_an_input_position_saved_with_autotuning_on_resumes(tmp_path):
+    """Input positions written before autotuning was turned off restore exactly."""
+    path = write_numbered(tmp_path / "a", 0, 40)
+    options = tf.data.Options()
+    options.autotune.enabled = True
+    old = iter(input_pipeline.record_dataset([path], SHAPES, 6, True, seed=1, shuffle_buffer=0)
+               .with_options(options))
+    for _ in range(9):
+        next(old)
+    saved = tf.train.Checkpoint(input=old).write(str(tmp_path / "state" / "ckpt"))
+    expected = numbers_of(old, 5)
+    resumed = iter(input_pipeline.record_dataset([path], SHAPES, 6, True, seed=1,
+                                                 shuffle_buffer=0))
+    tf.train.Checkpoint(input=resumed).read(saved).assert_existing_objects_matched()
+    assert numbers_of(resumed, 5) == expected
 
 
 @pytest.mark.parametrize("shuffle_buffer", [0, 1, 50])

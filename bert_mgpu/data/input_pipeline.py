@@ -210,7 +210,26 @@ def record_dataset(input_files: Sequence[str], shapes: Mapping[str, int], batch_
     if masking is None:
         d = d.map(lambda s: features.parse_example(s, shapes),
                   num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    return d.prefetch(2)
+    return prefetched(d)
+
+
+def prefetched(dataset):
+    """`dataset` with two batches prefetched and tf.data's autotuning off: what every pipeline
+    of this module (and data/multitask.py) returns.
+
+    Autotuning runs a thread per iterator that re-tunes the pipeline at growing intervals (up
+    to 60 s). Destroying the iterator wakes that thread through a cancellation callback, but
+    TensorFlow runs the callback before it marks the cancellation done, so a thread that wakes
+    at once sees no cancellation and sleeps out its interval: the iterator's destructor then
+    blocks for up to 60 s (measured: 46 s and 56 s between the last training checkpoint and
+    the evaluation of run_classifier_mgpu.py, 2 of 3 runs; docs/benchmarks.md, issue 53).
+    Without autotuning there is no such thread; `num_parallel_calls=AUTOTUNE` then means one
+    call per core, and every buffer here has a fixed size."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.prefetch(2).with_options(options)
 
 
 def _training_batches(input_files, batch_size, seed, shuffle_buffer, cycle_length, num_shards,
@@ -424,8 +443,8 @@ def length_sorted_dataset(input_files: Sequence[str], shapes: Mapping[str, int],
 
     records = _read_records(input_files)
     if not records:
-        return tf.data.TFRecordDataset(list(input_files)).batch(batch_size).map(
-            lambda s: features.parse_example(s, shapes))
+        return prefetched(tf.data.TFRecordDataset(list(input_files)).batch(batch_size).map(
+            lambda s: features.parse_example(s, shapes)))
     order = np.argsort(record_sequence_lengths(records), kind="stable").astype(np.int32)
     n = len(records)
     last = n - (n - 1) // batch_size * batch_size  # the file's last batch, maybe partial
@@ -437,7 +456,7 @@ def length_sorted_dataset(input_files: Sequence[str], shapes: Mapping[str, int],
         return dict(features.parse_example(serialized, shapes),
                     **{EXAMPLE_INDEX: index, features.FILE_BATCH_WEIGHT: weight})
 
-    return d.batch(batch_size).map(parse).prefetch(2)
+    return prefetched(d.batch(batch_size).map(parse))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -109,4 +109,4 @@ def training_dataset(task_inputs: Sequence[tuple], batch_size: int, seed: int,
     if num_shards > 1:
         first = shard_index * batch_size
         d = d.map(lambda f: {k: v[first:first + batch_size] for k, v in f.items()})
-    return d.prefetch(2)
+    return input_pipeline.prefetched(d)
